@@ -1,0 +1,214 @@
+"""Master-key authorization: what the client signs and what the server checks (cosmos-wire §3).
+
+Theory of operation. A request is signed with HMAC-SHA256 over five lower-cased lines,
+
+    verb \\n resourceType \\n resourceLink \\n x-ms-date \\n date \\n
+
+keyed by the base64-decoded account key. The header value is
+``type=master&ver=1.0&sig=<base64>``, percent-encoded as a whole on the wire. The client knows
+(resourceType, resourceLink) from the operation it performs; the server has to work them out
+from the request path alone, and ``resource_type_and_link`` is that derivation:
+
+* the path is split on ``/`` and each segment percent-decoded (the SDK signs raw ids);
+* an odd number of segments is a feed: its type is the last segment, its link the rest;
+* an even number is one resource: its type is the second-to-last segment, its link the path;
+* ``…/colls/{c}/operations/partitionkeydelete`` is signed as the container (``colls``);
+* a name-based link (``dbs/<name>/…``) is signed in full with its case kept; anything else
+  (rid paths, ``offers/<rid>``) is signed as its last rid only, lower-cased.
+
+Both the emulator and our client import this module; it does no I/O and keeps no state except
+the verifier's bounded cache of signatures it has already accepted.
+"""
+
+import base64
+import binascii
+import hashlib
+import hmac
+import urllib.parse
+
+MASTER_TOKEN_TYPE = "master"
+TOKEN_VERSION = "1.0"
+VERIFIED_CACHE_ENTRIES_MAX = 4096
+
+# Characters the SDK leaves unescaped when it percent-encodes the header value.
+_HEADER_SAFE_CHARS = "-_.!~*'()"
+_RID_DB_LENGTH = 8
+_RID_DB_BYTES = 4
+
+
+class AuthError(Exception):
+    """The request is not authorized: answer 401 with this message."""
+
+    status = 401
+    substatus = 0
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+def is_name_based(link: str) -> bool:
+    """True when ``link`` addresses a resource by names (``dbs/<name>/…``), as the SDK decides it.
+
+    The database segment decides: an 8-character string that base64-decodes (``-`` read as
+    ``/``) to exactly 4 bytes is a database rid, so the link is rid-based. The SDK uses the
+    lenient stdlib decoder, and so do we, so both agree on odd names. The one divergence: the SDK
+    crashes on an 8-character non-ASCII database name, which we call name-based.
+    """
+    if not link:
+        return False
+    if link.startswith("/") and len(link) > 1:
+        link = link[1:]
+    parts = link.split("/")
+    if parts[0].lower() != "dbs" or len(parts) < 2 or not parts[1]:
+        return False
+    db_segment = parts[1]
+    if len(db_segment) != _RID_DB_LENGTH:
+        return True
+    return not _decodes_to_db_rid(db_segment)
+
+
+def _decodes_to_db_rid(segment: str) -> bool:
+    try:
+        raw = base64.b64decode(segment.replace("-", "/"))
+    except (binascii.Error, ValueError):
+        return False
+    return len(raw) == _RID_DB_BYTES
+
+
+def resource_type_and_link(path: str) -> tuple[str, str]:
+    """(resourceType, resourceLink) the SDK signed for a request to ``path``.
+
+    ``path`` is the raw request path as it came off the wire (still percent-encoded; a query
+    string, if any, is ignored). Decoding it first would corrupt ids that contain ``%``.
+    """
+    path = path.split("?", 1)[0].strip("/")
+    if not path:
+        return "", ""
+    segments = [urllib.parse.unquote(s) for s in path.split("/")]
+    if (
+        len(segments) == 6
+        and segments[2] == "colls"
+        and segments[4] == "operations"
+        and segments[5] == "partitionkeydelete"
+    ):
+        return "colls", _signed_link(segments[:4])
+    if len(segments) % 2 == 1:
+        return segments[-1], _signed_link(segments[:-1])
+    return segments[-2], _signed_link(segments)
+
+
+def _signed_link(segments: list[str]) -> str:
+    if not segments:
+        return ""
+    full = "/".join(segments)
+    if is_name_based(full):
+        return full
+    return segments[-1].lower()
+
+
+def string_to_sign(verb: str, resource_type: str, resource_link: str, x_ms_date: str) -> str:
+    """The exact text that is HMAC'd. ``resource_link`` is used as given (see module doc)."""
+    return f"{verb.lower()}\n{resource_type.lower()}\n{resource_link}\n{x_ms_date.lower()}\n\n"
+
+
+def _signature(key: bytes, text: str) -> str:
+    digest = hmac.new(key, text.encode("utf-8"), hashlib.sha256).digest()
+    return base64.b64encode(digest).decode("ascii")
+
+
+def _decode_key(key_b64: str) -> bytes:
+    try:
+        return base64.b64decode(key_b64, validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise ValueError(f"the account key is not valid base64: {e}") from None
+
+
+def sign(key_b64: str, verb: str, resource_type: str, resource_link: str, x_ms_date: str) -> str:
+    """The authorization value ``type=master&ver=1.0&sig=…``, not yet percent-encoded."""
+    text = string_to_sign(verb, resource_type, resource_link, x_ms_date)
+    sig = _signature(_decode_key(key_b64), text)
+    return f"type={MASTER_TOKEN_TYPE}&ver={TOKEN_VERSION}&sig={sig}"
+
+
+def authorization_header(
+    key_b64: str, verb: str, resource_type: str, resource_link: str, x_ms_date: str
+) -> str:
+    """The ``authorization`` header value exactly as the SDK puts it on the wire."""
+    token = sign(key_b64, verb, resource_type, resource_link, x_ms_date)
+    return urllib.parse.quote(token, safe=_HEADER_SAFE_CHARS)
+
+
+def _parse_token(header_value: str) -> dict[str, str]:
+    decoded = urllib.parse.unquote(header_value)
+    fields: dict[str, str] = {}
+    for part in decoded.split("&"):
+        name, sep, value = part.partition("=")
+        if not sep:
+            raise AuthError(
+                f"The authorization header is malformed: expected "
+                f"'type=master&ver=1.0&sig=<signature>' (percent-encoded), got {decoded!r}."
+            )
+        fields[name.strip().lower()] = value.strip()
+    for required in ("type", "ver", "sig"):
+        if not fields.get(required):
+            raise AuthError(
+                f"The authorization header is malformed: the '{required}' field is missing "
+                f"from {decoded!r}; expected 'type=master&ver=1.0&sig=<signature>'."
+            )
+    return fields
+
+
+class MasterKeyVerifier:
+    """Server-side check of master-key signatures, for one account key.
+
+    Accepted signatures are remembered (up to VERIFIED_CACHE_ENTRIES_MAX, oldest evicted first),
+    keyed by everything that went into the decision, so a repeated identical request costs a dict
+    lookup. Rejections are never cached. Clock skew is not checked: the emulator is lenient.
+    """
+
+    def __init__(self, key_b64: str, cache_entries_max: int = VERIFIED_CACHE_ENTRIES_MAX):
+        self._key = _decode_key(key_b64)
+        self._cache_entries_max = cache_entries_max
+        self._verified: dict[tuple[str, str, str, str], None] = {}
+
+    def verify(self, verb: str, path: str, authorization: str | None, x_ms_date: str | None) -> None:
+        """Return if the request is signed with our key; raise AuthError saying why not."""
+        cache_key = (verb, path, authorization or "", x_ms_date or "")
+        if cache_key in self._verified:
+            return
+        if not authorization:
+            raise AuthError(
+                "The request has no 'authorization' header. Sign it with the account key "
+                "(type=master&ver=1.0&sig=…)."
+            )
+        if not x_ms_date:
+            raise AuthError(
+                "The request has no 'x-ms-date' header. Send the current time in RFC 1123 form "
+                "(e.g. 'Tue, 01 Jul 2025 12:00:00 GMT') and sign it."
+            )
+        token = _parse_token(authorization)
+        if token["type"].lower() != MASTER_TOKEN_TYPE:
+            raise AuthError(
+                f"Only master-key authorization is supported (type=master); "
+                f"the request used type={token['type']}."
+            )
+        if token["ver"] != TOKEN_VERSION:
+            raise AuthError(
+                f"Unsupported authorization token version ver={token['ver']}; use ver=1.0."
+            )
+        resource_type, resource_link = resource_type_and_link(path)
+        text = string_to_sign(verb, resource_type, resource_link, x_ms_date)
+        expected = _signature(self._key, text)
+        if not hmac.compare_digest(token["sig"].encode("ascii", "replace"), expected.encode("ascii")):
+            shown = text.replace("\n", "\\n")
+            raise AuthError(
+                "The authorization signature does not match. Either the key is wrong or the "
+                f"signed text differs from what the server expects. The server signed: '{shown}'"
+            )
+        self._remember(cache_key)
+
+    def _remember(self, cache_key: tuple[str, str, str, str]) -> None:
+        if len(self._verified) >= self._cache_entries_max:
+            del self._verified[next(iter(self._verified))]
+        self._verified[cache_key] = None
