@@ -1,0 +1,87 @@
+"""`regionlab` / `python -m emulator`: serve an account until SIGINT or SIGTERM.
+
+Prints one JSON line to stdout when every endpoint can serve (the ready line); logs go to
+stderr. Flags override environment variables (REGIONLAB_*), which override defaults.
+"""
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+
+from . import defaults
+from .core.account import AccountConfig
+from .core.consistency import canonical
+from .core.errors import CosmosError
+
+
+def _env(name: str, default):
+    return os.environ.get(f"REGIONLAB_{name}", default)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="regionlab", description="Local multi-region Cosmos DB-style emulator.")
+    p.add_argument("--host", default=_env("HOST", defaults.HOST), help="address to listen on (default %(default)s)")
+    p.add_argument("--port", type=int, default=int(_env("PORT", defaults.GLOBAL_PORT)),
+                   help="global (account) endpoint port; regions take the next ports (default %(default)s)")
+    p.add_argument("--regions", default=_env("REGIONS", ",".join(defaults.REGIONS)),
+                   help="comma-separated region names, write region first (default %(default)s)")
+    p.add_argument("--control-port", type=int, default=int(_env("CONTROL_PORT", defaults.CONTROL_PORT)))
+    p.add_argument("--consistency", default=_env("CONSISTENCY", defaults.CONSISTENCY))
+    p.add_argument("--key", default=_env("KEY", defaults.EMULATOR_KEY), help="account master key (base64)")
+    p.add_argument("--no-auth", action="store_true", default=_env("NO_AUTH", "") == "1",
+                   help="accept requests without checking signatures")
+    p.add_argument("--multi-write", action="store_true", default=_env("MULTI_WRITE", "") == "1")
+    p.add_argument("--partitions", type=int, default=int(_env("PARTITIONS", 0)) or None,
+                   help="physical partitions per container (default: derived from throughput)")
+    p.add_argument("--intra-region-delay-ms", type=int, default=int(_env("INTRA_REGION_DELAY_MS", defaults.INTRA_REGION_DELAY_MS)))
+    p.add_argument("--seed", type=int, default=int(_env("SEED", 0)))
+    p.add_argument("--log-level", default=_env("LOG_LEVEL", "WARNING"))
+    return p
+
+
+def config_from_args(args):
+    from .runtime.server import ServerConfig
+    regions = tuple(r.strip() for r in args.regions.split(",") if r.strip())
+    try:
+        consistency = canonical(args.consistency)
+    except CosmosError as e:
+        raise SystemExit(f"regionlab: {e.message}")
+    account = AccountConfig(regions=regions, multi_write=args.multi_write, consistency=consistency,
+                            partition_count=args.partitions, intra_region_delay_ms=args.intra_region_delay_ms)
+    return ServerConfig(account=account, host=args.host, global_port=args.port, control_port=args.control_port,
+                        key=None if args.no_auth else args.key, seed=args.seed)
+
+
+async def serve(config) -> None:
+    from .runtime.server import Emulator
+    emu = Emulator(config)
+    await emu.start()
+    print(json.dumps(emu.ready_info()), flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    logging.getLogger("regionlab").info("shutting down")
+    await emu.stop()
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
+                        format='{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":%(message)r}')
+    config = config_from_args(args)
+    try:
+        import uvloop
+        uvloop.run(serve(config))
+    except OSError as e:
+        print(f"regionlab: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

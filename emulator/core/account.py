@@ -1,0 +1,241 @@
+"""The account: its regions, its databases and containers, its offers, its replication links.
+
+Theory of operation: an Account is built from an AccountConfig, a clock, a scheduler and a
+seeded rng (see STYLE.md: the core takes time and randomness in). Regions are ordered; the
+first is the write region unless the account is multi-write, in which case every region
+accepts writes. Each container's partitions get a replica set in every region and share one
+Link per ordered region pair. Metadata changes are account-wide and immediate (see
+container.py for why).
+"""
+from dataclasses import dataclass, field
+
+from . import rid as rids
+from .container import Container, Database, partition_count_for
+from .epk import PartitionKeyDef, split_ranges
+from .errors import CosmosError, bad_request, conflict, not_found
+from .link import Link
+from .offers import Offer
+from .partition import Partition
+from .read_routing import ReadRoutingPolicy
+from .replica_set import ReplicaSet
+from .validation import ValidationError, check_id
+
+# One-way lag defaults by geography: same metro area, same continent, across continents.
+LAG_SAME_AREA_MS = 2
+LAG_SAME_CONTINENT_MS = 30
+LAG_CROSS_CONTINENT_MS = 80
+REGION_AREAS = {
+    "east us": ("na", "east"), "east us 2": ("na", "east"), "central us": ("na", "central"),
+    "north central us": ("na", "central"), "south central us": ("na", "central"),
+    "west us": ("na", "west"), "west us 2": ("na", "west"), "west us 3": ("na", "west"),
+    "canada central": ("na", "east"), "brazil south": ("sa", "south"),
+    "north europe": ("eu", "north"), "west europe": ("eu", "west"), "uk south": ("eu", "west"),
+    "france central": ("eu", "west"), "germany west central": ("eu", "central"),
+    "southeast asia": ("asia", "se"), "east asia": ("asia", "east"), "japan east": ("asia", "jp"),
+    "australia east": ("oc", "east"), "central india": ("asia", "in"),
+}
+
+
+def default_lag_ms(a: str, b: str) -> int:
+    area_a, area_b = REGION_AREAS.get(a.lower()), REGION_AREAS.get(b.lower())
+    if area_a is None or area_b is None:
+        return LAG_SAME_CONTINENT_MS
+    if area_a == area_b:
+        return LAG_SAME_AREA_MS
+    if area_a[0] == area_b[0]:
+        return LAG_SAME_CONTINENT_MS
+    return LAG_CROSS_CONTINENT_MS
+
+
+@dataclass
+class AccountConfig:
+    regions: tuple = ("East US", "East US 2", "West US")
+    multi_write: bool = False
+    consistency: str = "Session"
+    partition_count: int | None = None        # overrides the count derived from throughput
+    intra_region_delay_ms: int = 0
+    lag_ms: dict = field(default_factory=dict)   # {(src, dst): ms}; missing pairs use default_lag_ms
+    jitter_ms: int = 0
+    primary_accepts_reads: bool = True
+    account_id: str = "regionlab"
+
+
+class Region:
+    __slots__ = ("name", "id", "state")
+
+    def __init__(self, name: str, id: int):
+        self.name = name
+        self.id = id
+        self.state = "up"
+
+
+class Account:
+    def __init__(self, config: AccountConfig, clock, scheduler, rng):
+        if not config.regions:
+            raise ValueError("an account needs at least one region")
+        if len({r.lower() for r in config.regions}) != len(config.regions):
+            raise ValueError(f"region names must be unique: {config.regions}")
+        self.config = config
+        self.clock = clock
+        self.scheduler = scheduler
+        self.rng = rng
+        self.regions = [Region(name, i) for i, name in enumerate(config.regions)]
+        self.write_regions = tuple(config.regions) if config.multi_write else (config.regions[0],)
+        self.consistency = config.consistency
+        self.routing = ReadRoutingPolicy(config.primary_accepts_reads)
+        self.databases: dict[str, Database] = {}
+        self.dbs_by_rid: dict[str, Database] = {}
+        self.colls_by_rid: dict[str, Container] = {}
+        self.offers: dict[str, Offer] = {}
+        self.links: dict = {}
+        self._seq = 0
+        for a in config.regions:
+            for b in config.regions:
+                if a != b:
+                    lag = config.lag_ms.get((a, b), default_lag_ms(a, b))
+                    self.links[(a, b)] = Link(a, b, lag, scheduler, clock, rng, config.jitter_ms)
+
+    def region(self, name: str) -> Region:
+        for r in self.regions:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def _next(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def _etag(self) -> str:
+        return f'"{self._next():08x}-0000-0000-0000-000000000000"'
+
+    def now_s(self) -> int:
+        return self.clock.now_ms() // 1000
+
+    # ---- databases ---------------------------------------------------------------------
+    def create_database(self, body: dict, throughput: int | None = None,
+                        autoscale_max: int | None = None) -> Database:
+        id = _checked_id(body)
+        if id in self.databases:
+            raise conflict(f"A database with id '{id}' already exists.")
+        db = Database(id, rids.database_rid(self._next()), self.now_s(), self._etag())
+        self.databases[id] = db
+        self.dbs_by_rid[db.rid] = db
+        if throughput or autoscale_max:
+            db.offer_rid = self._add_offer(db.self_link, db.rid, throughput, autoscale_max).rid
+        return db
+
+    def database(self, name_or_rid: str, by_rid: bool = False) -> Database:
+        db = self.dbs_by_rid.get(name_or_rid) if by_rid else self.databases.get(name_or_rid)
+        if db is None:
+            raise not_found(f"Database '{name_or_rid}' does not exist.")
+        return db
+
+    def delete_database(self, db: Database) -> None:
+        for c in list(db.containers.values()):
+            self.delete_container(c)
+        if db.offer_rid:
+            self.offers.pop(db.offer_rid, None)
+        del self.databases[db.id]
+        del self.dbs_by_rid[db.rid]
+
+    # ---- containers --------------------------------------------------------------------
+    def create_container(self, db: Database, body: dict, throughput: int | None = None,
+                         autoscale_max: int | None = None) -> Container:
+        id = _checked_id(body)
+        if id in db.containers:
+            raise conflict(f"A container with id '{id}' already exists in database '{db.id}'.")
+        definition = _container_definition(body)
+        pk_def = PartitionKeyDef.from_json(definition["partitionKey"])
+        count = self.config.partition_count or partition_count_for(throughput, autoscale_max)
+        rid = rids.collection_rid(db.rid, self._next())
+        partitions = []
+        for i, (lo, hi) in enumerate(split_ranges(pk_def, count)):
+            p = Partition(str(i), lo, hi)
+            p.write_regions = self.write_regions
+            p.links = self.links
+            for region in self.regions:
+                p.attach(region.name, ReplicaSet(region.name, p.range_id, self.scheduler, self.clock,
+                                                 delay_ms=self.config.intra_region_delay_ms,
+                                                 routing=self.routing))
+            partitions.append(p)
+        c = Container(db, definition, rid, self.now_s(), self._etag(), partitions)
+        db.containers[id] = c
+        self.colls_by_rid[rid] = c
+        if throughput or autoscale_max:
+            c.offer_rid = self._add_offer(c.self_link, c.rid, throughput, autoscale_max).rid
+        return c
+
+    def container(self, db: Database, name_or_rid: str, by_rid: bool = False) -> Container:
+        c = self.colls_by_rid.get(name_or_rid) if by_rid else db.containers.get(name_or_rid)
+        if c is None or c.db is not db:
+            raise not_found(f"Container '{name_or_rid}' does not exist in database '{db.id}'.")
+        return c
+
+    def replace_container(self, c: Container, body: dict) -> Container:
+        if body.get("id") != c.id:
+            raise bad_request(f"The id in the body must be '{c.id}' to replace that container.")
+        definition = _container_definition(body)
+        if PartitionKeyDef.from_json(definition["partitionKey"]) != c.pk_def:
+            raise bad_request("The partition key of a container cannot be changed.")
+        c.definition = definition
+        c.etag = self._etag()
+        c.ts = self.now_s()
+        return c
+
+    def delete_container(self, c: Container) -> None:
+        if c.offer_rid:
+            self.offers.pop(c.offer_rid, None)
+        del c.db.containers[c.id]
+        del self.colls_by_rid[c.rid]
+
+    # ---- offers ------------------------------------------------------------------------
+    def _add_offer(self, resource_self: str, resource_rid: str, throughput, autoscale_max) -> Offer:
+        offer = Offer(rids.offer_rid(self._next()), resource_self, resource_rid, throughput,
+                      autoscale_max, self._etag(), self.now_s())
+        self.offers[offer.rid] = offer
+        return offer
+
+    def offer(self, rid: str) -> Offer:
+        o = self.offers.get(rid)
+        if o is None:
+            raise not_found(f"Offer '{rid}' does not exist.")
+        return o
+
+    def replace_offer(self, offer: Offer, body: dict) -> Offer:
+        offer.replace(body)
+        offer.etag = self._etag()
+        offer.ts = self.now_s()
+        return offer
+
+
+def _checked_id(body) -> str:
+    if not isinstance(body, dict):
+        raise bad_request("The request body must be a JSON object.")
+    try:
+        check_id(body.get("id"))
+    except ValidationError as e:
+        raise CosmosError(e.status, e.substatus, e.message) from None
+    return body["id"]
+
+
+DEFAULT_INDEXING_POLICY = {"indexingMode": "consistent", "automatic": True,
+                           "includedPaths": [{"path": "/*"}],
+                           "excludedPaths": [{"path": "/\"_etag\"/?"}]}
+
+
+def _container_definition(body: dict) -> dict:
+    definition = {k: v for k, v in body.items() if not k.startswith("_")}
+    pk = definition.get("partitionKey")
+    if pk is None:
+        raise bad_request("A container needs a partitionKey definition, e.g. "
+                          '{"paths":["/pk"],"kind":"Hash","version":2}.')
+    try:
+        definition["partitionKey"] = PartitionKeyDef.from_json(pk).to_json()
+    except (ValueError, TypeError, AttributeError) as e:
+        raise bad_request(f"Invalid partitionKey definition: {e}") from None
+    definition.setdefault("indexingPolicy", DEFAULT_INDEXING_POLICY)
+    definition.setdefault("conflictResolutionPolicy",
+                          {"mode": "LastWriterWins", "conflictResolutionPath": "/_ts",
+                           "conflictResolutionProcedure": ""})
+    definition.setdefault("geospatialConfig", {"type": "Geography"})
+    return definition

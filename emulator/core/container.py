@@ -1,0 +1,124 @@
+"""Databases and containers: the metadata of an account, and routing of keys to partitions.
+
+Theory of operation: metadata (databases, containers, offers) is account-wide and takes effect
+in every region at once, as it does in the service from the client's point of view (metadata
+writes go to the write region and are read back from there). Items are not: they live in the
+partitions' replica sets per region. A container splits the EPK space into contiguous ranges,
+one physical partition each; `partition_for_epk` finds a key's partition by bisection.
+Partition count follows throughput as the service derives it (one per 10,000 RU/s, at least
+one) unless the account config overrides it.
+"""
+import bisect
+import json
+
+from . import epk as epks
+
+RU_PER_PARTITION = 10_000
+EPK_CACHE_MAX = 65_536
+
+
+class Database:
+    __slots__ = ("id", "rid", "ts", "etag", "containers", "offer_rid", "_doc_seq")
+
+    def __init__(self, id: str, rid: str, ts: int, etag: str):
+        self.id = id
+        self.rid = rid
+        self.ts = ts
+        self.etag = etag
+        self.containers: dict[str, "Container"] = {}
+        self.offer_rid = None
+
+    @property
+    def self_link(self) -> str:
+        return f"dbs/{self.rid}/"
+
+    def properties(self) -> dict:
+        return {"id": self.id, "_rid": self.rid, "_self": self.self_link, "_etag": self.etag,
+                "_colls": "colls/", "_users": "users/", "_ts": self.ts}
+
+
+class Container:
+    __slots__ = ("id", "rid", "db", "definition", "pk_def", "partitions", "_bounds", "ts", "etag",
+                 "offer_rid", "doc_seq", "rid_index", "_epk_cache", "pkranges_etag")
+
+    def __init__(self, db: Database, definition: dict, rid: str, ts: int, etag: str,
+                 partitions: list):
+        self.id = definition["id"]
+        self.rid = rid
+        self.db = db
+        self.definition = definition
+        self.pk_def = epks.PartitionKeyDef.from_json(definition["partitionKey"])
+        self.partitions = partitions
+        self._bounds = [p.min_epk for p in partitions]
+        self.ts = ts
+        self.etag = etag
+        self.offer_rid = None
+        self.doc_seq = 0
+        self.rid_index: dict[str, tuple] = {}      # doc _rid -> (partition index, key)
+        self._epk_cache: dict[str, str] = {}
+        self.pkranges_etag = f'"{rid}-{len(partitions)}"'
+
+    @property
+    def self_link(self) -> str:
+        return f"dbs/{self.db.rid}/colls/{self.rid}/"
+
+    @property
+    def name_path(self) -> str:
+        return f"dbs/{self.db.id}/colls/{self.id}"
+
+    def properties(self) -> dict:
+        props = dict(self.definition)
+        props.update({"_rid": self.rid, "_self": self.self_link, "_etag": self.etag, "_ts": self.ts,
+                      "_docs": "docs/", "_sprocs": "sprocs/", "_triggers": "triggers/",
+                      "_udfs": "udfs/", "_conflicts": "conflicts/"})
+        return props
+
+    # ---- routing -----------------------------------------------------------------------
+    def epk_of(self, pk_json: str, values: list) -> str:
+        """EPK of a partition key, cached by its canonical JSON."""
+        cached = self._epk_cache.get(pk_json)
+        if cached is None:
+            cached = epks.effective_partition_key(self.pk_def, values)
+            if len(self._epk_cache) >= EPK_CACHE_MAX:
+                self._epk_cache.clear()
+            self._epk_cache[pk_json] = cached
+        return cached
+
+    def partition_index(self, epk: str) -> int:
+        return bisect.bisect_right(self._bounds, epk) - 1
+
+    def partition_for_epk(self, epk: str):
+        return self.partitions[bisect.bisect_right(self._bounds, epk) - 1]
+
+    def partitions_overlapping(self, min_epk: str, max_epk: str) -> list:
+        return [p for p in self.partitions
+                if p.min_epk < (max_epk or "FF") and (p.max_epk > min_epk)]
+
+    def pkranges(self) -> list[dict]:
+        out = []
+        for p in self.partitions:
+            out.append({"id": p.range_id, "minInclusive": p.min_epk, "maxExclusive": p.max_epk,
+                        "ridPrefix": int(p.range_id), "throughputFraction": 1.0 / len(self.partitions),
+                        "status": "online", "parents": [], "_rid": f"{self.rid}{p.range_id}",
+                        "_self": f"{self.self_link}pkranges/{p.range_id}/", "_etag": self.pkranges_etag,
+                        "_ts": self.ts})
+        return out
+
+
+def partition_count_for(throughput: int | None, autoscale_max: int | None) -> int:
+    ru = autoscale_max or throughput or 0
+    return max(1, -(-ru // RU_PER_PARTITION))
+
+
+def canonical_pk_json(values: list) -> str:
+    """The key under which a logical partition's items are stored: compact JSON of its values,
+    integral floats folded to ints (5 and 5.0 are one key, as their hashes are)."""
+    norm = []
+    for v in values:
+        if v is epks.UNDEFINED:
+            norm.append({})
+        elif type(v) is float and v.is_integer() and abs(v) < 2 ** 53:
+            norm.append(int(v))
+        else:
+            norm.append(v)
+    return json.dumps(norm, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,231 @@
+"""Item operations: what a write does to a partition, and which replica a read sees.
+
+Theory of operation:
+* A `Writer` serves one commit at the primary of a write region's replica set: a single
+  operation, or every operation of a transactional batch. Each operation reads the current
+  state (the primary's latest versions, overlaid with the commit's own pending versions), checks
+  preconditions, and stages a new immutable Version stamped with the commit's LSN. Nothing is
+  visible, and nothing is in the store, until `commit()` appends the whole set under one LSN:
+  a batch is all-or-nothing, and a refused operation changes nothing.
+* Reads choose a replica by consistency (see read_routing.py) and see what that replica has
+  applied up to the partition's committed LSN; they never see an unacknowledged write.
+"""
+import json
+
+from . import epk as epks
+from .consistency import SESSION, STRONG, BOUNDED
+from .errors import (CosmosError, bad_request, conflict, not_found, precondition_failed,
+                     session_not_available, SUB_PARTITION_KEY_MISMATCH)
+from .store import Version
+
+SYSTEM_PROPERTIES = frozenset(("_rid", "_self", "_etag", "_ts", "_attachments", "_lsn"))
+
+
+def _dumps(doc) -> bytes:
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class Writer:
+    __slots__ = ("container", "region", "pk_json", "pk_values", "partition_index", "rs", "lsn",
+                 "now_ms", "pending", "new_rids")
+
+    def __init__(self, container, region: str, pk_json: str, pk_values: list, now_ms: int):
+        self.container = container
+        self.region = region
+        self.pk_json = pk_json
+        self.pk_values = pk_values
+        epk = container.epk_of(pk_json, pk_values)
+        self.partition_index = container.partition_index(epk)
+        self.rs = container.partitions[self.partition_index].for_write(region)
+        self.lsn = self.rs.next_lsn()
+        self.now_ms = now_ms
+        self.pending: dict = {}          # key -> Version (a tombstone for a delete)
+        self.new_rids: list = []
+
+    # ---- state as this commit sees it -----------------------------------------------------
+    def current(self, id: str) -> Version | None:
+        key = (self.pk_json, id)
+        v = self.pending.get(key)
+        if v is not None:
+            return None if v.deleted else v
+        if key in self.pending:
+            return None
+        return self.rs.store.latest(key)
+
+    def _check_pk(self, doc: dict) -> None:
+        from .container import canonical_pk_json
+        body_values = self.container.pk_def.values_from_document(doc)
+        if canonical_pk_json(body_values) != self.pk_json:
+            raise CosmosError(400, SUB_PARTITION_KEY_MISMATCH,
+                              "PartitionKey extracted from document doesn't match the one specified "
+                              f"in the header (document has {canonical_pk_json(body_values)}, "
+                              f"header has {self.pk_json}).")
+
+    def _stage(self, id: str, user_doc: dict, rid: str | None) -> Version:
+        c = self.container
+        if rid is None:
+            c.doc_seq += 1
+            from .rid import document_rid
+            rid = document_rid(c.rid, c.doc_seq)
+            self.new_rids.append(rid)
+        etag = f'"{self.rs.epoch:08x}-{int(self.rs.range_id):04x}-{self.lsn:016x}"'
+        ts = self.now_ms // 1000
+        doc = {k: v for k, v in user_doc.items() if k not in SYSTEM_PROPERTIES}
+        doc["_rid"] = rid
+        doc["_self"] = f"{c.self_link}docs/{rid}/"
+        doc["_etag"] = etag
+        doc["_attachments"] = "attachments/"
+        doc["_ts"] = ts
+        key = (self.pk_json, id)
+        v = Version(self.lsn, key, doc, _dumps(doc), etag, ts, rid)
+        self.pending[key] = v
+        return v
+
+    def _tombstone(self, old: Version) -> None:
+        self.pending[old.key] = Version(self.lsn, old.key, None, None, old.etag, self.now_ms // 1000,
+                                        old.rid, deleted=True)
+
+    @staticmethod
+    def _check_if_match(v: Version, if_match: str | None) -> None:
+        if if_match is not None and if_match != "*" and if_match != v.etag:
+            raise precondition_failed()
+
+    # ---- operations ----------------------------------------------------------------------
+    def create(self, doc: dict) -> tuple[int, Version]:
+        self._check_pk(doc)
+        if self.current(doc["id"]) is not None:
+            raise conflict()
+        return 201, self._stage(doc["id"], doc, None)
+
+    def upsert(self, doc: dict, if_match: str | None = None) -> tuple[int, Version]:
+        self._check_pk(doc)
+        old = self.current(doc["id"])
+        if old is None:
+            if if_match is not None and if_match != "*":
+                raise precondition_failed()
+            return 201, self._stage(doc["id"], doc, None)
+        self._check_if_match(old, if_match)
+        return 200, self._stage(doc["id"], doc, old.rid)
+
+    def replace(self, id: str, doc: dict, if_match: str | None = None) -> tuple[int, Version]:
+        self._check_pk(doc)
+        if doc.get("id") != id:
+            raise bad_request(f"The id in the body ('{doc.get('id')}') must equal the id in the "
+                              f"request path ('{id}') for a replace.")
+        old = self.current(id)
+        if old is None:
+            raise not_found()
+        self._check_if_match(old, if_match)
+        return 200, self._stage(id, doc, old.rid)
+
+    def delete(self, id: str, if_match: str | None = None) -> tuple[int, None]:
+        old = self.current(id)
+        if old is None:
+            raise not_found()
+        self._check_if_match(old, if_match)
+        self._tombstone(old)
+        return 204, None
+
+    def patch(self, id: str, operations: list, condition: str | None,
+              if_match: str | None = None) -> tuple[int, Version]:
+        from .patch import apply_patch, PatchError
+        old = self.current(id)
+        if old is None:
+            raise not_found()
+        self._check_if_match(old, if_match)
+        if condition:
+            if not _condition_holds(condition, old.doc, self.now_ms):
+                raise precondition_failed("The patch condition was not satisfied by the item's current state.")
+        try:
+            new_doc = apply_patch(old.doc, operations)
+        except PatchError as e:
+            raise bad_request(str(e)) from None
+        if new_doc.get("id") != id:
+            raise bad_request("A patch cannot change the id of an item.")
+        self._check_pk(new_doc)
+        return 200, self._stage(id, new_doc, old.rid)
+
+    def read(self, id: str, if_none_match: str | None = None) -> tuple[int, Version]:
+        v = self.current(id)
+        if v is None:
+            raise not_found()
+        if if_none_match is not None and if_none_match in (v.etag, "*"):
+            return 304, v
+        return 200, v
+
+    def delete_all(self) -> int:
+        """Tombstone every item of this logical partition (delete by partition key)."""
+        n = 0
+        for v in self.rs.store.scan(self.rs.lsn, prefix=self.pk_json):
+            if (v.key not in self.pending) or not self.pending[v.key].deleted:
+                self._tombstone(v)
+                n += 1
+        return n
+
+    def commit(self) -> int:
+        """Append the staged versions as one commit; returns its LSN (0 when nothing changed)."""
+        versions = [v for v in self.pending.values() if v.lsn == self.lsn]
+        if not versions:
+            return 0
+        lsn = self.rs.append(versions)
+        assert lsn == self.lsn
+        c = self.container
+        for v in versions:
+            if not v.deleted:
+                c.rid_index[v.rid] = (self.partition_index, v.key)
+        return lsn
+
+
+def _condition_holds(condition: str, doc: dict, now_ms: int) -> bool:
+    from .query import compile_query, QueryError
+    text = condition.strip()
+    if not text.lower().startswith("select"):
+        text = "SELECT * " + text
+    try:
+        return compile_query(text, None).filter_matches(doc, now_ms)
+    except QueryError as e:
+        raise bad_request(f"The patch condition is not a valid filter: {e}") from None
+
+
+# ---- reads -------------------------------------------------------------------------------
+def min_lsn_for(rs, consistency: str, session: dict | None) -> int:
+    if consistency == SESSION:
+        if session:
+            token = session.get(rs.range_id)
+            if token is not None:
+                return token.global_lsn
+        return 0
+    if consistency in (STRONG, BOUNDED):
+        return rs.committed_lsn
+    return 0
+
+
+def choose_replica(rs, consistency: str, session: dict | None):
+    """(replica, visible LSN) for a read, or 404/1002 when no replica has the session yet."""
+    need = min_lsn_for(rs, consistency, session)
+    replica = rs.readable_replica(need)
+    if replica is None:
+        raise session_not_available(rs.region, need, rs.committed_lsn)
+    return replica, rs.visible_lsn(replica)
+
+
+def read_item(container, region: str, pk_json: str, pk_values: list, id: str,
+              consistency: str, session: dict | None):
+    """(version or None, replica set, visible LSN)."""
+    epk = container.epk_of(pk_json, pk_values)
+    rs = container.partition_for_epk(epk).for_read(region)
+    replica, lsn = choose_replica(rs, consistency, session)
+    return rs.store.get((pk_json, id), lsn), rs, lsn
+
+
+def locate_rid(container, doc_rid: str):
+    """(pk_json, id) of a document addressed by its _rid, or 404."""
+    entry = container.rid_index.get(doc_rid)
+    if entry is None:
+        raise not_found(f"No document with _rid '{doc_rid}' in this container.")
+    return entry[1]
+
+
+def pk_values_of(pk_json: str) -> list:
+    values = json.loads(pk_json)
+    return [epks.UNDEFINED if v == {} else v for v in values]

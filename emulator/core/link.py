@@ -1,0 +1,87 @@
+"""A one-way replication link between two regions.
+
+Theory of operation: the write region's replica set of every partition hands its newly
+committed entries to the link towards each other region. The link delivers them after its
+one-way lag (plus seeded jitter), strictly in the order it received them: a due time is never
+earlier than the one before it, so jitter cannot reorder a partition's log. One scheduler
+timer per link covers its whole backlog. A paused or cut link keeps its backlog (bounded by
+LINK_BACKLOG_MAX, after which the link reports itself overflowing and the receiving side will
+need a resync) and drains it in order once healed; a receiver that is down (a region outage)
+stalls delivery the same way.
+"""
+from collections import deque
+
+LINK_BACKLOG_MAX = 1_000_000
+
+ACTIVE = "active"
+PAUSED = "paused"     # nothing moves; the backlog grows
+CUT = "cut"           # like paused, but reported as a network partition
+
+
+class Link:
+    __slots__ = ("src", "dst", "lag_ms", "jitter_ms", "state", "scheduler", "clock", "rng",
+                 "_queue", "_armed_ms", "_last_due_ms", "delivered", "receiver_up")
+
+    def __init__(self, src: str, dst: str, lag_ms: int, scheduler, clock, rng, jitter_ms: int = 0):
+        self.src = src
+        self.dst = dst
+        self.lag_ms = lag_ms
+        self.jitter_ms = jitter_ms
+        self.state = ACTIVE
+        self.scheduler = scheduler
+        self.clock = clock
+        self.rng = rng
+        self._queue: deque = deque()      # (due_ms, replica_set, lsn, versions)
+        self._armed_ms = None
+        self._last_due_ms = 0
+        self.delivered = 0
+        self.receiver_up = lambda: True
+
+    def send(self, target_rs, lsn: int, versions) -> None:
+        now = self.clock.now_ms()
+        jitter = self.rng.randint(0, self.jitter_ms) if self.jitter_ms > 0 else 0
+        due = max(now + self.lag_ms + jitter, self._last_due_ms)
+        self._last_due_ms = due
+        self._queue.append((due, target_rs, lsn, versions))
+        self._arm()
+
+    def _arm(self) -> None:
+        if not self._queue or self.state != ACTIVE or not self.receiver_up():
+            return
+        due = max(self._queue[0][0], self.clock.now_ms())
+        if self._armed_ms is not None and self._armed_ms <= due:
+            return
+        self._armed_ms = due
+        self.scheduler.call_at(due, self._fire, due)
+
+    def _fire(self, armed_ms: int) -> None:
+        if armed_ms != self._armed_ms:
+            return                        # superseded by an earlier arm
+        self._armed_ms = None
+        if self.state != ACTIVE or not self.receiver_up():
+            return
+        now = self.clock.now_ms()
+        q = self._queue
+        while q and q[0][0] <= now:
+            _, rs, lsn, versions = q.popleft()
+            rs.apply_replicated(lsn, versions)
+            self.delivered += 1
+        self._arm()
+
+    def set_state(self, state: str) -> None:
+        self.state = state
+        if state == ACTIVE:
+            self.kick()
+
+    def kick(self) -> None:
+        """Re-arm after something that stalled delivery (a heal, a receiver coming back)."""
+        self._armed_ms = None
+        self._arm()
+
+    @property
+    def backlog(self) -> int:
+        return len(self._queue)
+
+    def describe(self) -> dict:
+        return {"from": self.src, "to": self.dst, "lag_ms": self.lag_ms, "jitter_ms": self.jitter_ms,
+                "state": self.state, "backlog": self.backlog, "delivered": self.delivered}

@@ -1,0 +1,182 @@
+"""The replica set of one physical partition in one region: 1 primary + 3 secondaries.
+
+Theory of operation:
+* In a write region, `append` gives a write the next LSN, adds its versions to the shared
+  store and has the primary apply it; each secondary applies it after the intra-region delay
+  (immediately when that is 0), always in LSN order.
+* In any other region, `apply_replicated` receives commits shipped from the write region, in
+  LSN order, and replicates them locally the same way.
+* `committed_lsn` is the highest LSN that a write quorum (3 of 4) has applied. It never goes
+  back. A write is acknowledged once committed; reads never see versions above it, so nothing
+  that could still be lost is ever visible. Commit listeners (cross-region shipping, the
+  shell's waiters) hear about every advance, in order.
+* `epoch` is the version part of session tokens; it moves on when a failover discarded writes,
+  so old tokens can be told apart from new ones.
+
+Who changes what: only this class moves LSNs; replicas are plain state.
+"""
+from collections import deque
+
+from .errors import CosmosError, service_unavailable
+from .read_routing import ReadRoutingPolicy
+from .replica import Replica, PRIMARY, SECONDARY, UP, DOWN
+from .store import VersionStore
+
+REPLICA_COUNT = 4
+WRITE_QUORUM = 3
+LOG_RETAINED_COMMITS_MAX = 10_000
+
+
+class ReplicaSet:
+    __slots__ = ("region", "range_id", "scheduler", "clock", "delay_ms", "routing", "replicas",
+                 "store", "lsn", "committed_lsn", "epoch", "log", "commit_listeners", "_waiters")
+
+    def __init__(self, region: str, range_id: str, scheduler, clock, *, delay_ms: int = 0,
+                 routing: ReadRoutingPolicy | None = None):
+        self.region = region
+        self.range_id = range_id
+        self.scheduler = scheduler
+        self.clock = clock
+        self.delay_ms = delay_ms
+        self.routing = routing or ReadRoutingPolicy()
+        self.replicas = [Replica(0, PRIMARY)] + [Replica(i, SECONDARY) for i in range(1, REPLICA_COUNT)]
+        self.store = VersionStore()
+        self.lsn = 0
+        self.committed_lsn = 0
+        self.epoch = 0
+        self.log: deque = deque()          # (lsn, versions) of recent commits, oldest first
+        self.commit_listeners: list = []   # fn(replica_set, old_committed, new_committed)
+        self._waiters: deque = deque()     # (lsn, fn) in LSN order
+
+    # ---- state -------------------------------------------------------------------------
+    @property
+    def primary(self) -> Replica:
+        for r in self.replicas:
+            if r.role == PRIMARY:
+                return r
+        raise AssertionError("replica set without a primary")
+
+    def floor_lsn(self) -> int:
+        return min(r.applied_lsn for r in self.replicas)
+
+    def up_count(self) -> int:
+        return sum(1 for r in self.replicas if r.state == UP)
+
+    # ---- writes ------------------------------------------------------------------------
+    def check_writable(self) -> None:
+        """Raise (definitely not applied) when a write could not reach a quorum now."""
+        if not self.primary.up:
+            raise service_unavailable(
+                f"The primary replica of partition {self.range_id} in {self.region} is not available; "
+                "an election is under way. Retry the request.")
+        if self.up_count() < WRITE_QUORUM:
+            raise service_unavailable(
+                f"Partition {self.range_id} in {self.region} has {self.up_count()} of "
+                f"{REPLICA_COUNT} replicas up; a write needs {WRITE_QUORUM}.")
+
+    def next_lsn(self) -> int:
+        return self.lsn + 1
+
+    def append(self, versions: list) -> int:
+        """Commit-path entry for a write region. versions are stamped with next_lsn()."""
+        self.check_writable()
+        lsn = self.lsn + 1
+        self._add(lsn, versions)
+        return lsn
+
+    def apply_replicated(self, lsn: int, versions) -> None:
+        """A commit shipped from the write region; must arrive in LSN order."""
+        if lsn <= self.lsn:
+            return                          # a duplicate delivery after a heal: already have it
+        if lsn != self.lsn + 1:
+            raise AssertionError(f"{self.region}/{self.range_id}: got LSN {lsn} after {self.lsn}")
+        self._add(lsn, versions)
+
+    def _add(self, lsn: int, versions) -> None:
+        floor = self.floor_lsn()
+        store = self.store
+        for v in versions:
+            store.add(v, floor)
+        self.lsn = lsn
+        log = self.log
+        log.append((lsn, versions))
+        if len(log) > LOG_RETAINED_COMMITS_MAX:
+            log.popleft()
+        self.primary.applied_lsn = lsn
+        for r in self.replicas:
+            if r.role != PRIMARY and r.state == UP:
+                self._replicate_to(r, lsn)
+        self._recompute_commit()
+
+    def _replicate_to(self, r: Replica, lsn: int) -> None:
+        delay = self.delay_ms + r.extra_delay_ms
+        if delay <= 0 and r.next_apply_ms <= self.clock.now_ms():
+            r.applied_lsn = lsn
+            return
+        due = max(self.clock.now_ms() + delay, r.next_apply_ms)
+        r.next_apply_ms = due
+        self.scheduler.call_at(due, self._apply_at, r, lsn)
+
+    def _apply_at(self, r: Replica, lsn: int) -> None:
+        if r.state != UP or lsn <= r.applied_lsn:
+            return
+        r.applied_lsn = lsn
+        self._recompute_commit()
+
+    def _recompute_commit(self) -> None:
+        applied = sorted((r.applied_lsn for r in self.replicas if r.state == UP), reverse=True)
+        if len(applied) < WRITE_QUORUM:
+            return
+        quorum_lsn = applied[WRITE_QUORUM - 1]
+        if quorum_lsn <= self.committed_lsn:
+            return
+        old = self.committed_lsn
+        self.committed_lsn = quorum_lsn
+        for fn in self.commit_listeners:
+            fn(self, old, quorum_lsn)
+        waiters = self._waiters
+        while waiters and waiters[0][0] <= quorum_lsn:
+            waiters.popleft()[1]()
+
+    def when_committed(self, lsn: int, fn) -> None:
+        """Call fn once lsn is committed (at once if it already is)."""
+        if lsn <= self.committed_lsn:
+            fn()
+        else:
+            self._waiters.append((lsn, fn))
+
+    def commits_between(self, old: int, new: int):
+        """The retained commits with old < lsn <= new, in order."""
+        for lsn, versions in self.log:
+            if lsn > new:
+                break
+            if lsn > old:
+                yield lsn, versions
+
+    # ---- reads -------------------------------------------------------------------------
+    def readable_replica(self, min_lsn: int) -> Replica | None:
+        if self.committed_lsn < min_lsn:
+            return None
+        return self.routing.choose(self.replicas, min_lsn)
+
+    def visible_lsn(self, r: Replica) -> int:
+        return min(r.applied_lsn, self.committed_lsn)
+
+    # ---- replica faults (the fault catalogue drives these) --------------------------------
+    def set_replica_state(self, index: int, state: str) -> None:
+        r = self.replicas[index]
+        r.state = state
+        if state == UP and r.applied_lsn < self.primary.applied_lsn:
+            # Catch up from the shared store: every version it needs is still there, because
+            # the store's floor counted this replica while it was down.
+            self._replicate_to(r, self.primary.applied_lsn)
+        self._recompute_commit()
+
+    def describe(self) -> dict:
+        return {"range": self.range_id, "region": self.region, "lsn": self.lsn,
+                "committed_lsn": self.committed_lsn, "epoch": self.epoch,
+                "items": self.store.count_live,
+                "replicas": [r.describe() for r in self.replicas]}
+
+
+__all__ = ["ReplicaSet", "REPLICA_COUNT", "WRITE_QUORUM", "CosmosError", "UP", "DOWN"]

@@ -1,0 +1,50 @@
+"""`GET /`: the database account document (cosmos-wire §5.1).
+
+Every endpoint, global or regional, answers with the same document. `writableLocations` and
+`readableLocations` follow the account's current state (write regions first; regions that are
+down are left out), with each region's endpoint built from the scheme, host and port it is
+actually served on, so the SDK can reach every URL it is given.
+"""
+import json
+
+from client.protocol import headers as H
+
+from ..core.errors import CosmosError
+from . import responses
+
+QUERY_ENGINE_CONFIGURATION = json.dumps({
+    "maxSqlQueryInputLength": 262144, "maxJoinsPerSqlQuery": 5, "maxLogicalAndPerSqlQuery": 500,
+    "maxLogicalOrPerSqlQuery": 500, "maxUdfRefPerSqlQuery": 10, "maxInExpressionItemsCount": 16000,
+    "queryMaxInMemorySortDocumentCount": 500, "maxQueryRequestTimeoutFraction": 0.9,
+    "sqlAllowNonFiniteNumbers": False, "sqlAllowAggregateFunctions": True, "sqlAllowSubQuery": True,
+    "sqlAllowScalarSubQuery": True, "allowNewKeywords": True, "sqlAllowLike": True,
+    "sqlAllowGroupByClause": True, "maxSpatialQueryCells": 12, "spatialMaxGeometryPointCount": 256,
+    "sqlDisableOptimizationFlags": 0, "sqlAllowTop": True, "enableSpatialIndexing": True})
+
+
+def document(account, topology) -> dict:
+    up = [r for r in account.regions if r.state == "up"]
+    writable = [r for r in up if r.name in account.write_regions]
+    readable = writable + [r for r in up if r.name not in account.write_regions]
+    loc = lambda r: {"name": r.name, "databaseAccountEndpoint": topology.region_endpoint(r.name)}
+    return {
+        "id": account.config.account_id, "_rid": f"{account.config.account_id}.documents.azure.com",
+        "_self": "", "_dbs": "//dbs/", "media": "//media/", "addresses": "//addresses/",
+        "writableLocations": [loc(r) for r in writable],
+        "readableLocations": [loc(r) for r in readable],
+        "enableMultipleWriteLocations": account.config.multi_write,
+        "userReplicationPolicy": {"asyncReplication": False, "minReplicaSetSize": 3, "maxReplicasetSize": 4},
+        "userConsistencyPolicy": {"defaultConsistencyLevel": account.consistency},
+        "systemReplicationPolicy": {"minReplicaSetSize": 3, "maxReplicasetSize": 4},
+        "readPolicy": {"primaryReadCoefficient": 1, "secondaryReadCoefficient": 1},
+        "queryEngineConfiguration": QUERY_ENGINE_CONFIGURATION,
+    }
+
+
+def handle(call):
+    if call.method not in ("GET", "HEAD"):
+        raise CosmosError(405, 0, f"{call.method} is not supported on the account; use GET /.")
+    body = document(call.gw.account, call.gw.topology)
+    return responses.reply(200, body, call.activity_id, 0.0,
+                           {"x-ms-max-media-storage-usage-mb": "10240", "x-ms-media-storage-usage-mb": "0",
+                            H.X_MS_VERSION: "2020-07-15"})

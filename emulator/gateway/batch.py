@@ -1,0 +1,88 @@
+"""Transactional batch: every operation of one logical partition, all or nothing.
+
+The partition key comes only from the request header (cosmos-wire §5.6). Operations run in
+order inside one core Writer; the first failure rolls the whole batch back (nothing was
+staged into the store), keeps its own status code and gives every other operation 424, and
+the reply is HTTP 207. A successful batch commits under a single LSN, so no replica ever shows
+half of it.
+"""
+import json
+
+from client.protocol import headers as H
+
+from ..core import charge
+from ..core.errors import CosmosError, bad_request
+from . import partition_keys, responses
+from .documents import _check_item, _writer
+from .sessions import session_headers
+
+BATCH_OPERATIONS_MAX = 100
+FAILED_DEPENDENCY = 424
+
+
+def _run(writer, op: dict):
+    kind = op.get("operationType")
+    body = op.get("resourceBody")
+    if_match = op.get("ifMatch")
+    if kind in ("Create", "Upsert", "Replace"):
+        raw_len = len(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
+        _check_item(body, raw_len)
+    if kind == "Create":
+        return writer.create(body)
+    if kind == "Upsert":
+        return writer.upsert(body, if_match)
+    if kind == "Replace":
+        return writer.replace(op.get("id"), body, if_match)
+    if kind == "Delete":
+        return writer.delete(op.get("id"), if_match)
+    if kind == "Read":
+        return writer.read(op.get("id"), op.get("ifNoneMatch"))
+    if kind == "Patch":
+        if not isinstance(body, dict) or not isinstance(body.get("operations"), list):
+            raise bad_request("A batch Patch needs resourceBody {\"operations\":[...]}.")
+        return writer.patch(op.get("id"), body["operations"], body.get("condition"), if_match)
+    raise bad_request(f"Unknown batch operationType {kind!r}: use Create, Upsert, Read, Replace, Delete or Patch.")
+
+
+def _result(status: int, version, ru: float) -> dict:
+    out = {"statusCode": status, "requestCharge": ru}
+    if version is not None:
+        out["eTag"] = version.etag
+        if status != 204:
+            out["resourceBody"] = version.doc
+    return out
+
+
+async def execute(call, container):
+    if not call.flag(H.BATCH_ATOMIC):
+        raise bad_request("Only atomic transactional batches are supported (x-ms-cosmos-batch-atomic: True).")
+    pk_json, values = partition_keys.required(call, container)
+    ops = await call.json_body()
+    if not isinstance(ops, list) or not ops:
+        raise bad_request("A batch body must be a non-empty JSON array of operations.")
+    if len(ops) > BATCH_OPERATIONS_MAX:
+        raise bad_request(f"A batch may hold at most {BATCH_OPERATIONS_MAX} operations; this one has {len(ops)}.")
+    writer = _writer(call, container, pk_json, values)
+    results = []
+    for i, op in enumerate(ops):
+        if not isinstance(op, dict):
+            raise bad_request(f"Batch operation {i} is not a JSON object.")
+        try:
+            status, version = _run(writer, op)
+        except CosmosError as e:
+            failed = [{"statusCode": FAILED_DEPENDENCY, "requestCharge": 0.0}] * len(ops)
+            failed = list(failed)
+            failed[i] = {"statusCode": e.status, "subStatusCode": e.substatus, "requestCharge": 1.0,
+                         "message": e.message}
+            return responses.reply(207, failed, call.activity_id, 1.0,
+                                   session_headers(call, container, writer.rs, writer.rs.committed_lsn))
+        size = len(version.body) if version is not None and version.body else 0
+        ru = charge.read(size) if op.get("operationType") == "Read" else (
+            charge.write(size) if version is not None else charge.delete())
+        results.append(_result(status, version, ru))
+    lsn = writer.commit()
+    if lsn:
+        await call.gw.acknowledged(writer.rs, lsn)
+    total = round(sum(r["requestCharge"] for r in results), 2)
+    hdrs = session_headers(call, container, writer.rs, lsn or writer.rs.committed_lsn)
+    return responses.reply(200, results, call.activity_id, total, hdrs)

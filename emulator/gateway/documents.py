@@ -1,0 +1,192 @@
+"""Items: create, upsert, read, replace, patch, delete, read-feed, delete by partition key.
+
+Each handler parses and validates everything first, then runs one core Writer (or a read),
+then waits until the write is acknowledged by a quorum before answering. Every item reply
+carries the session token, the alt-content-path and the partition key range id the SDK needs
+to track sessions (cosmos-wire §2, §8).
+"""
+from client.protocol import headers as H
+
+from ..core import charge
+from ..core import documents as docs
+from ..core import feed as feeds
+from ..core.consistency import effective
+from ..core.errors import CosmosError, bad_request, not_found
+from ..core.validation import ITEM_BYTES_MAX, ValidationError, check_id
+from . import partition_keys, responses
+from .sessions import parse_session, session_headers
+
+WRITE_OPS = {"POST", "PUT", "PATCH", "DELETE"}
+
+
+def _doc_headers(call, container, rs, lsn: int, charge_ru: float, version=None) -> dict:
+    h = session_headers(call, container, rs, lsn)
+    h[H.REQUEST_CHARGE] = f"{charge_ru:.2f}"
+    if version is not None:
+        h[H.ETAG] = version.etag
+    return h
+
+
+def _check_item(doc, raw_len: int) -> None:
+    if not isinstance(doc, dict):
+        raise bad_request("An item must be a JSON object.")
+    if raw_len > ITEM_BYTES_MAX:
+        raise CosmosError(413, 0, f"Request size is too large: the item is {raw_len} bytes; "
+                                  f"the limit is {ITEM_BYTES_MAX} bytes.")
+    try:
+        check_id(doc.get("id"))
+    except ValidationError as e:
+        raise CosmosError(e.status, e.substatus, e.message) from None
+
+
+async def _write_reply(call, container, writer, status: int, version) -> "responses.web.Response":
+    lsn = writer.commit()
+    if lsn:
+        await call.gw.acknowledged(writer.rs, lsn)
+    size = len(version.body) if version is not None else 0
+    ru = charge.write(size) if version is not None else charge.delete()
+    hdrs = _doc_headers(call, container, writer.rs, lsn or writer.rs.committed_lsn, ru, version)
+    if version is None or status == 204:
+        return responses.reply(204, None, call.activity_id, ru, hdrs)
+    if (call.header(H.PREFER) or "").lower() == H.PREFER_RETURN_MINIMAL:
+        return responses.reply(status, None, call.activity_id, ru, hdrs)
+    return responses.reply(status, version.body, call.activity_id, ru, hdrs)
+
+
+def _writer(call, container, pk_json, pk_values):
+    return docs.Writer(container, call.region, pk_json, pk_values, call.gw.clock.now_ms())
+
+
+# ---- /docs ---------------------------------------------------------------------------------
+async def feed(call, container):
+    if call.method == "POST":
+        if call.header(H.IS_QUERY_PLAN) is not None:
+            from .queries import query_plan
+            return await query_plan(call, container)
+        if call.flag(H.IS_BATCH):
+            from .batch import execute
+            return await execute(call, container)
+        ctype = (call.header(H.CONTENT_TYPE) or "").lower()
+        if call.flag(H.IS_QUERY) or ctype.startswith("application/query+json"):
+            from .queries import query_documents
+            return await query_documents(call, container)
+        return await create(call, container)
+    if call.method == "GET":
+        if call.header(H.A_IM) is not None:
+            from .changefeed import change_feed
+            return await change_feed(call, container)
+        return await read_feed(call, container)
+    raise CosmosError(405, 0, f"{call.method} is not supported on a documents feed; use GET or POST.")
+
+
+async def create(call, container):
+    pk_json, values = partition_keys.required(call, container)
+    doc = await call.json_body()
+    _check_item(doc, len(call.raw))
+    writer = _writer(call, container, pk_json, values)
+    if call.flag(H.IS_UPSERT):
+        status, version = writer.upsert(doc, call.header(H.IF_MATCH))
+    else:
+        status, version = writer.create(doc)
+    return await _write_reply(call, container, writer, status, version)
+
+
+async def read_feed(call, container):
+    consistency = effective(call.gw.account.consistency, call.header(H.CONSISTENCY_LEVEL))
+    session = parse_session(call)
+    max_items = feeds.page_size(call.int_header(H.MAX_ITEM_COUNT))
+    pk_json = None
+    if call.header(H.PARTITION_KEY) is not None:
+        pk_json, _ = partition_keys.required(call, container)
+    indexes = None
+    range_id = call.header(H.PK_RANGE_ID)
+    if range_id is not None:
+        indexes = [i for i, p in enumerate(container.partitions) if p.range_id == range_id]
+        if not indexes:
+            raise CosmosError(410, 1002, f"Partition key range '{range_id}' does not exist (any more); "
+                                         "refresh the partition key ranges.")
+    elif pk_json is not None:
+        epk = container.epk_of(pk_json, docs.pk_values_of(pk_json))
+        indexes = [container.partition_index(epk)]
+    versions, cont, touched = feeds.read_page(container, call.region, consistency, session,
+                                              call.header(H.CONTINUATION), max_items, indexes, pk_json)
+    bodies = [v.body for v in versions]
+    ru = charge.feed(len(bodies), sum(map(len, bodies)))
+    hdrs = {H.ITEM_COUNT: str(len(bodies))}
+    if cont is not None:
+        hdrs[H.CONTINUATION] = cont
+    if len(touched) == 1:
+        hdrs.update(session_headers(call, container, touched[0], touched[0].committed_lsn))
+    return responses.reply(200, responses.feed_body(container.rid, "Documents", bodies),
+                           call.activity_id, ru, hdrs)
+
+
+# ---- /docs/{id} ----------------------------------------------------------------------------
+def _item_key(call, container, id_seg: str, by_rid: bool):
+    """(pk_json, values, id) of the addressed item; a rid path finds its key by _rid."""
+    if by_rid:
+        pk_json, id = docs.locate_rid(container, id_seg)
+        if call.header(H.PARTITION_KEY) is not None:
+            hdr_pk, _ = partition_keys.required(call, container)
+            if hdr_pk != pk_json:
+                raise not_found()
+        return pk_json, docs.pk_values_of(pk_json), id
+    pk_json, values = partition_keys.required(call, container)
+    return pk_json, values, id_seg
+
+
+async def item(call, container, id_seg: str, by_rid: bool):
+    method = call.method
+    if method == "GET":
+        return await read(call, container, id_seg, by_rid)
+    if method not in WRITE_OPS - {"POST"}:
+        raise CosmosError(405, 0, f"{method} is not supported on an item; use GET, PUT, PATCH or DELETE.")
+    pk_json, values, id = _item_key(call, container, id_seg, by_rid)
+    writer = _writer(call, container, pk_json, values)
+    if_match = call.header(H.IF_MATCH)
+    if method == "PUT":
+        doc = await call.json_body()
+        _check_item(doc, len(call.raw))
+        status, version = writer.replace(id, doc, if_match)
+    elif method == "DELETE":
+        status, version = writer.delete(id, if_match)
+    else:
+        body = await call.json_body()
+        if not isinstance(body, dict) or not isinstance(body.get("operations"), list):
+            raise bad_request('A patch body must be {"operations":[{"op":...,"path":...}], "condition"?: "FROM c WHERE ..."}.')
+        status, version = writer.patch(id, body["operations"], body.get("condition"), if_match)
+    return await _write_reply(call, container, writer, status, version)
+
+
+async def read(call, container, id_seg: str, by_rid: bool):
+    pk_json, values, id = _item_key(call, container, id_seg, by_rid)
+    consistency = effective(call.gw.account.consistency, call.header(H.CONSISTENCY_LEVEL))
+    version, rs, lsn = docs.read_item(container, call.region, pk_json, values, id, consistency,
+                                      parse_session(call))
+    if version is None:
+        hdrs = session_headers(call, container, rs, lsn)
+        raise_with = not_found()
+        return responses.error(raise_with, call.activity_id, hdrs)
+    ru = charge.read(len(version.body))
+    hdrs = _doc_headers(call, container, rs, lsn, ru, version)
+    inm = call.header(H.IF_NONE_MATCH)
+    if inm is not None and inm in (version.etag, "*"):
+        return responses.reply(304, None, call.activity_id, ru, hdrs)
+    return responses.reply(200, version.body, call.activity_id, ru, hdrs)
+
+
+async def delete_by_partition_key(call, container):
+    if call.method != "POST":
+        raise CosmosError(405, 0, "Delete by partition key is a POST.")
+    pk_json, values = partition_keys.required(call, container, full=False)
+    await call.read_body()
+    if len(values) != len(container.pk_def.paths):
+        raise bad_request("Delete by partition key needs the full partition key.")
+    writer = _writer(call, container, pk_json, values)
+    n = writer.delete_all()
+    lsn = writer.commit()
+    if lsn:
+        await call.gw.acknowledged(writer.rs, lsn)
+    ru = charge.delete() * max(1, n)
+    hdrs = _doc_headers(call, container, writer.rs, lsn or writer.rs.committed_lsn, ru)
+    return responses.reply(200, {"deleted": n}, call.activity_id, ru, hdrs)

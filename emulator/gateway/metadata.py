@@ -1,0 +1,148 @@
+"""Databases, containers, offers and partition key ranges (the metadata surface).
+
+Metadata is account-wide (see core/container.py); any regional endpoint serves it. Feeds use
+the service's envelope `{"_rid", "<Key>": [...], "_count"}`; queries over them run through the
+same query engine as items.
+"""
+import json
+
+from client.protocol import headers as H
+
+from ..core import charge
+from ..core.errors import CosmosError, bad_request
+from . import responses
+
+METADATA_FEED_KEYS = {"dbs": "Databases", "colls": "DocumentCollections", "offers": "Offers",
+                      "pkranges": "PartitionKeyRanges", "conflicts": "Conflicts"}
+
+
+def _feed(call, rid: str, key: str, items: list, extra=None):
+    raw = [responses.dumps(i) for i in items]
+    hdrs = {H.ITEM_COUNT: str(len(raw))}
+    if extra:
+        hdrs.update(extra)
+    return responses.reply(200, responses.feed_body(rid, key, raw), call.activity_id,
+                           charge.METADATA_READ_RU, hdrs)
+
+
+async def _query(call, rid: str, key: str, items: list):
+    from .queries import run_metadata_query
+    body = await call.json_body()
+    return _feed(call, rid, key, run_metadata_query(call, body, items))
+
+
+def _offer_args(call) -> tuple:
+    throughput = call.int_header(H.OFFER_THROUGHPUT)
+    auto = call.header(H.OFFER_AUTOPILOT)
+    auto_max = None
+    if auto:
+        try:
+            auto_max = int(json.loads(auto)["maxThroughput"])
+        except (ValueError, KeyError, TypeError):
+            raise bad_request(f"{H.OFFER_AUTOPILOT} must be JSON like {{\"maxThroughput\":4000}}, got '{auto[:80]}'.") from None
+    if throughput is not None and auto_max is not None:
+        raise bad_request("Give either manual throughput or autoscale settings, not both.")
+    return throughput, auto_max
+
+
+def _is_query(call) -> bool:
+    return call.flag(H.IS_QUERY) or (call.header(H.CONTENT_TYPE) or "").lower().startswith("application/query+json")
+
+
+def _created(call, props: dict):
+    return responses.reply(201, props, call.activity_id, charge.METADATA_WRITE_RU)
+
+
+def _ok(call, props: dict):
+    return responses.reply(200, props, call.activity_id, charge.METADATA_READ_RU,
+                           {H.ETAG: props.get("_etag", "")})
+
+
+def _not_allowed(call, what: str):
+    raise CosmosError(405, 0, f"{call.method} is not supported on {what}.")
+
+
+# ---- databases -----------------------------------------------------------------------------
+async def databases(call):
+    account = call.gw.account
+    if call.method == "GET":
+        return _feed(call, "", "Databases", [d.properties() for d in account.databases.values()])
+    if call.method == "POST":
+        if _is_query(call):
+            return await _query(call, "", "Databases", [d.properties() for d in account.databases.values()])
+        body = await call.json_body()
+        throughput, auto_max = _offer_args(call)
+        return _created(call, account.create_database(body, throughput, auto_max).properties())
+    _not_allowed(call, "the databases feed")
+
+
+async def database(call, db):
+    if call.method == "GET":
+        return _ok(call, db.properties())
+    if call.method == "DELETE":
+        call.gw.account.delete_database(db)
+        return responses.reply(204, None, call.activity_id, charge.METADATA_WRITE_RU)
+    _not_allowed(call, "a database")
+
+
+# ---- containers ----------------------------------------------------------------------------
+async def containers(call, db):
+    account = call.gw.account
+    if call.method == "GET":
+        return _feed(call, db.rid, "DocumentCollections", [c.properties() for c in db.containers.values()])
+    if call.method == "POST":
+        if _is_query(call):
+            return await _query(call, db.rid, "DocumentCollections", [c.properties() for c in db.containers.values()])
+        body = await call.json_body()
+        throughput, auto_max = _offer_args(call)
+        return _created(call, account.create_container(db, body, throughput, auto_max).properties())
+    _not_allowed(call, "the containers feed")
+
+
+async def container(call, db, c):
+    if call.method == "GET":
+        return _ok(call, c.properties())
+    if call.method == "PUT":
+        body = await call.json_body()
+        return _ok(call, call.gw.account.replace_container(c, body).properties())
+    if call.method == "DELETE":
+        call.gw.account.delete_container(c)
+        return responses.reply(204, None, call.activity_id, charge.METADATA_WRITE_RU)
+    _not_allowed(call, "a container")
+
+
+async def pkranges(call, c):
+    if call.method != "GET":
+        _not_allowed(call, "partition key ranges")
+    etag = c.pkranges_etag
+    if call.header(H.IF_NONE_MATCH) == etag:
+        return responses.reply(304, None, call.activity_id, charge.METADATA_READ_RU, {H.ETAG: etag})
+    return _feed(call, c.rid, "PartitionKeyRanges", c.pkranges(), {H.ETAG: etag})
+
+
+async def conflicts(call, c):
+    if call.method != "GET" and not _is_query(call):
+        _not_allowed(call, "the conflicts feed")
+    return _feed(call, c.rid, "Conflicts", [])
+
+
+# ---- offers --------------------------------------------------------------------------------
+async def offers(call):
+    account = call.gw.account
+    items = [o.properties() for o in account.offers.values()]
+    if call.method == "GET":
+        return _feed(call, "", "Offers", items)
+    if call.method == "POST" and _is_query(call):
+        return await _query(call, "", "Offers", items)
+    _not_allowed(call, "the offers feed")
+
+
+async def offer(call, rid: str):
+    account = call.gw.account
+    o = account.offer(rid)
+    if call.method == "GET":
+        return _ok(call, o.properties())
+    if call.method == "PUT":
+        body = await call.json_body()
+        return _ok(call, account.replace_offer(o, body).properties())
+    _not_allowed(call, "an offer")

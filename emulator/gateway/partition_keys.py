@@ -1,0 +1,51 @@
+"""The partition key header (`x-ms-documentdb-partitionkey`) as the core needs it.
+
+The header is a JSON array (cosmos-wire §9): `["p1"]`, `[5]`, `[null]`, `[{}]` (undefined),
+or several values for a hierarchical key. Parsed results are cached by the raw header text,
+since clients send the same few keys again and again.
+"""
+import json
+
+from client.protocol import headers as H
+
+from ..core.container import canonical_pk_json
+from ..core.epk import UNDEFINED
+from ..core.errors import bad_request
+
+PK_CACHE_MAX = 65_536
+_cache: dict = {}
+
+
+def parse(raw: str) -> tuple[str, list]:
+    hit = _cache.get(raw)
+    if hit is not None:
+        return hit
+    try:
+        values = json.loads(raw)
+    except ValueError:
+        values = None
+    if not isinstance(values, list):
+        raise bad_request(f"The partition key header must be a JSON array such as [\"p1\"], got '{raw[:100]}'.")
+    for v in values:
+        if isinstance(v, (list,)) or (isinstance(v, dict) and v):
+            raise bad_request(f"Partition key values must be strings, numbers, booleans, null or {{}} "
+                              f"(undefined); got {json.dumps(v)[:80]}.")
+    values = [UNDEFINED if v == {} else v for v in values]
+    out = (canonical_pk_json(values), values)
+    if len(_cache) >= PK_CACHE_MAX:
+        _cache.clear()
+    _cache[raw] = out
+    return out
+
+
+def required(call, container, full: bool = True) -> tuple[str, list]:
+    raw = call.header(H.PARTITION_KEY)
+    if raw is None:
+        raise bad_request("PartitionKey value must be supplied for this operation: send the "
+                          "x-ms-documentdb-partitionkey header, e.g. [\"p1\"].")
+    pk_json, values = parse(raw)
+    paths = container.pk_def.paths
+    if (full and len(values) != len(paths)) or len(values) > len(paths) or not values:
+        raise bad_request(f"The partition key {pk_json} has {len(values)} value(s) but the container's "
+                          f"partition key has {len(paths)} path(s): {', '.join(paths)}.")
+    return pk_json, values

@@ -1,0 +1,53 @@
+"""The asyncio runtime's clock and timer driver for the core.
+
+`LoopClock` gives the core epoch milliseconds: the wall clock is read once at start, and time
+then advances with the event loop's monotonic clock, so it never jumps backwards.
+`SchedulerDriver` keeps one event-loop timer armed for the core scheduler's earliest due time.
+"""
+import time
+
+
+class LoopClock:
+    __slots__ = ("_loop", "_origin_ms", "_origin_loop")
+
+    def __init__(self, loop):
+        self._loop = loop
+        self._origin_ms = int(time.time() * 1000)
+        self._origin_loop = loop.time()
+
+    def now_ms(self) -> int:
+        return self._origin_ms + int((self._loop.time() - self._origin_loop) * 1000)
+
+    def loop_time_at(self, ms: int) -> float:
+        return self._origin_loop + (ms - self._origin_ms) / 1000
+
+
+class SchedulerDriver:
+    def __init__(self, loop, clock: LoopClock, scheduler):
+        self._loop = loop
+        self._clock = clock
+        self._scheduler = scheduler
+        self._handle = None
+        self._armed_ms = None
+        scheduler.on_earlier = self._arm
+
+    def _arm(self, due_ms: int) -> None:
+        if self._armed_ms is not None and self._armed_ms <= due_ms:
+            return
+        if self._handle is not None:
+            self._handle.cancel()
+        self._armed_ms = due_ms
+        self._handle = self._loop.call_at(self._clock.loop_time_at(due_ms), self._fire)
+
+    def _fire(self) -> None:
+        self._handle = None
+        self._armed_ms = None
+        self._scheduler.run_due(self._clock.now_ms())
+        nxt = self._scheduler.next_due_ms()
+        if nxt is not None:
+            self._arm(nxt)
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._scheduler.on_earlier = None

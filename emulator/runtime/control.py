@@ -1,0 +1,42 @@
+"""The control port: health and topology (faults, failover and metrics grow here).
+
+JSON over HTTP on its own port, which no fault ever touches, so tests and the CLI can always
+reach it. See docs/control-api.md.
+"""
+from aiohttp import web
+
+
+def _json(data, status: int = 200) -> web.Response:
+    return web.json_response(data, status=status)
+
+
+def topology(emu) -> dict:
+    account = emu.account
+    t = emu.topology
+    out = {"account_endpoint": t.global_endpoint, "consistency": account.consistency,
+           "write_regions": list(account.write_regions),
+           "regions": [{"name": r.name, "id": r.id, "state": r.state, "endpoint": t.region_endpoint(r.name)}
+                       for r in account.regions],
+           "links": [link.describe() for link in account.links.values()],
+           "databases": []}
+    for db in account.databases.values():
+        d = {"id": db.id, "containers": []}
+        for c in db.containers.values():
+            d["containers"].append({"id": c.id, "partitionKey": c.pk_def.to_json(),
+                                    "partitions": [p.describe() for p in c.partitions]})
+        out["databases"].append(d)
+    return out
+
+
+def control_app(emu) -> web.Application:
+    app = web.Application()
+
+    async def health(request):
+        return _json({"status": "ok", "regions": {r.name: r.state for r in emu.account.regions}})
+
+    async def topo(request):
+        return _json(topology(emu))
+
+    app.router.add_get("/health", health)
+    app.router.add_get("/topology", topo)
+    return app
