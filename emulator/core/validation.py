@@ -1,0 +1,157 @@
+"""Checks the gateway runs on a request body before anything is applied.
+
+Theory of operation. Each check either returns or raises ValidationError carrying the status
+and substatus to answer with; a validation failure always means the operation definitely did not
+happen. ``parse_json_body`` is the only way a body becomes a Python object, so every later stage
+may assume: the bytes were UTF-8; the value is plain JSON (dict, list, str, int, float, bool,
+None) with finite numbers, no lone surrogates and no duplicate member names; and it nests at
+most NESTING_DEPTH_MAX deep.
+
+Decisions where the service is vague:
+* Duplicate member names are rejected. Python would keep the last one silently, so the stored
+  item could differ from what the client believes it sent (and its partition key with it).
+* NaN, Infinity and number literals that overflow to infinity (``1e400``) are rejected: JSON
+  has no such numbers and the SDKs cannot read them back.
+* Lone UTF-16 surrogates (``"\\ud800"``) are rejected: they cannot be encoded as UTF-8 and
+  would break every later serialisation.
+* Ids containing ``/ \\ ? #`` are rejected up front. The service accepts them on create, but
+  such an item can never be read, replaced or deleted by URL afterwards.
+"""
+
+import json
+import math
+import re
+from typing import Any
+
+ITEM_BYTES_MAX = 2 * 1024 * 1024
+ID_BYTES_MAX = 1023
+NESTING_DEPTH_MAX = 128
+ID_FORBIDDEN_CHARS = ("/", "\\", "?", "#")
+
+_BAD_REQUEST = 400
+_TOO_LARGE = 413
+_MAYBE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class ValidationError(Exception):
+    """The request is invalid; nothing was applied (a definite failure)."""
+
+    definite = True
+
+    def __init__(self, status: int, substatus: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.substatus = substatus
+        self.message = message
+
+
+def _bad(message: str) -> ValidationError:
+    return ValidationError(_BAD_REQUEST, 0, message)
+
+
+def check_id(id_value: Any) -> None:
+    """The ``id`` property of a resource: a non-empty string of at most 1023 UTF-8 bytes
+    without ``/ \\ ? #``."""
+    if not isinstance(id_value, str):
+        # The service gives the same answer for a missing id and for an id that is not a string.
+        raise _bad("The input content is invalid because the required properties - 'id; ' - "
+                   "are missing")
+    if not id_value:
+        raise _bad("The 'id' property must not be empty.")
+    size = len(id_value.encode("utf-8", "surrogatepass"))
+    if size > ID_BYTES_MAX:
+        raise _bad(f"The 'id' is {size} bytes long in UTF-8; at most {ID_BYTES_MAX} are allowed.")
+    for ch in ID_FORBIDDEN_CHARS:
+        if ch in id_value:
+            raise _bad(f"The 'id' {id_value!r} contains the character {ch!r}. The characters "
+                       f"'/', '\\', '?' and '#' are not allowed in an id, because an item with "
+                       f"one could not be addressed by URL.")
+
+
+def check_item_size(body_bytes_len: int) -> None:
+    if body_bytes_len > ITEM_BYTES_MAX:
+        raise ValidationError(_TOO_LARGE, 0, f"Request size is too large: {body_bytes_len} bytes, "
+                                             f"the limit is {ITEM_BYTES_MAX}.")
+
+
+def _too_deep() -> ValidationError:
+    return _bad(f"The JSON nests deeper than the maximum of {NESTING_DEPTH_MAX} levels of "
+                f"objects and arrays.")
+
+
+def check_depth(obj: Any) -> None:
+    """Objects and arrays may nest at most NESTING_DEPTH_MAX deep (``{}`` is depth 1).
+
+    Iterative, so a hostile value cannot exhaust the stack; it stops at the first container
+    past the limit, so it also terminates on self-referencing Python structures."""
+    stack = [(obj, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > NESTING_DEPTH_MAX:
+            raise _too_deep()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text} is out of range")
+    return value
+
+
+def _unique_members(pairs: list[tuple[str, Any]]) -> dict:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate member name {key!r}")
+            seen.add(key)
+    return obj
+
+
+def _check_no_surrogates(obj: Any) -> None:
+    stack = [obj]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if _SURROGATE.search(node):
+                raise _bad("The JSON contains an unpaired UTF-16 surrogate escape (\\ud800-\\udfff).")
+        elif isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+def parse_json_body(raw: bytes) -> Any:
+    """The JSON value in ``raw``, or ValidationError(400) saying what is wrong and where."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _bad(f"The request body is not valid UTF-8 (byte {e.start}).") from None
+    try:
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float,
+                           object_pairs_hook=_unique_members)
+    except json.JSONDecodeError as e:
+        raise _bad(f"The request body is not valid JSON: {e.msg} at line {e.lineno} column "
+                   f"{e.colno} (char {e.pos}).") from None
+    except RecursionError:
+        raise _too_deep() from None
+    except ValueError as e:   # raised by our hooks, or int() on a number with too many digits
+        raise _bad(f"The request body is not valid JSON: {e}.") from None
+    check_depth(value)
+    if _MAYBE_SURROGATE.search(raw):
+        _check_no_surrogates(value)
+    return value
