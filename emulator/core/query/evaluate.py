@@ -1,0 +1,318 @@
+"""Compiles expression nodes into closures `row -> value`.
+
+Theory of operation: a row is a tuple holding the current value of every alias
+in scope (FROM alias, JOIN aliases, then any enclosing query's aliases first
+for a subquery). Names are resolved to tuple slots at compile time, parameters
+are substituted as constants, and function names are looked up once, so
+evaluating a closure never consults the syntax tree. A `Scope` maps alias to
+slot; a `Context` carries what all closures of one compiled query share: the
+query text (for error messages), the parameters, the clock cell that
+`execute` fills with now_ms, and the hook that compiles subqueries.
+Aggregate calls are only legal where an `AggregateSlots` collector is passed;
+the collector records the aggregate and the call compiles into a read of the
+slot where the aggregation stage will put its result (just past the row).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from emulator.core.query import nodes as n
+from emulator.core.query import operators as ops
+from emulator.core.query.errors import QueryError
+from emulator.core.query.functions import lookup_function
+from emulator.core.query.like import like_matcher, match_like
+from emulator.core.query.values import UNDEFINED, canonical
+
+AGGREGATE_NAMES = frozenset({"COUNT", "SUM", "MIN", "MAX", "AVG"})
+
+
+@dataclass
+class Scope:
+    names: dict = field(default_factory=dict)  # alias -> slot
+
+    @property
+    def size(self) -> int:
+        return len(self.names)
+
+    def extended(self, alias: str) -> "Scope":
+        names = dict(self.names)
+        names[alias] = len(names)
+        return Scope(names)
+
+
+@dataclass
+class Context:
+    text: str
+    parameters: dict
+    clock: list  # [now_ms], filled by execute before any closure runs
+    compile_subquery: Callable | None = None
+
+    def error(self, node: n.Node, what: str) -> QueryError:
+        return QueryError.at(self.text, node.pos, what)
+
+
+@dataclass
+class AggregateSlots:
+    base: int  # first slot past the row
+    calls: list = field(default_factory=list)  # (name, argument closure)
+
+    def add(self, name: str, argument) -> int:
+        self.calls.append((name, argument))
+        return self.base + len(self.calls) - 1
+
+
+def constant_of(node: n.Node, ctx: Context):
+    """(True, value) when node is a literal or a parameter, else (False, None)."""
+    if isinstance(node, n.Literal):
+        return True, node.value
+    if isinstance(node, n.Param):
+        return True, parameter_value(node, ctx)
+    return False, None
+
+
+def parameter_value(node: n.Param, ctx: Context):
+    if node.name not in ctx.parameters:
+        raise ctx.error(node, f"parameter {node.name} is referenced but was not supplied")
+    return ctx.parameters[node.name]
+
+
+def compile_expr(node: n.Node, scope: Scope, ctx: Context, aggs: AggregateSlots | None = None):
+    builder = _BUILDERS.get(type(node))
+    if builder is None:
+        raise ctx.error(node, f"unsupported expression {type(node).__name__}")
+    return builder(node, scope, ctx, aggs)
+
+
+def _literal(node, scope, ctx, aggs):
+    value = node.value
+    return lambda row: value
+
+
+def _param(node, scope, ctx, aggs):
+    value = parameter_value(node, ctx)
+    return lambda row: value
+
+
+def _name(node, scope, ctx, aggs):
+    slot = scope.names.get(node.name)
+    if slot is None:
+        raise ctx.error(node, f"identifier '{node.name}' could not be resolved; expected an alias from FROM or JOIN")
+    return lambda row: row[slot]
+
+
+def _member(node, scope, ctx, aggs):
+    steps, root = _constant_path(node, ctx)
+    if root is not None and root.name in scope.names:
+        return _path_reader(scope.names[root.name], steps)
+    target = compile_expr(node.target, scope, ctx, aggs)
+    key = compile_expr(node.key, scope, ctx, aggs)
+    return lambda row: index_value(target(row), key(row))
+
+
+def index_value(container, key):
+    """`container[key]` under the dialect's rules: undefined when absent."""
+    if type(container) is dict:
+        return container.get(key, UNDEFINED) if type(key) is str else UNDEFINED
+    if type(container) is list and type(key) is int and 0 <= key < len(container):
+        return container[key]
+    return UNDEFINED
+
+
+def _constant_path(node: n.Node, ctx: Context):
+    """(steps, root Name) when node is a name followed by constant keys."""
+    steps = []
+    while isinstance(node, n.Member):
+        is_constant, key = constant_of(node.key, ctx)
+        if not is_constant or type(key) not in (str, int):
+            return None, None
+        steps.append(key)
+        node = node.target
+    if not isinstance(node, n.Name):
+        return None, None
+    return tuple(reversed(steps)), node
+
+
+def _path_reader(slot: int, steps: tuple):
+    if len(steps) == 1 and type(steps[0]) is str:
+        (key,) = steps
+
+        def read_one(row):
+            value = row[slot]
+            return value.get(key, UNDEFINED) if type(value) is dict else UNDEFINED
+
+        return read_one
+
+    def read_path(row):
+        value = row[slot]
+        for step in steps:
+            value = index_value(value, step)
+        return value
+
+    return read_path
+
+
+def _unary(node, scope, ctx, aggs):
+    return ops.make_unary(node.op, compile_expr(node.operand, scope, ctx, aggs))
+
+
+def _binary(node, scope, ctx, aggs):
+    if node.op in ops.FLIPPED:
+        return _comparison(node, scope, ctx, aggs)
+    left = compile_expr(node.left, scope, ctx, aggs)
+    return ops.make_binary(node.op, left, compile_expr(node.right, scope, ctx, aggs))
+
+
+def _comparison(node, scope, ctx, aggs):
+    right_constant, right_value = constant_of(node.right, ctx)
+    left_constant, left_value = constant_of(node.left, ctx)
+    if right_constant and not left_constant:
+        return ops.make_compare_constant(node.op, compile_expr(node.left, scope, ctx, aggs), right_value)
+    if left_constant and not right_constant:
+        right = compile_expr(node.right, scope, ctx, aggs)
+        return ops.make_compare_constant(ops.FLIPPED[node.op], right, left_value)
+    left = compile_expr(node.left, scope, ctx, aggs)
+    return ops.make_compare(node.op, left, compile_expr(node.right, scope, ctx, aggs))
+
+
+def _between(node, scope, ctx, aggs):
+    value = compile_expr(node.value, scope, ctx, aggs)
+    low = compile_expr(node.low, scope, ctx, aggs)
+    high = compile_expr(node.high, scope, ctx, aggs)
+
+    def evaluate(row):
+        v = value(row)
+        a, b = ops.compare(">=", v, low(row)), ops.compare("<=", v, high(row))
+        if a is False or b is False:
+            return False
+        return True if (a is True and b is True) else UNDEFINED
+
+    return ops.make_not(evaluate) if node.negated else evaluate
+
+
+def _in(node, scope, ctx, aggs):
+    value = compile_expr(node.value, scope, ctx, aggs)
+    constants = [constant_of(item, ctx) for item in node.items]
+    if all(is_constant for is_constant, _ in constants):
+        members = frozenset(canonical(v) for _, v in constants)
+
+        def evaluate(row):
+            v = value(row)
+            return UNDEFINED if v is UNDEFINED else canonical(v) in members
+    else:
+        items = [compile_expr(item, scope, ctx, aggs) for item in node.items]
+
+        def evaluate(row):
+            v = value(row)
+            if v is UNDEFINED:
+                return UNDEFINED
+            key = canonical(v)
+            return any(canonical(item(row)) == key for item in items)
+
+    return ops.make_not(evaluate) if node.negated else evaluate
+
+
+def _like(node, scope, ctx, aggs):
+    value = compile_expr(node.value, scope, ctx, aggs)
+    pattern_constant, pattern = constant_of(node.pattern, ctx)
+    escape_constant, escape = (True, None) if node.escape is None else constant_of(node.escape, ctx)
+    if pattern_constant and escape_constant:
+        matcher = like_matcher(pattern, escape)
+        evaluate = lambda row: matcher(value(row))  # noqa: E731
+    else:
+        pattern_fn = compile_expr(node.pattern, scope, ctx, aggs)
+        escape_fn = (lambda row: None) if node.escape is None else compile_expr(node.escape, scope, ctx, aggs)
+        evaluate = lambda row: match_like(value(row), pattern_fn(row), escape_fn(row))  # noqa: E731
+    return ops.make_not(evaluate) if node.negated else evaluate
+
+
+def _ternary(node, scope, ctx, aggs):
+    condition = compile_expr(node.condition, scope, ctx, aggs)
+    then = compile_expr(node.then, scope, ctx, aggs)
+    otherwise = compile_expr(node.otherwise, scope, ctx, aggs)
+    return lambda row: then(row) if condition(row) is True else otherwise(row)
+
+
+def _call(node, scope, ctx, aggs):
+    if node.udf:
+        raise ctx.error(node, f"user-defined function udf.{node.name} is not supported by this emulator")
+    name = node.name.upper()
+    if name in AGGREGATE_NAMES:
+        return _aggregate_call(node, name, scope, ctx, aggs)
+    spec = lookup_function(name)
+    if spec is None:
+        raise ctx.error(node, f"unknown function '{node.name}'; expected a built-in system function")
+    if not spec.min_args <= len(node.args) <= spec.max_args:
+        expected = str(spec.min_args) if spec.min_args == spec.max_args else f"{spec.min_args} to {spec.max_args}"
+        raise ctx.error(node, f"function {name} takes {expected} arguments, got {len(node.args)}")
+    args = [compile_expr(arg, scope, ctx, aggs) for arg in node.args]
+    return _apply(spec, args, ctx)
+
+
+def _apply(spec, args, ctx):
+    fn = spec.fn
+    if spec.needs_now:
+        clock = ctx.clock
+        return lambda row: fn(clock[0], *[arg(row) for arg in args])
+    if len(args) == 1:
+        (a,) = args
+        return lambda row: fn(a(row))
+    if len(args) == 2:
+        a, b = args
+        return lambda row: fn(a(row), b(row))
+    return lambda row: fn(*[arg(row) for arg in args])
+
+
+def _aggregate_call(node, name, scope, ctx, aggs):
+    if aggs is None:
+        raise ctx.error(node, f"aggregate {name} is only allowed in a SELECT list")
+    if len(node.args) != 1:
+        raise ctx.error(node, f"aggregate {name} takes exactly 1 argument, got {len(node.args)}")
+    argument = compile_expr(node.args[0], scope, ctx, None)
+    slot = aggs.add(name, argument)
+    return lambda row: row[slot]
+
+
+def _array(node, scope, ctx, aggs):
+    items = [compile_expr(item, scope, ctx, aggs) for item in node.items]
+
+    def evaluate(row):
+        return [v for v in (item(row) for item in items) if v is not UNDEFINED]
+
+    return evaluate
+
+
+def _object(node, scope, ctx, aggs):
+    pairs = [(key, compile_expr(value, scope, ctx, aggs)) for key, value in node.pairs]
+
+    def evaluate(row):
+        out = {}
+        for key, value in pairs:
+            v = value(row)
+            if v is not UNDEFINED:
+                out[key] = v
+        return out
+
+    return evaluate
+
+
+def _subquery(node, scope, ctx, aggs):
+    run = ctx.compile_subquery(node.query, scope, ctx)
+    if node.kind == "EXISTS":
+        return lambda row: len(run(row, 1)) > 0
+    if node.kind == "ARRAY":
+        return lambda row: run(row, None)
+
+    def scalar(row):
+        results = run(row, 1)
+        return results[0] if results else UNDEFINED
+
+    return scalar
+
+
+_BUILDERS = {
+    n.Literal: _literal, n.Param: _param, n.Name: _name, n.Member: _member, n.Unary: _unary,
+    n.Binary: _binary, n.Between: _between, n.In: _in, n.Like: _like, n.Ternary: _ternary,
+    n.Call: _call, n.ArrayCtor: _array, n.ObjectCtor: _object, n.Subquery: _subquery,
+}

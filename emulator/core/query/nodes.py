@@ -1,0 +1,157 @@
+"""The syntax tree of a query, as the parser builds it.
+
+Theory of operation: plain frozen records, one per grammar form, each with the
+offset (`pos`) of its first token so later stages can report errors in place.
+The tree is built once by `parser`, read by `compiler` (which turns it into
+closures) and by `hints`; nobody mutates it. Member access of every form
+(`c.a`, `c["a"]`, `c.arr[0]`, `c[@p]`) is one node whose key is an expression;
+`dotted` remembers the `.name` spelling because projection names depend on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Node:
+    pos: int
+
+
+# ----------------------------------------------------------------- expressions
+@dataclass(frozen=True)
+class Literal(Node):
+    value: object
+
+
+@dataclass(frozen=True)
+class Param(Node):
+    name: str
+
+
+@dataclass(frozen=True)
+class Name(Node):
+    name: str
+
+
+@dataclass(frozen=True)
+class Member(Node):
+    target: Node
+    key: Node
+    dotted: bool = False
+
+
+@dataclass(frozen=True)
+class Unary(Node):
+    op: str  # '-', '+', '~', 'NOT'
+    operand: Node
+
+
+@dataclass(frozen=True)
+class Binary(Node):
+    op: str  # 'AND', 'OR', '=', '!=', '<', ..., '+', '||', '??', '&', ...
+    left: Node
+    right: Node
+
+
+@dataclass(frozen=True)
+class Between(Node):
+    value: Node
+    low: Node
+    high: Node
+    negated: bool
+
+
+@dataclass(frozen=True)
+class In(Node):
+    value: Node
+    items: tuple
+    negated: bool
+
+
+@dataclass(frozen=True)
+class Like(Node):
+    value: Node
+    pattern: Node
+    escape: Node | None
+    negated: bool
+
+
+@dataclass(frozen=True)
+class Ternary(Node):
+    condition: Node
+    then: Node
+    otherwise: Node
+
+
+@dataclass(frozen=True)
+class Call(Node):
+    name: str
+    args: tuple
+    udf: bool = False
+
+
+@dataclass(frozen=True)
+class ArrayCtor(Node):
+    items: tuple
+
+
+@dataclass(frozen=True)
+class ObjectCtor(Node):
+    pairs: tuple  # of (name, Node)
+
+
+@dataclass(frozen=True)
+class Subquery(Node):
+    kind: str  # 'EXISTS' | 'ARRAY' | 'SCALAR'
+    query: "Query"
+
+
+# --------------------------------------------------------------------- clauses
+@dataclass(frozen=True)
+class SelectItem(Node):
+    expr: Node
+    alias: str | None
+
+
+@dataclass(frozen=True)
+class Select(Node):
+    star: bool
+    value: bool
+    distinct: bool
+    top: Node | None
+    items: tuple  # of SelectItem; exactly one when value is True
+
+
+@dataclass(frozen=True)
+class Source(Node):
+    """One FROM or JOIN input.
+
+    kind 'in':   `alias IN expr` iterates the elements of an array;
+    kind 'expr': `expr [AS] alias` binds one value (at the top level, the
+                 container itself: one row per document);
+    kind 'query': `(SELECT ...) [AS] alias` iterates a subquery's results.
+    """
+
+    kind: str
+    alias: str
+    expr: Node | None = None
+    query: "Query | None" = None
+
+
+@dataclass(frozen=True)
+class OrderItem(Node):
+    expr: Node
+    descending: bool
+
+
+@dataclass(frozen=True)
+class Query(Node):
+    select: Select
+    source: Source | None
+    joins: tuple = ()
+    where: Node | None = None
+    group_by: tuple = ()
+    order_by: tuple = ()
+    offset: Node | None = None
+    limit: Node | None = None

@@ -1,0 +1,124 @@
+"""A compiled query: the pipeline that turns documents into results.
+
+Theory of operation: `compile_plan` turns one `nodes.Query` (top level or
+subquery) into a `Plan` whose `run(outer_row, documents, cap)` returns the
+final result list. Stages, in the service's logical order:
+  FROM/JOIN -> WHERE -> GROUP BY + aggregates -> ORDER BY -> SELECT
+  -> DISTINCT -> OFFSET -> LIMIT / TOP (and `cap`, used by EXISTS and
+  scalar subqueries that need only the first result).
+Rows stream lazily; they are only materialised for ORDER BY and grouping,
+and the run stops as soon as enough results exist. ORDER BY evaluates its
+keys on the source row, before projection. A Plan is immutable after
+compilation and can run any number of times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from emulator.core.query import nodes as n
+from emulator.core.query.aggregate import new_accumulators
+from emulator.core.query.evaluate import AggregateSlots, Context, Scope, compile_expr, constant_of
+from emulator.core.query.ordering import sort_rows
+from emulator.core.query.projection import compile_projection
+from emulator.core.query.sources import compile_sources
+from emulator.core.query.values import UNDEFINED, canonical
+
+COUNT_MAX = 2 ** 31 - 1  # largest TOP / OFFSET / LIMIT accepted
+
+
+@dataclass
+class Plan:
+    produce: object
+    where: object
+    project: object  # row -> value, UNDEFINED means "no result for this row"
+    order: list
+    group_keys: list | None  # None: not an aggregate query
+    aggregate_calls: list
+    local_slots: int
+    distinct: bool
+    offset: int
+    take: int | None
+
+    def run(self, outer_row: tuple, documents, cap: int | None) -> list:
+        rows = self.produce(outer_row, documents)
+        where = self.where
+        if where is not None:
+            rows = (row for row in rows if where(row) is True)
+        if self.group_keys is not None:
+            rows = self._grouped(outer_row, rows)
+        elif self.order:
+            rows = sort_rows(list(rows), self.order)
+        return self._finish(rows, cap)
+
+    def _grouped(self, outer_row: tuple, rows) -> list:
+        groups: dict = {}
+        keys, calls = self.group_keys, self.aggregate_calls
+        for row in rows:
+            key = tuple(canonical(k(row)) for k in keys)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = (row, new_accumulators(calls))
+            for accumulator, (_, argument) in zip(group[1], calls):
+                accumulator.add(argument(row))
+        if not groups and not keys:
+            empty_row = outer_row + (UNDEFINED,) * self.local_slots
+            groups[()] = (empty_row, new_accumulators(calls))
+        return [row + tuple(acc.result() for acc in accs) for row, accs in groups.values()]
+
+    def _finish(self, rows, cap: int | None) -> list:
+        take = self.take if cap is None else (cap if self.take is None else min(cap, self.take))
+        if take == 0:
+            return []
+        skip, seen, results = self.offset, set(), []
+        project = self.project
+        for row in rows:
+            value = project(row)
+            if value is UNDEFINED:
+                continue
+            if self.distinct:
+                key = canonical(value)
+                if key in seen:
+                    continue
+                seen.add(key)
+            if skip:
+                skip -= 1
+                continue
+            results.append(value)
+            if take is not None and len(results) >= take:
+                break
+        return results
+
+
+def compile_plan(query: n.Query, outer: Scope, ctx: Context, top_level: bool) -> Plan:
+    scope, produce = compile_sources(query, outer, ctx, top_level)
+    where = compile_expr(query.where, scope, ctx) if query.where is not None else None
+    aggs = AggregateSlots(base=scope.size)
+    project = compile_projection(query, scope, ctx, aggs)
+    is_aggregate = bool(aggs.calls) or bool(query.group_by)
+    if is_aggregate and query.order_by:
+        raise ctx.error(query.order_by[0], "ORDER BY is not supported together with aggregates or GROUP BY")
+    order = [(compile_expr(item.expr, scope, ctx), item.descending) for item in query.order_by]
+    group_keys = [compile_expr(key, scope, ctx) for key in query.group_by] if is_aggregate else None
+    offset, take = _paging(query, ctx)
+    return Plan(produce, where, project, order, group_keys, aggs.calls, scope.size - outer.size,
+                query.select.distinct, offset, take)
+
+
+def _paging(query: n.Query, ctx: Context) -> tuple[int, int | None]:
+    offset = _count(query.offset, ctx, "OFFSET") if query.offset is not None else 0
+    limits = [_count(node, ctx, word) for node, word in ((query.limit, "LIMIT"), (query.select.top, "TOP")) if node]
+    return offset, (min(limits) if limits else None)
+
+
+def _count(node: n.Node, ctx: Context, word: str) -> int:
+    _, value = constant_of(node, ctx)
+    if type(value) is not int or not 0 <= value <= COUNT_MAX:
+        raise ctx.error(node, f"{word} expects a non-negative integer, got {value!r}")
+    return value
+
+
+def subquery_compiler(query: n.Query, scope: Scope, ctx: Context):
+    """The Context hook: compile a correlated subquery into run(row, cap)."""
+    plan = compile_plan(query, scope, ctx, top_level=False)
+    return lambda row, cap: plan.run(row, None, cap)

@@ -1,0 +1,72 @@
+"""The public face of the engine: compile once, execute many times.
+
+Theory of operation: `compile_query(text, parameters)` parses the text,
+resolves names and parameters, and builds closures for every expression;
+all errors surface here as QueryError. The resulting `CompiledQuery` is
+immutable apart from its clock cell, which `execute` / `filter_matches` set to
+the caller's now_ms before evaluating (the engine never reads a wall clock),
+so one compiled query may be cached and reused; calls must not interleave
+across threads. Results may share structure with the input documents
+(`SELECT *` returns the documents themselves): callers must not mutate them.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from emulator.core.query import nodes as n
+from emulator.core.query.errors import QueryError
+from emulator.core.query.evaluate import Context, Scope
+from emulator.core.query.hints import index_hints
+from emulator.core.query.parser import parse
+from emulator.core.query.plan import compile_plan, subquery_compiler
+
+
+def _parameter_map(parameters) -> dict:
+    result = {}
+    for entry in parameters or ():
+        if not isinstance(entry, dict) or type(entry.get("name")) is not str or "value" not in entry:
+            raise QueryError("each query parameter must be an object with a string 'name' and a 'value'", 0)
+        result[entry["name"]] = entry["value"]
+    return result
+
+
+class CompiledQuery:
+    def __init__(self, text: str, parameters: list | None = None):
+        self.text = text
+        self._ctx = Context(text, _parameter_map(parameters), [0], subquery_compiler)
+        self._tree = parse(text)
+        self._plan = compile_plan(self._tree, Scope(), self._ctx, top_level=True)
+        self.is_aggregate = self._plan.group_keys is not None
+        self.has_order_by = bool(self._tree.order_by)
+        self.index_hints = index_hints(self._tree, self._ctx)
+        self._doc_filter = self._simple_filter()
+
+    def _simple_filter(self):
+        """The WHERE closure when a document maps to exactly one row (FROM c)."""
+        tree = self._tree
+        source = tree.source
+        if source is None or tree.joins or source.kind != "expr" or not isinstance(source.expr, n.Name):
+            return None
+        return self._plan.where or (lambda row: True)
+
+    def execute(self, documents: Iterable[dict], now_ms: int) -> list:
+        """The full, final result list of the query over documents."""
+        self._ctx.clock[0] = now_ms
+        return self._plan.run((), documents, None)
+
+    def filter_matches(self, doc: dict, now_ms: int) -> bool:
+        """True when the WHERE clause is true for doc (patch conditions)."""
+        self._ctx.clock[0] = now_ms
+        if self._doc_filter is not None:
+            return self._doc_filter((doc,)) is True
+        return bool(self._plan.run((), (doc,), 1))
+
+    def __repr__(self) -> str:
+        return f"CompiledQuery({self.text!r})"
+
+
+def compile_query(text: str, parameters: list | None = None) -> CompiledQuery:
+    if type(text) is not str:
+        raise QueryError("query text must be a string", 0)
+    return CompiledQuery(text, parameters)
