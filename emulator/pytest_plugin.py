@@ -1,0 +1,20 @@
+"""pytest plugin: the `regionlab` fixture, a fresh emulator per test on free loopback ports.
+
+Options come from the `regionlab_config` marker, e.g.
+`@pytest.mark.regionlab_config(partitions=4, consistency="Strong")`.
+"""
+import pytest
+
+from .testing import running_emulator
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "regionlab_config(**kwargs): options for the regionlab fixture")
+
+
+@pytest.fixture
+def regionlab(request):
+    marker = request.node.get_closest_marker("regionlab_config")
+    kwargs = dict(marker.kwargs) if marker else {}
+    with running_emulator(**kwargs) as emu:
+        yield emu
