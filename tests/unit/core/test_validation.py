@@ -1,0 +1,151 @@
+"""Request-body validation: id, size and depth checks give the service's statuses and clear
+messages, and the fuzzer's single invariant holds: any bytes given to parse_json_body either
+parse to plain JSON or raise ValidationError, nothing else (fed whole and prefix by prefix)."""
+
+import json
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from emulator.core.validation import (
+    ID_BYTES_MAX,
+    ITEM_BYTES_MAX,
+    NESTING_DEPTH_MAX,
+    ValidationError,
+    check_depth,
+    check_id,
+    check_item_size,
+    parse_json_body,
+)
+
+
+def rejects(fn, *args, status=400, match=None):
+    with pytest.raises(ValidationError, match=match) as e:
+        fn(*args)
+    assert e.value.status == status and e.value.definite
+    return e.value
+
+
+@pytest.mark.parametrize("good", ["a", "item 1", "ünï 😀", "x" * ID_BYTES_MAX, "a.b-c_d~e%20"])
+def test_good_ids(good):
+    check_id(good)
+
+
+def test_missing_or_non_string_id_uses_the_service_message():
+    for bad in (None, 5, 1.5, True, ["a"], {"a": 1}):
+        err = rejects(check_id, bad)
+        assert err.message == "The input content is invalid because the required properties - 'id; ' - are missing"
+
+
+def test_bad_ids():
+    rejects(check_id, "", match="empty")
+    rejects(check_id, "x" * (ID_BYTES_MAX + 1), match="1024 bytes")
+    rejects(check_id, "é" * 512, match="1024 bytes")     # 512 characters but 1024 bytes
+    for ch in "/\\?#":
+        err = rejects(check_id, f"a{ch}b")
+        assert repr(ch) in err.message
+
+
+def test_item_size():
+    check_item_size(ITEM_BYTES_MAX)
+    err = rejects(check_item_size, ITEM_BYTES_MAX + 1, status=413)
+    assert err.message.startswith("Request size is too large")
+
+
+def nested(depth: int, kind: str = "list"):
+    value: object = 0
+    for _ in range(depth):
+        value = [value] if kind == "list" else {"k": value}
+    return value
+
+
+def test_depth():
+    check_depth(nested(NESTING_DEPTH_MAX))
+    check_depth(nested(NESTING_DEPTH_MAX, "dict"))
+    check_depth(42)
+    rejects(check_depth, nested(NESTING_DEPTH_MAX + 1), match="128")
+    rejects(check_depth, nested(NESTING_DEPTH_MAX + 1, "dict"))
+    rejects(check_depth, nested(100_000))        # iterative: no RecursionError
+    loop: list = []
+    loop.append(loop)
+    rejects(check_depth, loop)                   # terminates on cycles
+
+
+def test_parse_accepts_plain_json():
+    assert parse_json_body(b'{"id":"a","n":[1,2.5,null,true,"\\u00e9\\ud83d\\ude00"]}') == {
+        "id": "a", "n": [1, 2.5, None, True, "é😀"]}
+    assert parse_json_body("{\"id\":\"ü\"}".encode()) == {"id": "ü"}
+    assert parse_json_body(json.dumps(nested(NESTING_DEPTH_MAX)).encode()) == nested(NESTING_DEPTH_MAX)
+
+
+@pytest.mark.parametrize("raw,needle", [
+    (b"", "line 1 column 1"),
+    (b'{"id": "a",}', "line 1 column 12"),
+    (b'{"a":1}\n{"b":2}', "Extra data at line 2 column 1"),
+    (b"\xff\xfe{}", "not valid UTF-8"),
+    (b'{"id":"\xc3"}', "not valid UTF-8"),
+    (b"\xef\xbb\xbf{}", "BOM"),
+    (b'{"n": NaN}', "NaN"),
+    (b'{"n": -Infinity}', "Infinity"),
+    (b'{"n": 1e400}', "out of range"),
+    (b'{"a": 1, "a": 2}', "duplicate member name 'a'"),
+    (b'{"a": "\\ud800"}', "surrogate"),
+    (b'{"\\udc00": 1}', "surrogate"),
+    (b"[" * 100_000, "nests deeper"),
+    (b"[" * 100_000 + b"]" * 100_000, "nests deeper"),
+    (b"[" * (NESTING_DEPTH_MAX + 1) + b"]" * (NESTING_DEPTH_MAX + 1), "nests deeper"),
+    (b"1" * 5000, "not valid JSON"),       # more digits than int() accepts
+])
+def test_parse_rejects(raw, needle):
+    err = rejects(parse_json_body, raw)
+    assert needle in err.message
+
+
+def _is_plain_json(value) -> bool:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if not all(isinstance(k, str) for k in node):
+                return False
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif not (node is None or isinstance(node, (str, int, float, bool))):
+            return False
+    return True
+
+
+def _parses_or_rejects(raw: bytes) -> None:
+    try:
+        value = parse_json_body(raw)
+    except ValidationError as e:
+        assert e.status == 400
+        return
+    assert _is_plain_json(value)
+    json.dumps(value, allow_nan=False).encode("utf-8")      # serialisable again, strictly
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=64))
+@example(b"[" * 3000)
+@example(b'"\\ud800"')
+@example(b"-")
+def test_fuzz_bytes_parse_or_raise_validation_error(raw):
+    _parses_or_rejects(raw)
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=15,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_json_values, st.booleans())
+def test_fuzz_valid_json_whole_and_every_prefix(value, ascii_only):
+    raw = json.dumps({"v": value}, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    for end in range(len(raw) + 1):
+        _parses_or_rejects(raw[:end])
