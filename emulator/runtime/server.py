@@ -140,6 +140,7 @@ class Emulator:
         for s in self._servers:
             s.close()
         for http in self._http_servers:
+            http.pre_shutdown()             # wake idle keep-alive connections so they close now
             await http.shutdown(1.0)
         for s in self._servers:
             await s.wait_closed()
