@@ -154,7 +154,7 @@ class Parser(ExpressionParser):
             self.advance()
             top = self.parse_count("a number after TOP")
         if self.at_op("*"):
-            self.advance()
+            pos = self.advance().pos
             return n.Select(pos, True, False, bool(distinct), top, ())
         if self.at_keyword("VALUE"):
             self.advance()
