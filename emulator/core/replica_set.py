@@ -57,7 +57,10 @@ class ReplicaSet:
         raise AssertionError("replica set without a primary")
 
     def floor_lsn(self) -> int:
-        return min(r.applied_lsn for r in self.replicas)
+        """The lowest LSN any reader can be served at: no replica is read above the committed LSN,
+        which in a read region may stall below every applied LSN (two replicas down), so the
+        store must keep what is visible there, not just at the slowest replica."""
+        return min(self.committed_lsn, min(r.applied_lsn for r in self.replicas))
 
     def up_count(self) -> int:
         return sum(1 for r in self.replicas if r.state == UP)
@@ -147,11 +150,17 @@ class ReplicaSet:
 
     def commits_between(self, old: int, new: int):
         """The retained commits with old < lsn <= new, in order."""
-        for lsn, versions in self.log:
+        log = self.log
+        if not log:
+            return
+        # The log holds consecutive LSNs, so the wanted entries sit at the tail: index them.
+        first = log[0][0]
+        start = max(old + 1 - first, 0)
+        for i in range(start, len(log)):
+            lsn, versions = log[i]
             if lsn > new:
                 break
-            if lsn > old:
-                yield lsn, versions
+            yield lsn, versions
 
     # ---- reads -------------------------------------------------------------------------
     def readable_replica(self, min_lsn: int) -> Replica | None:

@@ -1,0 +1,51 @@
+"""Start the real `python -m emulator` as a child process and read what it costs.
+
+Used by the benchmarks: spawn-to-ready time, server CPU time (user+system, from /proc), and
+resident memory. Nothing here imports the emulator: the server is measured from outside.
+"""
+import json
+import os
+import selectors
+import subprocess
+import sys
+import time
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+READY_TIMEOUT_S = 20.0
+
+
+class ServerProcess:
+    def __init__(self, *args: str):
+        self.args = ["--port", "0", "--control-port", "0", *args]
+        self.proc = None
+        self.ready = None
+        self.spawn_to_ready_ms = None
+
+    def __enter__(self):
+        t0 = time.perf_counter()
+        self.proc = subprocess.Popen([sys.executable, "-m", "emulator", *self.args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        if not sel.select(READY_TIMEOUT_S):
+            self.proc.kill()
+            raise RuntimeError("the emulator printed no ready line")
+        self.ready = json.loads(self.proc.stdout.readline())
+        self.spawn_to_ready_ms = (time.perf_counter() - t0) * 1000
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        self.proc.wait(10)
+
+    def cpu_s(self) -> float:
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+    def rss_mb(self) -> float:
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return float("nan")
