@@ -54,7 +54,12 @@ class Writer:
 
     def _check_pk(self, doc: dict) -> None:
         from .container import canonical_pk_json
-        body_values = self.container.pk_def.values_from_document(doc)
+        pk_def = self.container.pk_def
+        body_values = pk_def.values_from_document(doc)
+        if pk_def.kind == epks.KIND_MULTI_HASH and len(body_values) == len(self.pk_values):
+            # The Python SDK sends null for a hierarchical component the document lacks.
+            body_values = [None if b is epks.UNDEFINED and h is None else b
+                           for b, h in zip(body_values, self.pk_values)]
         if canonical_pk_json(body_values) != self.pk_json:
             raise CosmosError(400, SUB_PARTITION_KEY_MISMATCH,
                               "PartitionKey extracted from document doesn't match the one specified "

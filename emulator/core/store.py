@@ -8,8 +8,9 @@ more memory than one copy, and replicating a write is moving a number.
 
 Invariants:
 * per key, versions are kept in strictly increasing LSN order;
-* a version is dropped only when no replica can see it any more: it is older than the newest
-  version visible at the lowest applied LSN of any replica (`floor_lsn`);
+* a version is dropped only when no reader can see it any more: it is older than the newest
+  version visible at the lowest LSN any replica is read at (`ReplicaSet.floor_lsn`: the
+  lowest applied LSN, capped by the committed LSN);
 * `truncate_after(lsn)` removes versions above lsn (a primary that lost its unacknowledged
   tail in an election); nothing acknowledged is ever above the new primary's LSN.
 

@@ -84,7 +84,7 @@ def _scope(call, container):
             raise CosmosError(410, 1002, f"Partition key range '{range_id}' is gone; refresh the partition key ranges.")
     epk_range = None
     if (call.header(H.READ_KEY_TYPE) or "") == H.READ_KEY_TYPE_EPK_RANGE:
-        epk_range = (call.header(H.START_EPK) or "", call.header(H.END_EPK) or "FF")
+        epk_range = ((call.header(H.START_EPK) or "").upper(), (call.header(H.END_EPK) or "FF").upper())
     return indexes, None, epk_range
 
 
