@@ -1,0 +1,19 @@
+"""Fixtures of the integration suite: a sync SDK client for the `regionlab` fixture, and a fresh
+container on it. The helpers they use live in sdk_harness.py."""
+import pytest
+from azure.cosmos import PartitionKey
+
+from sdk_harness import make_client
+
+
+@pytest.fixture
+def sdk_client(regionlab):
+    with make_client(regionlab) as client:
+        yield client
+
+
+@pytest.fixture
+def container(sdk_client):
+    """A fresh container `db/items` with partition key /pk (one partition unless configured)."""
+    db = sdk_client.create_database("db")
+    return db.create_container("items", PartitionKey(path="/pk"))

@@ -1,0 +1,155 @@
+"""The integration suite's harness: official-SDK clients (sync and aio) pointed at the
+`regionlab` fixture, a recorder of what the SDK put on the wire, and signed raw HTTP for the
+requests no SDK would send.
+
+Clients get short retry settings so a test that expects an error does not sit in the SDK's
+back-off, and they are always closed, so the emulator stops without waiting on keep-alives.
+"""
+import collections
+import contextlib
+import email.utils
+import http.client
+import json
+import socket
+import urllib.parse
+
+from azure.cosmos import CosmosClient, PartitionKey
+from azure.cosmos.aio import CosmosClient as AioCosmosClient
+
+from client.protocol import auth
+
+SOCKET_TIMEOUT_S = 5.0
+CLIENT_DEFAULTS = {"retry_total": 1, "retry_backoff_max": 1, "retry_fixed_interval": 0.05,
+                   "connection_timeout": 5}
+
+
+Exchange = collections.namedtuple("Exchange", "method path status request_headers response_headers")
+
+
+class WireLog:
+    """A `raw_response_hook`: records every request the SDK sent and the status it got back."""
+
+    def __init__(self):
+        self.entries: list[Exchange] = []
+
+    def __call__(self, pipeline_response) -> None:
+        req, resp = pipeline_response.http_request, pipeline_response.http_response
+        self.entries.append(Exchange(req.method, urllib.parse.urlsplit(req.url).path,
+                                     resp.status_code, {k.lower(): v for k, v in req.headers.items()},
+                                     {k.lower(): v for k, v in resp.headers.items()}))
+
+    def matching(self, method: str, path_suffix: str) -> list[Exchange]:
+        return [e for e in self.entries
+                if e.method == method and e.path.rstrip("/").endswith(path_suffix.rstrip("/"))]
+
+    def statuses(self, method: str, path_suffix: str) -> list[int]:
+        return [e.status for e in self.matching(method, path_suffix)]
+
+    @property
+    def last(self) -> Exchange:
+        return self.entries[-1]
+
+
+def client_kwargs(**kwargs) -> dict:
+    out = dict(CLIENT_DEFAULTS)
+    out.update(kwargs)
+    return out
+
+
+def make_client(emu, key=None, **kwargs) -> CosmosClient:
+    return CosmosClient(emu.endpoint, key or emu.key, **client_kwargs(**kwargs))
+
+
+def make_aio_client(emu, key=None, **kwargs) -> AioCosmosClient:
+    """Use as `async with make_aio_client(emu) as client:` (the aio client discovers regions on enter)."""
+    return AioCosmosClient(emu.endpoint, key or emu.key, **client_kwargs(**kwargs))
+
+
+def item_count(emu, db: str, coll: str, region: str = "East US") -> list:
+    """Live items per physical partition of a container in one region, read on the server loop."""
+    def count(account):
+        c = account.databases[db].containers[coll]
+        return [p.replica_sets[region].store.count_live for p in c.partitions]
+    return emu.call(count)
+
+
+def assert_serves(client, probe: str = "probe") -> None:
+    """The server still answers a normal SDK round trip: create (or reuse) a container, upsert
+    an item and read it back."""
+    db = client.create_database_if_not_exists("servesdb")
+    c = db.create_container_if_not_exists("serves", PartitionKey(path="/pk"))
+    c.upsert_item({"id": probe, "pk": "s", "ok": True})
+    assert c.read_item(probe, partition_key="s")["ok"] is True
+
+
+# ---- raw HTTP -------------------------------------------------------------------------------
+def host_port(url: str) -> tuple:
+    parts = urllib.parse.urlsplit(url)
+    return parts.hostname, parts.port
+
+
+def signed_headers(key: str, verb: str, path: str, extra: dict | None = None) -> dict:
+    """Headers of a request to `path` signed with master key `key`, as the SDK would sign it."""
+    date = email.utils.formatdate(usegmt=True)
+    rtype, link = auth.resource_type_and_link(path)
+    headers = {"x-ms-date": date, "x-ms-version": "2020-07-15",
+               "authorization": auth.authorization_header(key, verb, rtype, link, date)}
+    if extra:
+        headers.update(extra)
+    return headers
+
+
+class RawReply:
+    def __init__(self, status: int, headers: dict, body: bytes):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def json(self):
+        return json.loads(self.body)
+
+    @property
+    def message(self) -> str:
+        return self.json().get("message", "")
+
+    def __repr__(self):
+        return f"RawReply({self.status}, {self.body[:300]!r})"
+
+
+def raw_request(emu, method: str, path: str, body=None, headers: dict | None = None,
+                sign: bool = True, url: str | None = None) -> RawReply:
+    """One HTTP request on a fresh connection; `body` may be bytes or a JSON-able object."""
+    if body is not None and not isinstance(body, (bytes, bytearray)):
+        body = json.dumps(body).encode()
+    hdrs = {"content-type": "application/json"} if body is not None else {}
+    if sign:
+        hdrs.update(signed_headers(emu.key, method, path))
+    hdrs.update(headers or {})
+    host, port = host_port(url or emu.endpoint)
+    conn = http.client.HTTPConnection(host, port, timeout=SOCKET_TIMEOUT_S)
+    try:
+        conn.request(method, path, body=body, headers=hdrs)
+        resp = conn.getresponse()
+        return RawReply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
+    finally:
+        conn.close()
+
+
+@contextlib.contextmanager
+def raw_socket(emu, url: str | None = None):
+    host, port = host_port(url or emu.endpoint)
+    sock = socket.create_connection((host, port), timeout=SOCKET_TIMEOUT_S)
+    try:
+        yield sock
+    finally:
+        sock.close()
+
+
+def read_until_eof(sock) -> bytes:
+    """Everything the server sends until it closes the connection (socket timeout as a net)."""
+    chunks = []
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
