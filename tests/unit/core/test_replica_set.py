@@ -1,0 +1,305 @@
+"""Proves replica_set.py keeps its documented invariants (no acknowledged write lost, replicas apply in
+LSN order, committed LSN monotonic and backed by a 3-of-4 quorum, session reads never go back,
+no read sees an unacknowledged write) by running a hypothesis state machine against a model (a
+list of per-LSN states for the log, a dict for the acknowledged state) in virtual time, with
+replicas lagging, slowing, crashing and recovering; plus a few pinned examples."""
+import random
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from emulator.core.errors import CosmosError
+from emulator.core.read_routing import ReadRoutingPolicy
+from emulator.core.replica_set import DOWN, UP, ReplicaSet, WRITE_QUORUM
+from emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
+from emulator.core.store import Version
+
+PK = '["p"]'
+KEYS = [(PK, "a"), (PK, "b"), (PK, "c")]
+SECONDARIES = [1, 2, 3]
+
+
+def put(lsn: int, key: tuple, value: int) -> Version:
+    doc = {"id": key[1], "pk": "p", "v": value}
+    return Version(lsn, key, doc, b"", f'"{lsn}"', 0, f"rid-{key[1]}")
+
+
+def tombstone(lsn: int, key: tuple) -> Version:
+    return Version(lsn, key, None, None, f'"{lsn}"', 0, f"rid-{key[1]}", deleted=True)
+
+
+def view(rs: ReplicaSet, lsn: int) -> dict:
+    """What a reader at lsn sees: {key: value} of live items."""
+    out = {}
+    for key in KEYS:
+        v = rs.store.get(key, lsn)
+        if v is not None:
+            out[key] = v.doc["v"]
+    return out
+
+
+class ReplicaSetMachine(RuleBasedStateMachine):
+    """The model: states[lsn] is the full item state after the commit with that LSN (a list of
+    dicts: the log, folded), acked is the state every acknowledged write adds up to."""
+
+    @initialize(delay_ms=st.sampled_from([1, 5, 20]),
+                extra_ms=st.lists(st.sampled_from([0, 0, 3, 40]), min_size=3, max_size=3),
+                primary_reads=st.booleans())
+    def build(self, delay_ms, extra_ms, primary_reads):
+        self.clock = ManualClock()
+        self.scheduler = Scheduler()
+        self.rs = ReplicaSet("East US", "0", self.scheduler, self.clock, delay_ms=delay_ms,
+                             routing=ReadRoutingPolicy(primary_accepts_reads=primary_reads))
+        for index, extra in zip(SECONDARIES, extra_ms):
+            self.rs.replicas[index].extra_delay_ms = extra
+        self.states: list[dict] = [{}]       # states[0]: the empty partition
+        self.acked_lsns: list[int] = []      # when_committed callbacks, in the order they ran
+        self.acked: dict = {}                # the acknowledged state
+        self.session_lsn = 0                 # one client's session token for this partition
+        self.last_applied = [0, 0, 0, 0]
+        self.last_committed = 0
+
+    # ---- rules -------------------------------------------------------------------------
+    @rule(changes=st.dictionaries(st.sampled_from(KEYS), st.one_of(st.none(), st.integers(0, 99)),
+                                  min_size=1, max_size=2))
+    def write(self, changes):
+        """A commit of one or two keys (None deletes), as documents.Writer stages them."""
+        rs = self.rs
+        lsn = rs.next_lsn()
+        latest = self.states[-1]
+        versions = []
+        for key, value in changes.items():
+            if value is not None:
+                versions.append(put(lsn, key, value))
+            elif key in latest:
+                versions.append(tombstone(lsn, key))
+        if not versions:
+            return
+        before = (rs.lsn, rs.committed_lsn, [r.applied_lsn for r in rs.replicas], len(self.scheduler),
+                  view(rs, rs.lsn))
+        if rs.up_count() < WRITE_QUORUM:
+            with pytest.raises(CosmosError) as e:
+                rs.append(versions)
+            assert (e.value.status, e.value.definite) == (503, True)
+            after = (rs.lsn, rs.committed_lsn, [r.applied_lsn for r in rs.replicas],
+                     len(self.scheduler), view(rs, rs.lsn))
+            assert after == before, "a refused write changed something"
+            return
+        assert rs.append(versions) == lsn == len(self.states)
+        state = dict(latest)
+        for v in versions:
+            if v.deleted:
+                state.pop(v.key, None)
+            else:
+                state[v.key] = v.doc["v"]
+        self.states.append(state)
+        rs.when_committed(lsn, lambda: self._acknowledge(lsn))
+
+    def _acknowledge(self, lsn: int) -> None:
+        self.acked_lsns.append(lsn)
+        self.acked = self.states[lsn]
+        self.session_lsn = max(self.session_lsn, lsn)
+
+    @rule(ms=st.sampled_from([0, 1, 2, 5, 13, 50]))
+    def advance(self, ms):
+        run_until_idle(self.clock, self.scheduler, limit_ms=self.clock.now_ms() + ms)
+
+    @rule()
+    def settle(self):
+        run_until_idle(self.clock, self.scheduler)
+
+    @rule(index=st.sampled_from(SECONDARIES))
+    def crash(self, index):
+        self.rs.set_replica_state(index, DOWN)
+
+    @rule(index=st.sampled_from(SECONDARIES))
+    def recover(self, index):
+        self.rs.set_replica_state(index, UP)
+
+    @rule(index=st.sampled_from(SECONDARIES), extra_ms=st.sampled_from([0, 2, 30, 200]))
+    def slow(self, index, extra_ms):
+        self.rs.replicas[index].extra_delay_ms = extra_ms
+
+    @rule(index=st.sampled_from([0] + SECONDARIES), in_flight=st.integers(0, 3))
+    def load(self, index, in_flight):
+        self.rs.replicas[index].in_flight = in_flight
+
+    @rule(key=st.sampled_from(KEYS))
+    def session_read(self, key):
+        token = self.session_lsn
+        replica = self.rs.readable_replica(token)
+        assert replica is not None, "the primary has every acknowledged write, so a session read is servable"
+        lsn = self.rs.visible_lsn(replica)
+        assert lsn >= token
+        v = self.rs.store.get(key, lsn)
+        assert (None if v is None else v.doc["v"]) == self.states[lsn].get(key)
+        self.session_lsn = lsn
+
+    @rule(key=st.sampled_from(KEYS))
+    def eventual_read(self, key):
+        replica = self.rs.readable_replica(0)
+        assert replica is not None and replica.up
+        lsn = self.rs.visible_lsn(replica)
+        assert lsn <= self.rs.committed_lsn
+        v = self.rs.store.get(key, lsn)
+        assert (None if v is None else v.doc["v"]) == self.states[lsn].get(key)
+
+    # ---- invariants: one per documented invariant ----------------------------------------
+    @invariant()
+    def no_acknowledged_write_lost(self):
+        rs = self.rs
+        assert self.acked_lsns == list(range(1, rs.committed_lsn + 1)), "waiters run once, in LSN order"
+        assert view(rs, rs.primary.applied_lsn) == self.states[rs.lsn]
+        assert rs.store.count_live == len(self.states[rs.lsn])
+        for r in rs.replicas:
+            if r.applied_lsn >= rs.committed_lsn:
+                assert view(rs, rs.visible_lsn(r)) == self.acked
+
+    @invariant()
+    def replicas_apply_in_lsn_order(self):
+        rs = self.rs
+        assert rs.primary.applied_lsn == rs.lsn == len(self.states) - 1
+        for r in rs.replicas:
+            assert self.last_applied[r.index] <= r.applied_lsn <= rs.primary.applied_lsn
+            self.last_applied[r.index] = r.applied_lsn
+            assert view(rs, r.applied_lsn) == self.states[r.applied_lsn]
+
+    @invariant()
+    def committed_lsn_is_monotonic_and_quorum_backed(self):
+        rs = self.rs
+        assert self.last_committed <= rs.committed_lsn
+        self.last_committed = rs.committed_lsn
+        applied = sorted((r.applied_lsn for r in rs.replicas), reverse=True)
+        assert rs.committed_lsn <= applied[WRITE_QUORUM - 1]
+
+    @invariant()
+    def session_reads_never_go_back(self):
+        replica = self.rs.readable_replica(self.session_lsn)
+        assert replica is not None and self.rs.visible_lsn(replica) >= self.session_lsn
+        assert self.rs.readable_replica(self.rs.committed_lsn + 1) is None
+
+    @invariant()
+    def reads_never_see_unacknowledged_versions(self):
+        rs = self.rs
+        for r in rs.replicas:
+            lsn = rs.visible_lsn(r)
+            assert lsn <= rs.committed_lsn
+            for key in KEYS:
+                v = rs.store.get(key, lsn)
+                assert v is None or v.lsn <= rs.committed_lsn
+
+
+ReplicaSetMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+TestReplicaSet = ReplicaSetMachine.TestCase
+
+
+# ---- pinned examples ---------------------------------------------------------------------
+def build(delay_ms=10, extra=(0, 0, 0)):
+    clock, scheduler = ManualClock(0), Scheduler()
+    rs = ReplicaSet("East US", "0", scheduler, clock, delay_ms=delay_ms)
+    for index, ms in zip(SECONDARIES, extra):
+        rs.replicas[index].extra_delay_ms = ms
+    return clock, scheduler, rs
+
+
+def test_a_write_is_acknowledged_when_the_third_replica_applies_it():
+    clock, scheduler, rs = build(delay_ms=10, extra=(0, 5, 20))
+    acked = []
+    lsn = rs.append([put(1, KEYS[0], 1)])
+    rs.when_committed(lsn, lambda: acked.append(clock.now_ms()))
+    assert (rs.committed_lsn, acked) == (0, [])
+    run_until_idle(clock, scheduler)
+    assert acked == [15]                    # primary at 0, secondary 1 at 10, secondary 2 at 15
+    assert [r.applied_lsn for r in rs.replicas] == [1, 1, 1, 1]
+
+
+def test_zero_delay_commits_at_once():
+    clock, scheduler, rs = build(delay_ms=0)
+    rs.append([put(1, KEYS[0], 1)])
+    assert rs.committed_lsn == 1 and len(scheduler) == 0
+
+
+def test_a_slowed_replica_still_applies_in_lsn_order():
+    clock, scheduler, rs = build(delay_ms=10, extra=(100, 0, 0))
+    rs.append([put(1, KEYS[0], 1)])         # secondary 1 applies it at 110
+    rs.replicas[1].extra_delay_ms = 0
+    rs.append([put(2, KEYS[0], 2)])         # would be due at 10, but must wait for LSN 1
+    seen = []
+    for t in (10, 109, 110):
+        run_until_idle(clock, scheduler, limit_ms=t)
+        seen.append(rs.replicas[1].applied_lsn)
+    assert seen == [0, 0, 2]
+
+
+def test_without_a_quorum_writes_fail_and_a_recovered_replica_catches_up():
+    clock, scheduler, rs = build(delay_ms=10)
+    rs.append([put(1, KEYS[0], 1)])
+    rs.set_replica_state(2, DOWN)
+    rs.set_replica_state(3, DOWN)
+    with pytest.raises(CosmosError) as e:
+        rs.append([put(2, KEYS[0], 2)])
+    assert e.value.status == 503 and rs.lsn == 1
+    run_until_idle(clock, scheduler)
+    assert rs.committed_lsn == 0              # only two of four replicas applied LSN 1
+    rs.set_replica_state(2, UP)
+    run_until_idle(clock, scheduler)
+    assert rs.committed_lsn == 1 and rs.replicas[2].applied_lsn == 1 and rs.replicas[3].applied_lsn == 0
+
+
+def test_a_read_region_stalled_below_quorum_keeps_what_its_readers_see():
+    # A read region applies shipped commits even with two replicas down; its committed LSN then
+    # stalls below every replica's applied LSN, and pruning must not drop what readers see there.
+    clock, scheduler, rs = build(delay_ms=10, extra=(0, 10, 20))
+    rs.apply_replicated(1, [put(1, KEYS[0], 1)])
+    run_until_idle(clock, scheduler)
+    rs.apply_replicated(2, [put(2, KEYS[0], 2)])
+    run_until_idle(clock, scheduler, limit_ms=clock.now_ms() + 10)
+    rs.set_replica_state(1, DOWN)              # applied 2, committed still 1
+    run_until_idle(clock, scheduler, limit_ms=clock.now_ms() + 10)
+    rs.set_replica_state(2, DOWN)
+    run_until_idle(clock, scheduler)
+    assert [r.applied_lsn for r in rs.replicas] == [2, 2, 2, 2] and rs.committed_lsn == 1
+    rs.apply_replicated(3, [put(3, KEYS[0], 3)])
+    replica = rs.readable_replica(0)
+    assert view(rs, rs.visible_lsn(replica)) == {KEYS[0]: 1}
+
+
+def test_duplicate_shipments_are_ignored_and_gaps_are_refused():
+    clock, scheduler, rs = build(delay_ms=0)
+    rs.apply_replicated(1, [put(1, KEYS[0], 1)])
+    rs.apply_replicated(1, [put(1, KEYS[0], 9)])
+    assert rs.lsn == 1 and view(rs, 1) == {KEYS[0]: 1}
+    with pytest.raises(AssertionError):
+        rs.apply_replicated(3, [put(3, KEYS[0], 3)])
+
+
+def test_commit_listeners_hear_every_advance_in_order():
+    clock, scheduler, rs = build(delay_ms=5, extra=(0, 0, 0))
+    heard = []
+    rs.commit_listeners.append(lambda _rs, old, new: heard.append((old, new)))
+    for lsn in (1, 2, 3):
+        rs.append([put(lsn, KEYS[0], lsn)])
+    run_until_idle(clock, scheduler)
+    assert [c for c, _ in rs.commits_between(0, 3)] == [1, 2, 3]
+    spans = [lsn for old, new in heard for lsn in range(old + 1, new + 1)]
+    assert spans == [1, 2, 3]
+
+
+def test_seeded_runs_are_identical():
+    def run(seed):
+        rng = random.Random(seed)
+        clock, scheduler, rs = build(delay_ms=3)
+        trace = []
+        for step in range(200):
+            action = rng.random()
+            if action < 0.4 and rs.up_count() >= WRITE_QUORUM:
+                rs.append([put(rs.next_lsn(), rng.choice(KEYS), step)])
+            elif action < 0.5:
+                rs.set_replica_state(rng.choice(SECONDARIES), rng.choice([UP, DOWN]))
+            else:
+                run_until_idle(clock, scheduler, limit_ms=clock.now_ms() + rng.randint(0, 7))
+            trace.append((clock.now_ms(), rs.committed_lsn, tuple(r.applied_lsn for r in rs.replicas)))
+        return trace
+    assert run(7) == run(7)
