@@ -66,7 +66,7 @@ class Writer:
                               f"in the header (document has {canonical_pk_json(body_values)}, "
                               f"header has {self.pk_json}).")
 
-    def _stage(self, id: str, user_doc: dict, rid: str | None) -> Version:
+    def _stage(self, id: str, user_doc: dict, rid: str | None, prev_lsn: int = 0) -> Version:
         c = self.container
         if rid is None:
             c.doc_seq += 1
@@ -82,13 +82,14 @@ class Writer:
         doc["_attachments"] = "attachments/"
         doc["_ts"] = ts
         key = (self.pk_json, id)
-        v = Version(self.lsn, key, doc, _dumps(doc), etag, ts, rid)
+        v = Version(self.lsn, key, doc, _dumps(doc), etag, ts, rid,
+                    op="replace" if prev_lsn else "create", prev_lsn=prev_lsn)
         self.pending[key] = v
         return v
 
     def _tombstone(self, old: Version) -> None:
-        self.pending[old.key] = Version(self.lsn, old.key, None, None, old.etag, self.now_ms // 1000,
-                                        old.rid, deleted=True)
+        self.pending[old.key] = Version(self.lsn, old.key, old.doc, None, old.etag, self.now_ms // 1000,
+                                        old.rid, deleted=True, op="delete", prev_lsn=old.lsn)
 
     @staticmethod
     def _check_if_match(v: Version, if_match: str | None) -> None:
@@ -110,7 +111,7 @@ class Writer:
                 raise precondition_failed()
             return 201, self._stage(doc["id"], doc, None)
         self._check_if_match(old, if_match)
-        return 200, self._stage(doc["id"], doc, old.rid)
+        return 200, self._stage(doc["id"], doc, old.rid, old.lsn)
 
     def replace(self, id: str, doc: dict, if_match: str | None = None) -> tuple[int, Version]:
         self._check_pk(doc)
@@ -121,7 +122,7 @@ class Writer:
         if old is None:
             raise not_found()
         self._check_if_match(old, if_match)
-        return 200, self._stage(id, doc, old.rid)
+        return 200, self._stage(id, doc, old.rid, old.lsn)
 
     def delete(self, id: str, if_match: str | None = None) -> tuple[int, None]:
         old = self.current(id)
@@ -148,7 +149,7 @@ class Writer:
         if new_doc.get("id") != id:
             raise bad_request("A patch cannot change the id of an item.")
         self._check_pk(new_doc)
-        return 200, self._stage(id, new_doc, old.rid)
+        return 200, self._stage(id, new_doc, old.rid, old.lsn)
 
     def read(self, id: str, if_none_match: str | None = None) -> tuple[int, Version]:
         v = self.current(id)

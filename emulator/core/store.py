@@ -16,15 +16,34 @@ Invariants:
 
 Keys are (partition key JSON, id): ids are unique per logical partition. The key order is what
 read-feed paging walks, so a continuation is just the last key returned.
+
+The change feed walks `changes`, an append-only list of (lsn, key) for every live version in
+LSN order. An entry is current when the key's version visible at the reader's LSN is exactly
+that one; stale entries (superseded versions) are skipped, and the list is compacted to one
+entry per live key once stale ones outnumber live ones (CHANGES_SLACK_ENTRIES of slack).
 """
+import bisect
+
 from sortedcontainers import SortedDict
+
+CHANGES_SLACK_ENTRIES = 1024
+
+
+def _lsn_of(change: tuple) -> int:
+    return change[0]
 
 
 class Version:
-    __slots__ = ("lsn", "key", "doc", "body", "etag", "ts", "deleted", "rid")
+    """One immutable state of an item. A tombstone (deleted=True) keeps the deleted document in
+    `doc` for the all-versions change feed; `op` is create, replace or delete and `prev_lsn`
+    the LSN of the version it superseded (0 for a create)."""
+    __slots__ = ("lsn", "key", "doc", "body", "etag", "ts", "deleted", "rid", "op", "prev_lsn")
 
     def __init__(self, lsn: int, key: tuple, doc: dict | None, body: bytes | None,
-                 etag: str, ts: int, rid: str, deleted: bool = False):
+                 etag: str, ts: int, rid: str, deleted: bool = False, op: str = "create",
+                 prev_lsn: int = 0):
+        self.op = op
+        self.prev_lsn = prev_lsn
         self.lsn = lsn
         self.key = key
         self.doc = doc
@@ -35,17 +54,24 @@ class Version:
         self.deleted = deleted
 
     def with_lsn(self, lsn: int) -> "Version":
-        return Version(lsn, self.key, self.doc, self.body, self.etag, self.ts, self.rid, self.deleted)
+        return Version(lsn, self.key, self.doc, self.body, self.etag, self.ts, self.rid, self.deleted,
+                       self.op, self.prev_lsn)
 
 
 class VersionStore:
-    __slots__ = ("_items", "count_live")
+    __slots__ = ("_items", "count_live", "changes")
 
     def __init__(self):
         self._items: SortedDict = SortedDict()
         self.count_live = 0
+        self.changes: list = []          # (lsn, key) in LSN order; see the module docstring
 
     def add(self, version: Version, floor_lsn: int) -> None:
+        if not version.deleted:
+            changes = self.changes
+            changes.append((version.lsn, version.key))
+            if len(changes) > 2 * self.count_live + CHANGES_SLACK_ENTRIES:
+                self._compact_changes()
         versions = self._items.get(version.key)
         if versions is None:
             if not version.deleted:
@@ -107,7 +133,26 @@ class VersionStore:
             if v is not None:
                 yield v
 
+    def _compact_changes(self) -> None:
+        live = [(vs[-1].lsn, key) for key, vs in self._items.items() if not vs[-1].deleted]
+        live.sort()
+        self.changes = live
+
+    def changes_after(self, after_lsn: int, upto_lsn: int):
+        """Live versions visible at upto_lsn whose LSN is in (after_lsn, upto_lsn], in LSN order."""
+        changes = self.changes
+        i = bisect.bisect_right(changes, after_lsn, key=_lsn_of)
+        get = self.get
+        for j in range(i, len(changes)):
+            lsn, key = changes[j]
+            if lsn > upto_lsn:
+                break
+            v = get(key, upto_lsn)
+            if v is not None and v.lsn == lsn:
+                yield v
+
     def truncate_after(self, lsn: int) -> None:
+        self.changes = [c for c in self.changes if c[0] <= lsn]
         dead = []
         for key, versions in self._items.items():
             while versions and versions[-1].lsn > lsn:

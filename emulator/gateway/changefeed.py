@@ -1,9 +1,86 @@
-"""Change feed: not served yet (it comes with the queries and change feed work).
+"""Change feed requests (cosmos-wire §7): `GET .../docs` with `A-IM`.
 
-Until then the gateway answers a clear 501 rather than a wrong feed.
+Scope: the partition key range id header picks the physical partition; EPK headers narrow it
+to a sub-range or one partition key. Start: no If-None-Match = from the beginning, `*` = from
+now, If-Modified-Since = from a time, an etag = after that position. The etag is the position
+(`"<lsn>"`); nothing new answers 304 with the etag, so the SDK keeps its place.
 """
-from ..core.errors import CosmosError
+from email.utils import parsedate_to_datetime
+
+from client.protocol import headers as H
+
+from ..core import changefeed as cf
+from ..core import feed as feeds
+from ..core.consistency import effective
+from ..core.documents import choose_replica, pk_values_of
+from ..core.errors import CosmosError, bad_request
+from . import responses
+from .sessions import parse_session, session_headers
+
+
+def _position(etag: str) -> int:
+    try:
+        return int(etag.strip('"'))
+    except ValueError:
+        raise bad_request(f"The change feed continuation (If-None-Match) '{etag[:60]}' is not one this "
+                          "server issued; pass back the etag of the previous response.") from None
+
+
+def _partition(call, container):
+    range_id = call.header(H.PK_RANGE_ID)
+    if range_id is None:
+        if len(container.partitions) == 1:
+            return container.partitions[0]
+        raise bad_request("A change feed request needs x-ms-documentdb-partitionkeyrangeid on a container "
+                          f"with {len(container.partitions)} partition key ranges.")
+    for p in container.partitions:
+        if p.range_id == range_id:
+            return p
+    raise CosmosError(410, 1002, f"Partition key range '{range_id}' is gone; refresh the partition key ranges.")
+
+
+def _start(call, rs, upto: int) -> int:
+    inm = call.header(H.IF_NONE_MATCH)
+    ims = call.header(H.IF_MODIFIED_SINCE)
+    if inm == "*":
+        return upto
+    if inm:
+        return _position(inm)
+    if ims:
+        try:
+            ts = int(parsedate_to_datetime(ims).timestamp())
+        except (TypeError, ValueError):
+            raise bad_request(f"If-Modified-Since '{ims[:60]}' is not an RFC 1123 date.") from None
+        return cf.position_at_time(rs.store, upto, ts)
+    return 0
 
 
 async def change_feed(call, container):
-    raise CosmosError(501, 0, "The change feed is not implemented in this regionlab version yet.")
+    full = (call.header(H.A_IM) or "").lower() == H.A_IM_FULL_FIDELITY.lower()
+    rs = _partition(call, container).for_read(call.region)
+    consistency = effective(call.gw.account.consistency, call.header(H.CONSISTENCY_LEVEL))
+    _, upto = choose_replica(rs, consistency, parse_session(call))
+    epk_range = None
+    if (call.header(H.READ_KEY_TYPE) or "") == H.READ_KEY_TYPE_EPK_RANGE:
+        epk_range = ((call.header(H.START_EPK) or "").upper(), (call.header(H.END_EPK) or "FF").upper())
+    after = _start(call, rs, upto)
+    max_items = feeds.page_size(call.int_header(H.MAX_ITEM_COUNT))
+    epk_of = lambda pk_json: container.epk_of(pk_json, pk_values_of(pk_json))
+    if after >= upto:
+        versions, nxt = [], after
+    elif full:
+        versions, nxt = cf.all_versions(rs, after, upto, max_items, epk_of, epk_range)
+    else:
+        versions, nxt = cf.latest_versions(rs.store, after, upto, max_items, epk_of, epk_range)
+    hdrs = session_headers(call, container, rs, upto)
+    hdrs[H.ETAG] = f'"{nxt}"'
+    if not versions:
+        return responses.reply(304, None, call.activity_id, 1.0, hdrs)
+    if full:
+        crts = call.gw.clock.now_ms() // 1000
+        raw = [responses.dumps(cf.avad_entry(v, crts)) for v in versions]
+    else:
+        raw = [v.body[:-1] + b',"_lsn":' + str(v.lsn).encode() + b"}" for v in versions]
+    hdrs[H.ITEM_COUNT] = str(len(raw))
+    ru = max(1.0, round(sum(map(len, raw)) / 1024, 2))
+    return responses.reply(200, responses.feed_body(container.rid, "Documents", raw), call.activity_id, ru, hdrs)

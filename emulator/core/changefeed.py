@@ -1,0 +1,70 @@
+"""The change feed of one physical partition in one region.
+
+Theory of operation: a feed position is an LSN of the partition. Latest-version mode returns,
+in LSN order, the newest version (visible at the serving replica) of every item changed after
+the position; intermediate versions may be skipped, deletes are not shown. All-versions-and-
+deletes mode walks the replica set's retained log and returns every create, replace and
+delete with its metadata. A page never splits one commit (a batch shares its LSN), so the next
+position is always a whole LSN. A region serves exactly what it has replicated.
+"""
+from .errors import CosmosError
+
+LATEST = "latest"
+ALL_VERSIONS = "all"
+
+
+def _epk_ok(epk_of, epk_range, key) -> bool:
+    if epk_range is None:
+        return True
+    e = epk_of(key[0])
+    return epk_range[0] <= e < epk_range[1]
+
+
+def latest_versions(store, after_lsn: int, upto_lsn: int, max_items: int, epk_of=None, epk_range=None):
+    """(versions, position after them)."""
+    out = []
+    last = after_lsn
+    for v in store.changes_after(after_lsn, upto_lsn):
+        if len(out) >= max_items and v.lsn != last:
+            return out, last
+        last = v.lsn
+        if _epk_ok(epk_of, epk_range, v.key):
+            out.append(v)
+    return out, upto_lsn
+
+
+def all_versions(rs, after_lsn: int, upto_lsn: int, max_items: int, epk_of=None, epk_range=None):
+    """(versions incl. tombstones, position after them) from the retained log."""
+    log = rs.log
+    if log and after_lsn + 1 < log[0][0]:
+        raise CosmosError(400, 0, f"The change feed position LSN {after_lsn} is older than the retained log of "
+                                  f"partition {rs.range_id} (it starts at LSN {log[0][0]}); all-versions-and-deletes "
+                                  "mode can only continue from a recent position. Start from now instead.")
+    out = []
+    last = after_lsn
+    for lsn, versions in rs.commits_between(after_lsn, upto_lsn):
+        if len(out) >= max_items:
+            return out, last
+        for v in versions:
+            if _epk_ok(epk_of, epk_range, v.key):
+                out.append(v)
+        last = lsn
+    return out, upto_lsn
+
+
+def position_at_time(store, upto_lsn: int, ts_s: int) -> int:
+    """The position just before the first change at or after ts_s (epoch seconds)."""
+    for v in store.changes_after(0, upto_lsn):
+        if v.ts >= ts_s:
+            return v.lsn - 1
+    return upto_lsn
+
+
+def avad_entry(v, crts: int) -> dict:
+    meta = {"operationType": v.op, "lsn": v.lsn, "crts": crts}
+    if v.prev_lsn:
+        meta["previousImageLSN"] = v.prev_lsn
+    if v.deleted:
+        meta["id"] = v.key[1]
+        return {"current": {}, "previous": v.doc, "metadata": meta}
+    return {"current": v.doc, "metadata": meta}
