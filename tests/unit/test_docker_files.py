@@ -1,0 +1,186 @@
+"""The Docker files, the README's opening commands and .ci/run agree with the code, read as text
+(no Docker engine): docker-compose.yml through yaml, the Dockerfile through a small line parser,
+checked against emulator/defaults.py, pyproject.toml and each other.
+"""
+import fnmatch
+import json
+import re
+import shlex
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from emulator import defaults
+
+REPO = Path(__file__).resolve().parents[2]
+EXPECTED_PORTS = {defaults.GLOBAL_PORT, defaults.CONTROL_PORT,
+                  *range(defaults.REGION_PORT_BASE, defaults.REGION_PORT_BASE + len(defaults.REGIONS))}
+HEALTH_URL = f"http://127.0.0.1:{defaults.CONTROL_PORT}/health"
+
+
+# ---- a Dockerfile, as (INSTRUCTION, arguments) pairs -------------------------------------------
+
+def dockerfile_instructions(text: str) -> list[tuple[str, str]]:
+    """Join `\\` continuations, drop comments and blank lines, split off the instruction word."""
+    out, pending = [], ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if line.startswith("#"):                  # a comment inside a continued instruction
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        word, _, args = (pending + line).partition(" ")
+        out.append((word.upper(), args.strip()))
+        pending = ""
+    assert not pending, "the Dockerfile ends inside a continued line"
+    return out
+
+
+def exec_form(args: str) -> list[str]:
+    """The JSON-array (exec) form of CMD/ENTRYPOINT/HEALTHCHECK CMD; shell form is refused."""
+    assert args.startswith("["), f"use the exec form (a JSON array), got: {args}"
+    return json.loads(args)
+
+
+def healthcheck_command(args: str) -> list[str]:
+    """The command of `HEALTHCHECK [--option=value ...] CMD [...]`."""
+    options, sep, command = args.partition("CMD ")
+    assert sep, f"HEALTHCHECK without CMD: {args}"
+    assert all(o.startswith("--") for o in options.split()), f"unexpected HEALTHCHECK options: {options}"
+    return exec_form(command.strip())
+
+
+def one(instructions, word: str) -> str:
+    found = [args for w, args in instructions if w == word]
+    assert len(found) == 1, f"expected exactly one {word}, found {found}"
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def dockerfile():
+    return dockerfile_instructions((REPO / "docker" / "Dockerfile").read_text())
+
+
+@pytest.fixture(scope="module")
+def compose_service():
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert len(services) == 1, f"one emulator service expected, got {list(services)}"
+    return next(iter(services.values()))
+
+
+def test_dockerfile_parser_joins_continuations_and_skips_comments():
+    text = "# head\nFROM x\n\nRUN a \\\n    # inner\n    && b\nexpose 1 2\n"
+    assert dockerfile_instructions(text) == [("FROM", "x"), ("RUN", "a  && b"), ("EXPOSE", "1 2")]
+
+
+# ---- Dockerfile ----------------------------------------------------------------------------------
+
+def test_dockerfile_builds_on_python_3_11_slim(dockerfile):
+    assert one(dockerfile, "FROM") == "python:3.11-slim"
+
+
+def test_dockerfile_exposes_the_default_ports(dockerfile):
+    exposed = {int(p.split("/")[0]) for w, args in dockerfile if w == "EXPOSE" for p in args.split()}
+    assert exposed == EXPECTED_PORTS
+
+
+def test_dockerfile_runs_the_console_script_pyproject_declares_bound_to_all_interfaces(dockerfile):
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts.get("regionlab") == "emulator.cli:main"
+    assert not [w for w, _ in dockerfile if w == "CMD"], "arguments belong after the ENTRYPOINT"
+    entrypoint = exec_form(one(dockerfile, "ENTRYPOINT"))
+    assert entrypoint[0] == "regionlab"
+    assert entrypoint[entrypoint.index("--host") + 1] == "0.0.0.0"
+    assert "--port" not in entrypoint and "--control-port" not in entrypoint, "the ports must be the defaults"
+
+
+def test_dockerfile_health_check_asks_the_control_port(dockerfile):
+    command = healthcheck_command(one(dockerfile, "HEALTHCHECK"))
+    assert command[:2] == ["python", "-c"], "slim has no curl: use python's urllib"
+    assert HEALTH_URL in command[2]
+
+
+def test_dockerfile_copies_what_pip_needs_and_dockerignore_keeps_it(dockerfile):
+    ignored = [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()
+               if line.strip() and not line.startswith("#")]
+    sources = [s for w, args in dockerfile if w == "COPY" for s in args.split()[:-1]]
+    for source in sources:
+        assert not source.startswith("--"), f"unexpected COPY option {source}"
+        assert (REPO / source).exists(), f"COPY {source}: no such file in the build context"
+        assert not any(fnmatch.fnmatch(source, pattern) for pattern in ignored), \
+            f"COPY {source} is excluded by .dockerignore"
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert {"pyproject.toml", project["readme"], "emulator", "client"} <= set(sources)
+
+
+# ---- docker-compose.yml -----------------------------------------------------------------------------
+
+def _published(entry) -> tuple[int, int]:
+    """(published, target) of a compose port in short ("[ip:]pub:target") or long syntax."""
+    if isinstance(entry, dict):
+        return int(entry["published"]), int(entry["target"])
+    *_, published, target = str(entry).split(":")
+    return int(published), int(target.split("/")[0])
+
+
+def test_compose_builds_the_dockerfile(compose_service):
+    build = compose_service["build"]
+    assert build["dockerfile"] == "docker/Dockerfile"
+    assert (REPO / build.get("context", ".") / build["dockerfile"]).is_file()
+
+
+def test_compose_publishes_the_default_ports_unchanged(compose_service):
+    pairs = [_published(p) for p in compose_service["ports"]]
+    assert all(published == target for published, target in pairs), \
+        "the account document advertises the container's ports, so the host must use the same ones"
+    assert {target for _, target in pairs} == EXPECTED_PORTS
+
+
+def test_compose_health_check_is_the_dockerfiles(compose_service, dockerfile):
+    test = compose_service["healthcheck"]["test"]
+    assert test[0] == "CMD"
+    assert test[1:] == healthcheck_command(one(dockerfile, "HEALTHCHECK"))
+
+
+def test_compose_does_not_replace_the_entrypoint(compose_service):
+    assert "entrypoint" not in compose_service and "command" not in compose_service
+
+
+# ---- README and .ci/run -----------------------------------------------------------------------------
+
+def readme_opening_commands() -> list[str]:
+    """The first two fenced blocks of README.md, each of which must hold exactly one command."""
+    blocks = re.findall(r"^```[^\n]*\n(.*?)^```", (REPO / "README.md").read_text(), flags=re.S | re.M)
+    commands = []
+    for block in blocks[:2]:
+        lines = [line.strip() for line in block.splitlines() if line.strip()]
+        assert len(lines) == 1, f"README opening blocks hold one command each, got {lines}"
+        commands.append(lines[0])
+    assert len(commands) == 2, "README.md must open with two fenced commands"
+    return commands
+
+
+def test_readme_first_command_installs_and_starts_the_console_script():
+    start, _ = readme_opening_commands()
+    words = shlex.split(start)
+    assert words[:3] == ["python3", "-m", "venv"]
+    assert words[-1] == ".venv/bin/regionlab", "the default topology: no flags"
+
+
+def test_ci_runs_the_readmes_test_command_verbatim():
+    _, test_command = readme_opening_commands()
+    assert "pip install -e '.[test]'" in test_command and test_command.endswith("-m pytest")
+    ci = REPO / ".ci" / "run"
+    assert ci.stat().st_mode & 0o111, ".ci/run must be executable"
+    lines = [line.strip() for line in ci.read_text().splitlines()]
+    assert "set -euo pipefail" in lines
+    runs = [line for line in lines if line.startswith(test_command)]
+    assert len(runs) == 1, f".ci/run must run the README's test command once: {test_command}"
+    rest = runs[0][len(test_command):].strip()
+    assert rest in ("", "|| status=$?"), f"only the exit status may be captured after it, got: {rest}"
