@@ -11,6 +11,7 @@ import email.utils
 import http.client
 import json
 import socket
+import threading
 import urllib.parse
 
 from azure.cosmos import CosmosClient, PartitionKey
@@ -23,7 +24,7 @@ CLIENT_DEFAULTS = {"retry_total": 1, "retry_backoff_max": 1, "retry_fixed_interv
                    "connection_timeout": 5}
 
 
-Exchange = collections.namedtuple("Exchange", "method path status request_headers response_headers")
+Exchange = collections.namedtuple("Exchange", "endpoint method path status request_headers response_headers")
 
 
 class WireLog:
@@ -34,7 +35,8 @@ class WireLog:
 
     def __call__(self, pipeline_response) -> None:
         req, resp = pipeline_response.http_request, pipeline_response.http_response
-        self.entries.append(Exchange(req.method, urllib.parse.urlsplit(req.url).path,
+        url = urllib.parse.urlsplit(req.url)
+        self.entries.append(Exchange(f"{url.scheme}://{url.netloc}/", req.method, url.path,
                                      resp.status_code, {k.lower(): v for k, v in req.headers.items()},
                                      {k.lower(): v for k, v in resp.headers.items()}))
 
@@ -153,3 +155,19 @@ def read_until_eof(sock) -> bytes:
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
+
+
+def wait_replicated(emu, db: str, coll: str, region: str, timeout_s: float = 5.0) -> None:
+    """Block until every partition of the container in `region` has committed everything the
+    write region has committed now (an event set by the server, not a poll)."""
+    events = []
+
+    def arm(account):
+        src = account.write_regions[0]
+        for p in account.databases[db].containers[coll].partitions:
+            done = threading.Event()
+            p.replica_sets[region].when_committed(p.replica_sets[src].committed_lsn, done.set)
+            events.append(done)
+    emu.call(arm)
+    for done in events:
+        assert done.wait(timeout_s), f"{region} did not catch up within {timeout_s} s"
