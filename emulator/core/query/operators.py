@@ -23,7 +23,7 @@ import math
 import operator
 
 from emulator.core.query.values import (
-    NUMBER_TYPES, TAG_ARRAY, TAG_OBJECT, TAG_UNDEFINED, TYPE_TAGS, TYPES_OF_TAG, UNDEFINED, json_equal,
+    NUMBER_TYPES, TAG_ARRAY, TAG_NULL, TAG_UNDEFINED, TYPE_TAGS, TYPES_OF_TAG, UNDEFINED, json_equal,
 )
 
 INT32_MODULUS = 1 << 32
@@ -31,6 +31,8 @@ INT32_MAX = (1 << 31) - 1
 SHIFT_BITS_MASK = 31  # shift counts are taken modulo 32
 
 _RANGE_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+# null is a one-value type: it equals itself, so only the inclusive ranges hold.
+_NULL_RESULTS = {"=": True, "!=": False, "<": False, "<=": True, ">": False, ">=": True}
 
 
 # ---------------------------------------------------------------- comparisons
@@ -45,6 +47,8 @@ def compare(op: str, left, right):
         return not json_equal(left, right)
     if tag >= TAG_ARRAY:
         return UNDEFINED
+    if tag == TAG_NULL:
+        return _NULL_RESULTS[op]
     return _RANGE_OPS[op](left, right)
 
 
@@ -58,7 +62,7 @@ def make_compare(op: str, left, right):
 def make_compare_constant(op: str, left, constant):
     """`left <op> constant`, with the constant's type checked once."""
     tag = TYPE_TAGS.get(type(constant), TAG_UNDEFINED)
-    if tag == TAG_UNDEFINED or tag >= TAG_ARRAY:
+    if tag == TAG_UNDEFINED or tag >= TAG_ARRAY or tag == TAG_NULL:
         return make_compare(op, left, lambda row: constant)
     same = TYPES_OF_TAG[tag]
     if op == "=":

@@ -36,6 +36,8 @@ def cmp3(op, a, b):
         return a != b
     if kind(a) in ("array", "object"):
         return MISSING
+    if a is None:
+        return op in ("<=", ">=")
     return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
 
 
@@ -86,6 +88,9 @@ CASES = [
     q(SELECT + 'c.n > "s3"', lambda d: cmp3(">", n(d), "s3")),
     q(SELECT + "c.n = null", lambda d: cmp3("=", n(d), None)),
     q(SELECT + "c.n != null", lambda d: cmp3("!=", n(d), None)),
+    q(SELECT + "c.n <= null", lambda d: cmp3("<=", n(d), None)),
+    q(SELECT + "c.n < null", lambda d: cmp3("<", n(d), None)),
+    q(SELECT + "c.n >= c.addr.city", lambda d: cmp3(">=", n(d), get(d, "addr", "city"))),
     q(SELECT + "c.n = true", lambda d: cmp3("=", n(d), True)),
     q(SELECT + "c.n = false", lambda d: cmp3("=", n(d), False)),
     q(SELECT + "c.n < true", lambda d: cmp3("<", n(d), True)),

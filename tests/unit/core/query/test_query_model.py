@@ -45,6 +45,8 @@ def compare(op, x, y):
         return x != y
     if kind(x) >= 4:
         return MISSING
+    if x is None:  # null equals null, so only the inclusive ranges hold
+        return op in ("<=", ">=")
     return {"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[op]
 
 
