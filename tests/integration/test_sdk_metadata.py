@@ -4,11 +4,12 @@ containers, manual and autoscale throughput (the /offers query and replace), and
 200-then-304 exchange the SDK needs to stop paging.
 """
 import asyncio
+import base64
 
 import pytest
 from azure.cosmos import PartitionKey, ThroughputProperties, exceptions
 
-from sdk_harness import WireLog, make_aio_client, make_client
+from sdk_harness import WireLog, assert_serves, make_aio_client, make_client
 
 
 def _partition_count(emu, db: str, coll: str) -> int:
@@ -33,6 +34,26 @@ def test_aio_get_database_account(regionlab):
             acct = await client._get_database_account()    # the aio client has no public name for it
             return {loc["name"] for loc in acct.ReadableLocations}
     assert asyncio.run(main()) == set(regionlab.regions)
+
+
+WRONG_KEY = base64.b64encode(b"definitely not the account key!!" * 2).decode()
+
+
+def test_wrong_key_is_401_sync_and_aio(regionlab, sdk_client, monkeypatch):
+    # The SDK retries a failing account read 3 times with growing waits; one try is enough here.
+    monkeypatch.setenv("AZURE_COSMOS_HEALTH_CHECK_MAX_RETRIES", "0")
+    with pytest.raises(exceptions.CosmosHttpResponseError) as e:
+        make_client(regionlab, key=WRONG_KEY)
+    assert e.value.status_code == 401
+
+    async def aio():
+        async with make_aio_client(regionlab, key=WRONG_KEY) as client:
+            await client.create_database("never")
+    with pytest.raises(exceptions.CosmosHttpResponseError) as e:
+        asyncio.run(aio())
+    assert e.value.status_code == 401
+    assert regionlab.call(lambda a: list(a.databases)) == []
+    assert_serves(sdk_client)
 
 
 # ---- databases -----------------------------------------------------------------------------
