@@ -7,7 +7,8 @@ Theory of operation: `parse(text)` tokenizes, then walks the grammar
     [ORDER BY expr [ASC|DESC] [, ...]] [OFFSET n LIMIT m]
 
 and returns a `nodes.Query`, or raises QueryError naming the position and
-what was expected. A source is `alias IN expr`, `expr [AS] alias` or
+what was expected. A text that starts with FROM (a patch condition such as
+`FROM c WHERE c.n > 1`) parses as `SELECT * FROM ...`. A source is `alias IN expr`, `expr [AS] alias` or
 `(SELECT ...) [AS] alias`. Scalar-expression levels live in
 `expression_parser`; this module adds the primaries (literals, parameters,
 names, calls, constructors, subqueries) and the clauses. No name resolution
@@ -26,7 +27,11 @@ _CONSTANTS = {"TRUE": True, "FALSE": False, "NULL": None}
 
 def parse(text: str) -> n.Query:
     parser = Parser(text, tokenize(text))
-    query = parser.parse_query_body()
+    if parser.at_keyword("FROM"):
+        # Patch conditions arrive as "FROM c WHERE ..." with no SELECT list.
+        query = parser.parse_query_body(n.Select(parser.token.pos, True, False, False, None, ()))
+    else:
+        query = parser.parse_query_body()
     if parser.token.kind != "eof":
         raise parser.error("end of query")
     return query
@@ -129,9 +134,9 @@ class Parser(ExpressionParser):
         return n.ObjectCtor(start.pos, tuple(pairs))
 
     # -------------------------------------------------------------- clauses
-    def parse_query_body(self) -> n.Query:
-        start = self.expect_keyword("SELECT")
-        select = self.parse_select(start.pos)
+    def parse_query_body(self, select: n.Select | None = None) -> n.Query:
+        if select is None:
+            select = self.parse_select(self.expect_keyword("SELECT").pos)
         source, joins = None, []
         if self.at_keyword("FROM"):
             self.advance()
@@ -143,7 +148,7 @@ class Parser(ExpressionParser):
         group_by = self.parse_group_by()
         order_by = self.parse_order_by()
         offset, limit = self.parse_offset_limit()
-        return n.Query(start.pos, select, source, tuple(joins), where, group_by, order_by, offset, limit)
+        return n.Query(select.pos, select, source, tuple(joins), where, group_by, order_by, offset, limit)
 
     def parse_select(self, pos: int) -> n.Select:
         distinct = top = None
