@@ -144,6 +144,27 @@ def _path_reader(slot: int, steps: tuple):
 
         return read_one
 
+    if len(steps) == 2 and type(steps[0]) is str and type(steps[1]) is str:
+        first, second = steps
+
+        def read_two(row):
+            value = row[slot]
+            value = value.get(first, UNDEFINED) if type(value) is dict else UNDEFINED
+            return value.get(second, UNDEFINED) if type(value) is dict else UNDEFINED
+
+        return read_two
+
+    if all(type(step) is str for step in steps):
+        def read_names(row):
+            value = row[slot]
+            for name in steps:
+                if type(value) is not dict:
+                    return UNDEFINED
+                value = value.get(name, UNDEFINED)
+            return value
+
+        return read_names
+
     def read_path(row):
         value = row[slot]
         for step in steps:

@@ -42,11 +42,14 @@ def _fold_pair(a: str, b: str, ignore_case: bool):
 
 
 def _string_test(test):
-    def fn(s, sub, ignore_case=UNDEFINED):
-        flag = _flag(ignore_case)
-        if not _strings(s, sub) or flag is None:
+    def fn(s, sub, ignore_case=False):
+        if type(s) is not str or type(sub) is not str:
             return UNDEFINED
-        return test(*_fold_pair(s, sub, flag))
+        if ignore_case is False or ignore_case is UNDEFINED:
+            return test(s, sub)
+        if ignore_case is True:
+            return test(s.casefold(), sub.casefold())
+        return UNDEFINED
 
     return fn
 
