@@ -23,6 +23,7 @@ from .call import Call
 log = logging.getLogger("regionlab.gateway")
 
 WRITE_ACK_TIMEOUT_S = 30.0
+CLIENT_CLOSED_REQUEST = 499         # never delivered: the status nginx logs for a vanished client
 UNSUPPORTED_CHILDREN = ("sprocs", "udfs", "triggers", "users", "permissions", "attachments",
                         "clientencryptionkeys", "schemas")
 
@@ -48,8 +49,13 @@ class Gateway:
             return responses.error(e, call.activity_id)
         except AuthError as e:
             return responses.error(CosmosError(401, 0, str(e)), call.activity_id)
-        except (ConnectionResetError, asyncio.CancelledError):
+        except asyncio.CancelledError:
             raise
+        except ConnectionResetError:
+            # The client went away mid-request (e.g. mid-body): nothing was applied and nobody is
+            # left to answer. Re-raised, aiohttp would log it as a server error with a traceback.
+            log.debug("client disconnected during %s %s", call.method, req.raw_path)
+            return web.Response(status=CLIENT_CLOSED_REQUEST)
         except Exception:
             log.exception("internal error on %s %s", call.method, req.raw_path)
             return responses.error(CosmosError(500, 0, "Internal error in regionlab; see the server log.",
