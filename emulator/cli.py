@@ -24,6 +24,9 @@ def _env(name: str, default):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="regionlab", description="Local multi-region Cosmos DB-style emulator.")
     p.add_argument("--host", default=_env("HOST", defaults.HOST), help="address to listen on (default %(default)s)")
+    p.add_argument("--advertise-host", default=_env("ADVERTISE_HOST", None),
+                   help="host name clients use in the endpoints the server advertises (default: --host, "
+                        "or 127.0.0.1 when --host is 0.0.0.0)")
     p.add_argument("--port", type=int, default=int(_env("PORT", defaults.GLOBAL_PORT)),
                    help="global (account) endpoint port; regions take the next ports (default %(default)s)")
     p.add_argument("--regions", default=_env("REGIONS", ",".join(defaults.REGIONS)),
@@ -51,19 +54,21 @@ def config_from_args(args):
         raise SystemExit(f"regionlab: {e.message}")
     account = AccountConfig(regions=regions, multi_write=args.multi_write, consistency=consistency,
                             partition_count=args.partitions, intra_region_delay_ms=args.intra_region_delay_ms)
-    return ServerConfig(account=account, host=args.host, global_port=args.port, control_port=args.control_port,
-                        key=None if args.no_auth else args.key, seed=args.seed)
+    advertise = args.advertise_host or ("127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host)
+    return ServerConfig(account=account, host=args.host, advertise_host=advertise, global_port=args.port,
+                        control_port=args.control_port, key=None if args.no_auth else args.key, seed=args.seed)
 
 
 async def serve(config) -> None:
     from .runtime.server import Emulator
     emu = Emulator(config)
-    await emu.start()
-    print(json.dumps(emu.ready_info()), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    await emu.start()
+    if not stop.is_set():
+        print(json.dumps(emu.ready_info()), flush=True)
     await stop.wait()
     logging.getLogger("regionlab").info("shutting down")
     await emu.stop()

@@ -30,6 +30,7 @@ LISTEN_BACKLOG = 1024
 class ServerConfig:
     account: AccountConfig = field(default_factory=AccountConfig)
     host: str = defaults.HOST
+    advertise_host: str | None = None         # what clients are told; default: host
     global_port: int = defaults.GLOBAL_PORT
     region_ports: list | None = None          # default: consecutive ports after global_port
     control_port: int = defaults.CONTROL_PORT
@@ -87,7 +88,7 @@ class Emulator:
     def __init__(self, config: ServerConfig | None = None):
         self.config = config or ServerConfig()
         self.account: Account | None = None
-        self.topology = Topology(self.config.host)
+        self.topology = Topology(self.config.advertise_host or self.config.host)
         self.gateways: dict = {}
         self._servers: list = []
         self._http_servers: list = []

@@ -180,9 +180,17 @@ def test_environment_sets_the_topology_and_flags_override_it(tmp_path):
         assert rc == 0
 
 
-@pytest.mark.xfail(strict=False, reason="emulator/cli.py serve() prints the ready line before it installs "
-                                        "its SIGINT/SIGTERM handlers, so a signal sent at once can kill it")
 def test_sigterm_right_after_the_ready_line_exits_0(tmp_path):
     with spawn(tmp_path, "--port", "0", "--control-port", "0") as cli:
         rc, _ = cli.terminate()
         assert rc == 0, f"exit {rc}; stderr:\n{cli.stderr()}"
+
+
+def test_binding_all_interfaces_advertises_loopback(tmp_path):
+    """--host 0.0.0.0 (as in Docker) must not advertise 0.0.0.0 URLs to clients."""
+    with spawn(tmp_path, "--host", "0.0.0.0", "--port", "0", "--control-port", "0") as cli:
+        ready = cli.info
+        assert ready["account_endpoint"].startswith("http://127.0.0.1:")
+        assert all(r["endpoint"].startswith("http://127.0.0.1:") for r in ready["regions"])
+        rc, _ = cli.terminate()
+        assert rc == 0
