@@ -7,6 +7,7 @@ such a connection with 408 and closes it once it has waited longer than `header_
 Body reads have their own timeout in the request handler.
 """
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler
 
 HEADER_TIMEOUT_S_DEFAULT = 10.0
@@ -32,6 +33,14 @@ class _GuardedHandler(RequestHandler):
         in_body = self._last_payload is not None and not self._last_payload.is_eof()
         if not in_body and self.partial_since is None and data:
             self.partial_since = self._loop.time()
+
+    def log_exception(self, *args, **kwargs) -> None:
+        # A malformed request is the client's doing and is answered with 400; aiohttp would log
+        # it as a server error with a traceback (it only spares non-HTTP first bytes).
+        if isinstance(kwargs.get("exc_info"), HttpProcessingError):
+            self.logger.debug(*args, **kwargs)
+        else:
+            super().log_exception(*args, **kwargs)
 
 
 class GuardedServer(web.Server):
