@@ -15,7 +15,8 @@ Decisions where the service is vague:
 * Lone UTF-16 surrogates (``"\\ud800"``) are rejected: they cannot be encoded as UTF-8 and
   would break every later serialisation.
 * Ids containing ``/ \\ ? #`` are rejected up front. The service accepts them on create, but
-  such an item can never be read, replaced or deleted by URL afterwards.
+  such an item can never be read, replaced or deleted by URL afterwards. The ids ``.`` and
+  ``..`` are rejected for the same reason: HTTP clients collapse them out of the path.
 """
 
 import json
@@ -27,6 +28,7 @@ ITEM_BYTES_MAX = 2 * 1024 * 1024
 ID_BYTES_MAX = 1023
 NESTING_DEPTH_MAX = 128
 ID_FORBIDDEN_CHARS = ("/", "\\", "?", "#")
+ID_DOT_SEGMENTS = (".", "..")
 
 _BAD_REQUEST = 400
 _TOO_LARGE = 413
@@ -52,7 +54,7 @@ def _bad(message: str) -> ValidationError:
 
 def check_id(id_value: Any) -> None:
     """The ``id`` property of a resource: a non-empty string of at most 1023 UTF-8 bytes
-    without ``/ \\ ? #``."""
+    without ``/ \\ ? #``, and neither ``.`` nor ``..``."""
     if not isinstance(id_value, str):
         # The service gives the same answer for a missing id and for an id that is not a string.
         raise _bad("The input content is invalid because the required properties - 'id; ' - "
@@ -67,6 +69,9 @@ def check_id(id_value: Any) -> None:
             raise _bad(f"The 'id' {id_value!r} contains the character {ch!r}. The characters "
                        f"'/', '\\', '?' and '#' are not allowed in an id, because an item with "
                        f"one could not be addressed by URL.")
+    if id_value in ID_DOT_SEGMENTS:
+        raise _bad(f"The 'id' {id_value!r} is not allowed: HTTP clients remove '.' and '..' path "
+                   f"segments, so no URL could address a resource with this id.")
 
 
 def check_item_size(body_bytes_len: int) -> None:
