@@ -248,3 +248,45 @@ def test_number_and_string_keys_are_distinct_partitions(wired):
     assert c.read_item("same", partition_key="1")["t"] == "string"
     assert c.read_item("same", partition_key=True)["t"] == "bool"
     assert c.read_item("same", partition_key=None)["t"] == "null"
+
+
+SPECIAL_IDS = ["a b", "ü-ñ-日本", "emoji😀", "50%", "%2F", "a+b", "it's", "x=y&z", "semi;colon",
+               "a..b", " leading", 'quote"d', "<tag>", "a@b", "colon:x", "~tilde", "comma,x"]
+
+
+@pytest.mark.parametrize("id", SPECIAL_IDS)
+def test_ids_that_need_percent_encoding_round_trip(wired, id):
+    c, _ = wired
+    c.create_item({"id": id, "pk": "p", "n": 1})
+    assert c.read_item(id, partition_key="p")["id"] == id
+    c.replace_item(id, {"id": id, "pk": "p", "n": 2})
+    c.patch_item(id, partition_key="p", patch_operations=[{"op": "incr", "path": "/n", "value": 1}])
+    assert c.read_item(id, partition_key="p")["n"] == 3
+    c.delete_item(id, partition_key="p")
+    with pytest.raises(exceptions.CosmosResourceNotFoundError):
+        c.read_item(id, partition_key="p")
+
+
+def test_database_and_container_names_that_need_encoding(regionlab):
+    log = WireLog()
+    with make_client(regionlab, raw_response_hook=log) as client:
+        c = client.create_database("db ü 1").create_container("c 日本", PartitionKey(path="/pk"))
+        c.create_item({"id": "x y", "pk": "p"})
+        assert c.read_item("x y", partition_key="p")["id"] == "x y"
+        # The SDK tracked the session of a non-ASCII-named container: the read carries the token.
+        assert log.last.request_headers.get("x-ms-session-token")
+        assert sorted(d["id"] for d in client.list_databases()) == ["db ü 1"]
+
+
+@pytest.mark.parametrize("id", [".", ".."])
+def test_dot_segment_ids_are_refused_because_no_url_can_reach_them(wired, id):
+    # HTTP clients remove "." and ".." path segments, so .../docs/../ would address the
+    # container: such an item could be created but never read, replaced or deleted.
+    c, _ = wired
+    with pytest.raises(exceptions.CosmosHttpResponseError) as e:
+        c.create_item({"id": id, "pk": "p"})
+    assert e.value.status_code == 400
+    with pytest.raises(exceptions.CosmosHttpResponseError) as e:
+        c.upsert_item({"id": id, "pk": "p"})
+    assert e.value.status_code == 400
+    assert list(c.read_all_items()) == []
