@@ -50,6 +50,17 @@ def index_hints(query: n.Query, ctx: Context) -> tuple:
     return tuple(hints)
 
 
+def leading_order_hint(query: n.Query, ctx: Context) -> IndexHint | None:
+    """The hint of the first ORDER BY item when it is a document path, else None: rows come
+    out in its order, so a sorted index walked that way meets the top rows first."""
+    source = query.source
+    if not query.order_by or source is None or source.kind != "expr" or not isinstance(source.expr, n.Name):
+        return None
+    first = query.order_by[0]
+    path = _path(first.expr, source.alias, ctx)
+    return None if path is None else IndexHint(path, "order_desc" if first.descending else "order_asc", None)
+
+
 def _conjuncts(node):
     if node is None:
         return []

@@ -17,7 +17,7 @@ from typing import Iterable
 from emulator.core.query import nodes as n
 from emulator.core.query.errors import QueryError
 from emulator.core.query.evaluate import Context, Scope
-from emulator.core.query.hints import index_hints
+from emulator.core.query.hints import index_hints, leading_order_hint
 from emulator.core.query.parser import parse
 from emulator.core.query.plan import compile_plan, subquery_compiler
 
@@ -40,6 +40,7 @@ class CompiledQuery:
         self.is_aggregate = self._plan.group_keys is not None
         self.has_order_by = bool(self._tree.order_by)
         self.index_hints = index_hints(self._tree, self._ctx)
+        self.leading_order = leading_order_hint(self._tree, self._ctx)
         self._doc_filter = self._simple_filter()
 
     def _simple_filter(self):
@@ -50,10 +51,23 @@ class CompiledQuery:
             return None
         return self._plan.where or (lambda row: True)
 
-    def execute(self, documents: Iterable[dict], now_ms: int) -> list:
-        """The full, final result list of the query over documents."""
+    def execute(self, documents: Iterable[dict], now_ms: int, cap: int | None = None) -> list:
+        """The final result list of the query over documents; with cap, only its first cap
+        results (documents are then pulled lazily and the run stops early where it can)."""
         self._ctx.clock[0] = now_ms
-        return self._plan.run((), documents, None)
+        return self._plan.run((), documents, cap)
+
+    def rows_needed(self, cap: int | None = None) -> int | None:
+        """How many rows, taken in ORDER BY order after WHERE, decide the first `cap` results
+        (all of them when cap is None). None when any row may matter: aggregates, DISTINCT,
+        SELECT VALUE (a row whose value is undefined yields nothing), JOIN, no TOP/LIMIT/cap."""
+        select = self._tree.select
+        if self._doc_filter is None or self.is_aggregate or select.distinct or select.value:
+            return None
+        take = self._plan.take
+        if cap is not None:
+            take = cap if take is None else min(cap, take)
+        return None if take is None else self._plan.offset + take
 
     def filter_matches(self, doc: dict, now_ms: int) -> bool:
         """True when the WHERE clause is true for doc (patch conditions)."""
