@@ -166,7 +166,7 @@ def wait_replicated(emu, db: str, coll: str, region: str, timeout_s: float = 5.0
         src = account.write_regions[0]
         for p in account.databases[db].containers[coll].partitions:
             done = threading.Event()
-            p.replica_sets[region].when_committed(p.replica_sets[src].committed_lsn, done.set)
+            p.replica_sets[region].when_committed(p.replica_sets[src].committed_lsn, lambda *_: done.set())
             events.append(done)
     emu.call(arm)
     for done in events:

@@ -73,3 +73,16 @@ def test_aio_session_reads_its_writes_through_lagging_preferred_region(regionlab
             return await c.read_item("x", partition_key="p")
     assert asyncio.run(main())["n"] == 2
     assert _reads(log) == [(west, 404, "1002"), (east, 200, None)]
+
+
+def test_client_built_on_a_read_region_url_still_writes_to_the_hub(regionlab):
+    east = regionlab.region_endpoints["East US"]
+    log = WireLog()
+    with make_client(regionlab, raw_response_hook=log) as admin:
+        admin.create_database("db").create_container("c", PartitionKey(path="/pk"))
+    from azure.cosmos import CosmosClient
+    with CosmosClient(regionlab.region_endpoints["West US"], regionlab.key, raw_response_hook=log) as client:
+        c = client.get_database_client("db").get_container_client("c")
+        c.create_item({"id": "x", "pk": "p"})
+        assert log.last.endpoint == east and log.last.status == 201
+        assert c.read_item("x", partition_key="p")["id"] == "x"

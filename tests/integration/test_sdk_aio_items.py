@@ -189,3 +189,32 @@ def test_non_string_partition_key_values(regionlab, pk):
         with pytest.raises(exceptions.CosmosResourceNotFoundError):
             await c.read_item("k", partition_key=pk)
     run_with_container(regionlab, scenario)
+
+
+def test_concurrent_replaces_with_one_etag_have_exactly_one_winner(regionlab):
+    async def scenario(c, log):
+        base = await c.create_item({"id": "x", "pk": "p", "w": None})
+
+        async def replace(i):
+            try:
+                await c.replace_item("x", {"id": "x", "pk": "p", "w": i}, etag=base["_etag"],
+                                     match_condition=MatchConditions.IfNotModified)
+                return i
+            except exceptions.CosmosAccessConditionFailedError:
+                return None
+        winners = [w for w in await asyncio.gather(*(replace(i) for i in range(20))) if w is not None]
+        assert len(winners) == 1
+        assert (await c.read_item("x", partition_key="p"))["w"] == winners[0]
+    run_with_container(regionlab, scenario)
+
+
+def test_concurrent_creates_all_land_once(regionlab):
+    async def scenario(c, log):
+        created = await asyncio.gather(*(c.create_item({"id": f"i{i}", "pk": f"p{i % 3}"}) for i in range(30)))
+        assert len({d["_rid"] for d in created}) == 30
+        dup = await asyncio.gather(*(c.create_item({"id": "same", "pk": "p"}) for _ in range(10)),
+                                   return_exceptions=True)
+        assert sum(isinstance(r, dict) for r in dup) == 1
+        assert all(isinstance(r, exceptions.CosmosResourceExistsError) for r in dup if not isinstance(r, dict))
+        assert len([d async for d in c.read_all_items()]) == 31
+    run_with_container(regionlab, scenario)

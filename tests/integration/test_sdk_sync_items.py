@@ -290,3 +290,41 @@ def test_dot_segment_ids_are_refused_because_no_url_can_reach_them(wired, id):
         c.upsert_item({"id": id, "pk": "p"})
     assert e.value.status_code == 400
     assert list(c.read_all_items()) == []
+
+
+def test_undefined_nested_and_id_partition_keys(regionlab, sdk_client):
+    from azure.cosmos.partition_key import NonePartitionKeyValue
+    log = WireLog()
+    with make_client(regionlab, raw_response_hook=log) as client:
+        db = client.create_database("db")
+        nested = db.create_container("nested", PartitionKey(path="/a/b"))
+        nested.create_item({"id": "1", "a": {"b": "x"}})
+        assert nested.read_item("1", partition_key="x")["a"] == {"b": "x"}
+        nested.create_item({"id": "2", "other": True})                  # no /a/b: undefined key
+        assert log.last.request_headers["x-ms-documentdb-partitionkey"] == "[{}]"
+        assert nested.read_item("2", partition_key=NonePartitionKeyValue)["other"] is True
+        with pytest.raises(exceptions.CosmosResourceNotFoundError):
+            nested.read_item("2", partition_key=None)                     # null is not undefined
+        nested.delete_item("2", partition_key=NonePartitionKeyValue)
+        with pytest.raises(exceptions.CosmosResourceNotFoundError):
+            nested.read_item("2", partition_key=NonePartitionKeyValue)
+        by_id = db.create_container("byid", PartitionKey(path="/id"))
+        by_id.create_item({"id": "q", "n": 1})
+        assert by_id.read_item("q", partition_key="q")["n"] == 1
+
+
+@pytest.mark.parametrize("ops, substatus", [
+    ([{"op": "set", "path": f"/f{i}", "value": i} for i in range(11)], 0),    # more than 10
+    ([{"op": "remove", "path": "/missing"}], 0),
+    ([{"op": "incr", "path": "/obj", "value": 1}], 0),
+    ([{"op": "set", "path": "/id", "value": "other"}], 0),
+    ([{"op": "set", "path": "/pk", "value": "moved"}], 1001),
+    ([{"op": "set", "path": "/n", "value": 2}, {"op": "remove", "path": "/missing"}], 0),
+])
+def test_invalid_patches_are_400_and_change_nothing(wired, ops, substatus):
+    c, _ = wired
+    before = c.create_item({"id": "x", "pk": "p", "n": 1, "obj": {}})
+    with pytest.raises(exceptions.CosmosHttpResponseError) as e:
+        c.patch_item("x", partition_key="p", patch_operations=ops)
+    assert e.value.status_code == 400 and e.value.sub_status == substatus
+    assert c.read_item("x", partition_key="p") == before
