@@ -58,6 +58,9 @@ class AccountConfig:
     jitter_ms: int = 0
     primary_accepts_reads: bool = True
     account_id: str = "regionlab"
+    auto_failover: bool = True                # service-managed failover when the write region is down
+    detection_delay_ms: int = 10_000          # how long the write region must be down before it
+    election_ms: int = 500                    # from a primary crash to a new primary
 
 
 class Region:
@@ -89,17 +92,132 @@ class Account:
         self.offers: dict[str, Offer] = {}
         self.links: dict = {}
         self._seq = 0
+        self.lost_writes: list[dict] = []       # writes discarded by forced failovers
+        self.pending_cuts: dict = {}            # region -> [(partition, keep_lsn)] to apply on recovery
+        self.failovers: list = []               # every failover, oldest first
+        self.draining = None                    # the graceful failover in progress, if any
+        self.region_listeners: list = []        # fn(region_name, state): shells open/close endpoints
+        self.regions_changed = 0                # bumped when regions are added or removed
+        from .faults import FaultRegistry
+        self.faults = FaultRegistry(self)
         for a in config.regions:
             for b in config.regions:
                 if a != b:
                     lag = config.lag_ms.get((a, b), default_lag_ms(a, b))
-                    self.links[(a, b)] = Link(a, b, lag, scheduler, clock, rng, config.jitter_ms)
+                    self.links[(a, b)] = self._link(a, b, lag)
+
+    def _link(self, a: str, b: str, lag: int) -> Link:
+        link = Link(a, b, lag, self.scheduler, self.clock, self.rng, self.config.jitter_ms)
+        link.receiver_up = lambda: self.region(a).state == "up" and self.region(b).state == "up"
+        return link
 
     def region(self, name: str) -> Region:
         for r in self.regions:
             if r.name == name:
                 return r
         raise KeyError(name)
+
+    @property
+    def hub_region(self) -> str:
+        """Where the global endpoint sends requests: the (first) write region, or the target of a
+        graceful failover while it drains."""
+        if self.write_regions:
+            return self.write_regions[0]
+        return self.draining.target
+
+    def partitions(self):
+        for db in self.databases.values():
+            for c in db.containers.values():
+                for p in c.partitions:
+                    yield c, p
+
+    # ---- regions and failover ------------------------------------------------------------
+    def set_region_state(self, name: str, state: str) -> None:
+        region = self.region(name)
+        if region.state == state:
+            return
+        region.state = state
+        if state == "up":
+            for p, keep in self.pending_cuts.pop(name, []):
+                rs = p.replica_sets.get(name)
+                if rs is not None:
+                    rs.truncate_to(keep)
+                    rs.new_epoch()
+            for (a, b), link in self.links.items():
+                if name in (a, b):
+                    link.kick()
+        elif name in self.write_regions and self.config.auto_failover and not self.config.multi_write:
+            self.scheduler.call_at(self.clock.now_ms() + self.config.detection_delay_ms,
+                                   self._service_managed_failover, name)
+        for fn in self.region_listeners:
+            fn(name, state)
+
+    def _service_managed_failover(self, region: str) -> None:
+        if self.region(region).state == "up" or region not in self.write_regions:
+            return
+        target = next((r.name for r in self.regions if r.name != region and r.state == "up"), None)
+        if target is not None:
+            self.failover(target, forced=True, reason=f"service-managed: {region} down for "
+                                                       f"{self.config.detection_delay_ms} ms")
+
+    def failover(self, target: str, forced: bool = False, reason: str = "manual"):
+        from . import failover as fo
+        names = [r.name for r in self.regions]
+        if target not in names:
+            raise bad_request(f"Unknown region '{target}'; the account has {', '.join(names)}.")
+        if self.config.multi_write:
+            raise bad_request("A multi-write account has no single write region to fail over.")
+        if self.draining is not None:
+            raise conflict(f"A failover to {self.draining.target} is already in progress.")
+        if target in self.write_regions:
+            raise bad_request(f"{target} is already the write region.")
+        if self.region(target).state != "up":
+            raise bad_request(f"Cannot fail over to {target}: the region is down.")
+        source = self.write_regions[0]
+        f = fo.Failover(len(self.failovers) + 1, source, target, forced, self.clock.now_ms(), reason)
+        self.failovers.append(f)
+        if forced:
+            fo.forced(self, f)
+            self._notify_failover(f)
+            return f
+        self.draining = f
+        self.write_regions = ()
+        for _, p in self.partitions():
+            p.write_regions = ()
+        self._drain_step(f)
+        return f
+
+    def _drain_step(self, f) -> None:
+        from . import failover as fo
+        if self.draining is not f:
+            return
+        now = self.clock.now_ms()
+        if fo.drained(self, f.source, f.target):
+            f.state, f.finished_ms = "completed", now
+            self.draining = None
+            fo.switch_write_region(self, f.target)
+            self._notify_failover(f)
+        elif now - f.started_ms >= fo.DRAIN_TIMEOUT_MS:
+            f.state, f.finished_ms = "aborted", now
+            self.draining = None
+            fo.switch_write_region(self, f.source)
+            self._notify_failover(f)
+        else:
+            self.scheduler.call_at(now + fo.DRAIN_POLL_MS, self._drain_step, f)
+
+    def _notify_failover(self, f) -> None:
+        for fn in f.listeners:
+            fn(f)
+        f.listeners.clear()
+
+    def crash_primary(self, rs) -> None:
+        """The partition's primary in one region stops; a new one is elected after election_ms."""
+        rs.crash_primary()
+        self.scheduler.call_at(self.clock.now_ms() + self.config.election_ms, self._elect, rs)
+
+    def _elect(self, rs) -> None:
+        if rs.electing:
+            rs.elect(discard_tail=rs.region in self.write_regions)
 
     def _next(self) -> int:
         self._seq += 1
@@ -151,7 +269,7 @@ class Account:
         partitions = []
         for i, (lo, hi) in enumerate(split_ranges(pk_def, count)):
             p = Partition(str(i), lo, hi)
-            p.write_regions = self.write_regions
+            p.write_regions = self.write_regions if self.draining is None else ()
             p.links = self.links
             for region in self.regions:
                 p.attach(region.name, ReplicaSet(region.name, p.range_id, self.scheduler, self.clock,

@@ -15,7 +15,7 @@ import json
 from . import epk as epks
 from .consistency import SESSION, STRONG, BOUNDED
 from .errors import (CosmosError, bad_request, conflict, not_found, precondition_failed,
-                     session_not_available, SUB_PARTITION_KEY_MISMATCH)
+                     session_not_available, SUB_PARTITION_KEY_MISMATCH, SUB_READ_SESSION_NOT_AVAILABLE)
 from .store import Version
 
 SYSTEM_PROPERTIES = frozenset(("_rid", "_self", "_etag", "_ts", "_attachments", "_lsn"))
@@ -195,14 +195,22 @@ def _condition_holds(condition: str, doc: dict, now_ms: int) -> bool:
 
 # ---- reads -------------------------------------------------------------------------------
 def min_lsn_for(rs, consistency: str, session: dict | None) -> int:
+    """The lowest LSN a replica of rs must have applied to serve a read at this level."""
     if consistency == SESSION:
-        if session:
-            token = session.get(rs.range_id)
-            if token is not None:
-                return token.global_lsn
-        return 0
-    if consistency in (STRONG, BOUNDED):
-        return rs.committed_lsn
+        token = session.get(rs.range_id) if session else None
+        if token is None:
+            return 0
+        if token.version < rs.epoch and token.global_lsn > rs.epoch_start_lsn:
+            raise CosmosError(404, SUB_READ_SESSION_NOT_AVAILABLE,
+                              f"The session token {token.version}#{token.global_lsn} names writes of partition "
+                              f"{rs.range_id} that a forced failover discarded (history was cut at LSN "
+                              f"{rs.epoch_start_lsn}, epoch {rs.epoch}); they will never be readable. "
+                              "See the lost-writes log on the control port.")
+        return token.global_lsn
+    if consistency == STRONG and rs.partition is not None:
+        return rs.partition.global_lsn
+    if consistency == BOUNDED and rs.partition is not None:
+        return rs.partition.bounded_floor()
     return 0
 
 
@@ -218,10 +226,15 @@ def choose_replica(rs, consistency: str, session: dict | None):
 def read_item(container, region: str, pk_json: str, pk_values: list, id: str,
               consistency: str, session: dict | None):
     """(version or None, replica set, visible LSN)."""
-    epk = container.epk_of(pk_json, pk_values)
-    rs = container.partition_for_epk(epk).for_read(region)
+    rs = container.partition_for_epk(container.epk_of(pk_json, pk_values)).for_read(region)
+    version, lsn = read_in(rs, pk_json, id, consistency, session)
+    return version, rs, lsn
+
+
+def read_in(rs, pk_json: str, id: str, consistency: str, session: dict | None):
+    """(version or None, visible LSN) of one item at the replica that consistency allows."""
     replica, lsn = choose_replica(rs, consistency, session)
-    return rs.store.get((pk_json, id), lsn), rs, lsn
+    return rs.store.get((pk_json, id), lsn), lsn
 
 
 def locate_rid(container, doc_rid: str):

@@ -78,6 +78,13 @@ class Link:
         self._armed_ms = None
         self._arm()
 
+    def purge(self, target_rs, above_lsn: int) -> int:
+        """Drop queued commits for target_rs above above_lsn (history rewritten by a forced
+        failover); returns how many were dropped."""
+        before = len(self._queue)
+        self._queue = deque(e for e in self._queue if e[1] is not target_rs or e[2] <= above_lsn)
+        return before - len(self._queue)
+
     @property
     def backlog(self) -> int:
         return len(self._queue)

@@ -29,7 +29,8 @@ LOG_RETAINED_COMMITS_MAX = 10_000
 
 class ReplicaSet:
     __slots__ = ("region", "range_id", "scheduler", "clock", "delay_ms", "routing", "replicas",
-                 "store", "lsn", "committed_lsn", "epoch", "log", "commit_listeners", "_waiters")
+                 "store", "lsn", "committed_lsn", "epoch", "epoch_start_lsn", "log", "commit_listeners",
+                 "_waiters", "_early", "electing", "partition")
 
     def __init__(self, region: str, range_id: str, scheduler, clock, *, delay_ms: int = 0,
                  routing: ReadRoutingPolicy | None = None):
@@ -44,9 +45,13 @@ class ReplicaSet:
         self.lsn = 0
         self.committed_lsn = 0
         self.epoch = 0
+        self.epoch_start_lsn = 0           # the LSN at which the current epoch began
         self.log: deque = deque()          # (lsn, versions) of recent commits, oldest first
         self.commit_listeners: list = []   # fn(replica_set, old_committed, new_committed)
-        self._waiters: deque = deque()     # (lsn, fn) in LSN order
+        self._waiters: deque = deque()     # (lsn, fn) in LSN order; fn(ok: bool)
+        self._early: dict = {}             # shipped commits that arrived ahead of a gap
+        self.electing = False              # a primary crashed and no new one is elected yet
+        self.partition = None              # set by Partition.attach
 
     # ---- state -------------------------------------------------------------------------
     @property
@@ -68,7 +73,7 @@ class ReplicaSet:
     # ---- writes ------------------------------------------------------------------------
     def check_writable(self) -> None:
         """Raise (definitely not applied) when a write could not reach a quorum now."""
-        if not self.primary.up:
+        if self.electing or not self.primary.up:
             raise service_unavailable(
                 f"The primary replica of partition {self.range_id} in {self.region} is not available; "
                 "an election is under way. Retry the request.")
@@ -88,12 +93,19 @@ class ReplicaSet:
         return lsn
 
     def apply_replicated(self, lsn: int, versions) -> None:
-        """A commit shipped from the write region; must arrive in LSN order."""
+        """A commit shipped from a write region. Commits are applied strictly in LSN order; one
+        that arrives ahead of a gap (after a failover two regions ship to this one) waits in
+        `_early` until the gap is filled."""
         if lsn <= self.lsn:
             return                          # a duplicate delivery after a heal: already have it
         if lsn != self.lsn + 1:
-            raise AssertionError(f"{self.region}/{self.range_id}: got LSN {lsn} after {self.lsn}")
+            self._early[lsn] = versions
+            return
         self._add(lsn, versions)
+        early = self._early
+        while early and self.lsn + 1 in early:
+            nxt = self.lsn + 1
+            self._add(nxt, early.pop(nxt))
 
     def _add(self, lsn: int, versions) -> None:
         floor = self.floor_lsn()
@@ -139,12 +151,13 @@ class ReplicaSet:
             fn(self, old, quorum_lsn)
         waiters = self._waiters
         while waiters and waiters[0][0] <= quorum_lsn:
-            waiters.popleft()[1]()
+            waiters.popleft()[1](True)
 
     def when_committed(self, lsn: int, fn) -> None:
-        """Call fn once lsn is committed (at once if it already is)."""
+        """Call fn(True) once lsn is committed (at once if it already is), or fn(False) if the
+        write is discarded first (its primary crashed before a quorum had it)."""
         if lsn <= self.committed_lsn:
-            fn()
+            fn(True)
         else:
             self._waiters.append((lsn, fn))
 
@@ -171,10 +184,69 @@ class ReplicaSet:
     def visible_lsn(self, r: Replica) -> int:
         return min(r.applied_lsn, self.committed_lsn)
 
+    # ---- history rewrites: elections and forced failovers ----------------------------------
+    def truncate_to(self, lsn: int) -> list:
+        """Discard every commit above lsn; returns the discarded versions (for the lost-writes
+        log). Writes waiting for those commits are told they did not happen."""
+        if lsn >= self.lsn:
+            return []
+        lost = [v for entry_lsn, versions in self.log if entry_lsn > lsn for v in versions]
+        self.store.truncate_after(lsn)
+        while self.log and self.log[-1][0] > lsn:
+            self.log.pop()
+        self._early = {k: v for k, v in self._early.items() if k <= lsn}
+        self.lsn = lsn
+        self.committed_lsn = min(self.committed_lsn, lsn)
+        for r in self.replicas:
+            r.applied_lsn = min(r.applied_lsn, lsn)
+            r.next_apply_ms = 0
+        keep = deque()
+        for w_lsn, fn in self._waiters:
+            if w_lsn > lsn:
+                fn(False)
+            else:
+                keep.append((w_lsn, fn))
+        self._waiters = keep
+        return lost
+
+    def new_epoch(self) -> None:
+        """History diverged here (a forced failover): session tokens of older epochs that claim
+        LSNs above this point name writes this region will never have."""
+        self.epoch += 1
+        self.epoch_start_lsn = self.lsn
+
+    def crash_primary(self) -> None:
+        """The primary stops. Writes fail with 503 until `elect()` picks a new one."""
+        self.primary.state = DOWN
+        self.electing = True
+
+    def elect(self, discard_tail: bool = True) -> int | None:
+        """Promote the most up-to-date live secondary (lowest index on ties). Everything a quorum
+        acknowledged is on it: 3 of 4 replicas had each committed write and at most one of them
+        was the old primary. In a write region the old primary's unacknowledged tail beyond that
+        replica is discarded; in a read region (discard_tail=False) the tail came from the write
+        region, so the new primary fetches it again instead of losing it."""
+        candidates = [r for r in self.replicas if r.state == UP and r.role != PRIMARY]
+        if not candidates:
+            return None
+        best = max(candidates, key=lambda r: (r.applied_lsn, -r.index))
+        old = self.primary
+        old.role = SECONDARY
+        best.role = PRIMARY
+        self.electing = False
+        if discard_tail:
+            self.truncate_to(best.applied_lsn)
+        else:
+            best.applied_lsn = self.lsn
+        self._recompute_commit()
+        return best.index
+
     # ---- replica faults (the fault catalogue drives these) --------------------------------
     def set_replica_state(self, index: int, state: str) -> None:
         r = self.replicas[index]
         r.state = state
+        if state == UP and r.role == PRIMARY and self.electing:
+            self.electing = False           # back before an election replaced it
         if state == UP and r.applied_lsn < self.primary.applied_lsn:
             # Catch up from the shared store: every version it needs is still there, because
             # the store's floor counted this replica while it was down.

@@ -82,7 +82,7 @@ async def execute(call, container):
         results.append(_result(status, version, ru))
     lsn = writer.commit()
     if lsn:
-        await call.gw.acknowledged(writer.rs, lsn)
+        await call.gw.write_acknowledged(writer, lsn)
     total = round(sum(r["requestCharge"] for r in results), 2)
     hdrs = session_headers(call, container, writer.rs, lsn or writer.rs.committed_lsn)
     return responses.reply(200, results, call.activity_id, total, hdrs)

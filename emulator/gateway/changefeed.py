@@ -59,7 +59,9 @@ async def change_feed(call, container):
     full = (call.header(H.A_IM) or "").lower() == H.A_IM_FULL_FIDELITY.lower()
     rs = _partition(call, container).for_read(call.region)
     consistency = effective(call.gw.account.consistency, call.header(H.CONSISTENCY_LEVEL))
-    _, upto = choose_replica(rs, consistency, parse_session(call))
+    session = parse_session(call)
+    await call.gw.readable(rs, consistency, session)
+    _, upto = choose_replica(rs, consistency, session)
     epk_range = None
     if (call.header(H.READ_KEY_TYPE) or "") == H.READ_KEY_TYPE_EPK_RANGE:
         epk_range = ((call.header(H.START_EPK) or "").upper(), (call.header(H.END_EPK) or "FF").upper())

@@ -42,7 +42,7 @@ def _check_item(doc, raw_len: int) -> None:
 async def _write_reply(call, container, writer, status: int, version) -> "responses.web.Response":
     lsn = writer.commit()
     if lsn:
-        await call.gw.acknowledged(writer.rs, lsn)
+        await call.gw.write_acknowledged(writer, lsn)
     size = len(version.body) if version is not None else 0
     ru = charge.write(size) if version is not None else charge.delete()
     hdrs = _doc_headers(call, container, writer.rs, lsn or writer.rs.committed_lsn, ru, version)
@@ -108,6 +108,8 @@ async def read_feed(call, container):
     elif pk_json is not None:
         epk = container.epk_of(pk_json, docs.pk_values_of(pk_json))
         indexes = [container.partition_index(epk)]
+    for i in (indexes if indexes is not None else range(len(container.partitions))):
+        await call.gw.readable(container.partitions[i].for_read(call.region), consistency, session)
     versions, cont, touched = feeds.read_page(container, call.region, consistency, session,
                                               call.header(H.CONTINUATION), max_items, indexes, pk_json)
     bodies = [v.body for v in versions]
@@ -161,8 +163,10 @@ async def item(call, container, id_seg: str, by_rid: bool):
 async def read(call, container, id_seg: str, by_rid: bool):
     pk_json, values, id = _item_key(call, container, id_seg, by_rid)
     consistency = effective(call.gw.account.consistency, call.header(H.CONSISTENCY_LEVEL))
-    version, rs, lsn = docs.read_item(container, call.region, pk_json, values, id, consistency,
-                                      parse_session(call))
+    session = parse_session(call)
+    rs = container.partition_for_epk(container.epk_of(pk_json, values)).for_read(call.region)
+    await call.gw.readable(rs, consistency, session)
+    version, lsn = docs.read_in(rs, pk_json, id, consistency, session)
     if version is None:
         hdrs = session_headers(call, container, rs, lsn)
         raise_with = not_found()
@@ -186,7 +190,7 @@ async def delete_by_partition_key(call, container):
     n = writer.delete_all()
     lsn = writer.commit()
     if lsn:
-        await call.gw.acknowledged(writer.rs, lsn)
+        await call.gw.write_acknowledged(writer, lsn)
     ru = charge.delete() * max(1, n)
     hdrs = _doc_headers(call, container, writer.rs, lsn or writer.rs.committed_lsn, ru)
     return responses.reply(200, {"deleted": n}, call.activity_id, ru, hdrs)

@@ -15,6 +15,8 @@ from aiohttp import web
 from client.protocol import headers as H
 from client.protocol.auth import AuthError, MasterKeyVerifier, is_name_based
 
+from ..core.consistency import STRONG, SESSION
+from ..core.documents import min_lsn_for
 from ..core.errors import CosmosError, not_found
 from . import account as account_doc
 from . import documents, metadata, responses
@@ -23,6 +25,8 @@ from .call import Call
 log = logging.getLogger("regionlab.gateway")
 
 WRITE_ACK_TIMEOUT_S = 30.0
+SESSION_WAIT_S = 0.2          # how long a read waits for its region to catch up with a session token
+STRONG_WAIT_S = 2.0
 CLIENT_CLOSED_REQUEST = 499         # never delivered: the status nginx logs for a vanished client
 UNSUPPORTED_CHILDREN = ("sprocs", "udfs", "triggers", "users", "permissions", "attachments",
                         "clientencryptionkeys", "schemas")
@@ -38,11 +42,13 @@ class Gateway:
         self._dates_ok: dict = {}
 
     def serving_region(self) -> str:
-        return self.region or self.account.write_regions[0]
+        return self.region or self.account.hub_region
 
     async def handle(self, req) -> web.StreamResponse:
         call = Call(self, req)
         try:
+            if self.region is not None and self.account.region(self.region).state != "up":
+                raise CosmosError(503, 0, f"Region {self.region} is unavailable (a region outage).")
             self._authenticate(call)
             return await self._dispatch(call)
         except CosmosError as e:
@@ -77,18 +83,47 @@ class Gateway:
         path = call.req.raw_path.split("?", 1)[0]
         self.verifier.verify(call.method, path, call.header(H.AUTHORIZATION), date)
 
-    async def acknowledged(self, rs, lsn: int) -> None:
-        """Wait until lsn is committed by a quorum of rs (at once when it already is)."""
-        if lsn <= rs.committed_lsn:
+    async def write_acknowledged(self, writer, lsn: int) -> None:
+        """Wait until the commit at lsn is acknowledged: a quorum of its region, and under Strong
+        also a majority of regions. A commit discarded first (its primary crashed before a quorum
+        had it) is reported as not applied."""
+        if not lsn:
             return
-        fut = asyncio.get_running_loop().create_future()
-        rs.when_committed(lsn, lambda: fut.done() or fut.set_result(None))
-        try:
-            await asyncio.wait_for(fut, WRITE_ACK_TIMEOUT_S)
-        except asyncio.TimeoutError:
-            raise CosmosError(408, 0, f"The write (LSN {lsn}) was not acknowledged by a quorum within "
+        rs = writer.rs
+        partition = rs.partition
+        strong = self.account.consistency == STRONG and partition is not None
+        if (partition.global_lsn if strong else rs.committed_lsn) >= lsn:
+            return
+        ok = await self._wait(lambda done: (partition.when_globally_committed(lsn, done) if strong
+                                            else rs.when_committed(lsn, done)), WRITE_ACK_TIMEOUT_S)
+        if ok is None:
+            raise CosmosError(408, 0, f"The write (LSN {lsn}) was not acknowledged within "
                                       f"{WRITE_ACK_TIMEOUT_S:.0f} s; it may or may not be applied.",
-                              definite=False) from None
+                              definite=False)
+        if not ok:
+            raise CosmosError(503, 0, f"The write (LSN {lsn}) was discarded before a quorum acknowledged "
+                                      "it (its primary failed); it was not applied. Retry it.")
+
+    async def readable(self, rs, consistency: str, session) -> None:
+        """Wait briefly until rs can serve a read at this consistency (a lagging region catching
+        up); the core then answers 404/1002 (session) or 503 (strong) if it still cannot."""
+        need = min_lsn_for(rs, consistency, session)
+        if rs.committed_lsn >= need:
+            return
+        wait_s = SESSION_WAIT_S if consistency == SESSION else STRONG_WAIT_S
+        ok = await self._wait(lambda done: rs.when_committed(need, done), wait_s)
+        if not ok and consistency != SESSION:
+            raise CosmosError(503, 0, f"{rs.region} has not caught up with LSN {need} of partition "
+                                      f"{rs.range_id} needed for a {consistency} read; try another region.")
+
+    @staticmethod
+    async def _wait(register, timeout_s: float):
+        fut = asyncio.get_running_loop().create_future()
+        register(lambda ok: fut.done() or fut.set_result(ok))
+        try:
+            return await asyncio.wait_for(fut, timeout_s)
+        except asyncio.TimeoutError:
+            return None
 
     # ---- dispatch ----------------------------------------------------------------------
     async def _dispatch(self, call: Call):
