@@ -106,6 +106,11 @@ def test_stale_if_match_is_412_on_replace_and_delete(wired):
     assert e.value.status_code == 412
     with pytest.raises(exceptions.CosmosAccessConditionFailedError):
         c.delete_item("e", partition_key="p", etag=v1["_etag"], match_condition=MatchConditions.IfNotModified)
+    with pytest.raises(exceptions.CosmosAccessConditionFailedError):
+        c.patch_item("e", partition_key="p", patch_operations=[{"op": "set", "path": "/n", "value": 9}],
+                     etag=v1["_etag"], match_condition=MatchConditions.IfNotModified)
+    with pytest.raises(exceptions.CosmosAccessConditionFailedError):
+        c.upsert_item({"id": "e", "pk": "p", "n": 9}, etag=v1["_etag"], match_condition=MatchConditions.IfNotModified)
     assert c.read_item("e", partition_key="p")["n"] == 2
     c.delete_item("e", partition_key="p", etag=v2["_etag"], match_condition=MatchConditions.IfNotModified)
     with pytest.raises(exceptions.CosmosResourceNotFoundError):
