@@ -1,8 +1,7 @@
 """`GET /`: the database account document (cosmos-wire §5.1).
 
 Every endpoint, global or regional, answers with the same document. `writableLocations` and
-`readableLocations` follow the account's current state (write regions first; regions that are
-down are left out), with each region's endpoint built from the scheme, host and port it is
+`readableLocations` follow the account's current state (write regions first), with each region's endpoint built from the scheme, host and port it is
 actually served on, so the SDK can reach every URL it is given.
 """
 import json
@@ -23,9 +22,11 @@ QUERY_ENGINE_CONFIGURATION = json.dumps({
 
 
 def document(account, topology) -> dict:
-    up = [r for r in account.regions if r.state == "up"]
-    writable = [r for r in up if r.name in account.write_regions]
-    readable = writable + [r for r in up if r.name not in account.write_regions]
+    # Regions that are down stay listed, as in the service: clients find out by failing to reach
+    # them (and their health checks). During a graceful failover the target is the writable one.
+    writers = account.write_regions or (account.hub_region,)
+    writable = [r for r in account.regions if r.name in writers]
+    readable = writable + [r for r in account.regions if r.name not in writers]
     loc = lambda r: {"name": r.name, "databaseAccountEndpoint": topology.region_endpoint(r.name)}
     return {
         "id": account.config.account_id, "_rid": f"{account.config.account_id}.documents.azure.com",

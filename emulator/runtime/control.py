@@ -5,6 +5,8 @@ reach it. See docs/control-api.md.
 """
 from aiohttp import web
 
+from .chaos_api import add_chaos_routes
+
 
 def _json(data, status: int = 200) -> web.Response:
     return web.json_response(data, status=status)
@@ -18,6 +20,9 @@ def topology(emu) -> dict:
            "regions": [{"name": r.name, "id": r.id, "state": r.state, "endpoint": t.region_endpoint(r.name)}
                        for r in account.regions],
            "links": [link.describe() for link in account.links.values()],
+           "failovers": [f.describe() for f in account.failovers],
+           "lost_writes": len(account.lost_writes),
+           "faults": list(account.faults.active.values()),
            "databases": []}
     for db in account.databases.values():
         d = {"id": db.id, "containers": []}
@@ -39,4 +44,5 @@ def control_app(emu) -> web.Application:
 
     app.router.add_get("/health", health)
     app.router.add_get("/topology", topo)
+    add_chaos_routes(app, emu)
     return app

@@ -95,6 +95,7 @@ class Emulator:
         self._driver = None
         self._sweeper = None
         self._control_runner = None
+        self._listeners: dict = {}               # region (None = global) -> (GuardedServer, asyncio.Server)
         self.started = asyncio.Event()
 
     async def start(self) -> None:
@@ -121,13 +122,38 @@ class Emulator:
             http = GuardedServer(gw.handle, header_timeout_s=cfg.header_timeout_s, access_log=None,
                                  keepalive_timeout=75.0)
             self._http_servers.append(http)
-            self._servers.append(await loop.create_server(http, sock=sock))
+            server = await loop.create_server(http, sock=sock)
+            self._servers.append(server)
+            self._listeners[name] = (http, server)
+        self.account.region_listeners.append(self._on_region_state)
         self._control_runner = web.AppRunner(control_app(self), access_log=None)
         await self._control_runner.setup()
         site = web.SockSite(self._control_runner, control_sock)
         await site.start()
         self._sweeper = loop.call_later(SWEEP_INTERVAL_S, self._sweep)
         self.started.set()
+
+    def _on_region_state(self, name: str, state: str) -> None:
+        """A region outage stops its endpoint: the listener closes and open connections drop, so
+        clients see refused connections, as when a region is unreachable. Recovery re-listens
+        on the same port."""
+        asyncio.get_running_loop().create_task(self._set_listening(name, state == "up"))
+
+    async def _set_listening(self, name: str, listening: bool) -> None:
+        http, server = self._listeners[name]
+        if not listening:
+            server.close()
+            for conn in list(http.connections):
+                if conn.transport is not None:
+                    conn.transport.abort()
+            return
+        if server.is_serving():
+            return
+        port = self.topology.region_ports[name]
+        sock = _bind(self.config.host, port)
+        new = await asyncio.get_running_loop().create_server(http, sock=sock)
+        self._servers.append(new)
+        self._listeners[name] = (http, new)
 
     def _sweep(self) -> None:
         now = asyncio.get_running_loop().time()

@@ -1,0 +1,83 @@
+"""Control-port routes for faults, failover and the lost-writes log (docs/control-api.md).
+
+Every route runs on the emulator's event loop and calls the core directly; core errors come
+back as JSON `{"error": message}` with the matching HTTP status.
+"""
+import asyncio
+
+from aiohttp import web
+
+from ..core.errors import CosmosError
+
+FAILOVER_WAIT_S = 60.0
+
+
+def _json(data, status: int = 200) -> web.Response:
+    return web.json_response(data, status=status)
+
+
+def _error(e: CosmosError) -> web.Response:
+    return _json({"error": e.message}, status=e.status)
+
+
+async def _body(request) -> dict:
+    try:
+        body = await request.json()
+    except ValueError:
+        raise CosmosError(400, 0, "The body must be a JSON object.") from None
+    if not isinstance(body, dict):
+        raise CosmosError(400, 0, "The body must be a JSON object.")
+    return body
+
+
+def add_chaos_routes(app: web.Application, emu) -> None:
+    def guarded(fn):
+        async def handler(request):
+            try:
+                return await fn(request)
+            except CosmosError as e:
+                return _error(e)
+        return handler
+
+    async def faults_list(request):
+        return _json({"faults": list(emu.account.faults.active.values())})
+
+    async def fault_inject(request):
+        fid = emu.account.faults.inject(await _body(request))
+        return _json(emu.account.faults.active[fid], status=201)
+
+    async def fault_heal(request):
+        try:
+            fid = int(request.match_info["id"])
+        except ValueError:
+            raise CosmosError(400, 0, "A fault id is an integer.") from None
+        return _json({"healed": emu.account.faults.heal(fid)})
+
+    async def failover(request):
+        body = await _body(request)
+        kind = body.get("kind", "graceful")
+        if kind not in ("graceful", "forced"):
+            raise CosmosError(400, 0, "kind must be 'graceful' or 'forced'.")
+        f = emu.account.failover(body.get("region"), forced=kind == "forced")
+        if f.state == "draining" and body.get("wait", True):
+            done = asyncio.get_running_loop().create_future()
+            f.listeners.append(lambda _: done.done() or done.set_result(None))
+            try:
+                await asyncio.wait_for(done, FAILOVER_WAIT_S)
+            except asyncio.TimeoutError:
+                pass
+        return _json(f.describe(), status=200 if f.state != "draining" else 202)
+
+    async def failovers(request):
+        return _json({"failovers": [f.describe() for f in emu.account.failovers]})
+
+    async def lost_writes(request):
+        lost = emu.account.lost_writes
+        return _json({"count": len(lost), "writes": lost})
+
+    app.router.add_get("/faults", guarded(faults_list))
+    app.router.add_post("/faults", guarded(fault_inject))
+    app.router.add_delete("/faults/{id}", guarded(fault_heal))
+    app.router.add_post("/failover", guarded(failover))
+    app.router.add_get("/failovers", guarded(failovers))
+    app.router.add_get("/lost-writes", guarded(lost_writes))
