@@ -42,6 +42,9 @@ class CompiledQuery:
         self.index_hints = index_hints(self._tree, self._ctx)
         self.leading_order = leading_order_hint(self._tree, self._ctx)
         self._doc_filter = self._simple_filter()
+        # SELECT * over whole documents: each result *is* an input document (callers may reuse
+        # its stored serialisation).
+        self.returns_documents = self._tree.select.star and self._doc_filter is not None
 
     def _simple_filter(self):
         """The WHERE closure when a document maps to exactly one row (FROM c)."""
