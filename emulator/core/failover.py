@@ -67,10 +67,20 @@ def drained(account, source: str, target: str) -> bool:
 
 
 def switch_write_region(account, target: str) -> None:
+    """Make target the write region. It then ships to every other region whatever that region
+    lacks of its log: a region that lagged the old write region must not wait for a region that
+    may never come back (duplicates are dropped on arrival)."""
     account.write_regions = (target,) + tuple(r for r in account.write_regions
                                               if r != target and account.config.multi_write)
     for _, p in _partitions(account):
         p.write_regions = account.write_regions
+        hub = p.replica_sets[target]
+        for region, rs in p.replica_sets.items():
+            if region == target or rs.lsn >= hub.committed_lsn:
+                continue
+            link = account.links[(target, region)]
+            for lsn, versions in hub.commits_between(rs.lsn, hub.committed_lsn):
+                link.send(rs, lsn, versions)
 
 
 def cut_history(account, container, p, keep_lsn: int, reason: str, now_ms: int) -> int:
