@@ -3,6 +3,8 @@ regionlab server: CRUD, upsert, patch, preconditions, 304, minimal replies, 404s
 read-feed paging, delete by partition key, session/charge headers and non-string keys. Each
 test checks both what the SDK returns and, through a raw_response_hook, what went over the wire.
 """
+import json
+
 import pytest
 from azure.core import MatchConditions
 from azure.cosmos import PartitionKey, exceptions
@@ -229,7 +231,6 @@ def test_session_token_and_charge_headers_on_item_ops(wired):
 def test_non_string_partition_key_values(wired, pk):
     c, log = wired
     c.create_item({"id": "k", "pk": pk, "v": 1})
-    import json
     assert log.last.request_headers["x-ms-documentdb-partitionkey"] == json.dumps([pk])
     assert c.read_item("k", partition_key=pk)["v"] == 1
     c.replace_item("k", {"id": "k", "pk": pk, "v": 2})
