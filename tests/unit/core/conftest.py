@@ -29,6 +29,10 @@ class World:
         """Move virtual time forward by ms, running every timer due on the way, in order."""
         run_until_idle(self.clock, self.scheduler, limit_ms=self.clock.now_ms() + ms)
 
+    def until(self, ms: int) -> None:
+        """Move virtual time to ms (absolute), running every timer due on the way, in order."""
+        run_until_idle(self.clock, self.scheduler, limit_ms=ms)
+
     def settle(self) -> None:
         run_until_idle(self.clock, self.scheduler)
 
