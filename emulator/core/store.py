@@ -21,6 +21,10 @@ The change feed walks `changes`, an append-only list of (lsn, key) for every liv
 LSN order. An entry is current when the key's version visible at the reader's LSN is exactly
 that one; stale entries (superseded versions) are skipped, and the list is compacted to one
 entry per live key once stale ones outnumber live ones (CHANGES_SLACK_ENTRIES of slack).
+
+Secondary indexes (index.py) live in `indexes`, None until a query planner materialises one;
+every version added, pruned or truncated here is reported to them, so they hold exactly the
+live versions retained.
 """
 import bisect
 
@@ -37,11 +41,19 @@ class Version:
     """One immutable state of an item. A tombstone (deleted=True) keeps the deleted document in
     `doc` for the all-versions change feed; `op` is create, replace or delete and `prev_lsn`
     the LSN of the version it superseded (0 for a create)."""
-    __slots__ = ("lsn", "key", "doc", "body", "etag", "ts", "deleted", "rid", "op", "prev_lsn")
+    __slots__ = ("lsn", "key", "doc", "body", "etag", "ts", "deleted", "rid", "op", "prev_lsn",
+                 "origin", "oseq", "ts_ms", "prev_id")
 
     def __init__(self, lsn: int, key: tuple, doc: dict | None, body: bytes | None,
                  etag: str, ts: int, rid: str, deleted: bool = False, op: str = "create",
-                 prev_lsn: int = 0):
+                 prev_lsn: int = 0, origin: str = "", oseq: int = 0, ts_ms: int = 0,
+                 prev_id: tuple | None = None):
+        # Where the write was accepted, its sequence number among that region's writes, and its
+        # millisecond timestamp: what multi-write conflict resolution and session vectors use.
+        self.origin = origin
+        self.oseq = oseq
+        self.ts_ms = ts_ms
+        self.prev_id = prev_id            # (origin, oseq) of the version this one superseded
         self.op = op
         self.prev_lsn = prev_lsn
         self.lsn = lsn
@@ -55,16 +67,17 @@ class Version:
 
     def with_lsn(self, lsn: int) -> "Version":
         return Version(lsn, self.key, self.doc, self.body, self.etag, self.ts, self.rid, self.deleted,
-                       self.op, self.prev_lsn)
+                       self.op, self.prev_lsn, self.origin, self.oseq, self.ts_ms, self.prev_id)
 
 
 class VersionStore:
-    __slots__ = ("_items", "count_live", "changes")
+    __slots__ = ("_items", "count_live", "changes", "indexes")
 
     def __init__(self):
         self._items: SortedDict = SortedDict()
         self.count_live = 0
         self.changes: list = []          # (lsn, key) in LSN order; see the module docstring
+        self.indexes = None              # index.SecondaryIndexes once a path is indexed
 
     def add(self, version: Version, floor_lsn: int) -> None:
         if not version.deleted:
@@ -72,6 +85,8 @@ class VersionStore:
             changes.append((version.lsn, version.key))
             if len(changes) > 2 * self.count_live + CHANGES_SLACK_ENTRIES:
                 self._compact_changes()
+            if self.indexes is not None:
+                self.indexes.add(version)
         versions = self._items.get(version.key)
         if versions is None:
             if not version.deleted:
@@ -94,6 +109,8 @@ class VersionStore:
                 keep_from = i
                 break
         if keep_from:
+            if self.indexes is not None:
+                self.indexes.discard(versions[:keep_from])
             del versions[:keep_from]
         if len(versions) == 1 and versions[0].deleted and versions[0].lsn <= floor_lsn:
             del self._items[key]
@@ -108,6 +125,11 @@ class VersionStore:
             if v.lsn <= lsn:
                 return None if v.deleted else v
         return None
+
+    def newest(self, key: tuple) -> Version | None:
+        """The newest version of key, a tombstone included."""
+        versions = self._items.get(key)
+        return versions[-1] if versions else None
 
     def latest(self, key: tuple) -> Version | None:
         versions = self._items.get(key)
@@ -154,14 +176,25 @@ class VersionStore:
     def truncate_after(self, lsn: int) -> None:
         self.changes = [c for c in self.changes if c[0] <= lsn]
         dead = []
+        indexes = self.indexes
         for key, versions in self._items.items():
             while versions and versions[-1].lsn > lsn:
-                versions.pop()
+                v = versions.pop()
+                if indexes is not None:
+                    indexes.discard((v,))
             if not versions:
                 dead.append(key)
         for key in dead:
             del self._items[key]
         self.count_live = sum(1 for vs in self._items.values() if not vs[-1].deleted)
+
+    def key_count(self, prefix: str | None = None) -> int:
+        """Keys retained (live or not), all of them or those of one partition key (JSON)."""
+        items = self._items
+        if prefix is None:
+            return len(items)
+        # (prefix,) sorts before every key of prefix; (prefix + "\0",) after all of them.
+        return items.bisect_left((prefix + "\0",)) - items.bisect_left((prefix,))
 
     def keys_with_versions(self):
         return self._items.items()

@@ -1,0 +1,130 @@
+"""Secondary indexes of one VersionStore: (path, value) -> the versions holding that value.
+
+Theory of operation: a `PathIndex` maps the sort key of the value found at one document path
+(`values.sort_key`, the query engine's cross-type order: undefined < null < false < true <
+numbers < strings < arrays < objects) to the set of `Version`s whose document holds it, in a
+SortedDict. A range scan therefore stays inside one type (the sort keys of a type are
+bracketed by `(tag,)` and `(tag + 1,)`), and walking the keys in order is walking ORDER BY
+order. A version that lacks the path is filed under undefined, so ORDER BY walks meet the
+rows the engine sorts first.
+
+MVCC: the store is shared by replicas at different LSNs, so the index files *every* live
+(non-tombstone) version the store retains, whatever LSN it carries. A reader at LSN L
+accepts an entry only when `store.get(key, L) is version`: the version is exactly the one L
+sees. A stale entry (superseded at L, or above L) can only cost a look-up, never change a
+result; and because the visible version is itself filed under its own value, no visible
+match is ever missed.
+
+Invariants (checked by tests/unit/core/test_index.py):
+* each PathIndex holds exactly the live versions the store retains, once each: the store
+  calls `add` for every live version it adds and `discard` for every version it prunes or
+  truncates, so memory stays at one entry per retained live version per indexed path;
+* an index is materialised for a path only on demand (`materialise`, called by the query
+  planner when the container's indexing policy includes the path), at most
+  INDEXED_PATHS_MAX per store. A store with no index pays one `is None` test per write.
+
+Who changes what: only the VersionStore calls add/discard; only the planner materialises.
+"""
+from __future__ import annotations
+
+from sortedcontainers import SortedDict
+
+from .query.evaluate import index_value
+from .query.values import UNDEFINED, sort_key
+
+INDEXED_PATHS_MAX = 16     # materialised paths per store; queries on further paths scan
+
+
+def value_at(doc: dict, path: tuple):
+    """The value at path under the query language's member rules (undefined when absent)."""
+    if len(path) == 1 and type(path[0]) is str:
+        return doc.get(path[0], UNDEFINED)
+    value = doc
+    for step in path:
+        value = index_value(value, step)
+    return value
+
+
+class PathIndex:
+    """sort key of the value at `path` -> set of versions holding it."""
+    __slots__ = ("path", "entries", "size")
+
+    def __init__(self, path: tuple):
+        self.path = path
+        self.entries = SortedDict()
+        self.size = 0                 # versions filed, over all keys
+
+    def add(self, version) -> None:
+        key = sort_key(value_at(version.doc, self.path))
+        group = self.entries.get(key)
+        if group is None:
+            self.entries[key] = {version}
+        else:
+            group.add(version)
+        self.size += 1
+
+    def discard(self, version) -> None:
+        key = sort_key(value_at(version.doc, self.path))
+        group = self.entries.get(key)
+        if group is None or version not in group:
+            return
+        group.remove(version)
+        self.size -= 1
+        if not group:
+            del self.entries[key]
+
+    def equal(self, value) -> set:
+        """The versions whose value sorts equal to value (json equality, 1 == 1.0)."""
+        return self.entries.get(sort_key(value), ())
+
+    def between(self, low, high, inclusive: tuple):
+        """The groups whose sort keys lie between two sort keys, in order."""
+        entries = self.entries
+        return (entries[k] for k in entries.irange(low, high, inclusive))
+
+    def ordered(self, descending: bool):
+        """Every group in ORDER BY order."""
+        entries = self.entries
+        keys = reversed(entries.keys()) if descending else entries.keys()
+        return (entries[k] for k in keys)
+
+
+class SecondaryIndexes:
+    """The materialised PathIndexes of one store."""
+    __slots__ = ("paths",)
+
+    def __init__(self):
+        self.paths: dict[tuple, PathIndex] = {}
+
+    def add(self, version) -> None:
+        for index in self.paths.values():
+            index.add(version)
+
+    def discard(self, versions) -> None:
+        for v in versions:
+            if not v.deleted:
+                for index in self.paths.values():
+                    index.discard(v)
+
+    def drop(self, path: tuple) -> None:
+        self.paths.pop(path, None)
+
+
+def materialise(store, path: tuple) -> PathIndex | None:
+    """The store's index of path, built now from every live version it retains if need be;
+    None when the store already indexes INDEXED_PATHS_MAX other paths."""
+    indexes = store.indexes
+    if indexes is None:
+        indexes = store.indexes = SecondaryIndexes()
+    index = indexes.paths.get(path)
+    if index is not None:
+        return index
+    if len(indexes.paths) >= INDEXED_PATHS_MAX:
+        return None
+    index = PathIndex(path)
+    for _, versions in store.keys_with_versions():
+        for v in versions:
+            if not v.deleted:
+                index.add(v)
+    indexes.paths[path] = index
+    return index

@@ -1,0 +1,186 @@
+"""Choosing which documents of one store a query must look at, from its secondary indexes.
+
+Theory of operation: a compiled query carries index hints (query/hints.py): top-level AND-ed
+`path op constant` terms and its ORDER BY paths. `candidates` turns them into the versions
+visible at a reader's LSN that *could* produce a result, or None to mean "scan everything".
+The caller still runs the whole query on what it gets, so an index can only save work, never
+change a result; the set returned is always a superset of the documents that pass WHERE (or,
+for an ORDER BY walk, of those that decide the first rows), in store key order so the
+engine's stable sort breaks ties exactly as it does on a scan.
+
+Plans, cheapest first by estimated documents loaded:
+* filter: the most selective hinted path: `=` and `IN` read one group per value; `<`, `<=`,
+  `>`, `>=` (BETWEEN gives two) on one path combine into one range inside the constants' type;
+* ORDER BY walk: when only the first k rows in ORDER BY order decide the results (TOP, LIMIT or
+  the gateway's page cap; `CompiledQuery.rows_needed`), walk the first ORDER BY path's index
+  in that order, keep visible documents that pass WHERE, and stop after the group in which
+  the k-th one was found (ties at the boundary are all kept). The walk gives up, falling back
+  to the filter or the scan, once it has examined as many entries as those would load;
+* scan: when no index beats reading the documents in scope (SCAN_SMALL_DOCS or fewer, no
+  eligible path, or an index would load more than 1/INDEX_COST_FACTOR of the scope).
+A path is eligible when the container's indexing policy includes it; its index is built on
+first use (index.materialise). Pure: reads the store, changes only its indexes.
+"""
+from __future__ import annotations
+
+from .index import materialise
+from .index_policy import policy_of
+from .query.values import TAG_ARRAY, TAG_NULL, TAG_UNDEFINED, sort_key, tag_of
+
+SCAN_SMALL_DOCS = 64        # documents in scope at or below which a scan is always chosen
+INDEX_COST_FACTOR = 2       # an index candidate costs about this many scanned documents
+RANGE_OPS = frozenset({"<", "<=", ">", ">="})
+
+
+class Selection:
+    """The versions a query must look at, in key order, and how many documents were loaded
+    (read and tested) to choose them."""
+    __slots__ = ("versions", "loaded", "plan")
+
+    def __init__(self, versions: list, loaded: int, plan: str):
+        self.versions = versions
+        self.loaded = loaded
+        self.plan = plan
+
+
+def candidates(query, store, lsn: int, policy: dict | None, now_ms: int, prefix: str | None = None,
+               accept=None, cap: int | None = None) -> Selection | None:
+    """Versions of store visible at lsn (of partition key `prefix` when given, and whose key
+    `accept(key)` allows) that may matter to query; None when a full scan is the better plan."""
+    hints = query.index_hints
+    if not hints:
+        return None
+    scope = store.key_count(prefix)
+    if scope <= SCAN_SMALL_DOCS:
+        return None
+    compiled = policy_of(policy)
+    indexes = {}
+    for hint in hints:
+        if hint.path not in indexes and compiled.indexes(hint.path):
+            index = materialise(store, hint.path)
+            if index is not None:
+                indexes[hint.path] = index
+    if not indexes:
+        return None
+    keep = _keeper(prefix, accept)
+    best = _best_filter(hints, indexes, scope // INDEX_COST_FACTOR)
+    walked = _order_walk(query, indexes, store, lsn, keep, now_ms, cap,
+                         budget=scope if best is None else best[0] * INDEX_COST_FACTOR)
+    if walked is not None:
+        return walked
+    if best is None:
+        return None
+    path = best[1]
+    return _collect(_groups(indexes[path], [h for h in hints if h.path == path]), store, lsn, keep)
+
+
+def _keeper(prefix: str | None, accept):
+    if prefix is None:
+        return accept
+    if accept is None:
+        return lambda key: key[0] == prefix
+    return lambda key: key[0] == prefix and accept(key)
+
+
+# ---- filter plans ----------------------------------------------------------------------
+def _best_filter(hints, indexes: dict, limit: int):
+    """(index entries, path) of the most selective filter with at most limit entries, or None."""
+    best = None
+    for path, index in indexes.items():
+        groups = _groups(index, [h for h in hints if h.path == path])
+        if groups is None:
+            continue
+        bound = limit if best is None else best[0] - 1
+        count = _count_upto(groups, bound)
+        if count <= bound:
+            best = (count, path)
+    return best
+
+
+def _groups(index, hints: list):
+    """An iterator of version groups that hold every value the hints allow, or None."""
+    for h in hints:
+        if h.op == "=":
+            return iter((index.equal(h.value),))
+    for h in hints:
+        if h.op == "in":
+            distinct = {sort_key(v): v for v in h.value}      # IN (1, 1.0) is one group
+            return (index.equal(v) for v in distinct.values())
+    ranges = [h for h in hints if h.op in RANGE_OPS]
+    if not ranges:
+        return None
+    bounds = _range_bounds(ranges)
+    if bounds is None:
+        return iter(())
+    low, high, inclusive = bounds
+    return index.between(low, high, inclusive)
+
+
+def _range_bounds(ranges: list):
+    """(low, high, inclusive) sort keys covering every value that passes all range hints,
+    or None when none can (constants of different or unordered types)."""
+    tag = tag_of(ranges[0].value)
+    if tag in (TAG_UNDEFINED,) or tag >= TAG_ARRAY or any(tag_of(h.value) != tag for h in ranges):
+        return None
+    if tag == TAG_NULL:
+        if any(h.op in ("<", ">") for h in ranges):
+            return None
+        return sort_key(None), sort_key(None), (True, True)
+    low, high, inclusive = (tag,), (tag + 1,), [True, False]
+    for h in ranges:
+        key = sort_key(h.value)
+        if h.op in (">", ">=") and (key > low or (key == low and h.op == ">")):
+            low, inclusive[0] = key, h.op == ">="
+        elif h.op in ("<", "<=") and (key < high or (key == high and h.op == "<")):
+            high, inclusive[1] = key, h.op == "<="
+    return low, high, tuple(inclusive)
+
+
+def _count_upto(groups, bound: int) -> int:
+    """Entries in groups, counting no further than bound + 1."""
+    total = 0
+    for group in groups:
+        total += len(group)
+        if total > bound:
+            break
+    return total
+
+
+def _collect(groups, store, lsn: int, keep) -> Selection:
+    get = store.get
+    out = []
+    for group in groups:
+        for v in group:
+            if get(v.key, lsn) is v and (keep is None or keep(v.key)):
+                out.append(v)
+    out.sort(key=_key_of)
+    return Selection(out, len(out), "index")
+
+
+def _key_of(version):
+    return version.key
+
+
+# ---- ORDER BY walk ---------------------------------------------------------------------
+def _order_walk(query, indexes: dict, store, lsn: int, keep, now_ms: int, cap, budget: int):
+    order = query.leading_order
+    if order is None or order.path not in indexes:
+        return None
+    needed = query.rows_needed(cap)
+    if needed is None:
+        return None
+    get, matches = store.get, query.filter_matches
+    out, loaded, examined = [], 0, 0
+    for group in indexes[order.path].ordered(order.op == "order_desc"):
+        if len(out) >= needed:
+            break
+        examined += len(group)
+        if examined > budget:
+            return None
+        for v in group:
+            if get(v.key, lsn) is v and (keep is None or keep(v.key)):
+                loaded += 1
+                if matches(v.doc, now_ms):
+                    out.append(v)
+    out.sort(key=_key_of)
+    return Selection(out, loaded, "order")
