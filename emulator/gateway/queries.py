@@ -5,6 +5,11 @@ in scope and returns final results, paged by an opaque continuation. Scope, narr
 the partition key header (one logical partition), the partition key range id header, the EPK
 range headers; with none of them the query spans the whole container, whatever the
 cross-partition flag says (the sync SDK never sends it).
+
+Each partition's documents come from its index planner (core/query_plan.py) when an index on
+a hinted path beats a scan, and lazily, so a page stops loading documents once it has enough
+results; the charge counts the documents loaded. Compiled queries are cached by text and
+parameters (COMPILED_QUERIES_MAX, oldest evicted first).
 """
 import base64
 import json
@@ -13,13 +18,17 @@ from client.protocol import headers as H
 
 from ..core import charge
 from ..core import feed as feeds
+from ..core import query_plan as planner
 from ..core.consistency import effective
 from ..core.documents import choose_replica, pk_values_of
 from ..core.errors import CosmosError, bad_request
 from . import partition_keys, responses
-from .sessions import parse_session
+from .sessions import parse_session, token as session_token
 
 QUERY_TEXT_BYTES_MAX = 512 * 1024
+COMPILED_QUERIES_MAX = 1024
+
+_compiled: dict = {}        # (text, parameters JSON) -> CompiledQuery, insertion ordered
 
 
 def _compile(body):
@@ -31,16 +40,23 @@ def _compile(body):
     params = body.get("parameters")
     if params is not None and not isinstance(params, list):
         raise bad_request("Query parameters must be a list of {\"name\":\"@x\",\"value\":...}.")
-    try:
-        return compile_query(body["query"], params)
-    except QueryError as e:
-        raise bad_request(f"Syntax error in query: {e}") from None
+    key = (body["query"], json.dumps(params, sort_keys=True) if params else "")
+    q = _compiled.get(key)
+    if q is None:
+        try:
+            q = compile_query(body["query"], params)
+        except QueryError as e:
+            raise bad_request(f"Syntax error in query: {e}") from None
+        if len(_compiled) >= COMPILED_QUERIES_MAX:
+            del _compiled[next(iter(_compiled))]
+        _compiled[key] = q
+    return q
 
 
-def _execute(q, items, now_ms):
+def _execute(q, items, now_ms, cap=None):
     from ..core.query import QueryError
     try:
-        return q.execute(items, now_ms)
+        return q.execute(items, now_ms, cap)
     except QueryError as e:
         raise bad_request(f"Query failed: {e}") from None
 
@@ -88,21 +104,34 @@ def _scope(call, container):
     return indexes, None, epk_range
 
 
-def scoped_documents(call, container, consistency, session):
-    """The visible documents in scope, and the replica sets they were read at."""
+def scoped_documents(call, container, consistency, session, query=None, cap=None):
+    """(visible versions in scope, replica sets read, [documents loaded]). The versions come
+    lazily, partition by partition in key order; with a query, each partition's planner may
+    narrow them to index candidates (`cap` results wanted, None for all)."""
     indexes, pk_json, epk_range = _scope(call, container)
-    docs, touched = [], []
+    reads = []
     for i in indexes:
         rs = container.partitions[i].for_read(call.region)
-        _, lsn = choose_replica(rs, consistency, session)
-        touched.append(rs)
-        for v in rs.store.scan(lsn, prefix=pk_json):
-            if epk_range is not None:
-                e = container.epk_of(v.key[0], pk_values_of(v.key[0]))
-                if not (epk_range[0] <= e < epk_range[1]):
-                    continue
-            docs.append(v.doc)
-    return docs, touched
+        reads.append((rs, choose_replica(rs, consistency, session)[1]))
+    accept = None
+    if epk_range is not None:
+        lo, hi = epk_range
+        accept = lambda key: lo <= container.epk_of(key[0], pk_values_of(key[0])) < hi  # noqa: E731
+    policy, now_ms, loaded = container.definition.get("indexingPolicy"), call.gw.clock.now_ms(), [0]
+
+    def versions():
+        for rs, lsn in reads:
+            chosen = None if query is None else planner.candidates(
+                query, rs.store, lsn, policy, now_ms, pk_json, accept, cap)
+            if chosen is not None:
+                loaded[0] += chosen.loaded
+                yield from chosen.versions
+                continue
+            for v in rs.store.scan(lsn, prefix=pk_json):
+                if accept is None or accept(v.key):
+                    loaded[0] += 1
+                    yield v
+    return versions(), [rs for rs, _ in reads], loaded
 
 
 async def query_documents(call, container):
@@ -110,19 +139,27 @@ async def query_documents(call, container):
     q = _compile(body)
     consistency = effective(call.gw.account.consistency, call.header(H.CONSISTENCY_LEVEL))
     session = parse_session(call)
-    docs, touched = scoped_documents(call, container, consistency, session)
-    results = _execute(q, docs, call.gw.clock.now_ms())
     start = _decode_offset(call.header(H.CONTINUATION))
     size = feeds.page_size(call.int_header(H.MAX_ITEM_COUNT))
+    cap = start + size + 1              # one more than the page tells whether another follows
+    versions, touched, loaded = scoped_documents(call, container, consistency, session, q, cap)
+    bodies = {}                         # id(document) -> its stored serialisation
+
+    def docs():
+        for v in versions:
+            if q.returns_documents:
+                bodies[id(v.doc)] = v.body
+            yield v.doc
+    results = _execute(q, docs(), call.gw.clock.now_ms(), cap)
     page = results[start:start + size]
-    raw = [responses.dumps(r) for r in page]
+    raw = [bodies.get(id(r)) or responses.dumps(r) for r in page]
     hdrs = {H.ITEM_COUNT: str(len(raw))}
     if start + size < len(results):
         hdrs[H.CONTINUATION] = _encode_offset(start + size)
     if touched:
-        hdrs[H.SESSION_TOKEN] = ",".join(f"{rs.range_id}:{rs.epoch}#{rs.committed_lsn}" for rs in touched)
+        hdrs[H.SESSION_TOKEN] = ",".join(session_token(rs, rs.committed_lsn) for rs in touched)
         hdrs[H.ALT_CONTENT_PATH] = container.name_path
-    ru = charge.feed(len(docs), sum(map(len, raw)))
+    ru = charge.query(loaded[0], len(raw), sum(map(len, raw)))
     return responses.reply(200, responses.feed_body(container.rid, "Documents", raw), call.activity_id, ru, hdrs)
 
 
