@@ -18,6 +18,7 @@ from .offers import Offer
 from .partition import Partition
 from .read_routing import ReadRoutingPolicy
 from .replica_set import ReplicaSet
+from .throttle import Throttle, ThrottleConfig
 from .validation import ValidationError, check_id
 
 # One-way lag defaults by geography: same metro area, same continent, across continents.
@@ -61,6 +62,7 @@ class AccountConfig:
     auto_failover: bool = True                # service-managed failover when the write region is down
     detection_delay_ms: int = 10_000          # how long the write region must be down before it
     election_ms: int = 500                    # from a primary crash to a new primary
+    throttle: ThrottleConfig = field(default_factory=ThrottleConfig)   # RU budgets, credits, burst
 
 
 class Region:
@@ -100,6 +102,7 @@ class Account:
         self.regions_changed = 0                # bumped when regions are added or removed
         from .faults import FaultRegistry
         self.faults = FaultRegistry(self)
+        self.throttle = Throttle(self, config.throttle)
         for a in config.regions:
             for b in config.regions:
                 if a != b:
@@ -235,6 +238,7 @@ class Account:
         id = _checked_id(body)
         if id in self.databases:
             raise conflict(f"A database with id '{id}' already exists.")
+        self._check_provisionable(throughput, autoscale_max)
         db = Database(id, rids.database_rid(self._next()), self.now_s(), self._etag())
         self.databases[id] = db
         self.dbs_by_rid[db.rid] = db
@@ -263,6 +267,7 @@ class Account:
         if id in db.containers:
             raise conflict(f"A container with id '{id}' already exists in database '{db.id}'.")
         definition = _container_definition(body)
+        self._check_provisionable(throughput, autoscale_max)
         pk_def = PartitionKeyDef.from_json(definition["partitionKey"])
         count = self.config.partition_count or partition_count_for(throughput, autoscale_max)
         rid = rids.collection_rid(db.rid, self._next())
@@ -324,6 +329,31 @@ class Account:
         offer.etag = self._etag()
         offer.ts = self.now_s()
         return offer
+
+    def set_throughput(self, resource, throughput: int | None = None,
+                       autoscale_max: int | None = None) -> Offer | None:
+        """Provision a database or container (manual or autoscale) at runtime, replacing its
+        offer or creating one; with neither value, remove its offer (a container then shares
+        its database's throughput, or is unmetered). The control port's RU/s knob."""
+        current = self.offers.get(resource.offer_rid) if resource.offer_rid else None
+        if throughput is None and autoscale_max is None:
+            if current is not None:
+                del self.offers[current.rid]
+            resource.offer_rid = None
+            return None
+        self._check_provisionable(throughput, autoscale_max)
+        if current is None:
+            current = self._add_offer(resource.self_link, resource.rid, throughput, autoscale_max)
+            resource.offer_rid = current.rid
+            return current
+        content = ({"offerAutopilotSettings": {"maxThroughput": autoscale_max}} if autoscale_max is not None
+                   else {"offerThroughput": throughput})
+        return self.replace_offer(current, {"content": content})
+
+    def _check_provisionable(self, throughput, autoscale_max) -> None:
+        if (throughput or autoscale_max) and self.throttle.config.serverless:
+            raise bad_request("Setting offer throughput or autopilot on a database or container is not "
+                              "supported for serverless accounts.")
 
 
 def _checked_id(body) -> str:
