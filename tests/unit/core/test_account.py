@@ -4,7 +4,7 @@ delay), partitions follow throughput (one per 10,000 RU/s) unless overridden, on
 accept writes (403/3), and database/container metadata answers 201/409/404 like the service."""
 import pytest
 
-from conftest import PK_DEF, World
+from core_world import PK_DEF, World
 from emulator.core.account import (LAG_CROSS_CONTINENT_MS, LAG_SAME_AREA_MS, LAG_SAME_CONTINENT_MS,
                                    Account, AccountConfig, default_lag_ms)
 from emulator.core.container import RU_PER_PARTITION

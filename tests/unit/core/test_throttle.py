@@ -10,7 +10,7 @@ from emulator.core import throttle as th
 from emulator.core.errors import CosmosError
 from emulator.core.throttle import ThrottleConfig
 
-from conftest import World
+from core_world import World
 
 EAST, WEST = "East US", "West US"
 

@@ -1,8 +1,9 @@
 """Shared builders for the core tests: an account in virtual time (ManualClock + Scheduler +
-seeded random.Random) and small helpers to write and read items through the core's own API."""
-import random
+seeded random.Random) and small helpers to write and read items through the core's own API.
 
-import pytest
+A plain module, not conftest.py: test files import it by name, and `from conftest import ...`
+would pick whichever conftest.py (tests/integration has one) pytest imported first."""
+import random
 
 from client.protocol.session_token import VectorToken
 from emulator.core.account import Account, AccountConfig
@@ -64,8 +65,3 @@ class World:
 def session_of(rs, lsn: int) -> dict:
     """A session as the gateway parses it: {range id: vector token}."""
     return {rs.range_id: VectorToken(rs.epoch, lsn)}
-
-
-@pytest.fixture
-def world():
-    return World()
