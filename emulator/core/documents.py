@@ -220,7 +220,13 @@ def choose_replica(rs, consistency: str, session: dict | None):
     replica = rs.readable_replica(need)
     if replica is None:
         raise session_not_available(rs.region, need, rs.committed_lsn)
-    return replica, rs.visible_lsn(replica)
+    lsn = rs.visible_lsn(replica)
+    if consistency == STRONG and rs.partition is not None:
+        # A commit above the global LSN is not acknowledged yet (its write may still end in
+        # 408 and be lost to a forced failover): a strong read must not see it, or a later
+        # read in another region would go back in time.
+        lsn = min(lsn, rs.partition.global_lsn)
+    return replica, lsn
 
 
 def read_item(container, region: str, pk_json: str, pk_values: list, id: str,

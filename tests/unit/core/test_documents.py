@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core_world import World, session_of
+from conftest import World, session_of
 from emulator.core.account import LAG_SAME_CONTINENT_MS
 from emulator.core.container import canonical_pk_json
 from emulator.core.errors import CosmosError
@@ -204,6 +204,29 @@ def test_a_session_read_waits_for_the_local_quorum():
     assert w.read(c, "East US", "k", "x", "Eventual")[0] is None     # unacknowledged: invisible
     w.until(w.now_ms + 10)
     assert w.read(c, "East US", "k", "x", "Session", session_of(rs, lsn))[0] is not None
+
+
+def test_a_strong_read_never_sees_a_commit_no_majority_of_regions_has():
+    # the write region commits locally, but with both of its links cut no other region gets
+    # the commit: it is not acknowledged, so no strong read anywhere may see it (or a later
+    # strong read in another region would go back in time)
+    w = World(regions=REGIONS, consistency="Strong", lag_ms={(a, b): 0 for a in REGIONS for b in REGIONS})
+    c = w.container()
+    w.write(c, "k", "create", {"id": "x", "pk": "k", "v": 1})
+    w.settle()
+    links = [w.account.links[("East US", other)] for other in REGIONS[1:]]
+    for link in links:
+        link.set_state("cut")
+    _, _, lsn, rs = w.write(c, "k", "upsert", {"id": "x", "pk": "k", "v": 2})
+    w.settle()
+    assert rs.committed_lsn == lsn > c.partitions[0].global_lsn
+    for region in REGIONS:
+        assert w.read(c, region, "k", "x", "Strong")[0]["v"] == 1
+    for link in links:
+        link.set_state("active")
+    w.settle()
+    for region in REGIONS:
+        assert w.read(c, region, "k", "x", "Strong")[0]["v"] == 2
 
 
 # ---- feed paging -------------------------------------------------------------------------
