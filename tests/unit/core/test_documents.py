@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import World, session_of
+from core_world import World, session_of
 from emulator.core.account import LAG_SAME_CONTINENT_MS
 from emulator.core.container import canonical_pk_json
 from emulator.core.errors import CosmosError
