@@ -1,0 +1,97 @@
+"""Proves the import rules of STYLE.md hold, by parsing every module with `ast` (relative imports
+resolved, imports inside functions included): the sans-IO core imports no I/O, clock, randomness
+or threading module and nothing of the shells; the bundled client never imports the emulator;
+the emulator never imports the azure SDK (it is test-only)."""
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# The core takes time as `now`/a Clock and randomness as a seeded rng; sockets, loops, threads
+# and processes belong to the shells (and so do the shells' own packages).
+CORE_FORBIDDEN = ("asyncio", "socket", "os", "time", "random", "threading", "aiohttp", "uvloop",
+                  "selectors", "subprocess", "multiprocessing", "signal",
+                  "emulator.gateway", "emulator.runtime", "emulator.sim")
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(source: str, module: str, is_package: bool = False) -> set[str]:
+    """Every module name the source imports, relative imports made absolute. `from a import b`
+    yields both "a" and "a.b" (b may be a submodule)."""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - node.level + 1]
+                base_name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                base_name = node.module
+            found.add(base_name)
+            found.update(f"{base_name}.{alias.name}" for alias in node.names if alias.name != "*")
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)
+              and ((isinstance(node.func, ast.Name) and node.func.id == "__import__")
+                   or (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module"))):
+            found.add(node.args[0].value)
+    return found
+
+
+def violations(package_dir: str, forbidden: tuple, root: Path = ROOT) -> list[str]:
+    files = sorted((root / package_dir).rglob("*.py"))
+    assert files, f"no modules under {package_dir}: the rule would pass vacuously"
+    out = []
+    for path in files:
+        names = imports_of(path.read_text(encoding="utf-8"), module_name(path, root), path.name == "__init__.py")
+        for name in sorted(names):
+            if any(name == f or name.startswith(f + ".") for f in forbidden):
+                out.append(f"{path.relative_to(root).as_posix()} imports {name}")
+    return out
+
+
+def test_core_is_sans_io():
+    assert violations("emulator/core", CORE_FORBIDDEN) == []
+
+
+def test_client_never_imports_the_emulator():
+    assert violations("client", ("emulator",)) == []
+
+
+def test_emulator_never_imports_the_sdk():
+    assert violations("emulator", ("azure",)) == []
+
+
+@pytest.mark.parametrize("source, module, expected", [
+    ("import os.path", "emulator.core.x", {"os.path"}),
+    ("from time import monotonic", "emulator.core.x", {"time", "time.monotonic"}),
+    ("from . import store", "emulator.core.x", {"emulator.core", "emulator.core.store"}),
+    ("from ..gateway import server", "emulator.core.x", {"emulator.gateway", "emulator.gateway.server"}),
+    ("from ...emulator import core", "client.protocol.x", {"emulator", "emulator.core"}),
+    ("from .query import lexer", "emulator.core", {"emulator.core.query", "emulator.core.query.lexer"}),
+    ("def f():\n    import socket", "emulator.core.x", {"socket"}),
+    ("importlib.import_module('asyncio')", "emulator.core.x", {"asyncio"}),
+])
+def test_the_import_reader_sees_every_form(source, module, expected):
+    assert imports_of(source, module, is_package=module == "emulator.core") == expected
+
+
+def test_a_forbidden_import_is_reported(tmp_path):
+    core = tmp_path / "emulator" / "core"
+    core.mkdir(parents=True)
+    (core / "ok.py").write_text("import heapq\nfrom . import store\n")
+    (core / "bad.py").write_text("def now():\n    from ..runtime import clock\n    import time\n")
+    assert violations("emulator/core", CORE_FORBIDDEN, tmp_path) == [
+        "emulator/core/bad.py imports emulator.runtime",
+        "emulator/core/bad.py imports emulator.runtime.clock",
+        "emulator/core/bad.py imports time",
+    ]
