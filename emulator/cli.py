@@ -45,13 +45,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _usage_error(message: str):
+    print(f"regionlab: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def config_from_args(args):
     from .runtime.server import ServerConfig
     regions = tuple(r.strip() for r in args.regions.split(",") if r.strip())
     try:
         consistency = canonical(args.consistency)
     except CosmosError as e:
-        raise SystemExit(f"regionlab: {e.message}")
+        _usage_error(e.message)
+    if args.multi_write and consistency == "Strong":
+        _usage_error("Strong consistency cannot be combined with multi-write regions "
+                     "(the service does not offer it either); pick another --consistency.")
     account = AccountConfig(regions=regions, multi_write=args.multi_write, consistency=consistency,
                             partition_count=args.partitions, intra_region_delay_ms=args.intra_region_delay_ms)
     advertise = args.advertise_host or ("127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host)

@@ -10,6 +10,7 @@ container.py for why).
 from dataclasses import dataclass, field
 
 from . import rid as rids
+from .conflicts import ConflictLog, resolver_for
 from .container import Container, Database, partition_count_for
 from .epk import PartitionKeyDef, split_ranges
 from .errors import CosmosError, bad_request, conflict, not_found
@@ -78,6 +79,9 @@ class Account:
     def __init__(self, config: AccountConfig, clock, scheduler, rng):
         if not config.regions:
             raise ValueError("an account needs at least one region")
+        if config.multi_write and config.consistency == "Strong":
+            raise ValueError("Strong consistency cannot be combined with multi-write regions "
+                             "(the service does not offer it either)")
         if len({r.lower() for r in config.regions}) != len(config.regions):
             raise ValueError(f"region names must be unique: {config.regions}")
         self.config = config
@@ -271,17 +275,23 @@ class Account:
         pk_def = PartitionKeyDef.from_json(definition["partitionKey"])
         count = self.config.partition_count or partition_count_for(throughput, autoscale_max)
         rid = rids.collection_rid(db.rid, self._next())
+        conflict_log = ConflictLog(rid)
+        resolver = resolver_for(definition, {r.name: r.id for r in self.regions})
         partitions = []
         for i, (lo, hi) in enumerate(split_ranges(pk_def, count)):
             p = Partition(str(i), lo, hi)
             p.write_regions = self.write_regions if self.draining is None else ()
             p.links = self.links
+            p.region_ids = {r.name: r.id for r in self.regions}
             for region in self.regions:
-                p.attach(region.name, ReplicaSet(region.name, p.range_id, self.scheduler, self.clock,
-                                                 delay_ms=self.config.intra_region_delay_ms,
-                                                 routing=self.routing))
+                rs = ReplicaSet(region.name, p.range_id, self.scheduler, self.clock,
+                                delay_ms=self.config.intra_region_delay_ms, routing=self.routing)
+                if self.config.multi_write:
+                    rs.multi_write, rs.resolver, rs.on_conflict = True, resolver, conflict_log.record
+                p.attach(region.name, rs)
             partitions.append(p)
         c = Container(db, definition, rid, self.now_s(), self._etag(), partitions)
+        c.conflicts = conflict_log
         db.containers[id] = c
         self.colls_by_rid[rid] = c
         if throughput or autoscale_max:

@@ -1,16 +1,40 @@
-"""Request-unit charges: what each operation costs.
+"""Request-unit charges: what each operation costs. docs/throughput.md states the model and shows
+measured charges; every caller goes through these functions so there is one model.
 
-A first cost model close to the service's published behaviour: a point read of an item up to
-1 KB costs 1 RU and grows with size; a write costs several times more and grows with size;
-metadata reads cost 1 RU and metadata writes more. A query pays a floor plus the documents it
-loaded (read and tested: all of them on a scan, only the index candidates otherwise) and what
-it returned, so an index that saves work shows in the charge. The throughput issue refines
-this (indexed paths, budgets); every caller goes through these functions so there is one model.
+Shape, following the service's published figures (a 1 KB point read is 1 RU and a 100 KB one
+about 10; a 1 KB write about 5-6 RU and a 100 KB one about 50; a replace about twice a create):
+* point read: READ_RU_BASE for the first KB, READ_RU_PER_KB for each further KB;
+* create: WRITE_RU_BASE + WRITE_RU_PER_KB per KB after the first + INDEX_RU_PER_TERM per index
+  term. A term is a scalar value (each array element counts) at a path the container's
+  indexingPolicy indexes, plus `_ts`; excluded paths make writes cheaper and
+  `indexingMode: none` leaves only size;
+* replace (also an upsert over an existing item, and a patch, which stores a whole new version):
+  the new version's create, plus REPLACE_RU_BASE and the removal of the old version's terms
+  (counted as many as the new version's, so the charge depends on the request alone);
+* delete: the same as creating the deleted item (its terms are removed);
+* transactional batch: the sum of its operations; delete by partition key: the sum of its deletes;
+* queries: QUERY_RU_BASE per page plus the documents loaded (all of them on a scan, only the
+  index candidates otherwise), the results returned and their size; read feed and change feed:
+  FEED_RU_BASE plus items and KB returned (an empty change feed page, 304, NOT_MODIFIED_RU);
+* metadata: reads and lists METADATA_READ_RU, writes METADATA_WRITE_RU.
+Charges are rounded to 2 decimals, as the service reports them. Pure functions of the request
+and the stored state; nothing here reads a clock.
 """
-READ_RU_PER_KB = 1.0
-WRITE_RU_BASE = 5.71
-WRITE_RU_PER_KB = 1.0        # each KB after the first
-DELETE_RU_BASE = 5.71
+import json
+
+from .index_policy import policy_of
+
+KB = 1024
+READ_RU_BASE = 1.0              # a point read of up to 1 KB
+READ_RU_PER_KB = 0.09           # each further KB: 100 KB is about 10 RU
+WRITE_RU_BASE = 4.6
+WRITE_RU_PER_KB = 0.45          # each KB after the first: 100 KB is about 50 RU
+INDEX_RU_PER_TERM = 0.25
+REPLACE_RU_BASE = 3.7           # a replace also retires the old version: ~2x a create
+TYPICAL_TERMS = 4               # id, the partition key, one property, _ts: for callers without a document
+FEED_RU_BASE = 1.0
+FEED_RU_PER_ITEM = 0.1
+FEED_RU_PER_KB = 0.25
 METADATA_READ_RU = 1.0
 METADATA_WRITE_RU = 4.0
 NOT_MODIFIED_RU = 1.0
@@ -18,27 +42,116 @@ QUERY_RU_BASE = 2.31            # the service's floor for a query page
 QUERY_RU_PER_DOC_LOADED = 0.02  # per document read and tested
 QUERY_RU_PER_DOC_RETURNED = 0.05
 QUERY_RU_PER_KB_RETURNED = 0.25
-KB = 1024
+SYSTEM_PROPERTIES = frozenset(("_rid", "_self", "_etag", "_ts", "_attachments", "_lsn"))
 
 
 def _kb(nbytes: int) -> int:
     return max(1, -(-nbytes // KB))
 
 
+# ---- index terms ---------------------------------------------------------------------------
+def index_terms(doc: dict, indexing_policy: dict | None) -> int:
+    """Index terms a stored document has under a container's indexingPolicy (see the module
+    docstring); system properties other than `_ts` are never counted."""
+    policy = policy_of(indexing_policy)
+    if not policy.enabled:
+        return 0
+    n = 1                                   # _ts is always indexed
+    if _indexes_everything(policy):
+        for k, v in doc.items():
+            if k not in SYSTEM_PROPERTIES:
+                n += _scalars(v)
+        return n
+    indexes = policy.indexes
+    for k, v in doc.items():
+        if k not in SYSTEM_PROPERTIES:
+            n += _indexed_scalars(v, (k,), indexes)
+    return n
+
+
+def _indexes_everything(policy) -> bool:
+    """True for the default shape: `/*` included and only system paths (`/_etag/?`...) excluded."""
+    return (any(p.segments == () and p.terminal == "*" for p in policy.included)
+            and all(p.segments and p.segments[0].startswith("_") for p in policy.excluded))
+
+
+def _scalars(v) -> int:
+    t = type(v)
+    if t is dict:
+        return sum(_scalars(x) for x in v.values())
+    if t is list:
+        return sum(_scalars(x) for x in v)
+    return 1
+
+
+def _indexed_scalars(v, path: tuple, indexes) -> int:
+    t = type(v)
+    if t is dict:
+        return sum(_indexed_scalars(x, path + (k,), indexes) for k, x in v.items())
+    if t is list:
+        return sum(_indexed_scalars(x, path + (i,), indexes) for i, x in enumerate(v))
+    return 1 if indexes(path) else 0
+
+
+# ---- item operations -----------------------------------------------------------------------
 def read(nbytes: int) -> float:
-    return READ_RU_PER_KB * _kb(nbytes)
+    """A point read of an item of nbytes (a miss costs the same as a 1 KB read)."""
+    return round(READ_RU_BASE + READ_RU_PER_KB * (_kb(nbytes) - 1), 2)
 
 
-def write(nbytes: int) -> float:
-    return round(WRITE_RU_BASE + WRITE_RU_PER_KB * (_kb(nbytes) - 1), 2)
+def write(nbytes: int, terms: int = TYPICAL_TERMS) -> float:
+    """Creating an item of nbytes with `terms` index terms."""
+    return round(WRITE_RU_BASE + WRITE_RU_PER_KB * (_kb(nbytes) - 1) + INDEX_RU_PER_TERM * terms, 2)
 
 
-def delete() -> float:
-    return DELETE_RU_BASE
+def replace(nbytes: int, terms: int = TYPICAL_TERMS) -> float:
+    """Replacing an item with a new version of nbytes and `terms` index terms."""
+    return round(write(nbytes, terms) + REPLACE_RU_BASE + INDEX_RU_PER_TERM * terms, 2)
 
 
+def delete(nbytes: int = KB, terms: int = TYPICAL_TERMS) -> float:
+    """Deleting an item of nbytes with `terms` index terms."""
+    return write(nbytes, terms)
+
+
+def version(container, v, old_nbytes: int | None = None) -> float:
+    """The charge of staging one Version into `container`: a create, a replace or (a tombstone)
+    a delete. `old_nbytes` is the deleted item's stored size when the caller knows it."""
+    policy = container.definition.get("indexingPolicy")
+    if v.deleted:
+        if old_nbytes is None:
+            old_nbytes = len(json.dumps(v.doc, separators=(",", ":"), ensure_ascii=False).encode())
+        return delete(old_nbytes, index_terms(v.doc, policy))
+    terms = index_terms(v.doc, policy)
+    return replace(len(v.body), terms) if v.op == "replace" else write(len(v.body), terms)
+
+
+def staged(writer) -> float:
+    """The charge of everything a core Writer has staged for its commit (one operation, or
+    every tombstone of a delete by partition key), computed before anything is applied."""
+    total = 0.0
+    latest = writer.rs.store.latest
+    for v in writer.pending.values():
+        if v.lsn != writer.lsn:
+            continue
+        old_nbytes = None
+        if v.deleted:
+            prev = latest(v.key)
+            if prev is not None and prev.lsn == v.prev_lsn and prev.body is not None:
+                old_nbytes = len(prev.body)
+        total += version(writer.container, v, old_nbytes)
+    return round(total, 2)
+
+
+def staged_count(writer) -> int:
+    """Items a Writer's commit touches (its credits)."""
+    return sum(1 for v in writer.pending.values() if v.lsn == writer.lsn)
+
+
+# ---- feeds and queries ---------------------------------------------------------------------
 def feed(items: int, nbytes: int) -> float:
-    return round(max(1.0, 1.0 + 0.1 * items + READ_RU_PER_KB * (nbytes / KB) * 0.25), 2)
+    """A read-feed or change-feed page returning `items` items of nbytes in all."""
+    return round(FEED_RU_BASE + FEED_RU_PER_ITEM * items + FEED_RU_PER_KB * (nbytes / KB), 2)
 
 
 def query(loaded: int, returned: int, nbytes: int) -> float:

@@ -39,7 +39,7 @@ class Database:
 
 class Container:
     __slots__ = ("id", "rid", "db", "definition", "pk_def", "partitions", "_bounds", "ts", "etag",
-                 "offer_rid", "doc_seq", "rid_index", "_epk_cache", "pkranges_etag")
+                 "offer_rid", "doc_seq", "rid_index", "_epk_cache", "pkranges_etag", "conflicts")
 
     def __init__(self, db: Database, definition: dict, rid: str, ts: int, etag: str,
                  partitions: list):
@@ -57,6 +57,7 @@ class Container:
         self.rid_index: dict[str, tuple] = {}      # doc _rid -> (partition index, key)
         self._epk_cache: dict[str, str] = {}
         self.pkranges_etag = f'"{rid}-{len(partitions)}"'
+        self.conflicts = None                       # ConflictLog (multi-write losers)
 
     @property
     def self_link(self) -> str:

@@ -66,7 +66,7 @@ class Writer:
                               f"in the header (document has {canonical_pk_json(body_values)}, "
                               f"header has {self.pk_json}).")
 
-    def _stage(self, id: str, user_doc: dict, rid: str | None, prev_lsn: int = 0) -> Version:
+    def _stage(self, id: str, user_doc: dict, rid: str | None, prev: Version | None = None) -> Version:
         c = self.container
         if rid is None:
             c.doc_seq += 1
@@ -83,13 +83,17 @@ class Writer:
         doc["_ts"] = ts
         key = (self.pk_json, id)
         v = Version(self.lsn, key, doc, _dumps(doc), etag, ts, rid,
-                    op="replace" if prev_lsn else "create", prev_lsn=prev_lsn)
+                    op="replace" if prev is not None else "create", prev_lsn=prev.lsn if prev else 0,
+                    origin=self.region, oseq=self.rs.own_seq + 1, ts_ms=self.now_ms,
+                    prev_id=(prev.origin, prev.oseq) if prev else None)
         self.pending[key] = v
         return v
 
     def _tombstone(self, old: Version) -> None:
         self.pending[old.key] = Version(self.lsn, old.key, old.doc, None, old.etag, self.now_ms // 1000,
-                                        old.rid, deleted=True, op="delete", prev_lsn=old.lsn)
+                                        old.rid, deleted=True, op="delete", prev_lsn=old.lsn,
+                                        origin=self.region, oseq=self.rs.own_seq + 1, ts_ms=self.now_ms,
+                                        prev_id=(old.origin, old.oseq))
 
     @staticmethod
     def _check_if_match(v: Version, if_match: str | None) -> None:
@@ -111,7 +115,7 @@ class Writer:
                 raise precondition_failed()
             return 201, self._stage(doc["id"], doc, None)
         self._check_if_match(old, if_match)
-        return 200, self._stage(doc["id"], doc, old.rid, old.lsn)
+        return 200, self._stage(doc["id"], doc, old.rid, old)
 
     def replace(self, id: str, doc: dict, if_match: str | None = None) -> tuple[int, Version]:
         self._check_pk(doc)
@@ -122,7 +126,7 @@ class Writer:
         if old is None:
             raise not_found()
         self._check_if_match(old, if_match)
-        return 200, self._stage(id, doc, old.rid, old.lsn)
+        return 200, self._stage(id, doc, old.rid, old)
 
     def delete(self, id: str, if_match: str | None = None) -> tuple[int, None]:
         old = self.current(id)
@@ -149,7 +153,7 @@ class Writer:
         if new_doc.get("id") != id:
             raise bad_request("A patch cannot change the id of an item.")
         self._check_pk(new_doc)
-        return 200, self._stage(id, new_doc, old.rid, old.lsn)
+        return 200, self._stage(id, new_doc, old.rid, old)
 
     def read(self, id: str, if_none_match: str | None = None) -> tuple[int, Version]:
         v = self.current(id)
@@ -200,6 +204,8 @@ def min_lsn_for(rs, consistency: str, session: dict | None) -> int:
         token = session.get(rs.range_id) if session else None
         if token is None:
             return 0
+        if rs.multi_write:
+            return _multi_write_floor(rs, token)
         if token.version < rs.epoch and token.global_lsn > rs.epoch_start_lsn:
             raise CosmosError(404, SUB_READ_SESSION_NOT_AVAILABLE,
                               f"The session token {token.version}#{token.global_lsn} names writes of partition "
@@ -212,6 +218,18 @@ def min_lsn_for(rs, consistency: str, session: dict | None) -> int:
     if consistency == BOUNDED and rs.partition is not None:
         return rs.partition.bounded_floor()
     return 0
+
+
+def _multi_write_floor(rs, token) -> int:
+    """Multi-write session: the token's vector says how many writes of each region the session
+    has seen; this region must have merged at least that many from each. If it has, its
+    current LSN serves; if not, an LSN it has not reached yet (so the read waits, then 404/1002)."""
+    names = {i: n for n, i in rs.partition.region_ids.items()} if rs.partition else {}
+    for region_id, seen in token.region_lsns:
+        name = names.get(region_id)
+        if name is not None and rs.progress.get(name, 0) < seen:
+            return rs.lsn + 1
+    return rs.lsn
 
 
 def choose_replica(rs, consistency: str, session: dict | None):

@@ -19,7 +19,7 @@ STALENESS_OPS_DEFAULT = 100_000          # bounded staleness K; the service's mi
 
 class Partition:
     __slots__ = ("range_id", "min_epk", "max_epk", "replica_sets", "write_regions", "links",
-                 "_global_waiters", "global_lsn", "staleness_ops")
+                 "_global_waiters", "global_lsn", "staleness_ops", "region_ids")
 
     def __init__(self, range_id: str, min_epk: str, max_epk: str):
         self.range_id = range_id
@@ -31,6 +31,7 @@ class Partition:
         self._global_waiters: list = []        # (lsn, fn) sorted by lsn
         self.global_lsn = 0                    # highest LSN committed by a majority of regions
         self.staleness_ops = STALENESS_OPS_DEFAULT
+        self.region_ids: dict[str, int] = {}   # region name -> id in session-token vectors
 
     def attach(self, region: str, rs: ReplicaSet) -> None:
         self.replica_sets[region] = rs
@@ -62,7 +63,10 @@ class Partition:
                    for dst, other in self.replica_sets.items() if dst != rs.region]
         if not targets:
             return
+        own_only = rs.multi_write
         for lsn, versions in rs.commits_between(old, new):
+            if own_only and versions[0].origin != rs.region:
+                continue                       # multi-write: every region ships what it originated
             for link, other in targets:
                 link.send(other, lsn, versions)
 

@@ -30,7 +30,8 @@ LOG_RETAINED_COMMITS_MAX = 10_000
 class ReplicaSet:
     __slots__ = ("region", "range_id", "scheduler", "clock", "delay_ms", "routing", "replicas",
                  "store", "lsn", "committed_lsn", "epoch", "epoch_start_lsn", "log", "commit_listeners",
-                 "_waiters", "_early", "electing", "partition")
+                 "_waiters", "_early", "electing", "partition", "own_seq", "progress", "multi_write",
+                 "resolver", "on_conflict")
 
     def __init__(self, region: str, range_id: str, scheduler, clock, *, delay_ms: int = 0,
                  routing: ReadRoutingPolicy | None = None):
@@ -52,6 +53,11 @@ class ReplicaSet:
         self._early: dict = {}             # shipped commits that arrived ahead of a gap
         self.electing = False              # a primary crashed and no new one is elected yet
         self.partition = None              # set by Partition.attach
+        self.own_seq = 0                   # how many commits this region originated
+        self.progress: dict = {}           # origin region -> highest oseq of it applied here
+        self.multi_write = False           # shipped commits are merged (conflicts) not appended
+        self.resolver = None               # fn(current, incoming) -> True when incoming wins
+        self.on_conflict = None            # fn(loser, winner)
 
     # ---- state -------------------------------------------------------------------------
     @property
@@ -92,10 +98,37 @@ class ReplicaSet:
         self._add(lsn, versions)
         return lsn
 
+    def apply_foreign(self, versions) -> None:
+        """Multi-write: merge a commit another region originated. Each version is compared with
+        this region's newest version of its key; a causal successor (it superseded exactly that
+        version) applies, otherwise last-writer-wins by the container's policy decides, the same
+        way in every region, and the loser goes to the conflicts feed."""
+        origin, oseq = versions[0].origin, versions[0].oseq
+        if oseq <= self.progress.get(origin, 0):
+            return
+        lsn = self.lsn + 1
+        keep = []
+        for v in versions:
+            cur = self.store.newest(v.key)
+            if cur is None or v.prev_id == (cur.origin, cur.oseq) or self.resolver is None:
+                keep.append(v.with_lsn(lsn))
+            elif self.resolver(cur, v):
+                if self.on_conflict:
+                    self.on_conflict(cur, v)
+                keep.append(v.with_lsn(lsn))
+            elif self.on_conflict:
+                self.on_conflict(v, cur)
+        self.progress[origin] = oseq
+        if keep:
+            self._add(lsn, keep)
+
     def apply_replicated(self, lsn: int, versions) -> None:
         """A commit shipped from a write region. Commits are applied strictly in LSN order; one
         that arrives ahead of a gap (after a failover two regions ship to this one) waits in
         `_early` until the gap is filled."""
+        if self.multi_write:
+            self.apply_foreign(versions)
+            return
         if lsn <= self.lsn:
             return                          # a duplicate delivery after a heal: already have it
         if lsn != self.lsn + 1:
@@ -108,6 +141,12 @@ class ReplicaSet:
             self._add(nxt, early.pop(nxt))
 
     def _add(self, lsn: int, versions) -> None:
+        if versions:
+            first = versions[0]
+            if first.origin == self.region:
+                self.own_seq = first.oseq
+            if first.oseq > self.progress.get(first.origin, 0):
+                self.progress[first.origin] = first.oseq
         floor = self.floor_lsn()
         store = self.store
         for v in versions:

@@ -123,7 +123,10 @@ async def pkranges(call, c):
 async def conflicts(call, c):
     if call.method != "GET" and not _is_query(call):
         _not_allowed(call, "the conflicts feed")
-    return _feed(call, c.rid, "Conflicts", [])
+    entries = c.conflicts.entries if c.conflicts is not None else []
+    if call.method == "POST":
+        return await _query(call, c.rid, "Conflicts", entries)
+    return _feed(call, c.rid, "Conflicts", entries)
 
 
 # ---- offers --------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from ..core.consistency import effective
 from ..core.documents import choose_replica, pk_values_of
 from ..core.errors import CosmosError, bad_request
 from . import partition_keys, responses
-from .sessions import parse_session
+from .sessions import parse_session, token as session_token
 
 QUERY_TEXT_BYTES_MAX = 512 * 1024
 COMPILED_QUERIES_MAX = 1024
@@ -157,7 +157,7 @@ async def query_documents(call, container):
     if start + size < len(results):
         hdrs[H.CONTINUATION] = _encode_offset(start + size)
     if touched:
-        hdrs[H.SESSION_TOKEN] = ",".join(f"{rs.range_id}:{rs.epoch}#{rs.committed_lsn}" for rs in touched)
+        hdrs[H.SESSION_TOKEN] = ",".join(session_token(rs, rs.committed_lsn) for rs in touched)
         hdrs[H.ALT_CONTENT_PATH] = container.name_path
     ru = charge.query(loaded[0], len(raw), sum(map(len, raw)))
     return responses.reply(200, responses.feed_body(container.rid, "Documents", raw), call.activity_id, ru, hdrs)

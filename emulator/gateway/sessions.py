@@ -21,8 +21,18 @@ def parse_session(call) -> dict | None:
                           "<pkRangeId>:<version>#<globalLSN>[#<regionId>=<localLSN>...].") from None
 
 
+def token(rs, lsn: int) -> str:
+    """Single-write: `<range>:<epoch>#<lsn>`. Multi-write adds the region vector: how many writes
+    of each region (by id) this region has merged, `#<regionId>=<count>` for every region."""
+    if not rs.multi_write or rs.partition is None:
+        return f"{rs.range_id}:{rs.epoch}#{lsn}"
+    vector = "".join(f"#{rid}={rs.progress.get(name, 0)}"
+                     for name, rid in sorted(rs.partition.region_ids.items(), key=lambda kv: kv[1]))
+    return f"{rs.range_id}:{rs.epoch}#{lsn}{vector}"
+
+
 def session_headers(call, container, rs, lsn: int) -> dict:
-    return {H.SESSION_TOKEN: f"{rs.range_id}:{rs.epoch}#{lsn}",
+    return {H.SESSION_TOKEN: token(rs, lsn),
             H.ALT_CONTENT_PATH: container.name_path,
             H.PK_RANGE_ID: rs.range_id,
             H.LSN: str(lsn)}

@@ -166,13 +166,13 @@ def test_readme_sdk_example_runs_against_the_cli(tmp_path, capsys):
 
 
 def test_environment_sets_the_topology_and_flags_override_it(tmp_path):
-    env = _clean_env(REGIONLAB_REGIONS="North Europe,West Europe", REGIONLAB_CONSISTENCY="Strong",
+    env = _clean_env(REGIONLAB_REGIONS="North Europe,West Europe", REGIONLAB_CONSISTENCY="Eventual",
                      REGIONLAB_CONTROL_PORT="1")      # a port we cannot bind: the flag must win
     with spawn(tmp_path, "--port", "0", "--control-port", "0", "--multi-write", env=env) as cli:
         info = cli.info
         assert [r["name"] for r in info["regions"]] == ["North Europe", "West Europe"]
         assert [r["write"] for r in info["regions"]] == [True, True]
-        assert info["consistency"] == "Strong"
+        assert info["consistency"] == "Eventual"
         assert info["control_port"] not in (0, 1)
         status, health = _get(info["control_endpoint"] + "health")   # also: the loop is serving
         assert status == 200 and list(health["regions"]) == ["North Europe", "West Europe"]
@@ -194,3 +194,13 @@ def test_binding_all_interfaces_advertises_loopback(tmp_path):
         assert all(r["endpoint"].startswith("http://127.0.0.1:") for r in ready["regions"])
         rc, _ = cli.terminate()
         assert rc == 0
+
+
+def test_strong_with_multi_write_is_refused_with_a_clear_message(tmp_path):
+    """An impossible topology ends with one readable line on stderr and exit 2, no traceback."""
+    proc = subprocess.run([sys.executable, "-m", "emulator", "--port", "0", "--control-port", "0",
+                           "--multi-write", "--consistency", "Strong"],
+                          capture_output=True, text=True, timeout=EXIT_TIMEOUT_S, env=_clean_env())
+    assert proc.returncode == 2
+    assert "Strong consistency cannot be combined with multi-write" in proc.stderr
+    assert "Traceback" not in proc.stderr
