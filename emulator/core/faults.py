@@ -143,5 +143,4 @@ class FaultRegistry:
 
 
 def _set_lag(link, lag_ms: int, jitter_ms: int) -> None:
-    link.lag_ms = lag_ms
-    link.jitter_ms = jitter_ms
+    link.set_lag(lag_ms, jitter_ms)

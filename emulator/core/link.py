@@ -68,6 +68,19 @@ class Link:
             self.delivered += 1
         self._arm()
 
+    def set_lag(self, lag_ms: int, jitter_ms: int = 0) -> None:
+        """Change the one-way lag. Commits already in flight then arrive at the latest the new
+        lag from now: a healed lag spike must not hold its backlog for the spike's length.
+        Capping every due time by one bound keeps them in order; raising the lag leaves commits
+        already in flight alone."""
+        self.lag_ms = lag_ms
+        self.jitter_ms = jitter_ms
+        cap = self.clock.now_ms() + lag_ms
+        if self._queue and self._queue[-1][0] > cap:
+            self._queue = deque((min(due, cap), rs, lsn, versions) for due, rs, lsn, versions in self._queue)
+            self._last_due_ms = cap
+            self.kick()
+
     def set_state(self, state: str) -> None:
         self.state = state
         if state == ACTIVE:

@@ -171,3 +171,27 @@ def test_receiver_going_down_while_a_timer_is_armed():
     r.link.kick()
     r.until(50)
     assert r.arrivals == [(1, 50)]
+
+
+def test_lowering_the_lag_brings_commits_in_flight_forward_in_order():
+    r = Receiving(lag_ms=10_000)
+    r.send()
+    r.until(100)
+    r.send()
+    r.until(1000)
+    assert r.arrivals == []
+    r.link.set_lag(5)                      # a lag spike healed: the backlog drains within 5 ms
+    r.send()
+    r.until(1005)
+    assert r.arrivals == [(1, 1005), (2, 1005), (3, 1005)] and r.link.backlog == 0
+
+
+def test_raising_the_lag_leaves_commits_in_flight_alone():
+    r = Receiving(lag_ms=10)
+    r.send()
+    r.link.set_lag(1000)
+    r.send()
+    r.until(999)
+    assert r.arrivals == [(1, 10)]
+    r.until(1000)
+    assert r.arrivals == [(1, 10), (2, 1000)]
