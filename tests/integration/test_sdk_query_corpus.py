@@ -1,0 +1,306 @@
+"""Proves that the official SDK (sync and aio) gets correct query results from regionlab: a
+corpus of SQL queries (sdk_corpus_cases.py) runs against ~200 varied documents spread over 4
+physical partitions, cross-partition and scoped by partition key, whole and paged by 3, and
+every result equals an independent plain-Python reference over the same stored documents;
+read_items, feed_range queries, and the /dbs, /colls and /offers queries are checked the same way.
+
+One emulator and one container serve the whole module (a module-scoped fixture); nothing here
+writes to the corpus container after it is loaded.
+"""
+import asyncio
+import json
+from dataclasses import dataclass
+
+import pytest
+from azure.cosmos import PartitionKey
+
+from emulator.testing import running_emulator
+from sdk_corpus_cases import CASES
+from sdk_corpus_docs import MISSING, PKS, bag, canon, make_docs, user_part
+from sdk_harness import WireLog, make_aio_client, make_client
+
+PARTITIONS = 4
+PAGE_ITEMS = 3
+CROSS_PARTITION_HEADER = "x-ms-documentdb-query-enablecrosspartition"
+DB, COLL = "corpus", "docs"
+EXTRA_DBS = ("other-1", "other-2")
+
+
+@dataclass
+class Corpus:
+    emu: object
+    client: object
+    container: object
+    docs: list          # the stored documents (with system properties), in insertion order
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    with running_emulator(partitions=PARTITIONS) as emu, make_client(emu) as client:
+        db = client.create_database(DB, offer_throughput=1000)
+        container = db.create_container(COLL, PartitionKey(path="/pk"))
+        db.create_container("side", PartitionKey(path="/x"), offer_throughput=500)
+        for name in EXTRA_DBS:
+            client.create_database(name)
+        stored = [json.loads(json.dumps(container.create_item(d))) for d in make_docs()]   # plain dicts
+        assert [user_part(d) for d in stored] == make_docs()
+        yield Corpus(emu, client, container, stored)
+
+
+# ---- comparison ---------------------------------------------------------------------------------
+def _key_text(v) -> str:
+    if isinstance(v, list):
+        return "[" + ",".join(_key_text(x) for x in v) + "]"
+    return "<undefined>" if v is MISSING else canon(v)
+
+
+def check(case, got: list, docs: list) -> None:
+    expected = case.ref(docs)
+    if case.pick is not None:
+        assert len(got) == min(case.pick, len(expected)), got
+        pool = bag(expected)
+        for r in bag(got):
+            assert r in pool, f"{r} is not a result of the query"
+            pool.remove(r)
+    elif case.ordered is True:
+        assert [canon(r) for r in got] == [canon(e) for e in expected]
+    else:
+        assert bag(got) == bag(expected)
+        if callable(case.ordered):
+            assert [_key_text(case.ordered(r)) for r in got] == [_key_text(case.ordered(e)) for e in expected]
+
+
+def scoped(docs: list, pk) -> list:
+    return [d for d in docs if d["pk"] == pk and type(d["pk"]) is type(pk)]
+
+
+def case_ids(cases):
+    return [c.id for c in cases]
+
+
+# ---- the corpus: cross-partition and scoped by partition key -----------------------------------
+def test_corpus_is_large_and_spread_over_every_partition(corpus):
+    assert len(CASES) >= 150 and len({c.sql for c in CASES}) == len(CASES)
+    ranges = list(corpus.container.read_feed_ranges())
+    assert len(ranges) == PARTITIONS
+    counts = [len(list(corpus.container.query_items("SELECT VALUE c.id FROM c", feed_range=r))) for r in ranges]
+    assert all(n > 10 for n in counts) and sum(counts) == len(corpus.docs)
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_ids(CASES))
+def test_sync_query(corpus, case):
+    check(case, list(corpus.container.query_items(case.sql, parameters=case.params)), corpus.docs)
+
+
+SCOPED = [(case, PKS[i % len(PKS)]) for i, case in enumerate(CASES)]
+
+
+@pytest.mark.parametrize("case,pk", SCOPED, ids=[f"{pk}|{c.id}" for c, pk in SCOPED])
+def test_sync_query_scoped_by_partition_key(corpus, case, pk):
+    got = list(corpus.container.query_items(case.sql, parameters=case.params, partition_key=pk))
+    check(case, got, scoped(corpus.docs, pk))
+
+
+AIO_SCOPED = SCOPED[1::4]
+
+
+@pytest.fixture(scope="module")
+def aio_results(corpus):
+    """Every aio corpus query, run once in one event loop through one aio client:
+    {(case sql, partition key or None): results, or the exception raised}."""
+    async def run_all():
+        out = {}
+        async with make_aio_client(corpus.emu) as client:
+            c = client.get_database_client(DB).get_container_client(COLL)
+            for case, pk in [(c_, None) for c_ in CASES] + AIO_SCOPED:
+                kwargs = {} if pk is None else {"partition_key": pk}
+                try:
+                    out[case.sql, pk] = [r async for r in c.query_items(case.sql, parameters=case.params, **kwargs)]
+                except Exception as e:          # reported by the test of that case
+                    out[case.sql, pk] = e
+        return out
+    return asyncio.run(run_all())
+
+
+def aio_result(results, case, pk=None) -> list:
+    got = results[case.sql, pk]
+    if isinstance(got, Exception):
+        raise got
+    return got
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_ids(CASES))
+def test_aio_query(corpus, aio_results, case):
+    check(case, aio_result(aio_results, case), corpus.docs)
+
+
+@pytest.mark.parametrize("case,pk", AIO_SCOPED, ids=[f"{pk}|{c.id}" for c, pk in AIO_SCOPED])
+def test_aio_query_scoped_by_partition_key(corpus, aio_results, case, pk):
+    check(case, aio_result(aio_results, case, pk), scoped(corpus.docs, pk))
+
+
+# ---- paging: max_item_count=3, every result exactly once, in order for ORDER BY ------------------
+PAGED_SQL = [
+    "SELECT VALUE c.id FROM c WHERE c.rank < 10",
+    "SELECT * FROM c WHERE c.kind = 'a'",
+    "SELECT c.id, c.created FROM c WHERE c.kind = 'b' ORDER BY c.created",
+    "SELECT c.id, c.n FROM c WHERE c.rank < 48 ORDER BY c.n DESC",
+    "SELECT c.id, c.kind, c.score FROM c WHERE c.rank < 40 ORDER BY c.kind, c.score DESC",
+    "SELECT TOP 3 c.id, c.score FROM c WHERE c.kind = 'c' ORDER BY c.score DESC",
+    "SELECT VALUE c.rank FROM c ORDER BY c.rank OFFSET 10 LIMIT 5",
+    "SELECT VALUE c.id FROM c WHERE c.kind = 'd' ORDER BY c.rank OFFSET 2 LIMIT 3",
+    "SELECT TOP 5 * FROM c ORDER BY c.rank DESC",
+    "SELECT DISTINCT VALUE t FROM c JOIN t IN c.tags",
+    "SELECT c.kind, COUNT(1) AS n FROM c GROUP BY c.kind",
+    "SELECT c.id, i.qty * i.price AS cost FROM c JOIN i IN c.items WHERE c.rank < 30",
+    "SELECT VALUE COUNT(1) FROM c",
+    "SELECT VALUE COUNT(1) FROM c WHERE c.kind = 'z'",
+]
+PAGED = [c for c in CASES if c.sql in PAGED_SQL]
+
+
+def check_pages(case, pages: list, docs: list) -> None:
+    assert all(len(p) == PAGE_ITEMS for p in pages[:-1]), [len(p) for p in pages]
+    assert len(pages[-1]) <= PAGE_ITEMS if pages else True
+    check(case, [r for p in pages for r in p], docs)
+
+
+def test_paged_cases_are_all_found():
+    assert len(PAGED) == len(PAGED_SQL)
+
+
+@pytest.mark.parametrize("case", PAGED, ids=case_ids(PAGED))
+def test_sync_paging_by_three(corpus, case):
+    it = corpus.container.query_items(case.sql, parameters=case.params, max_item_count=PAGE_ITEMS)
+    check_pages(case, [list(p) for p in it.by_page()], corpus.docs)
+
+
+@pytest.mark.parametrize("case", PAGED, ids=case_ids(PAGED))
+def test_aio_paging_by_three(corpus, case):
+    async def pages():
+        async with make_aio_client(corpus.emu) as client:
+            c = client.get_database_client(DB).get_container_client(COLL)
+            it = c.query_items(case.sql, parameters=case.params, max_item_count=PAGE_ITEMS)
+            return [[r async for r in p] async for p in it.by_page()]
+    check_pages(case, asyncio.run(pages()), corpus.docs)
+
+
+def test_sync_paging_resumes_from_a_continuation_token_in_a_new_iterator(corpus):
+    sql = "SELECT VALUE c.rank FROM c ORDER BY c.rank DESC"
+    first = corpus.container.query_items(sql, max_item_count=PAGE_ITEMS).by_page()
+    head = list(next(first))
+    token = first.continuation_token
+    assert head == [199, 198, 197] and token
+    rest = corpus.container.query_items(sql, max_item_count=PAGE_ITEMS).by_page(token)
+    assert head + [r for p in rest for r in p] == list(range(199, -1, -1))
+
+
+def test_sync_cross_partition_query_without_the_flag(corpus):
+    log = WireLog()
+    with make_client(corpus.emu, raw_response_hook=log) as client:
+        c = client.get_database_client(DB).get_container_client(COLL)
+        got = [r for p in c.query_items("SELECT VALUE c.id FROM c", max_item_count=70).by_page() for r in p]
+    sent = [e for e in log.entries if e.method == "POST" and e.path.rstrip("/").endswith("/docs")]
+    assert len(sent) == 3 and all(e.status == 200 for e in sent)
+    assert all(CROSS_PARTITION_HEADER not in e.request_headers for e in sent)
+    assert all("x-ms-documentdb-partitionkey" not in e.request_headers for e in sent)
+    assert sorted(got) == sorted(d["id"] for d in corpus.docs)
+
+
+# ---- read_items (read many) ---------------------------------------------------------------------
+def _read_many_request(docs):
+    chosen = docs[::7] + [docs[3]]                 # every partition, and one item asked twice
+    wanted = [(d["id"], d["pk"]) for d in chosen] + [("absent", "p1"), ("d000", "p1")]  # d000 is in p0
+    expected = {d["id"]: d for d in chosen}
+    return wanted, list(expected.values())
+
+
+def test_sync_read_items_across_partitions(corpus):
+    wanted, expected = _read_many_request(corpus.docs)
+    got = corpus.container.read_items(wanted)
+    assert bag(got) == bag(expected)
+
+
+def test_aio_read_items_across_partitions(corpus):
+    wanted, expected = _read_many_request(corpus.docs)
+
+    async def read():
+        async with make_aio_client(corpus.emu) as client:
+            return await client.get_database_client(DB).get_container_client(COLL).read_items(wanted)
+    assert bag(asyncio.run(read())) == bag(expected)
+
+
+# ---- feed ranges --------------------------------------------------------------------------------
+def _in_range(container, pk, feed_range) -> bool:
+    epk = container.feed_range_from_partition_key(pk)["Range"]["min"]
+    r = feed_range["Range"]
+    return r["min"] <= epk < r["max"] or (r["max"] == "FF" and epk >= r["min"])
+
+
+def _span(a: dict, b: dict) -> dict:
+    return {"Range": dict(a["Range"], max=b["Range"]["max"])}
+
+
+def test_sync_feed_range_queries_return_exactly_their_documents(corpus):
+    c = corpus.container
+    ranges = list(c.read_feed_ranges())
+    seen = []
+    for r in ranges + [_span(ranges[1], ranges[2])]:
+        got = list(c.query_items("SELECT * FROM c", feed_range=r))
+        assert bag(got) == bag([d for d in corpus.docs if _in_range(c, d["pk"], r)])
+        seen += got if r in ranges else []
+        count = list(c.query_items("SELECT VALUE COUNT(1) FROM c", feed_range=r))
+        assert count == [len(got)]
+    assert bag(seen) == bag(corpus.docs)
+    for pk in ("p3", 42, "日本"):
+        got = list(c.query_items("SELECT * FROM c ORDER BY c.rank", feed_range=c.feed_range_from_partition_key(pk)))
+        assert got == sorted(scoped(corpus.docs, pk), key=lambda d: d["rank"])
+
+
+def test_aio_feed_range_queries_return_exactly_their_documents(corpus):
+    async def run():
+        async with make_aio_client(corpus.emu) as client:
+            c = client.get_database_client(DB).get_container_client(COLL)
+            ranges = [r async for r in c.read_feed_ranges()]
+            per_range = [[d async for d in c.query_items("SELECT * FROM c", feed_range=r)] for r in ranges]
+            one = await c.feed_range_from_partition_key("ünï")
+            per_key = [d async for d in c.query_items("SELECT VALUE c.id FROM c", feed_range=one)]
+            return ranges, per_range, per_key
+    ranges, per_range, per_key = asyncio.run(run())
+    assert len(ranges) == PARTITIONS
+    for r, got in zip(ranges, per_range):
+        assert bag(got) == bag([d for d in corpus.docs if _in_range(corpus.container, d["pk"], r)])
+    assert bag([d for got in per_range for d in got]) == bag(corpus.docs)
+    assert sorted(per_key) == sorted(d["id"] for d in scoped(corpus.docs, "ünï"))
+
+
+# ---- /dbs, /colls and /offers queries ---------------------------------------------------------------
+def test_sync_query_databases_containers_and_offers(corpus):
+    client = corpus.client
+    assert sorted(client.query_databases("SELECT VALUE r.id FROM r")) == sorted((DB,) + EXTRA_DBS)
+    found = list(client.query_databases("SELECT * FROM r WHERE r.id = @id", parameters=[{"name": "@id", "value": DB}]))
+    assert [d["id"] for d in found] == [DB] and found[0]["_self"].startswith("dbs/")
+    descending = list(client.query_databases("SELECT VALUE r.id FROM r ORDER BY r.id DESC"))
+    assert descending == sorted((DB,) + EXTRA_DBS, reverse=True)
+    db = client.get_database_client(DB)
+    assert sorted(db.query_containers("SELECT VALUE r.id FROM r")) == ["docs", "side"]
+    side = list(db.query_containers("SELECT * FROM r WHERE r.id = 'side'"))
+    assert [c["partitionKey"]["paths"] for c in side] == [["/x"]]
+    assert list(db.query_containers("SELECT VALUE COUNT(1) FROM r")) == [2]
+    assert db.get_throughput().offer_throughput == 1000
+    assert db.get_container_client("side").get_throughput().offer_throughput == 500
+
+
+def test_aio_query_databases_containers_and_offers(corpus):
+    async def run():
+        async with make_aio_client(corpus.emu) as client:
+            dbs = [d async for d in client.query_databases("SELECT VALUE r.id FROM r")]
+            db = client.get_database_client(DB)
+            colls = [c async for c in db.query_containers("SELECT * FROM r WHERE STARTSWITH(r.id, 'd')")]
+            throughput = (await db.get_throughput()).offer_throughput
+            side = (await db.get_container_client("side").get_throughput()).offer_throughput
+            return dbs, colls, throughput, side
+    dbs, colls, throughput, side = asyncio.run(run())
+    assert sorted(dbs) == sorted((DB,) + EXTRA_DBS)
+    assert [c["id"] for c in colls] == ["docs"] and colls[0]["partitionKey"]["paths"] == ["/pk"]
+    assert (throughput, side) == (1000, 500)
