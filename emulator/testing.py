@@ -49,15 +49,22 @@ class RunningEmulator:
 
 def make_config(*, regions=defaults.REGIONS, consistency=defaults.CONSISTENCY, partitions=None,
                 multi_write=False, key=defaults.EMULATOR_KEY, auth=True, intra_region_delay_ms=0,
-                lag_ms=None, seed=0, header_timeout_s=None, primary_accepts_reads=True):
+                lag_ms=None, seed=0, header_timeout_s=None, primary_accepts_reads=True,
+                detection_delay_ms=None, election_ms=None, write_ack_timeout_s=None):
     from .runtime.server import ServerConfig
     account = AccountConfig(regions=tuple(regions), consistency=consistency, partition_count=partitions,
                             multi_write=multi_write, intra_region_delay_ms=intra_region_delay_ms,
                             lag_ms=dict(lag_ms or {}), primary_accepts_reads=primary_accepts_reads)
+    if detection_delay_ms is not None:
+        account.detection_delay_ms = detection_delay_ms
+    if election_ms is not None:
+        account.election_ms = election_ms
     cfg = ServerConfig(account=account, host="127.0.0.1", global_port=0, control_port=0,
                        key=key if auth else None, seed=seed)
     if header_timeout_s is not None:
         cfg.header_timeout_s = header_timeout_s
+    if write_ack_timeout_s is not None:
+        cfg.write_ack_timeout_s = write_ack_timeout_s
     return cfg
 
 

@@ -7,6 +7,7 @@ with 500 without taking the server down. The global endpoint serves from the acc
 current (first) write region, a regional endpoint from its own region.
 """
 import asyncio
+import collections
 import logging
 from email.utils import parsedate_to_datetime
 
@@ -28,6 +29,9 @@ WRITE_ACK_TIMEOUT_S = 30.0
 SESSION_WAIT_S = 0.2          # how long a read waits for its region to catch up with a session token
 STRONG_WAIT_S = 2.0
 CLIENT_CLOSED_REQUEST = 499         # never delivered: the status nginx logs for a vanished client
+# Resource kinds counted in `requests_served`; anything else (a garbage path) counts as "other",
+# so a client cannot grow the counter without bound.
+COUNTED_KINDS = frozenset(("account", "dbs", "colls", "docs", "pkranges", "offers", "conflicts", "operations"))
 UNSUPPORTED_CHILDREN = ("sprocs", "udfs", "triggers", "users", "permissions", "attachments",
                         "clientencryptionkeys", "schemas")
 
@@ -40,12 +44,23 @@ class Gateway:
         self.region = region
         self.verifier = MasterKeyVerifier(key) if key else None
         self._dates_ok: dict = {}
+        # (method, resource kind, status, substatus) -> replies sent: which region really served
+        # what, for tests and the control port's topology.
+        self.requests_served: collections.Counter = collections.Counter()
+        self.write_ack_timeout_s = WRITE_ACK_TIMEOUT_S     # ServerConfig may shorten it (tests)
 
     def serving_region(self) -> str:
         return self.region or self.account.hub_region
 
     async def handle(self, req) -> web.StreamResponse:
         call = Call(self, req)
+        resp = await self._serve(call)
+        self.requests_served[(call.method, _resource_kind(call.segs), resp.status,
+                              int(resp.headers.get(H.SUBSTATUS, 0)))] += 1
+        return resp
+
+    async def _serve(self, call: Call) -> web.StreamResponse:
+        req = call.req
         try:
             if self.region is not None and self.account.region(self.region).state != "up":
                 raise CosmosError(503, 0, f"Region {self.region} is unavailable (a region outage).")
@@ -95,10 +110,10 @@ class Gateway:
         if (partition.global_lsn if strong else rs.committed_lsn) >= lsn:
             return
         ok = await self._wait(lambda done: (partition.when_globally_committed(lsn, done) if strong
-                                            else rs.when_committed(lsn, done)), WRITE_ACK_TIMEOUT_S)
+                                            else rs.when_committed(lsn, done)), self.write_ack_timeout_s)
         if ok is None:
             raise CosmosError(408, 0, f"The write (LSN {lsn}) was not acknowledged within "
-                                      f"{WRITE_ACK_TIMEOUT_S:.0f} s; it may or may not be applied.",
+                                      f"{self.write_ack_timeout_s:g} s; it may or may not be applied.",
                               definite=False)
         if not ok:
             raise CosmosError(503, 0, f"The write (LSN {lsn}) was discarded before a quorum acknowledged "
@@ -161,6 +176,13 @@ class Gateway:
         elif sub == "operations" and n == 6 and segs[5].lower() == "partitionkeydelete":
             return await documents.delete_by_partition_key(call, c)
         raise _unsupported_or_unknown(call, sub)
+
+
+def _resource_kind(segs: list) -> str:
+    """The resource family a path addresses: the last collection segment ('docs' for both
+    /dbs/d/colls/c/docs and /dbs/d/colls/c/docs/x), 'account' for /."""
+    kind = segs[(len(segs) - 1) & ~1] if segs else "account"
+    return kind if kind in COUNTED_KINDS else "other"
 
 
 def _unknown(call: Call) -> CosmosError:

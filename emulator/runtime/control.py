@@ -23,6 +23,7 @@ def topology(emu) -> dict:
            "failovers": [f.describe() for f in account.failovers],
            "lost_writes": len(account.lost_writes),
            "faults": list(account.faults.active.values()),
+           "requests": {name or "global": served(gw) for name, gw in emu.gateways.items()},
            "databases": []}
     for db in account.databases.values():
         d = {"id": db.id, "containers": []}
@@ -30,6 +31,14 @@ def topology(emu) -> dict:
             d["containers"].append({"id": c.id, "partitionKey": c.pk_def.to_json(),
                                     "partitions": [p.describe() for p in c.partitions]})
         out["databases"].append(d)
+    return out
+
+
+def served(gw) -> dict:
+    """A gateway's replies so far, as {"GET docs 404/1002": count} (substatus only when not 0)."""
+    out = {}
+    for (method, kind, status, sub), n in gw.requests_served.items():
+        out[f"{method} {kind} {status}" + (f"/{sub}" if sub else "")] = n
     return out
 
 

@@ -16,7 +16,7 @@ from .. import defaults
 from ..core.account import Account, AccountConfig
 from ..core.scheduler import Scheduler
 from ..gateway.connection import GuardedServer, HEADER_TIMEOUT_S_DEFAULT
-from ..gateway.server import Gateway
+from ..gateway.server import Gateway, WRITE_ACK_TIMEOUT_S
 from .clock import LoopClock, SchedulerDriver
 from .control import control_app
 
@@ -37,6 +37,7 @@ class ServerConfig:
     key: str | None = defaults.EMULATOR_KEY   # None turns auth off
     seed: int = 0
     header_timeout_s: float = HEADER_TIMEOUT_S_DEFAULT
+    write_ack_timeout_s: float = WRITE_ACK_TIMEOUT_S   # then a write is answered 408 (indefinite)
     direct_port_range: tuple = (defaults.DIRECT_PORT_MIN, defaults.DIRECT_PORT_MAX)
 
     def ports(self) -> list[int]:
@@ -118,6 +119,7 @@ class Emulator:
         self.topology.control_port = control_sock.getsockname()[1]
         for name, sock in socks:
             gw = Gateway(self.account, self.topology, name, cfg.key)
+            gw.write_ack_timeout_s = cfg.write_ack_timeout_s
             self.gateways[name] = gw
             http = GuardedServer(gw.handle, header_timeout_s=cfg.header_timeout_s, access_log=None,
                                  keepalive_timeout=75.0)
