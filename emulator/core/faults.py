@@ -30,15 +30,16 @@ class FaultRegistry:
     def inject(self, spec: dict) -> int:
         if not isinstance(spec, dict) or spec.get("type") not in FAULT_TYPES:
             raise bad_request(f"A fault needs a 'type', one of: {', '.join(FAULT_TYPES)}.")
+        duration = spec.get("duration_ms")
+        if duration is not None and (not isinstance(duration, int) or duration < 0):
+            raise bad_request("duration_ms must be a non-negative integer.")
+        # A fault is checked whole before any of it applies: a refused fault changes nothing.
         undo = getattr(self, "_" + spec["type"])(spec)
         self._seq += 1
         fid = self._seq
         self.active[fid] = dict(spec, id=fid, started_ms=self.account.clock.now_ms())
         self._undo[fid] = undo
-        duration = spec.get("duration_ms")
         if duration is not None:
-            if not isinstance(duration, int) or duration < 0:
-                raise bad_request("duration_ms must be a non-negative integer.")
             self.account.scheduler.call_at(self.account.clock.now_ms() + duration, self._expire, fid)
         return fid
 
@@ -121,10 +122,11 @@ class FaultRegistry:
 
     def _replica_crash(self, spec) -> list:
         idx = self._replica_index(spec)
+        targets = self._replica_sets(spec)
+        if any(rs.replicas[idx].role == "primary" for rs in targets):
+            raise bad_request(f"Replica {idx} is the primary; use a primary_crash fault for it.")
         undo = []
-        for rs in self._replica_sets(spec):
-            if rs.replicas[idx].role == "primary":
-                raise bad_request(f"Replica {idx} is the primary; use a primary_crash fault for it.")
+        for rs in targets:
             rs.set_replica_state(idx, DOWN)
             undo.append(lambda rs=rs: rs.set_replica_state(idx, UP))
         return undo
