@@ -63,6 +63,8 @@ class AccountConfig:
     auto_failover: bool = True                # service-managed failover when the write region is down
     detection_delay_ms: int = 10_000          # how long the write region must be down before it
     election_ms: int = 500                    # from a primary crash to a new primary
+    staleness_ops: int = 100_000              # bounded staleness K (operations)
+    staleness_s: int = 300                    # bounded staleness T (seconds)
     throttle: ThrottleConfig = field(default_factory=ThrottleConfig)   # RU budgets, credits, burst
 
 
@@ -283,6 +285,9 @@ class Account:
             p.write_regions = self.write_regions if self.draining is None else ()
             p.links = self.links
             p.region_ids = {r.name: r.id for r in self.regions}
+            p.region_up = lambda name: self.region(name).state == "up"
+            if self.consistency == "BoundedStaleness":
+                p.staleness_ops, p.staleness_s = self.config.staleness_ops, self.config.staleness_s
             for region in self.regions:
                 rs = ReplicaSet(region.name, p.range_id, self.scheduler, self.clock,
                                 delay_ms=self.config.intra_region_delay_ms, routing=self.routing)

@@ -11,15 +11,27 @@ quorum has it. Under Strong it also waits until a majority of the account's regi
 committed it (`global_committed_lsn`), and strong reads are served only at or above that LSN,
 so no region ever returns a value older than an acknowledged write.
 """
-from .errors import write_forbidden
+from .errors import CosmosError, write_forbidden
 from .replica_set import ReplicaSet
 
 STALENESS_OPS_DEFAULT = 100_000          # bounded staleness K; the service's minimum for multi-region
+STALENESS_S_DEFAULT = 300                # bounded staleness T
+STALENESS_RETRY_MS = 100
+SUB_BOUNDED_STALENESS = 3200             # reported like any other request-rate throttle
+
+
+def _commit_ts_ms(rs: ReplicaSet, lsn: int) -> int | None:
+    log = rs.log
+    if not log or lsn < log[0][0] or lsn > log[-1][0]:
+        return None
+    versions = log[lsn - log[0][0]][1]
+    return versions[0].ts_ms if versions else None
 
 
 class Partition:
     __slots__ = ("range_id", "min_epk", "max_epk", "replica_sets", "write_regions", "links",
-                 "_global_waiters", "global_lsn", "staleness_ops", "region_ids")
+                 "_global_waiters", "global_lsn", "staleness_ops", "staleness_s", "region_ids",
+                 "region_up")
 
     def __init__(self, range_id: str, min_epk: str, max_epk: str):
         self.range_id = range_id
@@ -31,6 +43,8 @@ class Partition:
         self._global_waiters: list = []        # (lsn, fn) sorted by lsn
         self.global_lsn = 0                    # highest LSN committed by a majority of regions
         self.staleness_ops = STALENESS_OPS_DEFAULT
+        self.staleness_s = None                # set (with staleness_ops) for bounded-staleness accounts
+        self.region_up = lambda region: True   # the account's view; a region in an outage is exempt
         self.region_ids: dict[str, int] = {}   # region name -> id in session-token vectors
 
     def attach(self, region: str, rs: ReplicaSet) -> None:
@@ -48,7 +62,26 @@ class Partition:
             raise write_forbidden(region)
         rs = self.replica_sets[region]
         rs.check_writable()
+        if self.staleness_s is not None:
+            self._check_staleness(rs)
         return rs
+
+    def _check_staleness(self, hub: ReplicaSet) -> None:
+        """Bounded staleness: while any region lags the write region by more than K operations or
+        T seconds, writes are throttled (429) instead of letting the bound break. A region in an
+        outage is taken out of the bound (as the service takes it offline) so it cannot stop writes."""
+        now_ms = hub.clock.now_ms()
+        for region, rs in self.replica_sets.items():
+            behind = hub.committed_lsn - rs.committed_lsn
+            if rs is hub or behind <= 0 or not self.region_up(region):
+                continue
+            oldest_ms = _commit_ts_ms(hub, rs.committed_lsn + 1)
+            too_old = oldest_ms is not None and now_ms - oldest_ms > self.staleness_s * 1000
+            if behind >= self.staleness_ops or too_old:
+                raise CosmosError(429, SUB_BOUNDED_STALENESS,
+                                  f"Region {region} lags partition {self.range_id} by {behind} writes; the "
+                                  f"bounded-staleness limit is {self.staleness_ops} writes / {self.staleness_s} s, "
+                                  "so writes wait until it catches up.", retry_after_ms=STALENESS_RETRY_MS)
 
     def for_read(self, region: str) -> ReplicaSet:
         return self.replica_sets[region]
