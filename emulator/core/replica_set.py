@@ -177,7 +177,8 @@ class ReplicaSet:
         self.scheduler.call_at(due, self._apply_at, r, lsn)
 
     def _apply_at(self, r: Replica, lsn: int) -> None:
-        if r.state != UP or lsn <= r.applied_lsn:
+        # lsn > self.lsn: the log was cut back (truncate_to) after this apply was scheduled.
+        if r.state != UP or lsn <= r.applied_lsn or lsn > self.lsn:
             return
         r.applied_lsn = lsn
         self._recompute_commit()
