@@ -15,6 +15,7 @@ Theory of operation:
 
 Who changes what: only this class moves LSNs; replicas are plain state.
 """
+import bisect
 from collections import deque
 
 from .errors import CosmosError, service_unavailable
@@ -203,8 +204,12 @@ class ReplicaSet:
         write is discarded first (its primary crashed before a quorum had it)."""
         if lsn <= self.committed_lsn:
             fn(True)
-        else:
+        elif not self._waiters or self._waiters[-1][0] <= lsn:
             self._waiters.append((lsn, fn))
+        else:
+            # Reads wait for any LSN (a session token's), so keep the queue in LSN order: a
+            # waiter for a far LSN must not hold back the writes behind it.
+            self._waiters.insert(bisect.bisect_right(self._waiters, lsn, key=_waiter_lsn), (lsn, fn))
 
     def commits_between(self, old: int, new: int):
         """The retained commits with old < lsn <= new, in order."""
@@ -303,6 +308,10 @@ class ReplicaSet:
                 "committed_lsn": self.committed_lsn, "epoch": self.epoch,
                 "items": self.store.count_live,
                 "replicas": [r.describe() for r in self.replicas]}
+
+
+def _waiter_lsn(waiter) -> int:
+    return waiter[0]
 
 
 __all__ = ["ReplicaSet", "REPLICA_COUNT", "WRITE_QUORUM", "CosmosError", "UP", "DOWN"]
