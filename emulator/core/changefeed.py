@@ -7,6 +7,8 @@ deletes mode walks the replica set's retained log and returns every create, repl
 delete with its metadata. A page never splits one commit (a batch shares its LSN), so the next
 position is always a whole LSN. A region serves exactly what it has replicated.
 """
+import json
+
 from .errors import CosmosError
 
 LATEST = "latest"
@@ -60,11 +62,19 @@ def position_at_time(store, upto_lsn: int, ts_s: int) -> int:
     return upto_lsn
 
 
-def avad_entry(v, crts: int) -> dict:
-    meta = {"operationType": v.op, "lsn": v.lsn, "crts": crts}
+def avad_entry(v, pk_names) -> dict:
+    """One all-versions-and-deletes entry in the service's wire shape. `crts` is the time the
+    change was committed (the version's `_ts`), not the time of the read. A delete carries the
+    deleted item's id and partition key ({property name: value}, one member per level of a
+    hierarchical key, `pk_names` naming them) and the deleted document as `previous`; this
+    emulator has no TTL, so no delete is ever a TTL expiry."""
+    meta = {"operationType": v.op, "lsn": v.lsn, "crts": v.ts}
     if v.prev_lsn:
         meta["previousImageLSN"] = v.prev_lsn
     if v.deleted:
+        values = json.loads(v.key[0])
         meta["id"] = v.key[1]
+        meta["partitionKey"] = {k: x for k, x in zip(pk_names, values) if x != {}}
+        meta["timeToLiveExpired"] = False
         return {"current": {}, "previous": v.doc, "metadata": meta}
     return {"current": v.doc, "metadata": meta}

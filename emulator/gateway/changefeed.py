@@ -79,8 +79,8 @@ async def change_feed(call, container):
     if not versions:
         return responses.reply(304, None, call.activity_id, 1.0, hdrs)
     if full:
-        crts = call.gw.clock.now_ms() // 1000
-        raw = [responses.dumps(cf.avad_entry(v, crts)) for v in versions]
+        names = [path.rsplit("/", 1)[-1].strip("\"'") for path in container.pk_def.paths]
+        raw = [responses.dumps(cf.avad_entry(v, names)) for v in versions]
     else:
         raw = [v.body[:-1] + b',"_lsn":' + str(v.lsn).encode() + b"}" for v in versions]
     hdrs[H.ITEM_COUNT] = str(len(raw))
