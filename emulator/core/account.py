@@ -219,6 +219,83 @@ class Account:
             fn(f)
         f.listeners.clear()
 
+    # ---- regions joining and leaving -----------------------------------------------------
+    def add_region(self, name: str) -> Region:
+        """A new region joins: every partition gets a replica set seeded with a snapshot of the
+        write region's committed state, and links to and from every region. Later commits reach
+        it by ordinary log shipping."""
+        if any(r.name.lower() == name.lower() for r in self.regions) or not name.strip():
+            raise conflict(f"The account already has a region named '{name}'.") if name.strip() else \
+                bad_request("A region needs a non-empty name.")
+        region = Region(name, max(r.id for r in self.regions) + 1)
+        for other in self.regions:
+            self.links[(other.name, name)] = self._link(other.name, name, default_lag_ms(other.name, name))
+            self.links[(name, other.name)] = self._link(name, other.name, default_lag_ms(name, other.name))
+        self.regions.append(region)
+        if self.config.multi_write:
+            self.write_regions = self.write_regions + (name,)
+        for c, p in self.partitions():
+            self._join_partition(c, p, name)
+        self._regions_changed()
+        for fn in self.region_listeners:
+            fn(name, "added")
+        return region
+
+    def _join_partition(self, c, p, name: str) -> None:
+        seed = p.replica_sets[self.hub_region]
+        rs = ReplicaSet(name, p.range_id, self.scheduler, self.clock,
+                        delay_ms=self.config.intra_region_delay_ms, routing=self.routing)
+        if self.config.multi_write:
+            rs.multi_write, rs.resolver, rs.on_conflict = True, seed.resolver, seed.on_conflict
+        lsn = seed.committed_lsn
+        for key, versions in list(seed.store.keys_with_versions()):
+            v = seed.store.get(key, lsn)
+            if v is not None:
+                rs.store.add(v.with_lsn(lsn), 0)
+        rs.lsn = rs.committed_lsn = lsn
+        rs.epoch, rs.epoch_start_lsn = seed.epoch, seed.epoch_start_lsn
+        rs.progress = dict(seed.progress)
+        for r in rs.replicas:
+            r.applied_lsn = lsn
+        p.region_ids[name] = self.region(name).id
+        p.attach(name, rs)
+        if self.config.multi_write:           # what others originated that the seed had not merged yet
+            for other, ors in p.replica_sets.items():
+                if other in (name, seed.region):
+                    continue
+                for o_lsn, versions in ors.commits_between(0, ors.committed_lsn):
+                    if versions[0].origin == other and versions[0].oseq > rs.progress.get(other, 0):
+                        self.links[(other, name)].send(rs, o_lsn, versions)
+
+    def remove_region(self, name: str) -> None:
+        self.region(name)
+        if len(self.regions) == 1:
+            raise bad_request("An account keeps at least one region.")
+        if name in self.write_regions and not self.config.multi_write:
+            raise bad_request(f"{name} is the write region: fail over to another region before removing it.")
+        if self.draining is not None:
+            raise conflict("A failover is in progress; remove the region after it completes.")
+        self.regions = [r for r in self.regions if r.name != name]
+        self.write_regions = tuple(r for r in self.write_regions if r != name)
+        self.links = {pair: l for pair, l in self.links.items() if name not in pair}
+        for _, p in self.partitions():
+            p.links = self.links
+            p.region_ids.pop(name, None)
+            p.detach(name)
+        self._regions_changed()
+        for fn in self.region_listeners:
+            fn(name, "removed")
+
+    def _regions_changed(self) -> None:
+        """Multi-write session tokens list every region; a changed set starts a new token
+        version, since the SDKs refuse to merge tokens of one version with different regions."""
+        self.regions_changed += 1
+        for _, p in self.partitions():
+            p.links = self.links
+            if self.config.multi_write:
+                for rs in p.replica_sets.values():
+                    rs.epoch += 1
+
     def crash_primary(self, rs) -> None:
         """The partition's primary in one region stops; a new one is elected after election_ms."""
         rs.crash_primary()

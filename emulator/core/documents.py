@@ -27,7 +27,7 @@ def _dumps(doc) -> bytes:
 
 class Writer:
     __slots__ = ("container", "region", "pk_json", "pk_values", "partition_index", "rs", "lsn",
-                 "now_ms", "pending", "new_rids")
+                 "now_ms", "pending", "new_rids", "dropped_rids")
 
     def __init__(self, container, region: str, pk_json: str, pk_values: list, now_ms: int):
         self.container = container
@@ -41,6 +41,7 @@ class Writer:
         self.now_ms = now_ms
         self.pending: dict = {}          # key -> Version (a tombstone for a delete)
         self.new_rids: list = []
+        self.dropped_rids: list = []     # (rid, key) of items this commit deletes
 
     # ---- state as this commit sees it -----------------------------------------------------
     def current(self, id: str) -> Version | None:
@@ -90,6 +91,7 @@ class Writer:
         return v
 
     def _tombstone(self, old: Version) -> None:
+        self.dropped_rids.append((old.rid, old.key))
         self.pending[old.key] = Version(self.lsn, old.key, old.doc, None, old.etag, self.now_ms // 1000,
                                         old.rid, deleted=True, op="delete", prev_lsn=old.lsn,
                                         origin=self.region, oseq=self.rs.own_seq + 1, ts_ms=self.now_ms,
@@ -179,10 +181,14 @@ class Writer:
             return 0
         lsn = self.rs.append(versions)
         assert lsn == self.lsn
-        c = self.container
+        index = self.container.rid_index
+        for rid, key in self.dropped_rids:
+            entry = index.get(rid)
+            if entry is not None and entry[1] == key:
+                del index[rid]
         for v in versions:
             if not v.deleted:
-                c.rid_index[v.rid] = (self.partition_index, v.key)
+                index[v.rid] = (self.partition_index, v.key)
         return lsn
 
 

@@ -75,6 +75,30 @@ def add_chaos_routes(app: web.Application, emu) -> None:
         lost = emu.account.lost_writes
         return _json({"count": len(lost), "writes": lost})
 
+    async def region_add(request):
+        body = await _body(request)
+        name, port = body.get("name"), body.get("port", 0)
+        if not isinstance(name, str) or not isinstance(port, int) or not 0 <= port < 65536:
+            raise CosmosError(400, 0, 'Add a region with {"name": "North Europe", "port": 0}.')
+        emu.pending_ports[name] = port
+        try:
+            region = emu.account.add_region(name)
+        finally:
+            emu.pending_ports.pop(name, None)
+        return _json({"name": region.name, "id": region.id,
+                      "endpoint": emu.topology.region_endpoint(region.name)}, status=201)
+
+    async def region_remove(request):
+        name = request.match_info["name"]
+        try:
+            emu.account.region(name)
+        except KeyError:
+            raise CosmosError(404, 0, f"No region named '{name}'.") from None
+        emu.account.remove_region(name)
+        return _json({"removed": name})
+
+    app.router.add_post("/regions", guarded(region_add))
+    app.router.add_delete("/regions/{name}", guarded(region_remove))
     app.router.add_get("/faults", guarded(faults_list))
     app.router.add_post("/faults", guarded(fault_inject))
     app.router.add_delete("/faults/{id}", guarded(fault_heal))

@@ -97,6 +97,7 @@ class Emulator:
         self._sweeper = None
         self._control_runner = None
         self._listeners: dict = {}               # region (None = global) -> (GuardedServer, asyncio.Server)
+        self.pending_ports: dict = {}            # region being added -> the port it should listen on
         self.started = asyncio.Event()
 
     async def start(self) -> None:
@@ -138,18 +139,43 @@ class Emulator:
     def _on_region_state(self, name: str, state: str) -> None:
         """A region outage stops its endpoint: the listener closes and open connections drop, so
         clients see refused connections, as when a region is unreachable. Recovery re-listens
-        on the same port."""
-        asyncio.get_running_loop().create_task(self._set_listening(name, state == "up"))
+        on the same port. An added region gets a new endpoint; a removed one loses it."""
+        loop = asyncio.get_running_loop()
+        if state == "added":
+            self._add_endpoint(name, self.pending_ports.pop(name, 0))
+        elif state == "removed":
+            loop.create_task(self._set_listening(name, False))
+            self.topology.region_ports.pop(name, None)
+            self.gateways.pop(name, None)
+        else:
+            loop.create_task(self._set_listening(name, state == "up"))
+
+    def _add_endpoint(self, name: str, port: int) -> None:
+        sock = _bind(self.config.host, port)
+        self.topology.region_ports[name] = sock.getsockname()[1]
+        gw = Gateway(self.account, self.topology, name, self.config.key)
+        self.gateways[name] = gw
+        http = GuardedServer(gw.handle, header_timeout_s=self.config.header_timeout_s, access_log=None,
+                             keepalive_timeout=75.0)
+        self._http_servers.append(http)
+        self._listeners[name] = (http, None)
+
+        async def serve():
+            server = await asyncio.get_running_loop().create_server(http, sock=sock)
+            self._servers.append(server)
+            self._listeners[name] = (http, server)
+        asyncio.get_running_loop().create_task(serve())
 
     async def _set_listening(self, name: str, listening: bool) -> None:
         http, server = self._listeners[name]
         if not listening:
-            server.close()
+            if server is not None:
+                server.close()
             for conn in list(http.connections):
                 if conn.transport is not None:
                     conn.transport.abort()
             return
-        if server.is_serving():
+        if server is not None and server.is_serving():
             return
         port = self.topology.region_ports[name]
         sock = _bind(self.config.host, port)

@@ -336,8 +336,6 @@ def test_invalid_patches_are_400_and_change_nothing(wired, ops, substatus):
     assert c.read_item("x", partition_key="p") == before
 
 
-@pytest.mark.xfail(strict=True, reason="the container's _rid index keeps a deleted item's rid, so after "
-                   "delete + re-create the OLD rid path addresses the NEW item (should be 404)")
 def test_old_rid_does_not_address_a_recreated_item(wired):
     c, _ = wired
     old = c.create_item({"id": "x", "pk": "p", "v": 1})
