@@ -3,7 +3,7 @@ LSN order, committed LSN monotonic and backed by a 3-of-4 quorum, session reads 
 no read sees an unacknowledged write) by running a hypothesis state machine against a model (a
 list of per-LSN states for the log, a dict for the acknowledged state) in virtual time, with
 replicas lagging, slowing, crashing and recovering, in a write region (append) and a read
-region (apply_replicated); plus a few pinned examples."""
+region (apply_replicated), then again with primary crashes and elections; plus pinned examples."""
 import functools
 import random
 
