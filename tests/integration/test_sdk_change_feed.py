@@ -69,7 +69,8 @@ def test_from_beginning_sees_every_item_once_in_its_latest_version(sdk_client):
     items, _ = feed(c, start_time="Beginning")
     deleted = {d["id"] for d in FIRST[1::10]}
     assert bag(items) == sorted(d["id"] for d in FIRST if d["id"] not in deleted)
-    assert {d["id"]: d["v"] for d in items} == {d["id"]: int(i % 3 == 0) for i, d in enumerate(FIRST) if d["id"] not in deleted}
+    versions = {d["id"]: int(i % 3 == 0) for i, d in enumerate(FIRST) if d["id"] not in deleted}
+    assert {d["id"]: d["v"] for d in items} == versions
     for pk in KEYS:                   # inside one logical partition: the order of the last writes
         mine = [d for d in FIRST if same_key(d["pk"], pk) and d["id"] not in deleted]
         last_write_order = [d["id"] for d in mine if d not in FIRST[::3]] + [d["id"] for d in mine if d in FIRST[::3]]

@@ -185,6 +185,15 @@ def test_aio_paging_by_three(corpus, case):
     check_pages(case, asyncio.run(pages()), corpus.docs)
 
 
+SCOPED_PAGED = [(c, pk) for c in PAGED for pk in ("p5", 42)]
+
+
+@pytest.mark.parametrize("case,pk", SCOPED_PAGED, ids=[f"{pk}|{c.id}" for c, pk in SCOPED_PAGED])
+def test_sync_paging_by_three_scoped_by_partition_key(corpus, case, pk):
+    it = corpus.container.query_items(case.sql, parameters=case.params, partition_key=pk, max_item_count=PAGE_ITEMS)
+    check_pages(case, [list(p) for p in it.by_page()], scoped(corpus.docs, pk))
+
+
 def test_sync_paging_resumes_from_a_continuation_token_in_a_new_iterator(corpus):
     sql = "SELECT VALUE c.rank FROM c ORDER BY c.rank DESC"
     first = corpus.container.query_items(sql, max_item_count=PAGE_ITEMS).by_page()
@@ -205,6 +214,20 @@ def test_sync_cross_partition_query_without_the_flag(corpus):
     assert all(CROSS_PARTITION_HEADER not in e.request_headers for e in sent)
     assert all("x-ms-documentdb-partitionkey" not in e.request_headers for e in sent)
     assert sorted(got) == sorted(d["id"] for d in corpus.docs)
+
+
+@pytest.mark.xfail(strict=True, reason="query continuations are result offsets: a write between pages "
+                                        "shifts later results, so an item present throughout is skipped or repeated")
+@pytest.mark.parametrize("sql", ["SELECT VALUE c.id FROM c", "SELECT VALUE c.id FROM c ORDER BY c.n"])
+def test_sync_paging_survives_writes_between_pages(corpus, sql):
+    c = corpus.client.get_database_client(EXTRA_DBS[0]).create_container(f"paged-{len(sql)}", PartitionKey(path="/pk"))
+    for i in range(30):
+        c.create_item({"id": f"i{i:02d}", "pk": f"k{i % 6}", "n": i})
+    pager = c.query_items(sql, max_item_count=PAGE_ITEMS).by_page()
+    got = list(next(pager)) + list(next(pager))
+    c.delete_item(got[0], partition_key=f"k{int(got[0][1:]) % 6}")      # an item already returned
+    got += [r for p in pager for r in p]
+    assert sorted(got) == [f"i{i:02d}" for i in range(30)]
 
 
 # ---- read_items (read many) ---------------------------------------------------------------------
