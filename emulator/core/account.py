@@ -253,7 +253,7 @@ class Account:
             if v is not None:
                 rs.store.add(v.with_lsn(lsn), 0)
         rs.lsn = rs.committed_lsn = lsn
-        rs.epoch, rs.epoch_start_lsn = seed.epoch, seed.epoch_start_lsn
+        rs.epoch, rs.epoch_start_lsn, rs.epoch_starts = seed.epoch, seed.epoch_start_lsn, list(seed.epoch_starts)
         rs.progress = dict(seed.progress)
         for r in rs.replicas:
             r.applied_lsn = lsn

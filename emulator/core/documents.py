@@ -212,11 +212,12 @@ def min_lsn_for(rs, consistency: str, session: dict | None) -> int:
             return 0
         if rs.multi_write:
             return _multi_write_floor(rs, token)
-        if token.version < rs.epoch and token.global_lsn > rs.epoch_start_lsn:
+        cut = rs.cut_since(token.version)
+        if cut is not None and token.global_lsn > cut:
             raise CosmosError(404, SUB_READ_SESSION_NOT_AVAILABLE,
                               f"The session token {token.version}#{token.global_lsn} names writes of partition "
                               f"{rs.range_id} that a forced failover discarded (history was cut at LSN "
-                              f"{rs.epoch_start_lsn}, epoch {rs.epoch}); they will never be readable. "
+                              f"{cut} after epoch {token.version}); they will never be readable. "
                               "See the lost-writes log on the control port.")
         return token.global_lsn
     if consistency == STRONG and rs.partition is not None:

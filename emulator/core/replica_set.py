@@ -30,7 +30,7 @@ LOG_RETAINED_COMMITS_MAX = 10_000
 
 class ReplicaSet:
     __slots__ = ("region", "range_id", "scheduler", "clock", "delay_ms", "routing", "replicas",
-                 "store", "lsn", "committed_lsn", "epoch", "epoch_start_lsn", "log", "commit_listeners",
+                 "store", "lsn", "committed_lsn", "epoch", "epoch_start_lsn", "epoch_starts", "log", "commit_listeners",
                  "_waiters", "_early", "electing", "partition", "own_seq", "progress", "multi_write",
                  "resolver", "on_conflict")
 
@@ -48,6 +48,7 @@ class ReplicaSet:
         self.committed_lsn = 0
         self.epoch = 0
         self.epoch_start_lsn = 0           # the LSN at which the current epoch began
+        self.epoch_starts = [0]            # the LSN at which each epoch began, oldest first
         self.log: deque = deque()          # (lsn, versions) of recent commits, oldest first
         self.commit_listeners: list = []   # fn(replica_set, old_committed, new_committed)
         self._waiters: deque = deque()     # (lsn, fn) in LSN order; fn(ok: bool)
@@ -264,6 +265,16 @@ class ReplicaSet:
         LSNs above this point name writes this region will never have."""
         self.epoch += 1
         self.epoch_start_lsn = self.lsn
+        self.epoch_starts.append(self.lsn)
+
+    def cut_since(self, epoch: int) -> int | None:
+        """The lowest LSN history was cut back to after `epoch` ended (None: it is the current
+        one). A token of epoch 0 must be held against every later cut, not just the last: a
+        second failover may cut higher than the first did."""
+        if epoch >= self.epoch:
+            return None
+        later = self.epoch_starts[max(epoch, 0) + 1:]
+        return min(later) if later else self.epoch_start_lsn
 
     def crash_primary(self) -> None:
         """The primary stops. Writes fail with 503 until `elect()` picks a new one."""
