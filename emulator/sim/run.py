@@ -1,0 +1,144 @@
+"""One simulated run from a seed: build the world, compose the workloads, heal, check.
+
+Theory of operation (after FoundationDB's simulation and TigerBeetle's VOPR): the seed picks
+the account (consistency level, partitions) unless the config fixes it, and seeds separate
+random streams for the account (link jitter), the clients and the fault workload, so changing
+one workload does not reshuffle the others. Virtual time jumps from timer to timer. When the
+clients have invoked their operations, the fault workload stops and the run waits for every
+open request to be answered; then every fault is healed, replication drains, and the final
+state of every region is recorded. The checker (checker.py) judges the history.
+
+A run is a pure function of (seed, config): the same inputs give the same history, byte for
+byte (`Result.history_json`), so a failing seed is its own reproduction:
+
+    python -m emulator.sim --seed 1234
+"""
+import random
+from dataclasses import asdict, dataclass, field
+
+from ..core.account import AccountConfig
+from ..core.consistency import BOUNDED, EVENTUAL, PREFIX, SESSION, STRONG, canonical
+from . import checker
+from .nemesis import Nemesis
+from .scenario import parse
+from .world import World, dumps
+from .workload import Workload
+
+REGIONS = ("East US", "East US 2", "West US")
+SETTLE_MS = 1_000                 # clients keep going this long after a scenario's last step
+RUN_MS_MAX = 600_000              # virtual time a run may take before it is called stuck
+INTRA_REGION_DELAYS_MS = (0, 1, 2, 2, 5, 20)
+LEVEL_WEIGHTS = ((SESSION, 5), (STRONG, 3), (BOUNDED, 1), (PREFIX, 1), (EVENTUAL, 1))
+
+
+@dataclass
+class SimConfig:
+    steps: int = 300                       # client operations to invoke
+    clients: int = 5
+    consistency: str | None = None         # None: drawn from the seed
+    partitions: int | None = None          # None: 2-4, drawn from the seed
+    containers: int = 2
+    keys: int = 6                          # per container: few keys, many conflicts
+    faults: bool = True                    # the random fault workload (off: clients only)
+    scenario: list | None = None           # timed steps (scenario.py); replaces random faults
+    intra_region_delay_ms: int | None = None   # None: drawn from the seed
+    jitter_ms: int = 5
+    detection_delay_ms: int = 1_500
+    election_ms: int = 300
+    auto_failover: bool = True
+    lag_ms: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_scenario(cls, data, **overrides) -> "SimConfig":
+        steps, settings = parse(data)
+        settings.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(scenario=steps, **settings)
+
+
+@dataclass
+class Result:
+    seed: int
+    config: dict
+    history: dict
+    violations: list
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def history_json(self) -> str:
+        return dumps(self.history)
+
+    def summary(self) -> dict:
+        ops = self.history["ops"]
+        writes = [o for o in ops if o["f"] in checker.WRITE_FS]
+        events = self.history["events"]
+        count = lambda kind: sum(1 for e in events if e["kind"] == kind and "refused" not in e)
+        return {"seed": self.seed, "consistency": self.config["consistency"],
+                "partitions": self.config["partitions"], "ops": len(ops),
+                "ok": sum(1 for o in ops if o["outcome"] == "ok"),
+                "failed": sum(1 for o in ops if o["outcome"] == "fail"),
+                "indefinite": sum(1 for o in ops if o["outcome"] == "info"),
+                "acknowledged_writes": sum(1 for o in writes if o["outcome"] == "ok"),
+                "faults": count("fault"), "failovers": count("failover"),
+                "lost_writes": len(self.history["lost_writes"]),
+                "virtual_ms": self.history["virtual_ms"],
+                "violations": len(self.violations)}
+
+
+def resolve(seed: int, config: SimConfig) -> SimConfig:
+    """Fill what the config leaves to the seed."""
+    rng = random.Random(f"{seed}:config")
+    level = config.consistency
+    level = canonical(level) if level else rng.choices([l for l, _ in LEVEL_WEIGHTS],
+                                                       weights=[w for _, w in LEVEL_WEIGHTS])[0]
+    partitions = config.partitions or rng.randint(2, 4)
+    delay = config.intra_region_delay_ms
+    delay = rng.choice(INTRA_REGION_DELAYS_MS) if delay is None else delay
+    out = SimConfig(**{**asdict(config), "consistency": level, "partitions": partitions,
+                       "intra_region_delay_ms": delay})
+    out.scenario = config.scenario
+    return out
+
+
+def build(seed: int, config: SimConfig) -> tuple[World, Workload, Nemesis]:
+    acct = AccountConfig(regions=REGIONS, consistency=config.consistency, partition_count=config.partitions,
+                         intra_region_delay_ms=config.intra_region_delay_ms, jitter_ms=config.jitter_ms,
+                         lag_ms=dict(config.lag_ms), auto_failover=config.auto_failover,
+                         detection_delay_ms=config.detection_delay_ms, election_ms=config.election_ms)
+    world = World(seed, acct, config.containers, config.keys)
+    workload = Workload(world, random.Random(f"{seed}:clients"), config.clients, config.steps)
+    schedule = config.scenario if config.scenario is not None else (None if config.faults else [])
+    nemesis = Nemesis(world, random.Random(f"{seed}:faults"), schedule)
+    if config.scenario is not None:
+        workload.not_before_ms = world.now_ms + nemesis.last_step_ms + SETTLE_MS
+    return world, workload, nemesis
+
+
+def run(seed: int, config: SimConfig | None = None) -> Result:
+    config = resolve(seed, config or SimConfig())
+    world, workload, nemesis = build(seed, config)
+    start = world.now_ms
+    workload.start()
+    nemesis.start()
+    while not (workload.done and world.in_flight == 0):
+        if world.now_ms - start > RUN_MS_MAX or not world.step():
+            break
+    nemesis.stop()
+    world.heal_everything()
+    world.run_idle()
+    history = {"seed": seed, "config": _config_json(config), "ops": world.history.ops,
+               "events": world.history.events, "lost_writes": list(world.account.lost_writes),
+               "failovers": [f.describe() for f in world.account.failovers],
+               "final": world.final_state(), "virtual_ms": world.now_ms - start}
+    stuck = [op["id"] for op in world.history.ops if op["outcome"] is None]
+    violations = checker.check(history)
+    if stuck:
+        violations.append({"check": "liveness", "message": f"ops never answered: {stuck[:10]}", "op": stuck[0]})
+    return Result(seed, history["config"], history, violations)
+
+
+def _config_json(config: SimConfig) -> dict:
+    d = asdict(config)
+    d["lag_ms"] = [[a, b, ms] for (a, b), ms in config.lag_ms.items()]
+    return d

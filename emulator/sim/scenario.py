@@ -1,0 +1,65 @@
+"""Scenarios as data: timed steps of faults, heals and failovers, in the control API's JSON.
+
+A scenario is a JSON list of steps, or an object with a "schedule" list and optional run
+settings (those of `SimConfig`: consistency, partitions, steps, clients, ...):
+
+    {"consistency": "Session", "partitions": 2, "steps": 300,
+     "schedule": [
+       {"at_ms": 500,  "fault": {"type": "region_outage", "region": "East US"}, "as": "outage"},
+       {"at_ms": 4000, "heal": "outage"},
+       {"at_ms": 5000, "failover": {"region": "East US 2", "kind": "graceful"}}]}
+
+* "fault" is exactly the body of `POST /faults` (core/faults.py lists the catalogue), including
+  an optional duration_ms; "as" names it for a later "heal" step.
+* "heal" is a name given by "as", a fault id as the registry numbers them (1, 2, ... in the
+  order faults were injected), or "all".
+* "failover" is exactly the body of `POST /failover`: {"region": ..., "kind": "graceful"|"forced"}.
+* at_ms counts from the start of the run, in virtual time.
+"""
+import json
+
+STEP_KINDS = ("fault", "heal", "failover")
+
+
+class ScenarioError(ValueError):
+    pass
+
+
+def parse(data) -> tuple[list, dict]:
+    """(steps sorted by at_ms, run settings) from JSON text or already-parsed data."""
+    if isinstance(data, (str, bytes)):
+        try:
+            data = json.loads(data)
+        except ValueError as e:
+            raise ScenarioError(f"a scenario is JSON: {e}") from None
+    settings = {}
+    if isinstance(data, dict):
+        settings = {k: v for k, v in data.items() if k != "schedule"}
+        data = data.get("schedule")
+    if not isinstance(data, list):
+        raise ScenarioError('a scenario is a list of steps, or {"schedule": [steps...], ...settings}')
+    steps = [_check_step(i, s) for i, s in enumerate(data)]
+    steps.sort(key=lambda s: s["at_ms"])       # stable: steps at one time keep their order
+    return steps, settings
+
+
+def _check_step(i: int, step) -> dict:
+    if not isinstance(step, dict):
+        raise ScenarioError(f"step {i} must be an object")
+    kinds = [k for k in STEP_KINDS if k in step]
+    if len(kinds) != 1:
+        raise ScenarioError(f"step {i} needs exactly one of {', '.join(STEP_KINDS)}")
+    at = step.get("at_ms", 0)
+    if not isinstance(at, int) or at < 0:
+        raise ScenarioError(f"step {i}: at_ms must be a non-negative integer")
+    kind = kinds[0]
+    if kind == "fault" and not isinstance(step["fault"], dict):
+        raise ScenarioError(f"step {i}: a fault is a JSON object, as POST /faults takes")
+    if kind == "failover":
+        body = step["failover"]
+        if not isinstance(body, dict) or not isinstance(body.get("region"), str) or \
+                body.get("kind", "graceful") not in ("graceful", "forced"):
+            raise ScenarioError(f'step {i}: failover is {{"region": "...", "kind": "graceful"|"forced"}}')
+    if kind == "heal" and not isinstance(step["heal"], (int, str)):
+        raise ScenarioError(f"step {i}: heal names a fault ('as'), an id, or 'all'")
+    return dict(step, at_ms=at)

@@ -1,0 +1,274 @@
+"""The simulated world: one account driven in virtual time, and the gateway's part of a request.
+
+Theory of operation: the core is the real one (emulator/core); what the asyncio gateway adds
+around it is redone here in virtual time, following gateway/server.py: a request to a region
+that is down is refused (503); a write is executed by a core Writer, committed, and then waits
+until it is acknowledged (a quorum of its region, under Strong a majority of regions) or
+discarded (503, definitely not applied) or WRITE_ACK_TIMEOUT_MS passes (indefinite); a read
+whose region has not caught up with what its consistency level needs waits briefly, then is
+served or refused. A region that goes down drops its open requests (indefinite).
+
+The world also watches the core for the checker: each write's fate (committed or discarded,
+whatever its client was told), which writes each forced failover listed as lost, and where
+each partition's epochs began. Time jumps from timer to timer (`step`).
+"""
+import json
+import random
+
+from client.protocol.session_token import VectorToken, merge
+
+from ..core.account import Account, AccountConfig
+from ..core.consistency import SESSION, STRONG
+from ..core.container import canonical_pk_json
+from ..core.documents import Writer, choose_replica, min_lsn_for, read_in
+from ..core.errors import CosmosError
+from ..core.scheduler import ManualClock, Scheduler
+from .history import History
+
+WRITE_ACK_TIMEOUT_MS = 30_000     # gateway/server.py WRITE_ACK_TIMEOUT_S
+SESSION_WAIT_MS = 200             # gateway/server.py SESSION_WAIT_S
+STRONG_WAIT_MS = 2_000            # gateway/server.py STRONG_WAIT_S
+DATABASE = "simdb"
+PK_DEF = {"paths": ["/pk"], "kind": "Hash", "version": 2}
+WRITE_FS = ("create", "upsert", "replace", "delete")
+
+
+class Pending:
+    """One request the gateway has not answered yet."""
+    __slots__ = ("op", "region", "done", "on_done", "rs")
+
+    def __init__(self, op: dict, region: str, on_done, rs=None):
+        self.op = op
+        self.region = region
+        self.done = False
+        self.on_done = on_done
+        self.rs = rs
+
+
+class World:
+    def __init__(self, seed: int, account_config: AccountConfig, containers: int, keys: int):
+        self.seed = seed
+        self.clock = ManualClock()
+        self.scheduler = Scheduler()
+        self.account = Account(account_config, self.clock, self.scheduler, random.Random(f"{seed}:account"))
+        self.history = History()
+        db = self.account.create_database({"id": DATABASE})
+        self.containers = {}
+        for i in range(containers):
+            name = f"c{i}"
+            self.containers[name] = self.account.create_container(db, {"id": name, "partitionKey": PK_DEF})
+        self.keys = [f"k{i}" for i in range(keys)]
+        self._pending: list[Pending] = []
+        self._lost_seen = 0
+        self._epochs: dict = {}            # (container, range_id) -> {epoch: start_lsn}
+        self._writes_at: dict = {}         # (container, range_id, lsn, key) -> [op, ...]
+        self._broken_seen: list = []       # (container, range_id, region) already reported
+        self.account.region_listeners.append(self._on_region_state)
+
+    @property
+    def now_ms(self) -> int:
+        return self.clock.now_ms()
+
+    def partition_of(self, container: str, key: str):
+        c = self.containers[container]
+        return c.partition_for_epk(c.epk_of(canonical_pk_json([key]), [key]))
+
+    # ---- time ----------------------------------------------------------------------------
+    def step(self) -> bool:
+        """Jump to the next timer and run everything due then; False when none is left."""
+        due = self.scheduler.next_due_ms()
+        if due is None:
+            return False
+        self.clock.advance_to(max(due, self.now_ms))
+        self.scheduler.run_due(self.now_ms)
+        self.observe()
+        return True
+
+    def run_idle(self, limit_ms: int | None = None) -> None:
+        while True:
+            due = self.scheduler.next_due_ms()
+            if due is None or (limit_ms is not None and due > limit_ms):
+                break
+            self.step()
+        if limit_ms is not None and limit_ms > self.now_ms:
+            self.clock.advance_to(limit_ms)
+
+    # ---- watching the core ------------------------------------------------------------------
+    def observe(self) -> None:
+        """Note new epochs and new lost-writes entries (after a forced failover, which may run
+        inside any timer: a service-managed one does)."""
+        for name, c in self.containers.items():
+            for p in c.partitions:
+                starts = self._epochs.setdefault((name, p.range_id), {})
+                for region, rs in p.replica_sets.items():
+                    if rs.committed_lsn > rs.lsn or any(r.applied_lsn > rs.lsn for r in rs.replicas):
+                        self._broken(name, p.range_id, region, rs)
+                    if rs.epoch and self.account.region(region).state == "up":
+                        if starts.get(rs.epoch, -1) < rs.epoch_start_lsn:
+                            starts[rs.epoch] = rs.epoch_start_lsn
+                            self.history.event(self.now_ms, "epoch", container=name, partition=p.range_id,
+                                               epoch=rs.epoch, start_lsn=rs.epoch_start_lsn)
+        lost = self.account.lost_writes
+        while self._lost_seen < len(lost):
+            self._map_lost(lost[self._lost_seen])
+            self._lost_seen += 1
+
+    def _broken(self, container: str, range_id: str, region: str, rs) -> None:
+        where = (container, range_id, region)
+        if where not in self._broken_seen:
+            self._broken_seen.append(where)
+            self.history.event(self.now_ms, "invariant", container=container, partition=range_id,
+                               region=region, message=f"log at {rs.lsn}, committed {rs.committed_lsn}, "
+                                                      f"replicas applied {[r.applied_lsn for r in rs.replicas]}")
+
+    def _map_lost(self, entry: dict) -> None:
+        c = self.containers.get(entry["container"])
+        key = entry["id"]
+        candidates = self._writes_at.get((entry["container"], entry["partition"], entry["lsn"], key), [])
+        epoch_now = c.partitions[int(entry["partition"])].replica_sets[self.account.hub_region].epoch
+        op = next((o for o in reversed(candidates) if o["epoch"] < epoch_now and not o["lost"]), None)
+        self.history.event(self.now_ms, "lost", container=entry["container"], partition=entry["partition"],
+                           lsn=entry["lsn"], key=key, op=None if op is None else op["id"],
+                           reason=entry["reason"])
+        if op is not None:
+            op["lost"] = True
+
+    def _on_region_state(self, name: str, state: str) -> None:
+        self.history.event(self.now_ms, "region", region=name, state=state)
+        if state != "down":
+            return
+        for p in list(self._pending):
+            if p.region == name:
+                self._finish(p, "info", status=503, error=f"connection to {name} dropped (region outage)")
+
+    # ---- requests ---------------------------------------------------------------------------
+    def _finish(self, p: Pending, outcome: str, **fields) -> None:
+        if p.done:
+            return
+        p.done = True
+        if p in self._pending:
+            self._pending.remove(p)
+        self.history.complete(p.op, self.now_ms, outcome, **fields)
+        p.on_done(p.op)
+
+    def _fail(self, p: Pending, e: CosmosError) -> None:
+        self._finish(p, "fail" if e.definite else "info", status=e.status, substatus=e.substatus,
+                     error=e.message[:200])
+
+    def write(self, op: dict, on_done) -> None:
+        """op: an invoked history op with f in WRITE_FS; on_done(op) runs when it completes."""
+        p = Pending(op, op["region"], on_done)
+        if self.account.region(op["region"]).state != "up":
+            return self._finish(p, "fail", status=503, substatus=0, error=f"{op['region']} is down")
+        c = self.containers[op["container"]]
+        key = op["key"]
+        try:
+            w = Writer(c, op["region"], canonical_pk_json([key]), [key], self.now_ms)
+            doc = {"id": key, "pk": key, "w": op["id"]}
+            f = op["f"]
+            if f == "create":
+                status, _ = w.create(doc)
+            elif f == "upsert":
+                status, _ = w.upsert(doc)
+            elif f == "replace":
+                status, _ = w.replace(key, doc)
+            else:
+                status, _ = w.delete(key)
+            lsn = w.commit()
+        except CosmosError as e:
+            return self._fail(p, e)
+        rs = p.rs = w.rs
+        op.update(lsn=lsn, epoch=rs.epoch, value=None if op["f"] == "delete" else op["id"], fate=None)
+        self._writes_at.setdefault((op["container"], rs.range_id, lsn, key), []).append(op)
+        rs.when_committed(lsn, lambda ok: op.update(fate="committed" if ok else "discarded"))
+        self._pending.append(p)
+        self.scheduler.call_at(self.now_ms + WRITE_ACK_TIMEOUT_MS, self._ack_timeout, p)
+        if self.account.consistency == STRONG:
+            rs.partition.when_globally_committed(lsn, lambda ok: self._acked(p, ok, status))
+        else:
+            rs.when_committed(lsn, lambda ok: self._acked(p, ok, status))
+
+    def _acked(self, p: Pending, ok: bool, status: int) -> None:
+        if p.done:
+            return
+        if ok:
+            self._finish(p, "ok", status=status, reply_token=[p.rs.epoch, p.op["lsn"]])
+        else:
+            self._fail(p, CosmosError(503, 0, f"the write (LSN {p.op['lsn']}) was discarded before a "
+                                              "quorum acknowledged it"))
+
+    def _ack_timeout(self, p: Pending) -> None:
+        self._fail(p, CosmosError(408, 0, "the write was not acknowledged in time", definite=False))
+
+    def read(self, op: dict, session: dict | None, on_done) -> None:
+        """A point read (f "read") or a whole-partition snapshot (f "snapshot")."""
+        p = Pending(op, op["region"], on_done)
+        if self.account.region(op["region"]).state != "up":
+            return self._finish(p, "fail", status=503, substatus=0, error=f"{op['region']} is down")
+        c = self.containers[op["container"]]
+        rs = c.partitions[int(op["partition"])].for_read(op["region"])
+        p.rs = rs
+        try:
+            need = min_lsn_for(rs, op["consistency"], session)
+        except CosmosError as e:
+            return self._fail(p, e)
+        if rs.committed_lsn >= need:
+            return self._serve(p, session)
+        self._pending.append(p)
+        wait_ms = SESSION_WAIT_MS if op["consistency"] == SESSION else STRONG_WAIT_MS
+        rs.when_committed(need, lambda ok: self._serve(p, session))
+        self.scheduler.call_at(self.now_ms + wait_ms, self._serve, p, session, True)
+
+    def _serve(self, p: Pending, session: dict | None, timed_out: bool = False) -> None:
+        if p.done:
+            return
+        op, rs = p.op, p.rs
+        try:
+            if timed_out and op["consistency"] != SESSION and rs.committed_lsn < min_lsn_for(
+                    rs, op["consistency"], session):
+                raise CosmosError(503, 0, f"{rs.region} has not caught up for a {op['consistency']} read")
+            if op["f"] == "snapshot":
+                _, lsn = choose_replica(rs, op["consistency"], session)
+                items = {v.key[1]: v.doc.get("w") for v in rs.store.scan(lsn)}
+                fields = {"items": items}
+            else:
+                version, lsn = read_in(rs, canonical_pk_json([op["key"]]), op["key"], op["consistency"], session)
+                fields = {"value": None if version is None else version.doc.get("w")}
+        except CosmosError as e:
+            return self._fail(p, e)
+        self._finish(p, "ok", status=200, lsn=lsn, epoch=rs.epoch, reply_token=[rs.epoch, lsn], **fields)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    # ---- the end of a run ---------------------------------------------------------------------
+    def heal_everything(self) -> None:
+        for fid in list(self.account.faults.active):
+            self.account.faults.heal(fid)
+            self.history.event(self.now_ms, "heal", fault=fid, by="end of run")
+        self.observe()
+
+    def final_state(self) -> dict:
+        """{container: {range_id: {region: {lsn, committed_lsn, epoch, applied, items}}}}."""
+        out = {}
+        for name, c in self.containers.items():
+            parts = out[name] = {}
+            for p in c.partitions:
+                parts[p.range_id] = {
+                    region: {"lsn": rs.lsn, "committed_lsn": rs.committed_lsn, "epoch": rs.epoch,
+                             "applied": [r.applied_lsn for r in rs.replicas],
+                             "items": {v.key[1]: v.doc.get("w") for v in rs.store.scan(rs.committed_lsn)}}
+                    for region, rs in p.replica_sets.items()}
+        return out
+
+
+def token_merge(tokens: dict, range_id: str, epoch: int, lsn: int) -> None:
+    """Fold a reply's session token into a client's, as the SDK does."""
+    new = VectorToken(epoch, lsn)
+    old = tokens.get(range_id)
+    tokens[range_id] = new if old is None else merge(old, new)
+
+
+def dumps(data) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
