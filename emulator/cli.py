@@ -1,4 +1,5 @@
 """`regionlab` / `python -m emulator`: serve an account until SIGINT or SIGTERM.
+`regionlab <command>` (topology, fault, failover, ...) talks to a running one instead: ctl.py.
 
 Prints one JSON line to stdout when every endpoint can serve (the ready line); logs go to
 stderr. Flags override environment variables (REGIONLAB_*), which override defaults.
@@ -22,7 +23,10 @@ def _env(name: str, default):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="regionlab", description="Local multi-region Cosmos DB-style emulator.")
+    p = argparse.ArgumentParser(prog="regionlab", description="Local multi-region Cosmos DB-style emulator.",
+                                epilog="Control commands (see docs/control-api.md): regionlab topology | health | "
+                                       "faults | fault inject|heal|region-outage|... | failover | failovers | "
+                                       "lost-writes | sim; each takes --help.")
     p.add_argument("--host", default=_env("HOST", defaults.HOST), help="address to listen on (default %(default)s)")
     p.add_argument("--advertise-host", default=_env("ADVERTISE_HOST", None),
                    help="host name clients use in the endpoints the server advertises (default: --host, "
@@ -83,6 +87,10 @@ async def serve(config) -> None:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    from . import ctl
+    if argv and argv[0] in ctl.COMMANDS:
+        return ctl.main(argv)             # a control-port command (emulator/ctl.py), not a server
     args = build_parser().parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
                         format='{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":%(message)r}')

@@ -1,0 +1,156 @@
+"""`regionlab <command>`: the control port from the command line (docs/control-api.md).
+
+    regionlab topology | health | faults [list] | failovers | lost-writes
+    regionlab fault inject '{"type": "region_outage", "region": "East US", "duration_ms": 30000}'
+    regionlab fault region-outage "East US" --duration-ms 30000
+    regionlab fault heal 3
+    regionlab failover "East US 2" [--forced]
+    regionlab sim --seed 7            (the deterministic simulator; no server needed)
+
+Each command is one HTTP request to a running emulator's control port: --control URL, else
+$REGIONLAB_CONTROL, else http://127.0.0.1:8090. It prints the reply's JSON to stdout and exits
+0; a refused request prints the server's message to stderr and exits 1 (2 for a usage error).
+Standard library only (urllib), so it works wherever the server is installed.
+"""
+import argparse
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+
+DEFAULT_CONTROL = "http://127.0.0.1:8090"
+HTTP_TIMEOUT_S = 90.0          # a graceful failover waits for the drain (up to 60 s) before it answers
+COMMANDS = ("topology", "health", "faults", "fault", "failover", "failovers", "lost-writes", "sim")
+# CLI fault name -> (fault type, its positional region arguments)
+FAULT_FLAGS = {"region-outage": ("region_outage", ("region",)), "link-cut": ("link_cut", ("from", "to")),
+               "link-lag": ("link_lag", ("from", "to")), "primary-crash": ("primary_crash", ("region",)),
+               "replica-crash": ("replica_crash", ("region",)), "replica-slow": ("replica_slow", ("region",))}
+
+
+class ControlError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def control_url(explicit: str | None) -> str:
+    return (explicit or os.environ.get("REGIONLAB_CONTROL") or DEFAULT_CONTROL).rstrip("/")
+
+
+def call(base: str, method: str, path: str, body=None):
+    """The reply's JSON; ControlError for an error reply or an unreachable port."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, method=method,
+                                 headers={"Content-Type": "application/json"} if data else {})
+    try:
+        with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as resp:
+            return json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as e:
+        raw = e.read()
+        try:
+            message = json.loads(raw).get("error") or raw.decode()
+        except (ValueError, AttributeError):
+            message = raw.decode(errors="replace") or e.reason
+        raise ControlError(e.code, f"{method} {path}: {e.code} {message}") from None
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise ControlError(0, f"cannot reach the control port at {base}: {reason}") from None
+
+
+# ---- arguments -------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--control", help=f"control port URL (default $REGIONLAB_CONTROL or {DEFAULT_CONTROL})")
+    p = argparse.ArgumentParser(prog="regionlab", description="Talk to a running regionlab's control port.")
+    sub = p.add_subparsers(dest="command", required=True)
+    for name, text in (("topology", "regions, links, partitions and replicas"), ("health", "liveness"),
+                       ("failovers", "every failover so far"), ("lost-writes", "writes forced failovers discarded")):
+        sub.add_parser(name, parents=[common], help=text)
+    faults = sub.add_parser("faults", parents=[common], help="list active faults")
+    faults.add_argument("action", nargs="?", choices=["list"], default="list")
+    fault = sub.add_parser("fault", help="inject or heal a fault").add_subparsers(dest="action", required=True)
+    inject = fault.add_parser("inject", parents=[common], help="a fault as JSON, as POST /faults takes")
+    inject.add_argument("spec")
+    heal = fault.add_parser("heal", parents=[common], help="heal a fault by id ('all': every active one)")
+    heal.add_argument("id")
+    for name, (_, positionals) in FAULT_FLAGS.items():
+        _fault_flags(fault.add_parser(name, parents=[common], help=f"inject a {name} fault"), name, positionals)
+    fo = sub.add_parser("failover", parents=[common], help="move the write region")
+    fo.add_argument("region")
+    fo.add_argument("--forced", action="store_true", help="forced (may lose writes) instead of graceful")
+    fo.add_argument("--no-wait", action="store_true", help="answer at once (202) while a graceful drain runs")
+    sub.add_parser("sim", add_help=False, help="run the deterministic simulator (see `regionlab sim --help`)")
+    return p
+
+
+def _fault_flags(p, name: str, positionals: tuple) -> None:
+    for field in positionals:
+        p.add_argument(field.replace("from", "source").replace("to", "target"), metavar=field.upper())
+    if name in ("link-cut", "link-lag"):
+        p.add_argument("--one-way", action="store_true", help="only FROM -> TO (default: both ways)")
+    if name == "link-lag":
+        p.add_argument("--lag-ms", type=int, required=True)
+        p.add_argument("--jitter-ms", type=int, default=0)
+    if name in ("primary-crash", "replica-crash", "replica-slow"):
+        for sel in ("database", "container", "partition"):
+            p.add_argument(f"--{sel}", help=f"only this {sel} (default: all)")
+    if name in ("replica-crash", "replica-slow"):
+        p.add_argument("--replica", type=int, required=True, help="replica index 0-3 (see topology)")
+    if name == "replica-slow":
+        p.add_argument("--delay-ms", type=int, required=True)
+    p.add_argument("--duration-ms", type=int, help="heal by itself after this long")
+
+
+def fault_spec(args) -> dict:
+    """The POST /faults body the flags of `regionlab fault <name>` describe."""
+    kind, positionals = FAULT_FLAGS[args.action]
+    spec = {"type": kind}
+    for field in positionals:
+        spec[field] = getattr(args, field.replace("from", "source").replace("to", "target"))
+    for flag in ("one_way", "lag_ms", "jitter_ms", "database", "container", "partition", "replica",
+                 "delay_ms", "duration_ms"):
+        value = getattr(args, flag, None)
+        if value is not None and value is not False:
+            spec[flag] = value
+    return spec
+
+
+# ---- commands --------------------------------------------------------------------------------
+def request_for(args) -> tuple:
+    """(method, path, body) of the control request a parsed command makes."""
+    c = args.command
+    if c in ("topology", "health", "failovers", "lost-writes", "faults"):
+        return "GET", "/" + c, None
+    if c == "failover":
+        return "POST", "/failover", {"region": args.region, "kind": "forced" if args.forced else "graceful",
+                                     "wait": not args.no_wait}
+    if args.action == "inject":
+        try:
+            return "POST", "/faults", json.loads(args.spec)
+        except ValueError as e:
+            raise ControlError(-2, f"the fault is not JSON: {e}") from None
+    if args.action == "heal":
+        return "DELETE", f"/faults/{args.id}", None
+    return "POST", "/faults", fault_spec(args)
+
+
+def main(argv: list, out=None) -> int:
+    out = out or sys.stdout
+    if argv and argv[0] == "sim":
+        from .sim.__main__ import main as sim_main
+        return sim_main(argv[1:], out=out, prog="regionlab sim")
+    args = build_parser().parse_args(argv)
+    base = control_url(args.control)
+    try:
+        if getattr(args, "action", None) == "heal" and args.id == "all":
+            active = call(base, "GET", "/faults")["faults"]
+            reply = {"healed": [call(base, "DELETE", f"/faults/{f['id']}")["healed"] for f in active]}
+        else:
+            reply = call(base, *request_for(args))
+    except ControlError as e:
+        print(f"regionlab: {e.message}", file=sys.stderr)
+        return 2 if e.status == -2 else 1
+    print(json.dumps(reply, indent=2), file=out)
+    return 0
