@@ -262,7 +262,7 @@ def poll_feed(c, token, want: str) -> tuple:
 
 @pytest.mark.regionlab_config(partitions=PARTITIONS, lag_ms=NO_LAG)
 def test_preferred_region_feed_serves_what_it_has_replicated(regionlab):
-    west, east = regionlab.region_endpoints["West US"], regionlab.region_endpoints["East US"]
+    west = regionlab.region_endpoints["West US"]
     with make_client(regionlab) as writer:
         c = setup(writer)
         wait_replicated(regionlab, "db", "c", "West US")
@@ -285,7 +285,6 @@ def test_preferred_region_feed_serves_what_it_has_replicated(regionlab):
             assert feeds and {e.endpoint for e in feeds} == {west} and {e.status for e in feeds} <= {200, 304}
         c.create_item({"id": "after", "pk": "k2"})                         # West US's token, read at East US
         assert ids(feed(c, continuation=token)[0]) == ["after"]
-    assert east != west
 
 
 # ---- aio --------------------------------------------------------------------------------------------
