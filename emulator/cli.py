@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="regionlab", description="Local multi-region Cosmos DB-style emulator.",
                                 epilog="Control commands (see docs/control-api.md): regionlab topology | health | "
                                        "faults | fault inject|heal|region-outage|... | failover | failovers | "
-                                       "lost-writes | sim; each takes --help.")
+                                       "lost-writes | region add|remove | sim; each takes --help.")
     p.add_argument("--host", default=_env("HOST", defaults.HOST), help="address to listen on (default %(default)s)")
     p.add_argument("--advertise-host", default=_env("ADVERTISE_HOST", None),
                    help="host name clients use in the endpoints the server advertises (default: --host, "

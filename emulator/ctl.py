@@ -5,6 +5,7 @@
     regionlab fault region-outage "East US" --duration-ms 30000
     regionlab fault heal 3
     regionlab failover "East US 2" [--forced]
+    regionlab region add "North Europe" [--port N] | regionlab region remove "West US"
     regionlab sim --seed 7            (the deterministic simulator; no server needed)
 
 Each command is one HTTP request to a running emulator's control port: --control URL, else
@@ -17,11 +18,12 @@ import json
 import os
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 
 DEFAULT_CONTROL = "http://127.0.0.1:8090"
 HTTP_TIMEOUT_S = 90.0          # a graceful failover waits for the drain (up to 60 s) before it answers
-COMMANDS = ("topology", "health", "faults", "fault", "failover", "failovers", "lost-writes", "sim")
+COMMANDS = ("topology", "health", "faults", "fault", "failover", "failovers", "lost-writes", "region", "sim")
 # CLI fault name -> (fault type, its positional region arguments)
 FAULT_FLAGS = {"region-outage": ("region_outage", ("region",)), "link-cut": ("link_cut", ("from", "to")),
                "link-lag": ("link_lag", ("from", "to")), "primary-crash": ("primary_crash", ("region",)),
@@ -81,6 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     fo.add_argument("region")
     fo.add_argument("--forced", action="store_true", help="forced (may lose writes) instead of graceful")
     fo.add_argument("--no-wait", action="store_true", help="answer at once (202) while a graceful drain runs")
+    region = sub.add_parser("region", help="add or remove a region at runtime").add_subparsers(dest="action", required=True)
+    add = region.add_parser("add", parents=[common], help="a new region joins (snapshot, then log shipping)")
+    add.add_argument("name")
+    add.add_argument("--port", type=int, default=0, help="its gateway port (default: any free one)")
+    region.add_parser("remove", parents=[common], help="a region leaves the account").add_argument("name")
     sub.add_parser("sim", add_help=False, help="run the deterministic simulator (see `regionlab sim --help`)")
     return p
 
@@ -126,6 +133,10 @@ def request_for(args) -> tuple:
     if c == "failover":
         return "POST", "/failover", {"region": args.region, "kind": "forced" if args.forced else "graceful",
                                      "wait": not args.no_wait}
+    if c == "region":
+        if args.action == "add":
+            return "POST", "/regions", {"name": args.name, "port": args.port}
+        return "DELETE", "/regions/" + urllib.parse.quote(args.name), None
     if args.action == "inject":
         try:
             return "POST", "/faults", json.loads(args.spec)

@@ -132,3 +132,13 @@ def test_sim_subcommand_runs_the_simulator(capsys):
     assert cli.main(["sim", "--seed", "3", "--steps", "60"]) == 0
     summary = json.loads(capsys.readouterr().out.splitlines()[0])
     assert summary["seed"] == 3 and summary["ops"] == 60 and summary["violations"] == 0
+
+
+def test_region_add_and_remove(capsys, emu):
+    rc, added, _ = regionlab(capsys, emu, "region", "add", "North Europe")
+    assert rc == 0 and added["name"] == "North Europe" and added["endpoint"].startswith("http://127.0.0.1:")
+    assert "North Europe" in regionlab(capsys, emu, "health")[1]["regions"]
+    rc, removed, _ = regionlab(capsys, emu, "region", "remove", "North Europe")
+    assert rc == 0 and removed == {"removed": "North Europe"}
+    rc, _, err = regionlab(capsys, emu, "region", "remove", "East US")
+    assert rc == 1 and "write region" in err
