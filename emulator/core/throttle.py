@@ -43,6 +43,7 @@ The storm's randomness comes from an rng built from the injected one's type, see
 """
 from dataclasses import dataclass
 
+from . import charge
 from .errors import CosmosError
 
 WINDOW_MS = 1000
@@ -198,11 +199,15 @@ class Throttle:
         return (o.autoscale_max or o.throughput) / sharers / len(container.partitions)
 
     def _bucket(self, region: str, container, range_id: str) -> Bucket:
-        key = (region, container.rid, range_id)
-        b = self.buckets.get(key)
-        if b is None:
-            b = self.buckets[key] = Bucket()
-        return b
+        """The partition's bucket; a new one is only kept once a request was accepted into it."""
+        b = self.buckets.get((region, container.rid, range_id))
+        return Bucket() if b is None else b
+
+    def _accepted(self, region: str, container, range_id: str, b: Bucket, ru: float) -> None:
+        if b.accepted == 0:
+            self.buckets[(region, container.rid, range_id)] = b
+        b.accepted += 1
+        b.charged_ru += ru
 
     # ---- admission -------------------------------------------------------------------------
     def admit(self, region: str, container, range_id: str, ru: float, credits: int, op: str,
@@ -217,8 +222,7 @@ class Throttle:
             self._admit_ru(region, container, ((b, range_id),), ru, credits, filters, op, budget)
         elif self.config.credits_per_s is not None:
             self._admit_credits(region, container.rid, credits, filters, op)
-        b.accepted += 1
-        b.charged_ru += ru
+        self._accepted(region, container, range_id, b, ru)
 
     def admit_many(self, region: str, container, range_ids, ru: float, credits: int, op: str,
                    filters: int = 0) -> None:
@@ -236,9 +240,23 @@ class Throttle:
             self._admit_ru(region, container, pairs, share, credits, filters, op, budget)
         elif self.config.credits_per_s is not None:
             self._admit_credits(region, container.rid, credits, filters, op)
-        for b, _ in pairs:
-            b.accepted += 1
-            b.charged_ru += share
+        for b, range_id in pairs:
+            self._accepted(region, container, range_id, b, share)
+
+    def admit_writer(self, writer, op: str, ru: float | None = None, credits: int | None = None) -> float:
+        """Admit what a core Writer has staged, before its commit: by default its charge
+        (charge.staged) and one credit per item it touches. A refused write also gives back the
+        document rids it drew, so nothing of it remains. Returns the charge."""
+        if ru is None:
+            ru = charge.staged(writer)
+        if credits is None:
+            credits = max(1, charge.staged_count(writer))
+        try:
+            self.admit(writer.region, writer.container, writer.rs.range_id, ru, credits, op)
+        except CosmosError:
+            writer.container.doc_seq -= len(writer.new_rids)
+            raise
+        return ru
 
     def admit_management(self, region: str, op: str = MANAGEMENT) -> None:
         """Databases, containers, offers: no partition budget, MANAGEMENT_CREDITS credits."""

@@ -178,7 +178,7 @@ def test_a_query_over_several_partitions_must_fit_each_of_them():
     at_window_start(w)
     t.admit(EAST, c, "1", 350.0, 1, th.CREATE)
     refused(t.admit_many, EAST, c, ["0", "1"], 120.0, 2, th.QUERY)    # 60 each: partition 1 is full
-    assert t.buckets[(EAST, c.rid, "0")].used_ru == 0
+    assert (EAST, c.rid, "0") not in t.buckets          # nothing was kept of the refused query
     t.admit_many(EAST, c, ["0", "1"], 100.0, 2, th.QUERY)
 
 
@@ -278,3 +278,180 @@ def test_storm_arguments_are_checked():
         t.set_storm(EAST, 0.5, op="sideways")
     with pytest.raises(KeyError):
         t.set_storm("Mars", 0.5)
+
+
+# ---- the state machine -----------------------------------------------------------------------
+from collections import defaultdict  # noqa: E402
+
+from hypothesis import settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule  # noqa: E402
+
+from emulator.core import charge  # noqa: E402
+from emulator.core.container import canonical_pk_json  # noqa: E402
+from emulator.core.documents import read_item  # noqa: E402
+
+PKS = list(range(6))
+IDS = ["a", "b", "c", "h"]
+SIZES = [0, 300, 3000, 20_000]
+EPS = 1e-6
+
+
+class ThrottleMachine(RuleBasedStateMachine):
+    """Real writes, reads and queries go Writer -> charge -> admit -> commit in virtual time.
+    The model is a dict of the items every accepted write produced; the ledger lists every
+    accepted charge by (region, partition, window) and every credit spend by window."""
+
+    @initialize(partitions=st.sampled_from([1, 2, 4]), ru=st.sampled_from([400, 1000, 2400]),
+                shared=st.booleans(), burst=st.booleans(), credits=st.sampled_from([None, 8, 60]),
+                start_ms=st.integers(0, 999))
+    def build(self, partitions, ru, shared, burst, credits, start_ms):
+        self.w = World(partition_count=partitions, throttle=ThrottleConfig(burst=burst, credits_per_s=credits))
+        self.w.advance(start_ms)
+        account = self.w.account
+        db = account.create_database({"id": "db"}, throughput=ru if shared else None)
+        self.c = self.w.container("db", "c", throughput=None if shared else ru)
+        self.t = account.throttle
+        self.model: dict = {}
+        self.ru_log = defaultdict(float)        # (region, range id, window) -> RU accepted
+        self.budget_log = defaultdict(float)    # (region, range id, window) -> highest budget in force
+        self.first_window: dict = {}            # (region, range id) -> first window it accepted in
+        self.credit_log = defaultdict(list)     # window -> [credits of each accepted request]
+        self.refusals = 0
+
+    # ---- helpers ---------------------------------------------------------------------------
+    @property
+    def window(self) -> int:
+        return self.w.now_ms // th.WINDOW_MS
+
+    def snapshot(self):
+        """Everything a request could change, normalised to now (a window rolling over is time,
+        not a change): every bucket moved to now, the credit window, every store, the rid counter."""
+        budget, burst, now = self.t.partition_budget(self.c), self.t.config.burst, self.window
+        buckets = {k: th.advance(b.state(), now, budget, burst) if budget else b.state()
+                   for k, b in self.t.buckets.items()}
+        credits = (self.t.credits_used if self.t.credit_window == now else 0, dict(self.t.credits_spent))
+        stores = {(p.range_id, r): (rs.lsn, rs.store.count_live, [(k, [v.lsn for v in vs])
+                                                                  for k, vs in rs.store.keys_with_versions()])
+                  for p in self.c.partitions for r, rs in p.replica_sets.items()}
+        return buckets, credits, stores, self.c.doc_seq
+
+    def admitted(self, fn, region, range_ids, ru, credits, before=None) -> bool:
+        before = before or self.snapshot()
+        budget = self.t.partition_budget(self.c)
+        for r in range_ids:
+            key = (region, r, self.window)
+            self.budget_log[key] = max(self.budget_log[key], budget)
+        try:
+            fn()
+        except CosmosError as e:
+            assert e.status == 429 and e.substatus in (3200, 50009)
+            assert isinstance(e.retry_after_ms, int) and e.retry_after_ms >= 1
+            assert self.snapshot() == before, "a throttled request changed state"
+            self.refusals += 1
+            return False
+        for r in range_ids:
+            self.ru_log[(region, r, self.window)] += ru / len(range_ids)
+            self.first_window.setdefault((region, r), self.window)
+        if self.t.config.credits_per_s is not None:
+            self.credit_log[self.window].append(credits)
+        return True
+
+    # ---- rules -----------------------------------------------------------------------------
+    @rule(pk=st.sampled_from(PKS), id=st.sampled_from(IDS), size=st.sampled_from(SIZES),
+          op=st.sampled_from(["create", "upsert", "replace", "delete"]), times=st.integers(1, 12))
+    def write(self, pk, id, size, op, times):
+        self._write(pk, id, size, op, times)
+
+    def _write(self, pk, id, size, op, times):
+        for _ in range(times):
+            before = self.snapshot()              # before staging: a refusal must undo it all
+            writer = self.w.writer(self.c, pk)
+            doc = {"id": id, "pk": pk, "payload": "x" * size}
+            try:
+                {"create": lambda: writer.create(doc), "upsert": lambda: writer.upsert(doc),
+                 "replace": lambda: writer.replace(id, doc), "delete": lambda: writer.delete(id)}[op]()
+            except CosmosError as e:
+                assert e.status in (404, 409)
+                continue
+            ru = charge.staged(writer)
+            if not self.admitted(lambda: self.t.admit_writer(writer, op), writer.region,
+                                 [writer.rs.range_id], ru, 1, before):
+                continue
+            writer.commit()
+            if op == "delete":
+                del self.model[(pk, id)]
+            else:
+                self.model[(pk, id)] = size
+
+    @rule(pk=st.sampled_from(PKS), size=st.sampled_from(SIZES[2:]))
+    def hammer(self, pk, size):
+        """Enough writes to one partition in one window to spend any budget (and burst)."""
+        self._write(pk, "h", size, "upsert", 60)
+
+    @rule(pk=st.sampled_from(PKS), id=st.sampled_from(IDS), region=st.sampled_from([EAST, WEST]))
+    def read(self, pk, id, region):
+        v, rs, _ = read_item(self.c, region, canonical_pk_json([pk]), [pk], id, "Eventual", None)
+        ru = charge.read(len(v.body) if v is not None else 0)
+        self.admitted(lambda: self.t.admit(region, self.c, rs.range_id, ru, 1, th.READ), region,
+                      [rs.range_id], ru, 1)
+
+    @rule(region=st.sampled_from([EAST, WEST]))
+    def query(self, region):
+        rss = [p.for_read(region) for p in self.c.partitions]
+        loaded = sum(rs.store.count_live for rs in rss)
+        ru = charge.query(loaded, loaded // 2, 100 * loaded)
+        returned = max(1, loaded // 2)
+        self.admitted(lambda: self.t.admit_many(region, self.c, [rs.range_id for rs in rss], ru, returned,
+                                                th.QUERY, filters=loaded),
+                      region, [rs.range_id for rs in rss], ru, returned + loaded)
+
+    @rule(ms=st.sampled_from([1, 37, 250, 999, 1000, 4500, 400_000]))
+    def advance(self, ms):
+        self.w.advance(ms)
+
+    @rule(ru=st.sampled_from([400, 700, 3000]))
+    def reprovision(self, ru):
+        target = self.c if self.c.offer_rid is not None else self.c.db
+        self.w.account.set_throughput(target, throughput=ru)
+
+    # ---- invariants --------------------------------------------------------------------------
+    @invariant()
+    def store_matches_the_model(self):
+        if not hasattr(self, "c"):
+            return
+        live = {}
+        for p in self.c.partitions:
+            for v in p.replica_sets[EAST].store.scan(p.replica_sets[EAST].lsn):
+                live[(v.doc["pk"], v.doc["id"])] = len(v.doc["payload"])
+        assert live == self.model
+
+    @invariant()
+    def every_window_stays_within_its_partitions_budget(self):
+        if not hasattr(self, "c"):
+            return
+        burst = self.t.config.burst
+        spent = defaultdict(float)
+        for (region, r, w), ru in sorted(self.ru_log.items(), key=lambda kv: kv[0][2]):
+            budget = self.budget_log[(region, r, w)]
+            if not burst:
+                assert ru <= budget + EPS
+            else:
+                assert ru <= max(budget, th.BURST_RU_PER_S_MAX) + EPS
+            spent[(region, r)] += ru
+            # Burst only lends what earlier windows of this bucket left unused: over its life a
+            # bucket never spends more than the highest budget times the windows it has lived.
+            lived = w - self.first_window[(region, r)] + 1
+            highest = max(b for (rg, rr, _), b in self.budget_log.items() if (rg, rr) == (region, r))
+            assert spent[(region, r)] <= highest * lived + EPS
+
+    @invariant()
+    def credits_per_window_stay_within_the_limit(self):
+        if not hasattr(self, "c") or self.t.config.credits_per_s is None:
+            return
+        for w, spends in self.credit_log.items():
+            assert sum(spends) <= self.t.config.credits_per_s or len(spends) == 1
+
+
+ThrottleMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=30, deadline=None)
+test_throttle_machine = ThrottleMachine.TestCase
