@@ -4,7 +4,9 @@ Theory of operation: every request is authenticated (master key, cosmos-wire §3
 into a Call, and dispatched on its path segments to the handler of its resource family. A
 CosmosError anywhere becomes the service's error reply; anything else is logged and answered
 with 500 without taking the server down. The global endpoint serves from the account's
-current (first) write region, a regional endpoint from its own region.
+current (first) write region, a regional endpoint from its own region. While the region an
+endpoint serves from is out, it answers 503 (the global endpoint still answers `GET /`, so
+clients can discover the other regions).
 """
 import asyncio
 import collections
@@ -62,8 +64,8 @@ class Gateway:
     async def _serve(self, call: Call) -> web.StreamResponse:
         req = call.req
         try:
-            if self.region is not None and self.account.region(self.region).state != "up":
-                raise CosmosError(503, 0, f"Region {self.region} is unavailable (a region outage).")
+            if (call.segs or self.region is not None) and self.account.region(call.region).state != "up":
+                raise CosmosError(503, 0, f"Region {call.region} is unavailable (a region outage).")
             self._authenticate(call)
             return await self._dispatch(call)
         except CosmosError as e:
