@@ -297,6 +297,10 @@ class ReplicaSet:
         self.electing = False
         if discard_tail:
             self.truncate_to(best.applied_lsn)
+            if self.partition is not None:
+                # Strong writes wait on the partition for a majority of regions; the discarded
+                # ones must hear so there too, or a later write reusing their LSN acknowledges them.
+                self.partition.fail_global_waiters_above(best.applied_lsn)
         else:
             best.applied_lsn = self.lsn
         self._recompute_commit()
