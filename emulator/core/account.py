@@ -192,7 +192,7 @@ class Account:
         self.draining = f
         self.write_regions = ()
         for _, p in self.partitions():
-            p.write_regions = ()
+            p.write_regions, p.draining_from = (), source
         self._drain_step(f)
         return f
 

@@ -74,6 +74,7 @@ def switch_write_region(account, target: str) -> None:
                                               if r != target and account.config.multi_write)
     for _, p in _partitions(account):
         p.write_regions = account.write_regions
+        p.draining_from = None
         hub = p.replica_sets[target]
         for region, rs in p.replica_sets.items():
             if region == target or rs.lsn >= hub.committed_lsn:

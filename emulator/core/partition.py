@@ -31,7 +31,7 @@ def _commit_ts_ms(rs: ReplicaSet, lsn: int) -> int | None:
 class Partition:
     __slots__ = ("range_id", "min_epk", "max_epk", "replica_sets", "write_regions", "links",
                  "_global_waiters", "global_lsn", "staleness_ops", "staleness_s", "region_ids",
-                 "region_up")
+                 "region_up", "draining_from")
 
     def __init__(self, range_id: str, min_epk: str, max_epk: str):
         self.range_id = range_id
@@ -39,6 +39,7 @@ class Partition:
         self.max_epk = max_epk
         self.replica_sets: dict[str, ReplicaSet] = {}
         self.write_regions: tuple = ()
+        self.draining_from = None              # the old write region while a graceful failover drains
         self.links: dict = {}                  # (src, dst) -> Link, shared with the account
         self._global_waiters: list = []        # (lsn, fn) sorted by lsn
         self.global_lsn = 0                    # highest LSN committed by a majority of regions
@@ -87,7 +88,9 @@ class Partition:
         return self.replica_sets[region]
 
     def _on_commit(self, rs: ReplicaSet, old: int, new: int) -> None:
-        if rs.region in self.write_regions:
+        # A draining old write region takes no new writes, but what it accepted before the
+        # failover still commits and must still ship, or the drain never completes.
+        if rs.region in self.write_regions or rs.region == self.draining_from:
             self._ship(rs, old, new)
         self._recompute_global()
 
