@@ -19,9 +19,13 @@ Plans, cheapest first by estimated documents loaded:
 * scan: when no index beats reading the documents in scope (SCAN_SMALL_DOCS or fewer, no
   eligible path, or an index would load more than 1/INDEX_COST_FACTOR of the scope).
 A path is eligible when the container's indexing policy includes it; its index is built on
-first use (index.materialise). Pure: reads the store, changes only its indexes.
+first use (index.materialise). `PlanTuning` holds the two cost thresholds; tests pass
+ALWAYS_INDEX to take an index whenever one applies. Pure: reads the store, changes only its
+indexes.
 """
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from .index import materialise
 from .index_policy import policy_of
@@ -30,6 +34,16 @@ from .query.values import TAG_ARRAY, TAG_NULL, TAG_UNDEFINED, sort_key, tag_of
 SCAN_SMALL_DOCS = 64        # documents in scope at or below which a scan is always chosen
 INDEX_COST_FACTOR = 2       # an index candidate costs about this many scanned documents
 RANGE_OPS = frozenset({"<", "<=", ">", ">="})
+UNLIMITED = float("inf")
+
+
+class PlanTuning(NamedTuple):
+    small_docs: int = SCAN_SMALL_DOCS
+    cost_factor: int = INDEX_COST_FACTOR     # 0: an index always beats a scan
+
+
+DEFAULT_TUNING = PlanTuning()
+ALWAYS_INDEX = PlanTuning(small_docs=0, cost_factor=0)
 
 
 class Selection:
@@ -44,14 +58,14 @@ class Selection:
 
 
 def candidates(query, store, lsn: int, policy: dict | None, now_ms: int, prefix: str | None = None,
-               accept=None, cap: int | None = None) -> Selection | None:
+               accept=None, cap: int | None = None, tuning: PlanTuning = DEFAULT_TUNING) -> Selection | None:
     """Versions of store visible at lsn (of partition key `prefix` when given, and whose key
     `accept(key)` allows) that may matter to query; None when a full scan is the better plan."""
     hints = query.index_hints
     if not hints:
         return None
     scope = store.key_count(prefix)
-    if scope <= SCAN_SMALL_DOCS:
+    if scope <= tuning.small_docs:
         return None
     compiled = policy_of(policy)
     indexes = {}
@@ -63,9 +77,13 @@ def candidates(query, store, lsn: int, policy: dict | None, now_ms: int, prefix:
     if not indexes:
         return None
     keep = _keeper(prefix, accept)
-    best = _best_filter(hints, indexes, scope // INDEX_COST_FACTOR)
-    walked = _order_walk(query, indexes, store, lsn, keep, now_ms, cap,
-                         budget=scope if best is None else best[0] * INDEX_COST_FACTOR)
+    factor = tuning.cost_factor
+    best = _best_filter(hints, indexes, scope // factor if factor else UNLIMITED)
+    if not factor:
+        budget = UNLIMITED
+    else:
+        budget = scope if best is None else best[0] * factor
+    walked = _order_walk(query, indexes, store, lsn, keep, now_ms, cap, budget)
     if walked is not None:
         return walked
     if best is None:
