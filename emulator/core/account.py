@@ -298,12 +298,13 @@ class Account:
 
     def crash_primary(self, rs) -> None:
         """The partition's primary in one region stops; a new one is elected after election_ms."""
-        rs.crash_primary()
+        rs.crash_primary(discard_tail=rs.region in self.write_regions)
         self.scheduler.call_at(self.clock.now_ms() + self.config.election_ms, self._elect, rs)
 
     def _elect(self, rs) -> None:
         if rs.electing:
-            rs.elect(discard_tail=rs.region in self.write_regions)
+            rs.discard_tail = rs.region in self.write_regions
+            rs.elect()
 
     def _next(self) -> int:
         self._seq += 1

@@ -32,7 +32,7 @@ class ReplicaSet:
     __slots__ = ("region", "range_id", "scheduler", "clock", "delay_ms", "routing", "replicas",
                  "store", "lsn", "committed_lsn", "epoch", "epoch_start_lsn", "epoch_starts", "log", "commit_listeners",
                  "_waiters", "_early", "electing", "partition", "own_seq", "progress", "multi_write",
-                 "resolver", "on_conflict")
+                 "resolver", "on_conflict", "discard_tail")
 
     def __init__(self, region: str, range_id: str, scheduler, clock, *, delay_ms: int = 0,
                  routing: ReadRoutingPolicy | None = None):
@@ -54,6 +54,7 @@ class ReplicaSet:
         self._waiters: deque = deque()     # (lsn, fn) in LSN order; fn(ok: bool)
         self._early: dict = {}             # shipped commits that arrived ahead of a gap
         self.electing = False              # a primary crashed and no new one is elected yet
+        self.discard_tail = True           # an election in a write region drops the unacked tail
         self.partition = None              # set by Partition.attach
         self.own_seq = 0                   # how many commits this region originated
         self.progress: dict = {}           # origin region -> highest oseq of it applied here
@@ -276,20 +277,25 @@ class ReplicaSet:
         later = self.epoch_starts[max(epoch, 0) + 1:]
         return min(later) if later else self.epoch_start_lsn
 
-    def crash_primary(self) -> None:
+    def crash_primary(self, discard_tail: bool = True) -> None:
         """The primary stops. Writes fail with 503 until `elect()` picks a new one."""
         self.primary.state = DOWN
         self.electing = True
+        self.discard_tail = discard_tail
 
-    def elect(self, discard_tail: bool = True) -> int | None:
+    def elect(self, discard_tail: bool | None = None) -> int | None:
         """Promote the most up-to-date live secondary (lowest index on ties). Everything a quorum
         acknowledged is on it: 3 of 4 replicas had each committed write and at most one of them
         was the old primary. In a write region the old primary's unacknowledged tail beyond that
         replica is discarded; in a read region (discard_tail=False) the tail came from the write
         region, so the new primary fetches it again instead of losing it."""
         candidates = [r for r in self.replicas if r.state == UP and r.role != PRIMARY]
-        if not candidates:
+        if len(candidates) < WRITE_QUORUM - 1:
+            # Fewer than two live secondaries may all lack an acknowledged write (a quorum of 3
+            # of 4 guarantees only that one of any two does): wait for a replica to come back.
             return None
+        if discard_tail is None:
+            discard_tail = self.discard_tail
         best = max(candidates, key=lambda r: (r.applied_lsn, -r.index))
         old = self.primary
         old.role = SECONDARY
@@ -312,6 +318,8 @@ class ReplicaSet:
         r.state = state
         if state == UP and r.role == PRIMARY and self.electing:
             self.electing = False           # back before an election replaced it
+        elif state == UP and self.electing:
+            self.elect()                    # an election that lacked candidates can finish now
         if state == UP and r.applied_lsn < self.primary.applied_lsn:
             # Catch up from the shared store: every version it needs is still there, because
             # the store's floor counted this replica while it was down.
