@@ -18,6 +18,8 @@ Checks, one function each:
 * session: a session read's position contains the client's session (everything the client
   wrote or read before): read-your-writes and monotonic reads; a client whose session names
   writes a forced failover discarded must get an error, never older data;
+* liveness: every write's commit resolved, and a graceful failover aborts only while a fault
+  is active (nothing else can keep its drain from finishing);
 * strong: a strong read reflects every write acknowledged before it started, and a read that
   starts after another finished never returns an older value of the key (linearizable
   register, given the log order of writes).
@@ -104,6 +106,7 @@ def check(history: dict) -> list:
     check_prefix(history["ops"], lins, v)
     check_sessions(history["ops"], lins, v)
     check_strong(history["ops"], lins, finals, v)
+    check_failovers(history, v)
     for e in history["events"]:
         if e["kind"] == "invariant":
             v.add("replica-set", f"{e['container']}/{e['partition']} in {e['region']}: {e['message']}")
@@ -170,6 +173,28 @@ def check_acknowledged(history: dict, lins: dict, finals: dict, v: Violations) -
         if op["outcome"] == "fail" and in_final:
             v.add("definite", f"write {op['id']} was reported as definitely not applied "
                               f"({op.get('status')}) but is in the history", op)
+
+
+def check_failovers(history: dict, v: Violations) -> None:
+    active: set = set()
+    timeline = []                          # (seq, at_ms, active fault ids after the event)
+    for e in history["events"]:
+        if e["kind"] == "fault" and "id" in e:
+            active.add(e["id"])
+        elif e["kind"] == "fault-ended":
+            active.discard(e["id"])
+        timeline.append((e["at_ms"], frozenset(active)))
+    for f in history["failovers"]:
+        if f["state"] != "aborted":
+            continue
+        faults = frozenset()
+        for at_ms, ids in timeline:
+            if at_ms > f["finished_ms"]:
+                break
+            faults = ids
+        if not faults:
+            v.add("liveness", f"graceful failover #{f['id']} to {f['to']} aborted at {f['finished_ms']} "
+                              "although no fault was active: its drain should have finished")
 
 
 def check_prefix(ops: list, lins: dict, v: Violations) -> None:

@@ -130,7 +130,7 @@ def run(seed: int, config: SimConfig | None = None) -> Result:
     history = {"seed": seed, "config": _config_json(config), "ops": world.history.ops,
                "events": world.history.events, "lost_writes": list(world.account.lost_writes),
                "failovers": [f.describe() for f in world.account.failovers],
-               "final": world.final_state(), "virtual_ms": world.now_ms - start}
+               "final": world.final_state(), "start_ms": start, "virtual_ms": world.now_ms - start}
     stuck = [op["id"] for op in world.history.ops if op["outcome"] is None]
     violations = checker.check(history)
     if stuck:

@@ -9,14 +9,16 @@ its last step is past). Operations: create, upsert, replace, delete of a small s
 (contention on purpose), point reads and whole-partition snapshot reads.
 
 Like the SDK, a client that is refused a write with 403/3 refreshes its idea of the write
-region (the account's current one), and a client whose home region is down moves its reads to
-the next region of its preference list.
+region (the account's current one), and a client whose read region answers 503 marks it
+unavailable for UNAVAILABLE_MS and reads from the next region of its preference list meanwhile,
+then tries its preferred region again.
 """
 from ..core.consistency import BOUNDED, EVENTUAL, PREFIX, SESSION, STRONG
 from ..core.errors import SUB_WRITE_FORBIDDEN
 from .world import WRITE_FS, World, token_merge
 
 THINK_MS_MAX = 100
+UNAVAILABLE_MS = 1_000
 WRITE_SHARE = 0.45
 SNAPSHOT_SHARE = 0.1
 READ_LEVELS = {STRONG: (STRONG, STRONG, SESSION), BOUNDED: (BOUNDED, SESSION), SESSION: (SESSION, SESSION, PREFIX),
@@ -24,15 +26,21 @@ READ_LEVELS = {STRONG: (STRONG, STRONG, SESSION), BOUNDED: (BOUNDED, SESSION), S
 
 
 class Client:
-    __slots__ = ("id", "regions", "home", "consistency", "write_region", "tokens")
+    __slots__ = ("id", "regions", "unavailable", "consistency", "write_region", "tokens")
 
     def __init__(self, id: int, regions: list, consistency: str, write_region: str):
         self.id = id
-        self.regions = regions               # preference order; regions[home] serves reads
-        self.home = 0
+        self.regions = regions               # preference order for reads
+        self.unavailable: dict = {}          # region -> until when (ms) reads avoid it
         self.consistency = consistency
         self.write_region = write_region
         self.tokens: dict = {}               # container -> {range_id: VectorToken}
+
+    def read_region(self, now_ms: int) -> str:
+        for r in self.regions:
+            if self.unavailable.get(r, 0) <= now_ms:
+                return r
+        return self.regions[0]
 
 
 class Workload:
@@ -87,7 +95,7 @@ class Workload:
         session = dict(c.tokens.get(container, {}))
         sent = session.get(partition.range_id)
         op = w.history.invoke(w.now_ms, client=c.id, f=f, container=container, key=key,
-                              partition=partition.range_id, region=c.regions[c.home],
+                              partition=partition.range_id, region=c.read_region(w.now_ms),
                               consistency=c.consistency,
                               sent_token=None if sent is None else [sent.version, sent.global_lsn])
         w.read(op, session or None, lambda op: self._completed(c, op))
@@ -100,6 +108,6 @@ class Workload:
             c.write_region = acct.hub_region
         elif op.get("status") == 503 and op["f"] in WRITE_FS:
             c.write_region = acct.hub_region
-        elif op.get("status") == 503 and acct.region(op["region"]).state != "up":
-            c.home = (c.home + 1) % len(c.regions)
+        elif op.get("status") == 503:
+            c.unavailable[op["region"]] = self.world.now_ms + UNAVAILABLE_MS
         self._schedule(c)

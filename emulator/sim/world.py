@@ -28,6 +28,7 @@ from .history import History
 WRITE_ACK_TIMEOUT_MS = 30_000     # gateway/server.py WRITE_ACK_TIMEOUT_S
 SESSION_WAIT_MS = 200             # gateway/server.py SESSION_WAIT_S
 STRONG_WAIT_MS = 2_000            # gateway/server.py STRONG_WAIT_S
+INVARIANT_CHECK_MS = 10
 DATABASE = "simdb"
 PK_DEF = {"paths": ["/pk"], "kind": "Hash", "version": 2}
 WRITE_FS = ("create", "upsert", "replace", "delete")
@@ -63,6 +64,10 @@ class World:
         self._epochs: dict = {}            # (container, range_id) -> {epoch: start_lsn}
         self._writes_at: dict = {}         # (container, range_id, lsn, key) -> [op, ...]
         self._broken_seen: list = []       # (container, range_id, region) already reported
+        self._active: tuple = ()           # fault ids active at the last look
+        self._signature = None
+        self._checked_ms = 0
+        self._region_events = 0
         self.account.region_listeners.append(self._on_region_state)
 
     @property
@@ -95,8 +100,20 @@ class World:
 
     # ---- watching the core ------------------------------------------------------------------
     def observe(self) -> None:
-        """Note new epochs and new lost-writes entries (after a forced failover, which may run
-        inside any timer: a service-managed one does)."""
+        """Note faults that ended, new epochs and new lost-writes entries (after a forced
+        failover, which may run inside any timer: a service-managed one does), and check the
+        replica sets' own invariants. The full look runs when something it watches changed, and
+        at least every INVARIANT_CHECK_MS (a failover draining polls every millisecond)."""
+        acct = self.account
+        active = tuple(acct.faults.active)
+        signature = (len(acct.failovers), len(acct.lost_writes), self._region_events, active)
+        if signature == self._signature and self.now_ms - self._checked_ms < INVARIANT_CHECK_MS:
+            return
+        self._signature, self._checked_ms = signature, self.now_ms
+        for fid in self._active:
+            if fid not in acct.faults.active:
+                self.history.event(self.now_ms, "fault-ended", id=fid)
+        self._active = active
         for name, c in self.containers.items():
             for p in c.partitions:
                 starts = self._epochs.setdefault((name, p.range_id), {})
@@ -135,6 +152,7 @@ class World:
 
     def _on_region_state(self, name: str, state: str) -> None:
         self.history.event(self.now_ms, "region", region=name, state=state)
+        self._region_events += 1
         if state != "down":
             return
         for p in list(self._pending):
