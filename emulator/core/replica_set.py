@@ -75,10 +75,12 @@ class ReplicaSet:
         which in a read region may stall below every applied LSN (two replicas down), so the
         store must keep what is visible there, not just at the slowest replica. Nor below any
         region's LSN: a forced failover cuts every region back to its target's LSN, even below
-        what was committed here, and the versions visible there must still be in the store."""
+        what was committed here, and the versions visible there must still be in the store.
+        Nor below the partition's global LSN, where strong reads are served."""
         floor = min(self.committed_lsn, min(r.applied_lsn for r in self.replicas))
         if self.partition is not None and not self.multi_write:
-            floor = min(floor, min(rs.lsn for rs in self.partition.replica_sets.values()))
+            floor = min(floor, self.partition.global_lsn,
+                        min(rs.lsn for rs in self.partition.replica_sets.values()))
         return floor
 
     def up_count(self) -> int:
