@@ -17,7 +17,7 @@ def build_parser(prog: str = "python -m emulator.sim") -> argparse.ArgumentParse
     p.add_argument("--seeds", help="a range of seeds, e.g. 0-99 (overrides --seed)")
     p.add_argument("--steps", type=int, default=None, help="client operations per run (default 300)")
     p.add_argument("--consistency", default=None, help="account consistency (default: drawn from the seed)")
-    p.add_argument("--partitions", type=int, default=None, help="partitions per container (default: 2-4)")
+    p.add_argument("--partitions", type=int, default=None, help="partitions per container (default: 1-4)")
     p.add_argument("--no-faults", action="store_true", help="clients only, no fault workload")
     p.add_argument("--scenario", help="a scenario JSON file (timed faults, heals, failovers)")
     p.add_argument("--history", help="write the full history (JSON) to this file")

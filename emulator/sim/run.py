@@ -28,6 +28,7 @@ REGIONS = ("East US", "East US 2", "West US")
 SETTLE_MS = 1_000                 # clients keep going this long after a scenario's last step
 RUN_MS_MAX = 600_000              # virtual time a run may take before it is called stuck
 INTRA_REGION_DELAYS_MS = (0, 1, 2, 2, 5, 20)
+KEY_COUNTS = (2, 3, 6, 8)
 LEVEL_WEIGHTS = ((SESSION, 5), (STRONG, 3), (BOUNDED, 1), (PREFIX, 1), (EVENTUAL, 1))
 
 
@@ -36,9 +37,9 @@ class SimConfig:
     steps: int = 300                       # client operations to invoke
     clients: int = 5
     consistency: str | None = None         # None: drawn from the seed
-    partitions: int | None = None          # None: 2-4, drawn from the seed
-    containers: int = 2
-    keys: int = 6                          # per container: few keys, many conflicts
+    partitions: int | None = None          # None: 1-4, drawn from the seed
+    containers: int | None = None          # None: 1 or 2, drawn from the seed
+    keys: int | None = None                # per container (few: many conflicts); None: drawn
     faults: bool = True                    # the random fault workload (off: clients only)
     scenario: list | None = None           # timed steps (scenario.py); replaces random faults
     intra_region_delay_ms: int | None = None   # None: drawn from the seed
@@ -92,11 +93,13 @@ def resolve(seed: int, config: SimConfig) -> SimConfig:
     level = config.consistency
     level = canonical(level) if level else rng.choices([l for l, _ in LEVEL_WEIGHTS],
                                                        weights=[w for _, w in LEVEL_WEIGHTS])[0]
-    partitions = config.partitions or rng.randint(2, 4)
+    partitions = config.partitions or rng.randint(1, 4)
     delay = config.intra_region_delay_ms
     delay = rng.choice(INTRA_REGION_DELAYS_MS) if delay is None else delay
+    containers = config.containers or rng.choice((1, 2))
+    keys = config.keys or rng.choice(KEY_COUNTS)
     out = SimConfig(**{**asdict(config), "consistency": level, "partitions": partitions,
-                       "intra_region_delay_ms": delay})
+                       "intra_region_delay_ms": delay, "containers": containers, "keys": keys})
     out.scenario = config.scenario
     return out
 
