@@ -182,8 +182,10 @@ class ReplicaSet:
         self.scheduler.call_at(due, self._apply_at, r, lsn)
 
     def _apply_at(self, r: Replica, lsn: int) -> None:
-        # lsn > self.lsn: the log was cut back (truncate_to) after this apply was scheduled.
-        if r.state != UP or lsn <= r.applied_lsn or lsn > self.lsn:
+        # The log may have been cut back (truncate_to) since this apply was scheduled: apply
+        # what is left of it. Dropping it would strand a replica catching up from below the cut.
+        lsn = min(lsn, self.lsn)
+        if r.state != UP or lsn <= r.applied_lsn:
             return
         r.applied_lsn = lsn
         self._recompute_commit()
