@@ -90,9 +90,13 @@ def cut_history(account, container, p, keep_lsn: int, reason: str, now_ms: int) 
     seen = set()
     lost = 0
     for region, rs in p.replica_sets.items():
+        # A region still down since an earlier forced failover holds commits that one already
+        # cut (and listed); they are not lost a second time.
+        earlier = [keep for q, keep in account.pending_cuts.get(region, ()) if q is p]
+        listed_above = min(earlier) if earlier else None
         for lsn, versions in rs.log:
             for v in versions:
-                if lsn <= keep_lsn or (lsn, v.key) in seen:
+                if lsn <= keep_lsn or (lsn, v.key) in seen or (listed_above is not None and lsn > listed_above):
                     continue
                 seen.add((lsn, v.key))
                 lost += 1
