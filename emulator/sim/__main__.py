@@ -18,6 +18,9 @@ def build_parser(prog: str = "python -m emulator.sim") -> argparse.ArgumentParse
     p.add_argument("--steps", type=int, default=None, help="client operations per run (default 300)")
     p.add_argument("--consistency", default=None, help="account consistency (default: drawn from the seed)")
     p.add_argument("--partitions", type=int, default=None, help="partitions per container (default: 1-4)")
+    p.add_argument("--containers", type=int, default=None, help="containers (default: 1-2)")
+    p.add_argument("--keys", type=int, default=None, help="keys per container (default: 2-8)")
+    p.add_argument("--intra-region-delay-ms", type=int, default=None, help="replica apply delay (default: drawn)")
     p.add_argument("--no-faults", action="store_true", help="clients only, no fault workload")
     p.add_argument("--scenario", help="a scenario JSON file (timed faults, heals, failovers)")
     p.add_argument("--history", help="write the full history (JSON) to this file")
@@ -25,7 +28,9 @@ def build_parser(prog: str = "python -m emulator.sim") -> argparse.ArgumentParse
 
 
 def config_from(args) -> SimConfig:
-    overrides = {"steps": args.steps, "consistency": args.consistency, "partitions": args.partitions}
+    overrides = {"steps": args.steps, "consistency": args.consistency, "partitions": args.partitions,
+                 "containers": args.containers, "keys": args.keys,
+                 "intra_region_delay_ms": args.intra_region_delay_ms}
     if args.scenario:
         with open(args.scenario) as f:
             return SimConfig.from_scenario(f.read(), **overrides)

@@ -75,13 +75,15 @@ class Result:
         writes = [o for o in ops if o["f"] in checker.WRITE_FS]
         events = self.history["events"]
         count = lambda kind: sum(1 for e in events if e["kind"] == kind and "refused" not in e)
-        return {"seed": self.seed, "consistency": self.config["consistency"],
-                "partitions": self.config["partitions"], "ops": len(ops),
+        c = self.config
+        return {"seed": self.seed, "consistency": c["consistency"], "partitions": c["partitions"],
+                "containers": c["containers"], "keys": c["keys"],
+                "intra_region_delay_ms": c["intra_region_delay_ms"], "ops": len(ops),
                 "ok": sum(1 for o in ops if o["outcome"] == "ok"),
                 "failed": sum(1 for o in ops if o["outcome"] == "fail"),
                 "indefinite": sum(1 for o in ops if o["outcome"] == "info"),
                 "acknowledged_writes": sum(1 for o in writes if o["outcome"] == "ok"),
-                "faults": count("fault"), "failovers": count("failover"),
+                "faults": count("fault"), "failovers": len(self.history["failovers"]),
                 "lost_writes": len(self.history["lost_writes"]),
                 "virtual_ms": self.history["virtual_ms"],
                 "violations": len(self.violations)}
