@@ -129,18 +129,18 @@ def version(container, v, old_nbytes: int | None = None) -> float:
 def staged(writer) -> float:
     """The charge of everything a core Writer has staged for its commit (one operation, or
     every tombstone of a delete by partition key), computed before anything is applied."""
-    total = 0.0
-    latest = writer.rs.store.latest
-    for v in writer.pending.values():
-        if v.lsn != writer.lsn:
-            continue
-        old_nbytes = None
-        if v.deleted:
-            prev = latest(v.key)
-            if prev is not None and prev.lsn == v.prev_lsn and prev.body is not None:
-                old_nbytes = len(prev.body)
-        total += version(writer.container, v, old_nbytes)
-    return round(total, 2)
+    return round(sum(staged_key(writer, key) for key, v in writer.pending.items() if v.lsn == writer.lsn), 2)
+
+
+def staged_key(writer, key: tuple) -> float:
+    """The charge of the version a Writer has staged under key (e.g. one operation of a batch)."""
+    v = writer.pending[key]
+    old_nbytes = None
+    if v.deleted:
+        prev = writer.rs.store.latest(v.key)
+        if prev is not None and prev.lsn == v.prev_lsn and prev.body is not None:
+            old_nbytes = len(prev.body)
+    return version(writer.container, v, old_nbytes)
 
 
 def staged_count(writer) -> int:

@@ -11,8 +11,9 @@ import json
 from client.protocol import headers as H
 
 from ..core import charge
+from ..core import throttle as th
 from ..core.errors import CosmosError, bad_request
-from . import partition_keys, responses
+from . import admission, partition_keys, responses
 from .documents import _check_item, _writer
 from .sessions import session_headers
 
@@ -76,13 +77,15 @@ async def execute(call, container):
                          "message": e.message}
             return responses.reply(207, failed, call.activity_id, 1.0,
                                    session_headers(call, container, writer.rs, writer.rs.committed_lsn))
-        size = len(version.body) if version is not None and version.body else 0
-        ru = charge.read(size) if op.get("operationType") == "Read" else (
-            charge.write(size) if version is not None else charge.delete())
+        if op.get("operationType") == "Read":
+            ru = charge.read(len(version.body) if version.body else 0)
+        else:
+            ru = charge.staged_key(writer, version.key if version is not None else (writer.pk_json, op.get("id")))
         results.append(_result(status, version, ru))
+    total = round(sum(r["requestCharge"] for r in results), 2)
+    admission.write(call, writer, th.BATCH, total, len(ops))     # a 429 here leaves nothing applied
     lsn = writer.commit()
     if lsn:
         await call.gw.write_acknowledged(writer, lsn)
-    total = round(sum(r["requestCharge"] for r in results), 2)
     hdrs = session_headers(call, container, writer.rs, lsn or writer.rs.committed_lsn)
     return responses.reply(200, results, call.activity_id, total, hdrs)

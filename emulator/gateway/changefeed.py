@@ -10,11 +10,13 @@ from email.utils import parsedate_to_datetime
 from client.protocol import headers as H
 
 from ..core import changefeed as cf
+from ..core import charge
 from ..core import feed as feeds
+from ..core import throttle as th
 from ..core.consistency import effective
 from ..core.documents import choose_replica, pk_values_of
 from ..core.errors import CosmosError, bad_request
-from . import responses
+from . import admission, responses
 from .sessions import parse_session, session_headers
 
 
@@ -77,12 +79,14 @@ async def change_feed(call, container):
     hdrs = session_headers(call, container, rs, upto)
     hdrs[H.ETAG] = f'"{nxt}"'
     if not versions:
-        return responses.reply(304, None, call.activity_id, 1.0, hdrs)
+        admission.read(call, container, rs, charge.NOT_MODIFIED_RU, th.CHANGE_FEED)
+        return responses.reply(304, None, call.activity_id, charge.NOT_MODIFIED_RU, hdrs)
     if full:
         names = [path.rsplit("/", 1)[-1].strip("\"'") for path in container.pk_def.paths]
         raw = [responses.dumps(cf.avad_entry(v, names)) for v in versions]
     else:
         raw = [v.body[:-1] + b',"_lsn":' + str(v.lsn).encode() + b"}" for v in versions]
     hdrs[H.ITEM_COUNT] = str(len(raw))
-    ru = max(1.0, round(sum(map(len, raw)) / 1024, 2))
+    ru = charge.feed(len(raw), sum(map(len, raw)))
+    admission.read(call, container, rs, ru, th.CHANGE_FEED, len(raw))
     return responses.reply(200, responses.feed_body(container.rid, "Documents", raw), call.activity_id, ru, hdrs)

@@ -10,10 +10,11 @@ from client.protocol import headers as H
 from ..core import charge
 from ..core import documents as docs
 from ..core import feed as feeds
+from ..core import throttle as th
 from ..core.consistency import effective
 from ..core.errors import CosmosError, bad_request, not_found
 from ..core.validation import ITEM_BYTES_MAX, ValidationError, check_id
-from . import partition_keys, responses
+from . import admission, partition_keys, responses
 from .sessions import parse_session, session_headers
 
 WRITE_OPS = {"POST", "PUT", "PATCH", "DELETE"}
@@ -40,11 +41,10 @@ def _check_item(doc, raw_len: int) -> None:
 
 
 async def _write_reply(call, container, writer, status: int, version) -> "responses.web.Response":
+    ru = admission.write(call, writer)          # a 429 here leaves nothing applied
     lsn = writer.commit()
     if lsn:
         await call.gw.write_acknowledged(writer, lsn)
-    size = len(version.body) if version is not None else 0
-    ru = charge.write(size) if version is not None else charge.delete()
     hdrs = _doc_headers(call, container, writer.rs, lsn or writer.rs.committed_lsn, ru, version)
     if version is None or status == 204:
         return responses.reply(204, None, call.activity_id, ru, hdrs)
@@ -114,6 +114,7 @@ async def read_feed(call, container):
                                               call.header(H.CONTINUATION), max_items, indexes, pk_json)
     bodies = [v.body for v in versions]
     ru = charge.feed(len(bodies), sum(map(len, bodies)))
+    admission.spread(call, container, touched, ru, len(bodies), th.READ_FEED)
     hdrs = {H.ITEM_COUNT: str(len(bodies))}
     if cont is not None:
         hdrs[H.CONTINUATION] = cont
@@ -167,11 +168,13 @@ async def read(call, container, id_seg: str, by_rid: bool):
     rs = container.partition_for_epk(container.epk_of(pk_json, values)).for_read(call.region)
     await call.gw.readable(rs, consistency, session)
     version, lsn = docs.read_in(rs, pk_json, id, consistency, session)
+    ru = charge.read(len(version.body) if version is not None else 0)
+    admission.read(call, container, rs, ru)
     if version is None:
         hdrs = session_headers(call, container, rs, lsn)
+        hdrs[H.REQUEST_CHARGE] = f"{ru:.2f}"
         raise_with = not_found()
         return responses.error(raise_with, call.activity_id, hdrs)
-    ru = charge.read(len(version.body))
     hdrs = _doc_headers(call, container, rs, lsn, ru, version)
     inm = call.header(H.IF_NONE_MATCH)
     if inm is not None and inm in (version.etag, "*"):
@@ -188,9 +191,9 @@ async def delete_by_partition_key(call, container):
         raise bad_request("Delete by partition key needs the full partition key.")
     writer = _writer(call, container, pk_json, values)
     n = writer.delete_all()
+    ru = admission.write(call, writer, th.DELETE_BY_PK)
     lsn = writer.commit()
     if lsn:
         await call.gw.write_acknowledged(writer, lsn)
-    ru = charge.delete() * max(1, n)
     hdrs = _doc_headers(call, container, writer.rs, lsn or writer.rs.committed_lsn, ru)
     return responses.reply(200, {"deleted": n}, call.activity_id, ru, hdrs)

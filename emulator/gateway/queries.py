@@ -19,10 +19,11 @@ from client.protocol import headers as H
 from ..core import charge
 from ..core import feed as feeds
 from ..core import query_plan as planner
+from ..core import throttle as th
 from ..core.consistency import effective
 from ..core.documents import choose_replica, pk_values_of
 from ..core.errors import CosmosError, bad_request
-from . import partition_keys, responses
+from . import admission, partition_keys, responses
 from .sessions import parse_session, token as session_token
 
 QUERY_TEXT_BYTES_MAX = 512 * 1024
@@ -160,6 +161,7 @@ async def query_documents(call, container):
         hdrs[H.SESSION_TOKEN] = ",".join(session_token(rs, rs.committed_lsn) for rs in touched)
         hdrs[H.ALT_CONTENT_PATH] = container.name_path
     ru = charge.query(loaded[0], len(raw), sum(map(len, raw)))
+    admission.spread(call, container, touched, ru, len(raw), th.QUERY, loaded[0] if q.has_filter else 0)
     return responses.reply(200, responses.feed_body(container.rid, "Documents", raw), call.activity_id, ru, hdrs)
 
 

@@ -22,7 +22,7 @@ from ..core.consistency import STRONG, SESSION
 from ..core.documents import min_lsn_for
 from ..core.errors import CosmosError, not_found
 from . import account as account_doc
-from . import documents, metadata, responses
+from . import admission, documents, metadata, responses
 from .call import Call
 
 log = logging.getLogger("regionlab.gateway")
@@ -148,6 +148,8 @@ class Gateway:
         n = len(segs)
         if n == 0:
             return account_doc.handle(call)
+        if n <= 4 and segs[0] in ("dbs", "offers"):
+            admission.management(call)          # databases, containers, offers: before they run
         if segs[0] == "offers" and n <= 2:
             return await (metadata.offers(call) if n == 1 else metadata.offer(call, segs[1]))
         if segs[0] != "dbs":

@@ -45,6 +45,8 @@ class CompiledQuery:
         # SELECT * over whole documents: each result *is* an input document (callers may reuse
         # its stored serialisation).
         self.returns_documents = self._tree.select.star and self._doc_filter is not None
+        # A WHERE clause: each document loaded is one filter evaluation (the credits model).
+        self.has_filter = self._plan.where is not None
 
     def _simple_filter(self):
         """The WHERE closure when a document maps to exactly one row (FROM c)."""
