@@ -6,6 +6,7 @@ reach it. See docs/control-api.md.
 from aiohttp import web
 
 from .chaos_api import add_chaos_routes
+from .throughput_api import add_throughput_routes, describe as describe_throttling
 
 
 def _json(data, status: int = 200) -> web.Response:
@@ -24,6 +25,7 @@ def topology(emu) -> dict:
            "lost_writes": len(account.lost_writes),
            "faults": list(account.faults.active.values()),
            "requests": {name or "global": served(gw) for name, gw in emu.gateways.items()},
+           "throttling": describe_throttling(account),
            "databases": []}
     for db in account.databases.values():
         d = {"id": db.id, "containers": []}
@@ -54,4 +56,5 @@ def control_app(emu) -> web.Application:
     app.router.add_get("/health", health)
     app.router.add_get("/topology", topo)
     add_chaos_routes(app, emu)
+    add_throughput_routes(app, emu)
     return app
