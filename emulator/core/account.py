@@ -120,6 +120,13 @@ class Account:
         link.receiver_up = lambda: self.region(a).state == "up" and self.region(b).state == "up"
         return link
 
+    def region_state(self, name: str) -> str | None:
+        """"up" or "down", or None for a region the account does not have (any more)."""
+        for r in self.regions:
+            if r.name == name:
+                return r.state
+        return None
+
     def region(self, name: str) -> Region:
         for r in self.regions:
             if r.name == name:

@@ -18,6 +18,18 @@ BODY_TIMEOUT_S = 30.0
 READ_CHUNK_BYTES = 256 * 1024
 
 
+_ACTIVITY_PREFIX = str(uuid.uuid4())[:24]
+_activity_seq = 0
+
+
+def _activity_id() -> str:
+    """A GUID-shaped activity id for requests that bring none: a per-process random prefix and a
+    counter (uuid4 per request costs more than the rest of a point read's parsing)."""
+    global _activity_seq
+    _activity_seq += 1
+    return f"{_ACTIVITY_PREFIX}{_activity_seq & 0xFFFFFFFFFFFF:012x}"
+
+
 class Call:
     __slots__ = ("gw", "req", "method", "segs", "headers", "activity_id", "region", "raw")
 
@@ -25,10 +37,16 @@ class Call:
         self.gw = gw
         self.req = req
         self.method = req.method
-        raw_path = req.raw_path.split("?", 1)[0]
-        self.segs = [unquote(s) for s in raw_path.strip("/").split("/")] if raw_path.strip("/") else []
-        self.headers = req.headers
-        self.activity_id = req.headers.get(H.ACTIVITY_ID) or str(uuid.uuid4())
+        path = req.raw_path
+        if "?" in path:
+            path = path.split("?", 1)[0]
+        path = path.strip("/")
+        segs = path.split("/") if path else []
+        if "%" in path:
+            segs = [unquote(s) for s in segs]
+        self.segs = segs
+        headers = self.headers = req.headers
+        self.activity_id = headers.get(H.ACTIVITY_ID) or _activity_id()
         self.region = gw.serving_region()
         self.raw = b""
 

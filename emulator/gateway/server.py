@@ -64,8 +64,9 @@ class Gateway:
     async def _serve(self, call: Call) -> web.StreamResponse:
         req = call.req
         try:
-            if (call.segs or self.region is not None) and self.account.region(call.region).state != "up":
-                raise CosmosError(503, 0, f"Region {call.region} is unavailable (a region outage).")
+            if (call.segs or self.region is not None) and self.account.region_state(call.region) != "up":
+                raise CosmosError(503, 0, f"Region {call.region} is unavailable (a region outage, "
+                                          "or it was removed from the account).")
             self._authenticate(call)
             return await self._dispatch(call)
         except CosmosError as e:
@@ -156,7 +157,7 @@ class Gateway:
             raise _unknown(call)
         if n == 1:
             return await metadata.databases(call)
-        by_rid = not is_name_based("/".join(segs))
+        by_rid = _rid_based(segs[1])
         db = self.account.database(segs[1], by_rid)
         if n == 2:
             return await metadata.database(call, db)
@@ -187,6 +188,20 @@ def _resource_kind(segs: list) -> str:
     /dbs/d/colls/c/docs and /dbs/d/colls/c/docs/x), 'account' for /."""
     kind = segs[(len(segs) - 1) & ~1] if segs else "account"
     return kind if kind in COUNTED_KINDS else "other"
+
+
+_RID_BASED: dict = {}
+RID_BASED_CACHE_MAX = 4096
+
+
+def _rid_based(db_segment: str) -> bool:
+    """Whether a path addresses resources by _rid (cosmos-wire §3: decided by the db segment)."""
+    hit = _RID_BASED.get(db_segment)
+    if hit is None:
+        if len(_RID_BASED) >= RID_BASED_CACHE_MAX:
+            _RID_BASED.clear()
+        hit = _RID_BASED[db_segment] = not is_name_based("dbs/" + db_segment)
+    return hit
 
 
 def _unknown(call: Call) -> CosmosError:

@@ -23,6 +23,7 @@ from .control import control_app
 log = logging.getLogger("regionlab")
 
 SWEEP_INTERVAL_S = 1.0
+KEEPALIVE_TIMEOUT_S = 75.0
 LISTEN_BACKLOG = 1024
 
 
@@ -119,12 +120,7 @@ class Emulator:
                 self.topology.region_ports[name] = port
         self.topology.control_port = control_sock.getsockname()[1]
         for name, sock in socks:
-            gw = Gateway(self.account, self.topology, name, cfg.key)
-            gw.write_ack_timeout_s = cfg.write_ack_timeout_s
-            self.gateways[name] = gw
-            http = GuardedServer(gw.handle, header_timeout_s=cfg.header_timeout_s, access_log=None,
-                                 keepalive_timeout=75.0)
-            self._http_servers.append(http)
+            http = self._endpoint(name)
             server = await loop.create_server(http, sock=sock)
             self._servers.append(server)
             self._listeners[name] = (http, server)
@@ -144,20 +140,37 @@ class Emulator:
         if state == "added":
             self._add_endpoint(name, self.pending_ports.pop(name, 0))
         elif state == "removed":
-            loop.create_task(self._set_listening(name, False))
+            self._stop_listening(name)
             self.topology.region_ports.pop(name, None)
             self.gateways.pop(name, None)
+        elif state == "down":
+            self._stop_listening(name)      # at once: the next request must already be refused
         else:
-            loop.create_task(self._set_listening(name, state == "up"))
+            loop.create_task(self._set_listening(name, True))
+
+    def _stop_listening(self, name: str) -> None:
+        http, server = self._listeners[name]
+        if server is not None:
+            server.close()
+        for conn in list(http.connections):
+            if conn.transport is not None:
+                conn.transport.abort()
+
+    def _endpoint(self, name: str | None) -> GuardedServer:
+        """The gateway of one endpoint (None = global) and the HTTP server that feeds it."""
+        cfg = self.config
+        gw = Gateway(self.account, self.topology, name, cfg.key)
+        gw.write_ack_timeout_s = cfg.write_ack_timeout_s
+        self.gateways[name] = gw
+        http = GuardedServer(gw.handle, header_timeout_s=cfg.header_timeout_s, access_log=None,
+                             keepalive_timeout=KEEPALIVE_TIMEOUT_S)
+        self._http_servers.append(http)
+        return http
 
     def _add_endpoint(self, name: str, port: int) -> None:
         sock = _bind(self.config.host, port)
         self.topology.region_ports[name] = sock.getsockname()[1]
-        gw = Gateway(self.account, self.topology, name, self.config.key)
-        self.gateways[name] = gw
-        http = GuardedServer(gw.handle, header_timeout_s=self.config.header_timeout_s, access_log=None,
-                             keepalive_timeout=75.0)
-        self._http_servers.append(http)
+        http = self._endpoint(name)
         self._listeners[name] = (http, None)
 
         async def serve():
@@ -169,11 +182,7 @@ class Emulator:
     async def _set_listening(self, name: str, listening: bool) -> None:
         http, server = self._listeners[name]
         if not listening:
-            if server is not None:
-                server.close()
-            for conn in list(http.connections):
-                if conn.transport is not None:
-                    conn.transport.abort()
+            self._stop_listening(name)
             return
         if server is not None and server.is_serving():
             return
