@@ -117,7 +117,7 @@ class Account:
 
     def _link(self, a: str, b: str, lag: int) -> Link:
         link = Link(a, b, lag, self.scheduler, self.clock, self.rng, self.config.jitter_ms)
-        link.receiver_up = lambda: self.region(a).state == "up" and self.region(b).state == "up"
+        link.receiver_up = lambda: self.region_state(a) == "up" and self.region_state(b) == "up"
         return link
 
     def region_state(self, name: str) -> str | None:
