@@ -40,7 +40,7 @@ def _check_item(doc, raw_len: int) -> None:
         raise CosmosError(e.status, e.substatus, e.message) from None
 
 
-async def _write_reply(call, container, writer, status: int, version) -> "responses.web.Response":
+async def _write_reply(call, container, writer, status: int, version) -> "responses.Reply":
     ru = admission.write(call, writer)          # a 429 here leaves nothing applied
     lsn = writer.commit()
     if lsn:

@@ -1,8 +1,9 @@
 """Building HTTP replies the way the service shapes them: JSON bodies, feed envelopes, error
 bodies with `x-ms-substatus`, and the headers every reply carries."""
 import json
-
-from aiohttp import web
+import time
+from email.utils import formatdate
+from http import HTTPStatus
 
 from client.protocol import headers as H
 from client.protocol.status import code_name
@@ -22,14 +23,14 @@ def base_headers(activity_id: str, charge: float) -> dict:
             "x-ms-gatewayversion": GATEWAY_VERSION, "x-ms-serviceversion": "version=2.14.0.0"}
 
 
-def reply(status: int, body, activity_id: str, charge: float = 0.0, extra: dict | None = None) -> web.Response:
+def reply(status: int, body, activity_id: str, charge: float = 0.0, extra: dict | None = None) -> "Reply":
     hdrs = base_headers(activity_id, charge)
     if extra:
         hdrs.update(extra)
     if body is None:
-        return web.Response(status=status, headers=hdrs)
+        return Reply(status, hdrs, b"")
     raw = body if isinstance(body, (bytes, bytearray)) else dumps(body)
-    return web.Response(status=status, body=raw, headers=hdrs)
+    return Reply(status, hdrs, raw)
 
 
 def feed_body(rid: str, key: str, items_raw: list) -> bytes:
@@ -38,7 +39,7 @@ def feed_body(rid: str, key: str, items_raw: list) -> bytes:
                      b'],"_count":', str(len(items_raw)).encode(), b"}"))
 
 
-def error(err: CosmosError, activity_id: str, extra: dict | None = None) -> web.Response:
+def error(err: CosmosError, activity_id: str, extra: dict | None = None) -> "Reply":
     hdrs = base_headers(activity_id, 0.0)
     hdrs[H.SUBSTATUS] = str(err.substatus)
     if err.retry_after_ms is not None:
@@ -46,4 +47,65 @@ def error(err: CosmosError, activity_id: str, extra: dict | None = None) -> web.
     if extra:
         hdrs.update(extra)
     body = {"code": code_name(err.status), "message": f"Message: {err.message}\r\nActivityId: {activity_id}"}
-    return web.Response(status=err.status, body=dumps(body), headers=hdrs)
+    return Reply(err.status, hdrs, dumps(body))
+
+
+class Reply:
+    """A complete HTTP/1.1 reply, serialised once and written in a single transport write.
+
+    aiohttp's server needs only `prepare()`, `write_eof()`, `keep_alive` and `status` from what a
+    handler returns; its general StreamResponse machinery (header multidicts, chunking,
+    compression) cost more than the rest of a point read, and the gateway needs none of it.
+    """
+    __slots__ = ("status", "headers", "body", "keep_alive")
+
+    def __init__(self, status: int, headers: dict, body: bytes):
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.keep_alive = True
+
+    async def prepare(self, request) -> None:
+        self.keep_alive = keep_alive = request.keep_alive
+        transport = request.transport
+        if transport is None or transport.is_closing():
+            raise ConnectionResetError("the client went away before the reply")
+        status = self.status
+        body = self.body if status not in _NO_BODY and request.method != "HEAD" else b""
+        lines = [_status_line(status)]
+        lines.extend(f"{k}: {v}\r\n" for k, v in self.headers.items())
+        if status not in _NO_BODY:
+            lines.append(f"Content-Length: {len(self.body)}\r\n")
+        lines.append(_http_date())
+        if not keep_alive:
+            lines.append("Connection: close\r\n")
+        lines.append("\r\n")
+        transport.write("".join(lines).encode() + body)
+
+    async def write_eof(self, data: bytes = b"") -> None:
+        return None
+
+
+_NO_BODY = frozenset((204, 304))
+_STATUS_LINES: dict = {}
+_date = [0, ""]
+
+
+def _status_line(status: int) -> str:
+    line = _STATUS_LINES.get(status)
+    if line is None:
+        try:
+            reason = HTTPStatus(status).phrase
+        except ValueError:
+            reason = "Unknown"
+        line = _STATUS_LINES[status] = f"HTTP/1.1 {status} {reason}\r\n"
+    return line
+
+
+def _http_date() -> str:
+    """The Date header, formatted at most once a second (the gateway is a shell: it may read
+    the wall clock; the core never does)."""
+    now = int(time.time())
+    if _date[0] != now:
+        _date[0], _date[1] = now, f"Date: {formatdate(now, usegmt=True)}\r\n"
+    return _date[1]
