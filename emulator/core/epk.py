@@ -126,6 +126,11 @@ class PartitionKeyDef:
     def to_json(self) -> dict:
         return {"paths": list(self.paths), "kind": self.kind, "version": self.version}
 
+    @property
+    def path_steps(self) -> tuple[tuple[str, ...], ...]:
+        """Each path as its property names from the root: "/a/b" -> ("a", "b")."""
+        return self._segments
+
     def values_from_document(self, doc: dict) -> list:
         return [_value_at(doc, segments) for segments in self._segments]
 

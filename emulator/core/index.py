@@ -30,7 +30,7 @@ from __future__ import annotations
 from sortedcontainers import SortedDict
 
 from .query.evaluate import index_value
-from .query.values import UNDEFINED, sort_key
+from .query.values import TAG_ARRAY, TAG_NULL, TYPE_TAGS, UNDEFINED, sort_key
 
 INDEXED_PATHS_MAX = 16     # materialised paths per store; queries on further paths scan
 
@@ -45,17 +45,40 @@ def value_at(doc: dict, path: tuple):
     return value
 
 
+def _reader(path: tuple):
+    """value_at(doc, path) specialised for path: writes run this once per indexed path."""
+    if all(type(step) is str for step in path):
+        def read_names(doc):
+            value = doc
+            for name in path:
+                if type(value) is not dict:
+                    return UNDEFINED
+                value = value.get(name, UNDEFINED)
+            return value
+        return read_names
+    return lambda doc: value_at(doc, path)
+
+
+def _scalar_key(value):
+    """sort_key, without the call for the scalars that make up nearly every indexed value."""
+    tag = TYPE_TAGS.get(type(value))
+    if tag is not None and TAG_NULL < tag < TAG_ARRAY:
+        return (tag, value)
+    return sort_key(value)
+
+
 class PathIndex:
     """sort key of the value at `path` -> set of versions holding it."""
-    __slots__ = ("path", "entries", "size")
+    __slots__ = ("path", "entries", "size", "_read")
 
     def __init__(self, path: tuple):
         self.path = path
         self.entries = SortedDict()
         self.size = 0                 # versions filed, over all keys
+        self._read = _reader(path)
 
     def add(self, version) -> None:
-        key = sort_key(value_at(version.doc, self.path))
+        key = _scalar_key(self._read(version.doc))
         group = self.entries.get(key)
         if group is None:
             self.entries[key] = {version}
@@ -64,7 +87,7 @@ class PathIndex:
         self.size += 1
 
     def discard(self, version) -> None:
-        key = sort_key(value_at(version.doc, self.path))
+        key = _scalar_key(self._read(version.doc))
         group = self.entries.get(key)
         if group is None or version not in group:
             return

@@ -58,10 +58,15 @@ class Selection:
 
 
 def candidates(query, store, lsn: int, policy: dict | None, now_ms: int, prefix: str | None = None,
-               accept=None, cap: int | None = None, tuning: PlanTuning = DEFAULT_TUNING) -> Selection | None:
+               accept=None, cap: int | None = None, tuning: PlanTuning = DEFAULT_TUNING,
+               implied: tuple = ()) -> Selection | None:
     """Versions of store visible at lsn (of partition key `prefix` when given, and whose key
-    `accept(key)` allows) that may matter to query; None when a full scan is the better plan."""
+    `accept(key)` allows) that may matter to query; None when a full scan is the better plan.
+    Hints on `implied` paths are ignored: the scope already fixes their values (the partition
+    key paths under a partition-key scope), so their index would select the whole scope."""
     hints = query.index_hints
+    if implied:
+        hints = tuple(h for h in hints if h.path not in implied)
     if not hints:
         return None
     scope = store.key_count(prefix)

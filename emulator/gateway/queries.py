@@ -106,9 +106,10 @@ def _scope(call, container):
 
 
 def scoped_documents(call, container, consistency, session, query=None, cap=None):
-    """(visible versions in scope, replica sets read, [documents loaded]). The versions come
-    lazily, partition by partition in key order; with a query, each partition's planner may
-    narrow them to index candidates (`cap` results wanted, None for all)."""
+    """(visible versions in scope, replica sets read, [documents the planner loaded beyond
+    those it yields]). The versions come lazily, partition by partition in key order; with a
+    query, each partition's planner may narrow them to index candidates (`cap` results
+    wanted, None for all)."""
     indexes, pk_json, epk_range = _scope(call, container)
     reads = []
     for i in indexes:
@@ -118,21 +119,21 @@ def scoped_documents(call, container, consistency, session, query=None, cap=None
     if epk_range is not None:
         lo, hi = epk_range
         accept = lambda key: lo <= container.epk_of(key[0], pk_values_of(key[0])) < hi  # noqa: E731
-    policy, now_ms, loaded = container.definition.get("indexingPolicy"), call.gw.clock.now_ms(), [0]
+    policy, now_ms, tested = container.definition.get("indexingPolicy"), call.gw.clock.now_ms(), [0]
+    implied = container.pk_def.path_steps if pk_json is not None else ()
 
     def versions():
         for rs, lsn in reads:
             chosen = None if query is None else planner.candidates(
-                query, rs.store, lsn, policy, now_ms, pk_json, accept, cap)
+                query, rs.store, lsn, policy, now_ms, pk_json, accept, cap, implied=implied)
             if chosen is not None:
-                loaded[0] += chosen.loaded
+                tested[0] += chosen.loaded - len(chosen.versions)
                 yield from chosen.versions
-                continue
-            for v in rs.store.scan(lsn, prefix=pk_json):
-                if accept is None or accept(v.key):
-                    loaded[0] += 1
-                    yield v
-    return versions(), [rs for rs, _ in reads], loaded
+            elif accept is None:
+                yield from rs.store.scan(lsn, prefix=pk_json)
+            else:
+                yield from (v for v in rs.store.scan(lsn, prefix=pk_json) if accept(v.key))
+    return versions(), [rs for rs, _ in reads], tested
 
 
 async def query_documents(call, container):
@@ -143,12 +144,16 @@ async def query_documents(call, container):
     start = _decode_offset(call.header(H.CONTINUATION))
     size = feeds.page_size(call.int_header(H.MAX_ITEM_COUNT))
     cap = start + size + 1              # one more than the page tells whether another follows
-    versions, touched, loaded = scoped_documents(call, container, consistency, session, q, cap)
+    versions, touched, tested = scoped_documents(call, container, consistency, session, q, cap)
     bodies = {}                         # id(document) -> its stored serialisation
+    loaded = 0
 
     def docs():
+        nonlocal loaded
+        keep_bodies = q.returns_documents
         for v in versions:
-            if q.returns_documents:
+            loaded += 1
+            if keep_bodies:
                 bodies[id(v.doc)] = v.body
             yield v.doc
     results = _execute(q, docs(), call.gw.clock.now_ms(), cap)
@@ -160,8 +165,9 @@ async def query_documents(call, container):
     if touched:
         hdrs[H.SESSION_TOKEN] = ",".join(session_token(rs, rs.committed_lsn) for rs in touched)
         hdrs[H.ALT_CONTENT_PATH] = container.name_path
-    ru = charge.query(loaded[0], len(raw), sum(map(len, raw)))
-    admission.spread(call, container, touched, ru, len(raw), th.QUERY, loaded[0] if q.has_filter else 0)
+    loaded += tested[0]
+    ru = charge.query(loaded, len(raw), sum(map(len, raw)))
+    admission.spread(call, container, touched, ru, len(raw), th.QUERY, loaded if q.has_filter else 0)
     return responses.reply(200, responses.feed_body(container.rid, "Documents", raw), call.activity_id, ru, hdrs)
 
 
