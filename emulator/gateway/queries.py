@@ -8,8 +8,10 @@ cross-partition flag says (the sync SDK never sends it).
 
 Each partition's documents come from its index planner (core/query_plan.py) when an index on
 a hinted path beats a scan, and lazily, so a page stops loading documents once it has enough
-results; the charge counts the documents loaded. Compiled queries are cached by text and
-parameters (COMPILED_QUERIES_MAX, oldest evicted first).
+results; the charge counts the documents loaded. Compiled queries are cached by request body
+bytes (a repeated body is neither parsed nor compiled again) and by text and parameters
+(COMPILED_QUERIES_MAX entries, oldest evicted first; queries over CACHED_QUERY_BYTES_MAX are
+compiled every time, so the cache stays small).
 """
 import base64
 import json
@@ -23,13 +25,38 @@ from ..core import throttle as th
 from ..core.consistency import effective
 from ..core.documents import choose_replica, pk_values_of
 from ..core.errors import CosmosError, bad_request
+from ..core.validation import ValidationError, parse_json_body
 from . import admission, partition_keys, responses
 from .sessions import parse_session, token as session_token
 
 QUERY_TEXT_BYTES_MAX = 512 * 1024
 COMPILED_QUERIES_MAX = 1024
+CACHED_QUERY_BYTES_MAX = 8 * 1024
 
-_compiled: dict = {}        # (text, parameters JSON) -> CompiledQuery, insertion ordered
+_compiled: dict = {}        # body bytes or (text, parameters JSON) -> CompiledQuery, oldest first
+
+
+def _remember(key, q) -> None:
+    if len(_compiled) >= COMPILED_QUERIES_MAX:
+        del _compiled[next(iter(_compiled))]
+    _compiled[key] = q
+
+
+async def _query_of(call):
+    """The compiled query of the request body; a body seen before is not even parsed."""
+    raw = await call.read_body()
+    q = _compiled.get(raw)
+    if q is None:
+        if not raw:
+            raise bad_request("The request body is empty; a query needs {\"query\": \"SELECT ...\"}.")
+        try:
+            body = parse_json_body(raw)
+        except ValidationError as e:
+            raise CosmosError(e.status, e.substatus, e.message) from None
+        q = _compile(body)
+        if len(raw) <= CACHED_QUERY_BYTES_MAX:
+            _remember(raw, q)
+    return q
 
 
 def _compile(body):
@@ -48,9 +75,8 @@ def _compile(body):
             q = compile_query(body["query"], params)
         except QueryError as e:
             raise bad_request(f"Syntax error in query: {e}") from None
-        if len(_compiled) >= COMPILED_QUERIES_MAX:
-            del _compiled[next(iter(_compiled))]
-        _compiled[key] = q
+        if len(body["query"]) <= CACHED_QUERY_BYTES_MAX:
+            _remember(key, q)
     return q
 
 
@@ -137,8 +163,7 @@ def scoped_documents(call, container, consistency, session, query=None, cap=None
 
 
 async def query_documents(call, container):
-    body = await call.json_body()
-    q = _compile(body)
+    q = await _query_of(call)
     consistency = effective(call.gw.account.consistency, call.header(H.CONSISTENCY_LEVEL))
     session = parse_session(call)
     start = _decode_offset(call.header(H.CONTINUATION))
