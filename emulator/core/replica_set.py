@@ -298,7 +298,11 @@ class ReplicaSet:
             # Fewer than two live secondaries may all lack an acknowledged write (a quorum of 3
             # of 4 guarantees only that one of any two does): wait for a replica to come back.
             return None
-        if discard_tail is None:
+        if discard_tail is None and self.partition is not None:
+            # Decided now, not at the crash: an election that waited for a candidate may find
+            # its region no longer (or newly) taking writes after a failover.
+            discard_tail = self.region in self.partition.write_regions
+        elif discard_tail is None:
             discard_tail = self.discard_tail
         best = max(candidates, key=lambda r: (r.applied_lsn, -r.index))
         old = self.primary
@@ -307,9 +311,11 @@ class ReplicaSet:
         self.electing = False
         if discard_tail:
             self.truncate_to(best.applied_lsn)
-            if self.partition is not None:
+            if self.partition is not None and self.region in self.partition.write_regions:
                 # Strong writes wait on the partition for a majority of regions; the discarded
                 # ones must hear so there too, or a later write reusing their LSN acknowledges them.
+                # (Only this region's own writes: a read region's election must not fail the
+                # write region's waiters.)
                 self.partition.fail_global_waiters_above(best.applied_lsn)
         else:
             best.applied_lsn = self.lsn
