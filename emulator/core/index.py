@@ -108,8 +108,7 @@ class PathIndex:
     def ordered(self, descending: bool):
         """Every group in ORDER BY order."""
         entries = self.entries
-        keys = reversed(entries.keys()) if descending else entries.keys()
-        return (entries[k] for k in keys)
+        return (entries[k] for k in entries.irange(reverse=descending))
 
 
 class SecondaryIndexes:

@@ -93,8 +93,7 @@ def candidates(query, store, lsn: int, policy: dict | None, now_ms: int, prefix:
         return walked
     if best is None:
         return None
-    path = best[1]
-    return _collect(_groups(indexes[path], [h for h in hints if h.path == path]), store, lsn, keep)
+    return _collect(best[1], store, lsn, keep)
 
 
 def _keeper(prefix: str | None, accept):
@@ -107,16 +106,17 @@ def _keeper(prefix: str | None, accept):
 
 # ---- filter plans ----------------------------------------------------------------------
 def _best_filter(hints, indexes: dict, limit: int):
-    """(index entries, path) of the most selective filter with at most limit entries, or None."""
+    """(index entries, their groups) of the most selective filter with at most limit entries,
+    or None."""
     best = None
     for path, index in indexes.items():
         groups = _groups(index, [h for h in hints if h.path == path])
         if groups is None:
             continue
         bound = limit if best is None else best[0] - 1
-        count = _count_upto(groups, bound)
+        count, taken = _take_upto(groups, bound)
         if count <= bound:
-            best = (count, path)
+            best = (count, taken)
     return best
 
 
@@ -159,14 +159,15 @@ def _range_bounds(ranges: list):
     return low, high, tuple(inclusive)
 
 
-def _count_upto(groups, bound: int) -> int:
-    """Entries in groups, counting no further than bound + 1."""
-    total = 0
+def _take_upto(groups, bound) -> tuple:
+    """(entries, groups) of the leading groups, taking none beyond the one that passes bound."""
+    taken, total = [], 0
     for group in groups:
+        taken.append(group)
         total += len(group)
         if total > bound:
             break
-    return total
+    return total, taken
 
 
 def _collect(groups, store, lsn: int, keep) -> Selection:
@@ -192,7 +193,8 @@ def _order_walk(query, indexes: dict, store, lsn: int, keep, now_ms: int, cap, b
     needed = query.rows_needed(cap)
     if needed is None:
         return None
-    get, matches = store.get, query.filter_matches
+    get = store.get
+    matches = query.filter_matches if query.has_filter else None
     out, loaded, examined = [], 0, 0
     for group in indexes[order.path].ordered(order.op == "order_desc"):
         if len(out) >= needed:
@@ -203,7 +205,7 @@ def _order_walk(query, indexes: dict, store, lsn: int, keep, now_ms: int, cap, b
         for v in group:
             if get(v.key, lsn) is v and (keep is None or keep(v.key)):
                 loaded += 1
-                if matches(v.doc, now_ms):
+                if matches is None or matches(v.doc, now_ms):
                     out.append(v)
     out.sort(key=_key_of)
     return Selection(out, loaded, "order")
