@@ -35,6 +35,20 @@ def test_random_faults_keep_strong_promises(seed):
     assert result.ok, _verdict(result)
 
 
+# Seeds that found core bugs (commit messages name them), with the settings they drew then.
+REGRESSIONS = [
+    (1094, dict(consistency="Strong", partitions=4, containers=2, keys=6, intra_region_delay_ms=2)),
+    (1139, dict(consistency="Session", partitions=2, containers=2, keys=6, intra_region_delay_ms=20)),
+    (445, dict(consistency="Strong", partitions=1, containers=1, keys=2, intra_region_delay_ms=2)),
+]
+
+
+@pytest.mark.parametrize("seed, settings", REGRESSIONS, ids=[str(s) for s, _ in REGRESSIONS])
+def test_seeds_that_once_found_bugs(seed, settings):
+    result = run(seed, SimConfig(**settings))
+    assert result.ok, _verdict(result)
+
+
 def test_the_seeds_exercise_what_they_claim_to():
     """Not vacuous: across a handful of seeds the fault workload injects every kind of fault and
     both kinds of failover, and some writes are lost by forced failovers (and checked)."""
