@@ -151,8 +151,13 @@ class VersionStore:
         for key in keys:
             if prefix is not None and key[0] != prefix:
                 break
-            v = self.get(key, lsn)
-            if v is not None:
+            versions = items[key]
+            v = versions[-1]
+            if v.lsn > lsn:                 # rare: a newer version than the reader sees
+                v = self.get(key, lsn)
+                if v is not None:
+                    yield v
+            elif not v.deleted:
                 yield v
 
     def _compact_changes(self) -> None:
