@@ -93,7 +93,7 @@ def run_metadata_query(call, body, items: list) -> list:
 
 
 def _encode_offset(n: int) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"offset": n}).encode()).decode()
+    return base64.urlsafe_b64encode(b'{"offset":%d}' % n).decode()
 
 
 def _decode_offset(token: str | None) -> int:
