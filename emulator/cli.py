@@ -16,6 +16,7 @@ from . import defaults
 from .core.account import AccountConfig
 from .core.consistency import canonical
 from .core.errors import CosmosError
+from .core.throttle import CREDITS_PER_S_DEFAULT, SERVERLESS_RU_PER_S_DEFAULT, ThrottleConfig
 
 
 def _env(name: str, default):
@@ -26,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="regionlab", description="Local multi-region Cosmos DB-style emulator.",
                                 epilog="Control commands (see docs/control-api.md): regionlab topology | health | "
                                        "faults | fault inject|heal|region-outage|... | failover | failovers | "
-                                       "lost-writes | region add|remove | sim; each takes --help.")
+                                       "lost-writes | region add|remove | sim | throttle; each takes --help.")
     p.add_argument("--host", default=_env("HOST", defaults.HOST), help="address to listen on (default %(default)s)")
     p.add_argument("--advertise-host", default=_env("ADVERTISE_HOST", None),
                    help="host name clients use in the endpoints the server advertises (default: --host, "
@@ -45,6 +46,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="physical partitions per container (default: derived from throughput)")
     p.add_argument("--intra-region-delay-ms", type=int, default=int(_env("INTRA_REGION_DELAY_MS", defaults.INTRA_REGION_DELAY_MS)))
     p.add_argument("--seed", type=int, default=int(_env("SEED", 0)))
+    t = p.add_argument_group("throughput (docs/throughput.md; change them later with `regionlab throttle`)")
+    t.add_argument("--credits-per-s", type=int, nargs="?", const=CREDITS_PER_S_DEFAULT,
+                   default=int(_env("CREDITS_PER_S", 0)) or None,
+                   help=f"account-wide credits per second, Service Bus style (429/50009); alone: "
+                        f"{CREDITS_PER_S_DEFAULT} (default: off)")
+    t.add_argument("--burst", action="store_true", default=_env("BURST", "") == "1",
+                   help="burst capacity: idle partitions bank up to 300 s of budget, spent at up to 3000 RU/s")
+    t.add_argument("--serverless", action="store_true", default=_env("SERVERLESS", "") == "1",
+                   help="a serverless account: no provisioned throughput, a per-partition ceiling")
+    t.add_argument("--serverless-ru-per-s", type=int,
+                   default=int(_env("SERVERLESS_RU_PER_S", SERVERLESS_RU_PER_S_DEFAULT)),
+                   help="the serverless per-partition ceiling (default %(default)s)")
+    t.add_argument("--no-ru-limits", action="store_true", default=_env("NO_RU_LIMITS", "") == "1",
+                   help="do not enforce provisioned RU/s (charges are still reported)")
     p.add_argument("--log-level", default=_env("LOG_LEVEL", "WARNING"))
     return p
 
@@ -64,8 +79,11 @@ def config_from_args(args):
     if args.multi_write and consistency == "Strong":
         _usage_error("Strong consistency cannot be combined with multi-write regions "
                      "(the service does not offer it either); pick another --consistency.")
+    throttle = ThrottleConfig(ru=not args.no_ru_limits, credits_per_s=args.credits_per_s, burst=args.burst,
+                              serverless=args.serverless, serverless_ru_per_s=args.serverless_ru_per_s)
     account = AccountConfig(regions=regions, multi_write=args.multi_write, consistency=consistency,
-                            partition_count=args.partitions, intra_region_delay_ms=args.intra_region_delay_ms)
+                            partition_count=args.partitions, intra_region_delay_ms=args.intra_region_delay_ms,
+                            throttle=throttle)
     advertise = args.advertise_host or ("127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host)
     return ServerConfig(account=account, host=args.host, advertise_host=advertise, global_port=args.port,
                         control_port=args.control_port, key=None if args.no_auth else args.key, seed=args.seed)
