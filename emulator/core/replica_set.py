@@ -157,10 +157,12 @@ class ReplicaSet:
                 self.own_seq = first.oseq
             if first.oseq > self.progress.get(first.origin, 0):
                 self.progress[first.origin] = first.oseq
-        floor = self.floor_lsn()
         store = self.store
+        floor = None
         for v in versions:
-            store.add(v, floor)
+            if floor is None and store.has(v.key):
+                floor = self.floor_lsn()     # pruning needs it; a brand-new key does not
+            store.add(v, floor or 0)
         self.lsn = lsn
         log = self.log
         log.append((lsn, versions))
@@ -174,7 +176,7 @@ class ReplicaSet:
 
     def _replicate_to(self, r: Replica, lsn: int) -> None:
         delay = self.delay_ms + r.extra_delay_ms
-        if delay <= 0 and r.next_apply_ms <= self.clock.now_ms():
+        if delay <= 0 and (r.next_apply_ms == 0 or r.next_apply_ms <= self.clock.now_ms()):
             r.applied_lsn = lsn
             return
         due = max(self.clock.now_ms() + delay, r.next_apply_ms)
@@ -191,10 +193,15 @@ class ReplicaSet:
         self._recompute_commit()
 
     def _recompute_commit(self) -> None:
-        applied = sorted((r.applied_lsn for r in self.replicas if r.state == UP), reverse=True)
-        if len(applied) < WRITE_QUORUM:
-            return
-        quorum_lsn = applied[WRITE_QUORUM - 1]
+        replicas = self.replicas
+        lsn = self.lsn
+        if all(r.applied_lsn == lsn and r.state == UP for r in replicas):
+            quorum_lsn = lsn                 # the common case: every replica is up and current
+        else:
+            applied = sorted((r.applied_lsn for r in replicas if r.state == UP), reverse=True)
+            if len(applied) < WRITE_QUORUM:
+                return
+            quorum_lsn = applied[WRITE_QUORUM - 1]
         if quorum_lsn <= self.committed_lsn:
             return
         old = self.committed_lsn

@@ -126,6 +126,9 @@ class VersionStore:
                 return None if v.deleted else v
         return None
 
+    def has(self, key: tuple) -> bool:
+        return key in self._items
+
     def newest(self, key: tuple) -> Version | None:
         """The newest version of key, a tombstone included."""
         versions = self._items.get(key)
