@@ -69,10 +69,22 @@ def index_terms(doc: dict, indexing_policy: dict | None) -> int:
     return n
 
 
+_everything: dict = {}      # id(compiled policy) -> (compiled policy, indexes everything?)
+POLICIES_MAX = 256
+
+
 def _indexes_everything(policy) -> bool:
-    """True for the default shape: `/*` included and only system paths (`/_etag/?`...) excluded."""
-    return (any(p.segments == () and p.terminal == "*" for p in policy.included)
-            and all(p.segments and p.segments[0].startswith("_") for p in policy.excluded))
+    """True for the default shape: `/*` included and only system paths (`/_etag/?`...) excluded.
+    Decided once per compiled policy (they are immutable)."""
+    entry = _everything.get(id(policy))
+    if entry is not None and entry[0] is policy:
+        return entry[1]
+    answer = (any(p.segments == () and p.terminal == "*" for p in policy.included)
+              and all(p.segments and p.segments[0].startswith("_") for p in policy.excluded))
+    if len(_everything) >= POLICIES_MAX:
+        _everything.clear()
+    _everything[id(policy)] = (policy, answer)
+    return answer
 
 
 def _scalars(v) -> int:
