@@ -3,7 +3,8 @@ measured charges; every caller goes through these functions so there is one mode
 
 Shape, following the service's published figures (a 1 KB point read is 1 RU and a 100 KB one
 about 10; a 1 KB write about 5-6 RU and a 100 KB one about 50; a replace about twice a create):
-* point read: READ_RU_BASE for the first KB, READ_RU_PER_KB for each further KB;
+* point read: READ_RU_BASE for the first KB, READ_RU_PER_KB for each further KB (sizes are the
+  stored item's, system properties included, counted continuously);
 * create: WRITE_RU_BASE + WRITE_RU_PER_KB per KB after the first + INDEX_RU_PER_TERM per index
   term. A term is a scalar value (each array element counts) at a path the container's
   indexingPolicy indexes, plus `_ts`; excluded paths make writes cheaper and
@@ -34,19 +35,20 @@ REPLACE_RU_BASE = 3.7           # a replace also retires the old version: ~2x a 
 TYPICAL_TERMS = 4               # id, the partition key, one property, _ts: for callers without a document
 FEED_RU_BASE = 1.0
 FEED_RU_PER_ITEM = 0.1
-FEED_RU_PER_KB = 0.25
+FEED_RU_PER_KB = 0.1
 METADATA_READ_RU = 1.0
 METADATA_WRITE_RU = 4.0
 NOT_MODIFIED_RU = 1.0
 QUERY_RU_BASE = 2.31            # the service's floor for a query page
 QUERY_RU_PER_DOC_LOADED = 0.02  # per document read and tested
 QUERY_RU_PER_DOC_RETURNED = 0.05
-QUERY_RU_PER_KB_RETURNED = 0.25
+QUERY_RU_PER_KB_RETURNED = 0.1    # like a point read beyond its first KB
 SYSTEM_PROPERTIES = frozenset(("_rid", "_self", "_etag", "_ts", "_attachments", "_lsn"))
 
 
-def _kb(nbytes: int) -> int:
-    return max(1, -(-nbytes // KB))
+def _kb_over_first(nbytes: int) -> float:
+    """KB beyond the first (an item's size counts continuously, not rounded up)."""
+    return max(0.0, nbytes / KB - 1.0)
 
 
 # ---- index terms ---------------------------------------------------------------------------
@@ -108,12 +110,12 @@ def _indexed_scalars(v, path: tuple, indexes) -> int:
 # ---- item operations -----------------------------------------------------------------------
 def read(nbytes: int) -> float:
     """A point read of an item of nbytes (a miss costs the same as a 1 KB read)."""
-    return round(READ_RU_BASE + READ_RU_PER_KB * (_kb(nbytes) - 1), 2)
+    return round(READ_RU_BASE + READ_RU_PER_KB * _kb_over_first(nbytes), 2)
 
 
 def write(nbytes: int, terms: int = TYPICAL_TERMS) -> float:
     """Creating an item of nbytes with `terms` index terms."""
-    return round(WRITE_RU_BASE + WRITE_RU_PER_KB * (_kb(nbytes) - 1) + INDEX_RU_PER_TERM * terms, 2)
+    return round(WRITE_RU_BASE + WRITE_RU_PER_KB * _kb_over_first(nbytes) + INDEX_RU_PER_TERM * terms, 2)
 
 
 def replace(nbytes: int, terms: int = TYPICAL_TERMS) -> float:
