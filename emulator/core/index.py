@@ -96,14 +96,20 @@ class PathIndex:
         if not group:
             del self.entries[key]
 
-    def equal(self, value) -> set:
-        """The versions whose value sorts equal to value (json equality, 1 == 1.0)."""
-        return self.entries.get(sort_key(value), ())
+    def group(self, key) -> set:
+        """The versions whose value has this sort key (json equality: 1 and 1.0 share one)."""
+        return self.entries.get(key, ())
 
-    def between(self, low, high, inclusive: tuple):
-        """The groups whose sort keys lie between two sort keys, in order."""
+    def between(self, low, high, inclusive: tuple, most: int | None = None) -> list:
+        """The groups (at most `most`) whose sort keys lie between two sort keys, in order."""
         entries = self.entries
-        return (entries[k] for k in entries.irange(low, high, inclusive))
+        start = entries.bisect_left(low) if inclusive[0] else entries.bisect_right(low)
+        stop = entries.bisect_right(high) if inclusive[1] else entries.bisect_left(high)
+        if most is not None:
+            stop = min(stop, start + most)
+        if start >= stop:
+            return []
+        return [entries[k] for k in entries.keys()[start:stop]]
 
     def ordered(self, descending: bool):
         """Every group in ORDER BY order."""
@@ -143,10 +149,14 @@ def materialise(store, path: tuple) -> PathIndex | None:
         return index
     if len(indexes.paths) >= INDEXED_PATHS_MAX:
         return None
-    index = PathIndex(path)
+    indexes.paths[path] = index = PathIndex(path)
+    groups: dict = {}               # filled as a plain dict, then sorted once into the index
+    read, size = index._read, 0
     for _, versions in store.keys_with_versions():
         for v in versions:
             if not v.deleted:
-                index.add(v)
-    indexes.paths[path] = index
+                groups.setdefault(_scalar_key(read(v.doc)), set()).add(v)
+                size += 1
+    index.entries.update(groups)
+    index.size = size
     return index

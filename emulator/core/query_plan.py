@@ -34,7 +34,11 @@ from .query.values import TAG_ARRAY, TAG_NULL, TAG_UNDEFINED, sort_key, tag_of
 SCAN_SMALL_DOCS = 64        # documents in scope at or below which a scan is always chosen
 INDEX_COST_FACTOR = 2       # an index candidate costs about this many scanned documents
 RANGE_OPS = frozenset({"<", "<=", ">", ">="})
+FILTER_OPS = RANGE_OPS | {"=", "in"}
 UNLIMITED = float("inf")
+SHAPES_MAX = 1024           # query shapes remembered (the gateway caches as many queries)
+
+_shapes: dict = {}          # id(compiled query) -> (query, shape); see _shape_of
 
 
 class PlanTuning(NamedTuple):
@@ -64,26 +68,26 @@ def candidates(query, store, lsn: int, policy: dict | None, now_ms: int, prefix:
     `accept(key)` allows) that may matter to query; None when a full scan is the better plan.
     Hints on `implied` paths are ignored: the scope already fixes their values (the partition
     key paths under a partition-key scope), so their index would select the whole scope."""
-    hints = query.index_hints
+    selectors, paths = _shape_of(query)
     if implied:
-        hints = tuple(h for h in hints if h.path not in implied)
-    if not hints:
+        paths = tuple(p for p in paths if p not in implied)
+    if not paths:
         return None
     scope = store.key_count(prefix)
     if scope <= tuning.small_docs:
         return None
     compiled = policy_of(policy)
     indexes = {}
-    for hint in hints:
-        if hint.path not in indexes and compiled.indexes(hint.path):
-            index = materialise(store, hint.path)
+    for path in paths:
+        if compiled.indexes(path):
+            index = materialise(store, path)
             if index is not None:
-                indexes[hint.path] = index
+                indexes[path] = index
     if not indexes:
         return None
     keep = _keeper(prefix, accept)
     factor = tuning.cost_factor
-    best = _best_filter(hints, indexes, scope // factor if factor else UNLIMITED)
+    best = _best_filter(selectors, indexes, scope // factor if factor else UNLIMITED)
     if not factor:
         budget = UNLIMITED
     else:
@@ -104,39 +108,67 @@ def _keeper(prefix: str | None, accept):
     return lambda key: key[0] == prefix and accept(key)
 
 
+# ---- query shapes ----------------------------------------------------------------------
+def _shape_of(query) -> tuple:
+    """({path: selector}, paths worth an index) of a compiled query, worked out once per query.
+    A selector says which index groups can hold a match, with its sort keys precomputed:
+    ("eq", key), ("in", keys), ("range", low, high, inclusive) or ("none",)."""
+    entry = _shapes.get(id(query))
+    if entry is not None and entry[0] is query:
+        return entry[1]
+    by_path: dict = {}
+    for h in query.index_hints:
+        if h.op in FILTER_OPS:
+            by_path.setdefault(h.path, []).append(h)
+    selectors = {path: _selector(hints) for path, hints in by_path.items()}
+    paths = tuple(selectors)
+    order = query.leading_order
+    if order is not None and order.path not in selectors:
+        paths += (order.path,)
+    if len(_shapes) >= SHAPES_MAX:
+        _shapes.clear()
+    _shapes[id(query)] = (query, (selectors, paths))
+    return selectors, paths
+
+
+def _selector(hints: list) -> tuple:
+    for h in hints:
+        if h.op == "=":
+            return ("eq", sort_key(h.value))
+    for h in hints:
+        if h.op == "in":
+            return ("in", tuple({sort_key(v): None for v in h.value}))   # IN (1, 1.0): one group
+    bounds = _range_bounds([h for h in hints if h.op in RANGE_OPS])
+    return ("none",) if bounds is None else ("range", *bounds)
+
+
 # ---- filter plans ----------------------------------------------------------------------
-def _best_filter(hints, indexes: dict, limit: int):
+def _best_filter(selectors: dict, indexes: dict, limit):
     """(index entries, their groups) of the most selective filter with at most limit entries,
     or None."""
     best = None
     for path, index in indexes.items():
-        groups = _groups(index, [h for h in hints if h.path == path])
-        if groups is None:
+        selector = selectors.get(path)
+        if selector is None:
             continue
         bound = limit if best is None else best[0] - 1
-        count, taken = _take_upto(groups, bound)
+        count, taken = _take_upto(_groups(index, selector, bound), bound)
         if count <= bound:
             best = (count, taken)
     return best
 
 
-def _groups(index, hints: list):
-    """An iterator of version groups that hold every value the hints allow, or None."""
-    for h in hints:
-        if h.op == "=":
-            return iter((index.equal(h.value),))
-    for h in hints:
-        if h.op == "in":
-            distinct = {sort_key(v): v for v in h.value}      # IN (1, 1.0) is one group
-            return (index.equal(v) for v in distinct.values())
-    ranges = [h for h in hints if h.op in RANGE_OPS]
-    if not ranges:
-        return None
-    bounds = _range_bounds(ranges)
-    if bounds is None:
-        return iter(())
-    low, high, inclusive = bounds
-    return index.between(low, high, inclusive)
+def _groups(index, selector: tuple, bound):
+    """The version groups that can hold a match, in index order; no range reads past the
+    group that takes the count over bound (every group holds at least one entry)."""
+    kind = selector[0]
+    if kind == "eq":
+        return (index.group(selector[1]),)
+    if kind == "in":
+        return [index.group(key) for key in selector[1]]
+    if kind == "range":
+        return index.between(*selector[1:], most=None if bound == UNLIMITED else bound + 1)
+    return ()
 
 
 def _range_bounds(ranges: list):
