@@ -74,9 +74,17 @@ def collection_rid(db_rid: str, n: int) -> str:
     return encode(db + (n | (_COLLECTION_BIT << 24)).to_bytes(4, "big"))
 
 
+_COLL_BYTES_CACHE: dict = {}
+COLL_BYTES_CACHE_MAX = 4096
+
+
 def _child_rid(coll_rid: str, n: int, kind: str) -> str:
     _check_counter(n, _CHILD_COUNTER_MAX, kind)
-    coll = _expect(coll_rid, "colls")
+    coll = _COLL_BYTES_CACHE.get(coll_rid)
+    if coll is None:                      # a container's rid is parsed once, not per document
+        if len(_COLL_BYTES_CACHE) >= COLL_BYTES_CACHE_MAX:
+            _COLL_BYTES_CACHE.clear()
+        coll = _COLL_BYTES_CACHE[coll_rid] = _expect(coll_rid, "colls")
     value = n | (_CHILD_NIBBLE_BY_KIND[kind] << 60)
     return encode(coll + value.to_bytes(8, "little"))
 
