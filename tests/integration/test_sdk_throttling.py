@@ -3,9 +3,9 @@ container's RU/s it gets 429/3200 with an integer x-ms-retry-after-ms, waits exa
 own x-ms-throttle-retry-count / -wait-time-ms headers say so) and succeeds; without retries, or
 past its retry limit, it raises 429 and nothing of the refused write is applied; a credit-limited
 account refuses the 1001st credit of a window with 50009 (the window observed on the control
-port), a query pays one credit per result and per filter evaluation,
-charges management operations 10 credits, and the SDK rides through the 2 s retry-after; a
-serverless account refuses provisioned throughput. Real emulator, real sockets, sync SDK."""
+port), charges management operations 10 credits and a query one per result and per filter
+evaluation, and the SDK rides through the 2 s retry-after; a serverless account refuses
+provisioned throughput. Real emulator, real sockets, sync SDK; no sleeps (the SDK's own waits)."""
 import json
 import urllib.parse
 import urllib.request
