@@ -7,6 +7,7 @@ id, the same in the live control API, the CLI and scenario files.
     {"type": "primary_crash", "region": "East US", "database": "db", "container": "c", "partition": "0"}
     {"type": "replica_crash", "region": ..., "replica": 2, ...same partition selectors}
     {"type": "replica_slow", "region": ..., "replica": 1, "delay_ms": 200, ...}
+    {"type": "throttle_storm", "region": "West US", "share": 0.3, "op": "read", "retry_after_ms": 100}
 
 Partition selectors (database, container, partition) are optional: a missing one selects all.
 `duration_ms` heals the fault by itself after that long on the account's clock. Healing puts
@@ -17,7 +18,8 @@ from .errors import bad_request, not_found
 from .link import ACTIVE, CUT
 from .replica import DOWN, UP
 
-FAULT_TYPES = ("region_outage", "link_cut", "link_lag", "primary_crash", "replica_crash", "replica_slow")
+FAULT_TYPES = ("region_outage", "link_cut", "link_lag", "primary_crash", "replica_crash", "replica_slow",
+               "throttle_storm")
 
 
 class FaultRegistry:
@@ -131,6 +133,21 @@ class FaultRegistry:
             undo.append(lambda rs=rs: rs.set_replica_state(idx, UP))
         return undo
 
+    def _throttle_storm(self, spec) -> list:
+        """A share of the region's requests (optionally of one operation kind) gets 429s."""
+        region = self._region(spec)
+        throttle = self.account.throttle
+        previous = throttle.storms.get(region)
+        share = spec.get("share", 1.0)
+        if isinstance(share, bool) or not isinstance(share, (int, float)):
+            raise bad_request("throttle_storm needs a numeric 'share' between 0 and 1.")
+        try:
+            throttle.set_storm(region, float(share), spec.get("op"),
+                               spec.get("retry_after_ms", 100), spec.get("seed", 0))
+        except ValueError as e:
+            raise bad_request(f"Invalid throttle_storm: {e}") from None
+        return [lambda: _storm_undo(throttle, region, previous)]
+
     def _replica_slow(self, spec) -> list:
         idx = self._replica_index(spec)
         delay = spec.get("delay_ms")
@@ -142,6 +159,13 @@ class FaultRegistry:
             undo.append(lambda r=r, old=r.extra_delay_ms: setattr(r, "extra_delay_ms", old))
             r.extra_delay_ms = delay
         return undo
+
+
+def _storm_undo(throttle, region: str, previous) -> None:
+    if previous is None:
+        throttle.clear_storm(region)
+    else:
+        throttle.storms[region] = previous
 
 
 def _set_lag(link, lag_ms: int, jitter_ms: int) -> None:

@@ -68,3 +68,4 @@ def test_multi_write_join_catches_up_every_origin_and_bumps_token_versions():
     assert _value(c, "North Europe", "a") == "east"
     assert _value(c, "North Europe", "b") == "west"
     assert c.partitions[0].replica_sets["East US"].epoch == epoch_before + 1
+
