@@ -27,6 +27,8 @@ Who changes what: only the VersionStore calls add/discard; only the planner mate
 """
 from __future__ import annotations
 
+from itertools import islice
+
 from sortedcontainers import SortedDict
 
 from .query.evaluate import index_value
@@ -103,13 +105,7 @@ class PathIndex:
     def between(self, low, high, inclusive: tuple, most: int | None = None) -> list:
         """The groups (at most `most`) whose sort keys lie between two sort keys, in order."""
         entries = self.entries
-        start = entries.bisect_left(low) if inclusive[0] else entries.bisect_right(low)
-        stop = entries.bisect_right(high) if inclusive[1] else entries.bisect_left(high)
-        if most is not None:
-            stop = min(stop, start + most)
-        if start >= stop:
-            return []
-        return [entries[k] for k in entries.keys()[start:stop]]
+        return [entries[k] for k in islice(entries.irange(low, high, inclusive), most)]
 
     def ordered(self, descending: bool):
         """Every group in ORDER BY order."""
