@@ -343,17 +343,30 @@ class ReplicaSet:
         best.role = PRIMARY
         self.electing = False
         if discard_tail:
-            self.truncate_to(best.applied_lsn)
+            keep = min(self.lsn, max(best.applied_lsn, self._committed_elsewhere()))
+            best.applied_lsn = keep
+            self.truncate_to(keep)
             if self.partition is not None and self.region in self.partition.write_regions:
                 # Strong writes wait on the partition for a majority of regions; the discarded
                 # ones must hear so there too, or a later write reusing their LSN acknowledges them.
                 # (Only this region's own writes: a read region's election must not fail the
                 # write region's waiters.)
-                self.partition.fail_global_waiters_above(best.applied_lsn)
+                self.partition.fail_global_waiters_above(keep)
         else:
             best.applied_lsn = self.lsn
         self._recompute_commit()
         return best.index
+
+    def _committed_elsewhere(self) -> int:
+        """The highest LSN another region of the partition has committed. Everything up to it
+        was committed where it was written, so an election here must not discard it: a region
+        that became the write region (a forced failover) while its election was pending holds
+        commits shipped to it that its slow secondaries had not applied yet."""
+        if self.partition is None or self.multi_write:
+            return 0
+        # Same epoch only: a region still down since a forced failover holds commits it cut.
+        return max((rs.committed_lsn for rs in self.partition.replica_sets.values()
+                    if rs is not self and rs.epoch == self.epoch), default=0)
 
     # ---- replica faults (the fault catalogue drives these) --------------------------------
     def set_replica_state(self, index: int, state: str) -> None:
