@@ -18,8 +18,11 @@ STEPS = 200
 
 
 def _verdict(result) -> str:
-    return "\n".join([f"reproduce: python -m emulator.sim --seed {result.seed} --steps {STEPS}"
-                      f" --consistency {result.config['consistency']}"]
+    c = result.config
+    return "\n".join([f"reproduce: python -m emulator.sim --seed {result.seed} --steps {c['steps']}"
+                      f" --consistency {c['consistency']} --partitions {c['partitions']}"
+                      f" --containers {c['containers']} --keys {c['keys']}"
+                      f" --intra-region-delay-ms {c['intra_region_delay_ms']}"]
                      + [f"  {v['check']}: {v['message']}" for v in result.violations[:10]])
 
 
