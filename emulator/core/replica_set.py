@@ -81,11 +81,24 @@ class ReplicaSet:
         Nor below the partition's global LSN, where strong reads are served."""
         floor = min(self.committed_lsn, min(r.applied_lsn for r in self.replicas))
         if self.partition is not None and not self.multi_write:
-            floor = min(floor, self.partition.global_lsn,
-                        min(rs.lsn for rs in self.partition.replica_sets.values()))
+            floor = min(floor, self.partition.global_lsn, self._lowest_region_lsn())
         if self.pins:
             floor = min(floor, self._pinned_floor())
         return floor
+
+    def _lowest_region_lsn(self) -> int:
+        """The lowest LSN a forced failover could cut this partition back to: any region's LSN,
+        where a region still in an older epoch (down since a forced failover) counts at the cut
+        it will take when it recovers, not at the stale commits it still holds."""
+        low = self.lsn
+        for rs in self.partition.replica_sets.values():
+            lsn = rs.lsn
+            if rs.epoch < self.epoch:
+                cut = self.cut_since(rs.epoch)
+                if cut is not None:
+                    lsn = min(lsn, cut)
+            low = min(low, lsn)
+        return low
 
     # ---- snapshots: query continuations read every page at the LSN of the first ------------
     def pin(self, lsn: int, until_ms: int) -> None:
