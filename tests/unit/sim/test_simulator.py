@@ -44,6 +44,7 @@ REGRESSIONS = [
     (1139, dict(consistency="Session", partitions=2, containers=2, keys=6, intra_region_delay_ms=20)),
     (445, dict(consistency="Strong", partitions=1, containers=1, keys=2, intra_region_delay_ms=2)),
     (40013, dict(steps=1500)),
+    (42122, dict(steps=1500, consistency="Strong", partitions=4, containers=1, keys=2, intra_region_delay_ms=5)),
 ]
 
 
