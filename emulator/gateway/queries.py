@@ -30,6 +30,7 @@ from . import admission, partition_keys, responses
 from .sessions import parse_session, token as session_token
 
 QUERY_TEXT_BYTES_MAX = 512 * 1024
+QUERY_SNAPSHOT_TTL_MS = 5 * 60 * 1000     # how long a paged query's snapshot is kept between pages
 COMPILED_QUERIES_MAX = 1024
 CACHED_QUERY_BYTES_MAX = 8 * 1024
 
@@ -92,21 +93,42 @@ def run_metadata_query(call, body, items: list) -> list:
     return _execute(_compile(body), items, call.gw.clock.now_ms())
 
 
-def _encode_offset(n: int) -> str:
-    return base64.urlsafe_b64encode(b'{"offset":%d}' % n).decode()
+def _encode_continuation(offset: int, snapshot: dict) -> str:
+    """The offset into the results, and the (epoch, LSN) each partition was read at: later pages
+    read the same snapshot, so writes between pages cannot shift, skip or repeat results."""
+    raw = json.dumps({"offset": offset, "snap": snapshot}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode()
 
 
-def _decode_offset(token: str | None) -> int:
+def _decode_continuation(token: str | None) -> tuple[int, dict | None]:
     if not token:
-        return 0
+        return 0, None
     try:
-        n = json.loads(base64.urlsafe_b64decode(token.encode()))["offset"]
-        if isinstance(n, int) and n >= 0:
-            return n
+        data = json.loads(base64.urlsafe_b64decode(token.encode()))
+        n, snap = data["offset"], data.get("snap")
+        if isinstance(n, int) and n >= 0 and (snap is None or isinstance(snap, dict)):
+            return n, snap
     except (ValueError, KeyError, TypeError):
         pass
     raise bad_request(f"Invalid query continuation '{token[:60]}': pass back the x-ms-continuation "
                       "value of the previous page unchanged.")
+
+
+def _snapshot_lsn(rs, snapshot: dict) -> int:
+    """The LSN a continued query reads partition rs at; errors if that snapshot is gone."""
+    entry = snapshot.get(rs.range_id)
+    if not (isinstance(entry, list) and len(entry) == 2 and all(isinstance(x, int) for x in entry)):
+        raise bad_request("The query continuation does not match this container's partitions; "
+                          "restart the query.")
+    epoch, lsn = entry
+    if epoch != rs.epoch or not (rs.pinned(lsn) or lsn >= rs.floor_lsn()):
+        raise bad_request(f"The query continuation has expired (its snapshot of partition {rs.range_id} "
+                          f"is older than {QUERY_SNAPSHOT_TTL_MS // 1000} s, or a failover rewrote "
+                          "history since); restart the query.")
+    if rs.committed_lsn < lsn:
+        raise CosmosError(404, 1002, f"{rs.region} has not caught up with this query's snapshot of "
+                                     f"partition {rs.range_id} (LSN {lsn}); retry.")
+    return lsn
 
 
 def _scope(call, container):
@@ -131,7 +153,7 @@ def _scope(call, container):
     return indexes, None, epk_range
 
 
-def scoped_documents(call, container, consistency, session, query=None, cap=None):
+def scoped_documents(call, container, consistency, session, query=None, cap=None, snapshot=None):
     """(visible versions in scope, replica sets read, [documents the planner loaded beyond
     those it yields]). The versions come lazily, partition by partition in key order; with a
     query, each partition's planner may narrow them to index candidates (`cap` results
@@ -140,7 +162,8 @@ def scoped_documents(call, container, consistency, session, query=None, cap=None
     reads = []
     for i in indexes:
         rs = container.partitions[i].for_read(call.region)
-        reads.append((rs, choose_replica(rs, consistency, session)[1]))
+        lsn = _snapshot_lsn(rs, snapshot) if snapshot else choose_replica(rs, consistency, session)[1]
+        reads.append((rs, lsn))
     accept = None
     if epk_range is not None:
         lo, hi = epk_range
@@ -159,17 +182,18 @@ def scoped_documents(call, container, consistency, session, query=None, cap=None
                 yield from rs.store.scan(lsn, prefix=pk_json)
             else:
                 yield from (v for v in rs.store.scan(lsn, prefix=pk_json) if accept(v.key))
-    return versions(), [rs for rs, _ in reads], tested
+    return versions(), reads, tested
 
 
 async def query_documents(call, container):
     q = await _query_of(call)
     consistency = effective(call.gw.account.consistency, call.header(H.CONSISTENCY_LEVEL))
     session = parse_session(call)
-    start = _decode_offset(call.header(H.CONTINUATION))
+    start, snapshot = _decode_continuation(call.header(H.CONTINUATION))
     size = feeds.page_size(call.int_header(H.MAX_ITEM_COUNT))
     cap = start + size + 1              # one more than the page tells whether another follows
-    versions, touched, tested = scoped_documents(call, container, consistency, session, q, cap)
+    versions, reads, tested = scoped_documents(call, container, consistency, session, q, cap, snapshot)
+    touched = [rs for rs, _ in reads]
     bodies = {}                         # id(document) -> its stored serialisation
     loaded = 0
 
@@ -186,9 +210,13 @@ async def query_documents(call, container):
     raw = [bodies.get(id(r)) or responses.dumps(r) for r in page]
     hdrs = {H.ITEM_COUNT: str(len(raw))}
     if start + size < len(results):
-        hdrs[H.CONTINUATION] = _encode_offset(start + size)
+        until_ms = call.gw.clock.now_ms() + QUERY_SNAPSHOT_TTL_MS
+        for rs, lsn in reads:
+            rs.pin(lsn, until_ms)
+        hdrs[H.CONTINUATION] = _encode_continuation(start + size, {rs.range_id: [rs.epoch, lsn]
+                                                                   for rs, lsn in reads})
     if touched:
-        hdrs[H.SESSION_TOKEN] = ",".join(session_token(rs, rs.committed_lsn) for rs in touched)
+        hdrs[H.SESSION_TOKEN] = ",".join(session_token(rs, lsn) for rs, lsn in reads)
         hdrs[H.ALT_CONTENT_PATH] = container.name_path
     loaded += tested[0]
     ru = charge.query(loaded, len(raw), sum(map(len, raw)))
