@@ -290,13 +290,16 @@ class ReplicaSet:
     def truncate_to(self, lsn: int) -> list:
         """Discard every commit above lsn; returns the discarded versions (for the lost-writes
         log). Writes waiting for those commits are told they did not happen."""
+        # Shipped commits waiting ahead of a gap belong to the history being cut, even when the
+        # log itself is not above lsn: left there, they would fill in after the next epoch's
+        # commits arrive.
+        self._early = {k: v for k, v in self._early.items() if k <= lsn}
         if lsn >= self.lsn:
             return []
         lost = [v for entry_lsn, versions in self.log if entry_lsn > lsn for v in versions]
         self.store.truncate_after(lsn)
         while self.log and self.log[-1][0] > lsn:
             self.log.pop()
-        self._early = {k: v for k, v in self._early.items() if k <= lsn}
         self.lsn = lsn
         self.committed_lsn = min(self.committed_lsn, lsn)
         for r in self.replicas:
