@@ -111,9 +111,11 @@ class Partition:
         return len(self.replica_sets) // 2 + 1
 
     def _recompute_global(self) -> None:
-        committed = sorted((rs.committed_lsn for rs in self.replica_sets.values()), reverse=True)
-        if not committed:
+        sets = list(self.replica_sets.values())
+        if not sets:
             return
+        newest = max(sets, key=lambda rs: rs.epoch)
+        committed = sorted((_committed_in(rs, newest) for rs in sets), reverse=True)
         g = committed[min(self.majority(), len(committed)) - 1]
         if g <= self.global_lsn:
             return
@@ -151,3 +153,13 @@ class Partition:
         return {"id": self.range_id, "minInclusive": self.min_epk, "maxExclusive": self.max_epk,
                 "write_regions": list(self.write_regions), "global_committed_lsn": self.global_lsn,
                 "regions": {name: rs.describe() for name, rs in self.replica_sets.items()}}
+
+
+def _committed_in(rs: ReplicaSet, newest: ReplicaSet) -> int:
+    """What rs has committed of the newest epoch's history. A region still in an older epoch
+    (down since a forced failover) holds commits beyond the cut that no longer count: only
+    what it had up to the cut is shared history, and a majority must really hold a write."""
+    if rs.epoch >= newest.epoch:
+        return rs.committed_lsn
+    cut = newest.cut_since(rs.epoch)
+    return rs.committed_lsn if cut is None else min(rs.committed_lsn, cut)
