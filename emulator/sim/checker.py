@@ -20,7 +20,8 @@ Checks, one function each:
   writes a forced failover discarded must get an error, never older data;
 * liveness: every write's commit resolved, and a graceful failover aborts only while a fault
   is active (nothing else can keep its drain from finishing);
-* strong: a strong read reflects every write acknowledged before it started, and a read that
+* strong: a write is acknowledged only once a majority of regions hold it (committed, in the
+  same lineage); a strong read reflects every write acknowledged before it started, and a read that
   starts after another finished never returns an older value of the key (linearizable
   register, given the log order of writes).
 """
@@ -106,6 +107,8 @@ def check(history: dict) -> list:
     check_prefix(history["ops"], lins, v)
     check_sessions(history["ops"], lins, v)
     check_strong(history["ops"], lins, finals, v)
+    if history["config"]["consistency"] == "Strong":
+        check_strong_durability(history["ops"], lins, v)
     check_failovers(history, v)
     for e in history["events"]:
         if e["kind"] == "invariant":
@@ -234,6 +237,18 @@ def check_sessions(ops: list, lins: dict, v: Violations) -> None:
         # A client's session covers every op it completed; session_token.merge keeps the
         # higher version's LSN, i.e. the lexicographic max.
         sessions[where] = max(sessions.get(where, pos), pos)
+
+
+def check_strong_durability(ops: list, lins: dict, v: Violations) -> None:
+    for w in ops:
+        held_at = w.get("regions_at_ack")
+        if w["f"] not in WRITE_FS or w["outcome"] != "ok" or not held_at:
+            continue
+        lin = lins[(w["container"], w["partition"])]
+        holding = [r for r, pos in held_at.items() if lin.contains((w["epoch"], w["lsn"]), tuple(pos))]
+        if len(holding) < len(held_at) // 2 + 1:
+            v.add("strong", f"strong write {w['id']} ({w['epoch']}#{w['lsn']}) was acknowledged while only "
+                            f"{holding} of {sorted(held_at)} held it (positions {held_at})", w)
 
 
 def check_strong(ops: list, lins: dict, finals: dict, v: Violations) -> None:

@@ -8,14 +8,16 @@ plain JSON-able data and never sees the core. An operation is a dict:
      "region": "East US", "consistency": "Session", "sent_token": [0, 41],
      "invoke_ms": ..., "invoke_seq": ..., "complete_ms": ..., "complete_seq": ...,
      "outcome": "ok" | "fail" | "info", "status": 201, "substatus": 0, "error": "...",
-     "lsn": 42, "epoch": 0, "reply_token": [0, 42], "value": 7, "fate": "committed" | "discarded" | None, "lost": False}
+     "lsn": 42, "epoch": 0, "reply_token": [0, 42], "value": 7, "fate": "committed" | "discarded" | None, "lost": False,
+     "regions_at_ack": {"East US": [0, 42], ...}}
 
 `outcome` follows Maelstrom/Jepsen: "ok" acknowledged, "fail" definitely did not happen,
 "info" may or may not have happened (timeout, dropped connection). A write's value is its own
 op id (documents carry it as "w"), so every value names exactly one write; a delete's value is
 None. A write's `lsn`/`epoch` are where the core put it; its `fate` is what its commit came to
 (a quorum had it, or it was discarded before one did), observed separately from what the client
-was told. Reads record the position they were served at (`epoch`, `lsn`) and what they saw
+was told; `regions_at_ack` is each region's (epoch, committed LSN) when it was acknowledged.
+Reads record the position they were served at (`epoch`, `lsn`) and what they saw
 (`value`, or `items` for a snapshot of a whole partition).
 
 `seq` numbers order everything that happens in one virtual millisecond, so "completed before

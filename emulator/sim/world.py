@@ -210,7 +210,10 @@ class World:
         if p.done:
             return
         if ok:
-            self._finish(p, "ok", status=status, reply_token=[p.rs.epoch, p.op["lsn"]])
+            # Where every region stood when the write was acknowledged: under Strong, a majority
+            # of them must hold it (the checker verifies that against the history).
+            held = {region: [rs.epoch, rs.committed_lsn] for region, rs in p.rs.partition.replica_sets.items()}
+            self._finish(p, "ok", status=status, reply_token=[p.rs.epoch, p.op["lsn"]], regions_at_ack=held)
         else:
             self._fail(p, CosmosError(503, 0, f"the write (LSN {p.op['lsn']}) was discarded before a "
                                               "quorum acknowledged it"))
