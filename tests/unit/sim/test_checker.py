@@ -125,6 +125,15 @@ def test_a_strong_read_that_misses_an_acknowledged_write(strong_history):
     assert "strong" in checks(h)
 
 
+def test_a_strong_write_acknowledged_before_a_majority_held_it(strong_history):
+    h = copy.deepcopy(strong_history)
+    w = first(h, lambda o: o["f"] in WRITE_FS and o["outcome"] == "ok" and o["lsn"] > 1)
+    at = w["regions_at_ack"]
+    for region in sorted(at)[1:]:            # only one region still has it
+        at[region] = [w["epoch"], w["lsn"] - 1]
+    assert "strong" in checks(h)
+
+
 def test_strong_reads_going_back_in_time(strong_history):
     """Two strong reads of one key, the second started after the first finished, returning an
     older value: not linearizable even if no write was acknowledged in between."""

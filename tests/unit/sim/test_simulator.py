@@ -45,6 +45,7 @@ REGRESSIONS = [
     (445, dict(consistency="Strong", partitions=1, containers=1, keys=2, intra_region_delay_ms=2)),
     (40013, dict(steps=1500)),
     (42122, dict(steps=1500, consistency="Strong", partitions=4, containers=1, keys=2, intra_region_delay_ms=5)),
+    (44276, dict(steps=1500, consistency="Strong", partitions=3, containers=1, keys=6, intra_region_delay_ms=1)),
 ]
 
 
