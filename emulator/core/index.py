@@ -108,9 +108,9 @@ class PathIndex:
         return [entries[k] for k in islice(entries.irange(low, high, inclusive), most)]
 
     def ordered(self, descending: bool):
-        """Every group in ORDER BY order."""
+        """Every (sort key, group) in ORDER BY order."""
         entries = self.entries
-        return (entries[k] for k in entries.irange(reverse=descending))
+        return ((k, entries[k]) for k in entries.irange(reverse=descending))
 
 
 class SecondaryIndexes:

@@ -15,7 +15,10 @@ Plans, cheapest first by estimated documents loaded:
   the gateway's page cap; `CompiledQuery.rows_needed`), walk the first ORDER BY path's index
   in that order, keep visible documents that pass WHERE, and stop after the group in which
   the k-th one was found (ties at the boundary are all kept). The walk gives up, falling back
-  to the filter or the scan, once it has examined as many entries as those would load;
+  to the filter or the scan, once it has examined as many entries as those would load.
+  `merged_walk` walks the indexes of all the partitions a query reads as one ordered stream,
+  so TOP k loads about k documents in all; each partition's candidates still come back in its
+  own key order, and the caller keeps partition order, so ties break as on a scan;
 * scan: when no index beats reading the documents in scope (SCAN_SMALL_DOCS or fewer, no
   eligible path, or an index would load more than 1/INDEX_COST_FACTOR of the scope).
 A path is eligible when the container's indexing policy includes it; its index is built on
@@ -25,6 +28,7 @@ indexes.
 """
 from __future__ import annotations
 
+import heapq
 from typing import NamedTuple
 
 from .index import materialise
@@ -68,6 +72,44 @@ def candidates(query, store, lsn: int, policy: dict | None, now_ms: int, prefix:
     `accept(key)` allows) that may matter to query; None when a full scan is the better plan.
     Hints on `implied` paths are ignored: the scope already fixes their values (the partition
     key paths under a partition-key scope), so their index would select the whole scope."""
+    prepared = _prepare(query, store, policy, prefix, tuning, implied)
+    if prepared is None:
+        return None
+    indexes, best, budget = prepared
+    keep = _keeper(prefix, accept)
+    order = query.leading_order
+    if order is not None and order.path in indexes:
+        walked = _walk(query, [(store, lsn, indexes[order.path])], keep, now_ms, cap, budget)
+        if walked is not None:
+            return walked[0]
+    if best is None:
+        return None
+    return _collect(best[1], store, lsn, keep)
+
+
+def merged_walk(query, sources: list, policy: dict | None, now_ms: int, prefix: str | None = None,
+                accept=None, cap: int | None = None, tuning: PlanTuning = DEFAULT_TUNING,
+                implied: tuple = ()) -> list | None:
+    """One Selection per (store, lsn) of `sources` (the physical partitions one query reads, in
+    the order it reads them), from a single ORDER BY walk over all their indexes merged: it
+    stops once the rows needed pass WHERE across all stores together, so TOP k loads about k
+    documents rather than k per store. None when some store would not walk its index (see
+    candidates) or the walk passes the stores' combined budget; plan each store alone then."""
+    order = query.leading_order
+    if order is None or query.rows_needed(cap) is None:
+        return None
+    walks, budget = [], 0
+    for store, lsn in sources:
+        prepared = _prepare(query, store, policy, prefix, tuning, implied)
+        if prepared is None or order.path not in prepared[0]:
+            return None
+        budget += prepared[2]
+        walks.append((store, lsn, prepared[0][order.path]))
+    return _walk(query, walks, _keeper(prefix, accept), now_ms, cap, budget)
+
+
+def _prepare(query, store, policy, prefix, tuning: PlanTuning, implied: tuple):
+    """(indexes by path, best filter or None, walk budget) of query on store; None to scan."""
     selectors, paths = _shape_of(query)
     if implied:
         paths = tuple(p for p in paths if p not in implied)
@@ -85,19 +127,13 @@ def candidates(query, store, lsn: int, policy: dict | None, now_ms: int, prefix:
                 indexes[path] = index
     if not indexes:
         return None
-    keep = _keeper(prefix, accept)
     factor = tuning.cost_factor
     best = _best_filter(selectors, indexes, scope // factor if factor else UNLIMITED)
     if not factor:
         budget = UNLIMITED
     else:
         budget = scope if best is None else best[0] * factor
-    walked = _order_walk(query, indexes, store, lsn, keep, now_ms, cap, budget)
-    if walked is not None:
-        return walked
-    if best is None:
-        return None
-    return _collect(best[1], store, lsn, keep)
+    return indexes, best, budget
 
 
 def _keeper(prefix: str | None, accept):
@@ -218,26 +254,43 @@ def _key_of(version):
 
 
 # ---- ORDER BY walk ---------------------------------------------------------------------
-def _order_walk(query, indexes: dict, store, lsn: int, keep, now_ms: int, cap, budget: int):
-    order = query.leading_order
-    if order is None or order.path not in indexes:
-        return None
+def _walk(query, walks: list, keep, now_ms: int, cap, budget):
+    """A Selection per (store, lsn, index) of walks: the index groups of all of them merged in
+    ORDER BY order, until `rows_needed` visible documents passed WHERE and the sort key moves
+    on (the boundary's ties are kept, in every store). None when that examines more than
+    budget entries, or when every row may matter."""
     needed = query.rows_needed(cap)
     if needed is None:
         return None
-    get = store.get
+    descending = query.leading_order.op == "order_desc"
+    streams = [_tagged(i, index.ordered(descending)) for i, (_, _, index) in enumerate(walks)]
+    merged = streams[0] if len(streams) == 1 else heapq.merge(*streams, key=_sort_key_of, reverse=descending)
     matches = query.filter_matches if query.has_filter else None
-    out, loaded, examined = [], 0, 0
-    for group in indexes[order.path].ordered(order.op == "order_desc"):
-        if len(out) >= needed:
+    outs, loaded = [[] for _ in walks], [0] * len(walks)
+    found, examined, boundary = 0, 0, None
+    for key, i, group in merged:
+        if found >= needed and key != boundary:
             break
+        boundary = key
         examined += len(group)
         if examined > budget:
             return None
+        store, lsn, _ = walks[i]
+        get, out = store.get, outs[i]
         for v in group:
             if get(v.key, lsn) is v and (keep is None or keep(v.key)):
-                loaded += 1
+                loaded[i] += 1
                 if matches is None or matches(v.doc, now_ms):
                     out.append(v)
-    out.sort(key=_key_of)
-    return Selection(out, loaded, "order")
+                    found += 1
+    return [Selection(sorted(out, key=_key_of), n, "order") for out, n in zip(outs, loaded)]
+
+
+def _tagged(i: int, pairs):
+    """(sort key, group) pairs -> (sort key, i, group): which walk each group came from."""
+    for key, group in pairs:
+        yield key, i, group
+
+
+def _sort_key_of(item):
+    return item[0]
