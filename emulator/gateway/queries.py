@@ -172,9 +172,16 @@ def scoped_documents(call, container, consistency, session, query=None, cap=None
     implied = container.pk_def.path_steps if pk_json is not None else ()
 
     def versions():
-        for rs, lsn in reads:
-            chosen = None if query is None else planner.candidates(
-                query, rs.store, lsn, policy, now_ms, pk_json, accept, cap, implied=implied)
+        merged = None           # one ORDER BY walk across all partitions, when it applies
+        if query is not None and len(reads) > 1 and query.leading_order is not None:
+            merged = planner.merged_walk(query, [(rs.store, lsn) for rs, lsn in reads], policy, now_ms,
+                                         pk_json, accept, cap, implied=implied)
+        for i, (rs, lsn) in enumerate(reads):
+            if merged is not None:
+                chosen = merged[i]
+            else:
+                chosen = None if query is None else planner.candidates(
+                    query, rs.store, lsn, policy, now_ms, pk_json, accept, cap, implied=implied)
             if chosen is not None:
                 tested[0] += chosen.loaded - len(chosen.versions)
                 yield from chosen.versions
