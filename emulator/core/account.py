@@ -294,14 +294,13 @@ class Account:
             fn(name, "removed")
 
     def _regions_changed(self) -> None:
-        """Multi-write session tokens list every region; a changed set starts a new token
-        version, since the SDKs refuse to merge tokens of one version with different regions."""
+        """Session tokens list every region; a changed set starts a new token version, since the
+        SDKs refuse to merge tokens of one version with different regions. No history is cut."""
         self.regions_changed += 1
         for _, p in self.partitions():
             p.links = self.links
-            if self.config.multi_write:
-                for rs in p.replica_sets.values():
-                    rs.epoch += 1
+            for rs in p.replica_sets.values():
+                rs.next_version()
 
     def crash_primary(self, rs) -> None:
         """The partition's primary in one region stops; a new one is elected after election_ms."""

@@ -27,6 +27,7 @@ REPLICA_COUNT = 4
 WRITE_QUORUM = 3
 LOG_RETAINED_COMMITS_MAX = 10_000
 PINS_MAX = 1024                          # distinct snapshot LSNs kept per replica set
+NO_CUT_LSN = 2 ** 62                     # an epoch that began without cutting history
 
 
 class ReplicaSet:
@@ -320,6 +321,11 @@ class ReplicaSet:
         self.epoch += 1
         self.epoch_start_lsn = self.lsn
         self.epoch_starts.append(self.lsn)
+
+    def next_version(self) -> None:
+        """A new session-token version without a cut (the account's regions changed)."""
+        self.epoch += 1
+        self.epoch_starts.append(NO_CUT_LSN)
 
     def cut_since(self, epoch: int) -> int | None:
         """The lowest LSN history was cut back to after `epoch` ended (None: it is the current

@@ -22,9 +22,10 @@ def parse_session(call) -> dict | None:
 
 
 def token(rs, lsn: int) -> str:
-    """Single-write: `<range>:<epoch>#<lsn>`. Multi-write adds the region vector: how many writes
-    of each region (by id) this region has merged, `#<regionId>=<count>` for every region."""
-    if not rs.multi_write or rs.partition is None:
+    """`<range>:<version>#<lsn>#<regionId>=<count>...`: the LSN, and the region vector: how many
+    writes that originated in each region (by id) this region has applied, for every region.
+    Single-write reads are judged by the LSN (one history); multi-write reads by the vector."""
+    if rs.partition is None:
         return f"{rs.range_id}:{rs.epoch}#{lsn}"
     vector = "".join(f"#{rid}={rs.progress.get(name, 0)}"
                      for name, rid in sorted(rs.partition.region_ids.items(), key=lambda kv: kv[1]))
