@@ -8,37 +8,12 @@ import asyncio
 from aiohttp import web
 
 from ..core.errors import CosmosError
+from .control_json import guarded, json_body as _body, json_reply as _json
 
 FAILOVER_WAIT_S = 60.0
 
 
-def _json(data, status: int = 200) -> web.Response:
-    return web.json_response(data, status=status)
-
-
-def _error(e: CosmosError) -> web.Response:
-    return _json({"error": e.message}, status=e.status)
-
-
-async def _body(request) -> dict:
-    try:
-        body = await request.json()
-    except ValueError:
-        raise CosmosError(400, 0, "The body must be a JSON object.") from None
-    if not isinstance(body, dict):
-        raise CosmosError(400, 0, "The body must be a JSON object.")
-    return body
-
-
 def add_chaos_routes(app: web.Application, emu) -> None:
-    def guarded(fn):
-        async def handler(request):
-            try:
-                return await fn(request)
-            except CosmosError as e:
-                return _error(e)
-        return handler
-
     async def faults_list(request):
         return _json({"faults": list(emu.account.faults.active.values())})
 

@@ -8,23 +8,10 @@ from aiohttp import web
 
 from ..core import throttle as th
 from ..core.errors import CosmosError
+from .control_json import guarded, json_body as _body, json_reply as _json
 
 KNOBS = {"ru": bool, "burst": bool, "serverless": bool, "credits_per_s": int, "serverless_ru_per_s": int}
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
-
-
-def _json(data, status: int = 200) -> web.Response:
-    return web.json_response(data, status=status)
-
-
-async def _body(request) -> dict:
-    try:
-        body = await request.json()
-    except ValueError:
-        raise CosmosError(400, 0, "The body must be a JSON object.") from None
-    if not isinstance(body, dict):
-        raise CosmosError(400, 0, "The body must be a JSON object.")
-    return body
 
 
 # ---- views -------------------------------------------------------------------------------------
@@ -169,14 +156,6 @@ def _throughput(body: dict) -> tuple:
 
 
 def add_throughput_routes(app: web.Application, emu) -> None:
-    def guarded(fn):
-        async def handler(request):
-            try:
-                return await fn(request)
-            except CosmosError as e:
-                return _json({"error": e.message}, status=e.status)
-        return handler
-
     def account():
         return emu.account
 

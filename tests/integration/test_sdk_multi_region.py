@@ -443,7 +443,9 @@ def test_a_primary_crash_costs_a_brief_503_and_no_acknowledged_write(regionlab):
 
 
 # ---- 8. write-region outage: service-managed failover after the detection delay ----------------
-@pytest.mark.regionlab_config(lag_ms=NO_LAG, detection_delay_ms=1000)
+# The delay must outlast the two refused writes below even on a loaded CI machine (the SDK's own
+# retries of a refused connection take time); the test waits for the failover, so it costs no more.
+@pytest.mark.regionlab_config(lag_ms=NO_LAG, detection_delay_ms=4000)
 def test_a_write_region_outage_fails_over_by_itself_after_the_detection_delay(regionlab):
     emu = regionlab
     setup_container(emu)
