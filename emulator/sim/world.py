@@ -121,14 +121,20 @@ class World:
                     if rs.committed_lsn > rs.lsn or any(r.applied_lsn > rs.lsn for r in rs.replicas):
                         self._broken(name, p.range_id, region, rs)
                     if rs.epoch and self.account.region(region).state == "up":
-                        if starts.get(rs.epoch, -1) < rs.epoch_start_lsn:
-                            starts[rs.epoch] = rs.epoch_start_lsn
-                            self.history.event(self.now_ms, "epoch", container=name, partition=p.range_id,
-                                               epoch=rs.epoch, start_lsn=rs.epoch_start_lsn)
+                        self._note_epochs(name, p.range_id, starts, rs)
         lost = self.account.lost_writes
         while self._lost_seen < len(lost):
             self._map_lost(lost[self._lost_seen])
             self._lost_seen += 1
+
+    def _note_epochs(self, container: str, range_id: str, starts: dict, rs) -> None:
+        """Where each epoch began (the LSN history was cut back to; NO_CUT_LSN for an epoch that
+        cut nothing), the highest any region reports: a region that lagged the cut starts lower."""
+        for epoch, start in enumerate(rs.epoch_starts[1:], 1):
+            if starts.get(epoch, -1) < start:
+                starts[epoch] = start
+                self.history.event(self.now_ms, "epoch", container=container, partition=range_id,
+                                   epoch=epoch, start_lsn=start)
 
     def _broken(self, container: str, range_id: str, region: str, rs) -> None:
         where = (container, range_id, region)
