@@ -18,7 +18,7 @@ Theory of operation:
 """
 from .errors import CosmosError
 
-DRAIN_POLL_MS = 1
+DRAIN_POLL_MS = 5                       # a drain is checked this often (the simulator jumps; the server wakes)
 DRAIN_TIMEOUT_MS = 60_000
 DETECTION_DELAY_MS_DEFAULT = 10_000
 
