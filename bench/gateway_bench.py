@@ -56,18 +56,22 @@ def measured(server, fn):
     return result
 
 
-def lua_reads(feed: str, id_prefix: str, key: str) -> str:
+def lua_signed_gets(key: str, targets: list) -> str:
+    """A wrk script cycling over signed point reads; targets are (path, partition key value)."""
     date = formatdate(usegmt=True)
     rows = []
-    for i in range(WRK_IDS):
-        path = f"{feed}/{id_prefix}{i}"
+    for path, pk in targets:
         h = signed_headers(key, "GET", path, date)
-        rows.append(f'{{"{path}", "{h["authorization"]}", \'["p{i % 1000}"]\'}}')
+        rows.append(f'{{"{path}", "{h["authorization"]}", {json.dumps(json.dumps([pk]))}}}')
     return ("local reqs = {" + ",\n".join(rows) + "}\nlocal n = 0\n"
             f'wrk.headers["x-ms-date"] = "{date}"\nwrk.headers["x-ms-version"] = "2020-07-15"\n'
             "request = function()\n  n = n % #reqs + 1\n  local r = reqs[n]\n"
             '  wrk.headers["authorization"] = r[2]\n  wrk.headers["x-ms-documentdb-partitionkey"] = r[3]\n'
             '  return wrk.format("GET", r[1])\nend\n')
+
+
+def lua_reads(feed: str, id_prefix: str, key: str) -> str:
+    return lua_signed_gets(key, [(f"{feed}/{id_prefix}{i}", f"p{i % 1000}") for i in range(WRK_IDS)])
 
 
 def lua_creates(feed: str, key: str, filler_bytes: int) -> str:

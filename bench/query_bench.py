@@ -32,7 +32,6 @@ import os
 import shutil
 import sys
 import time
-from email.utils import formatdate
 from pathlib import Path
 
 import aiohttp
@@ -40,8 +39,8 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gateway_bench import machine, measured, wrk  # noqa: E402
-from rest_load import request, signed_headers  # noqa: E402
+from gateway_bench import lua_signed_gets, machine, measured, wrk  # noqa: E402
+from rest_load import request, setup, signed_headers  # noqa: E402
 from server_proc import ServerProcess  # noqa: E402
 
 DB, COLL = "qbench", "items"
@@ -156,17 +155,8 @@ def lua_queries(key: str, text: str, variants: list, max_items: int) -> str:
 
 
 def lua_point_reads(key: str, count: int) -> str:
-    date = formatdate(usegmt=True)
-    rows = []
-    for i in range(0, count, max(1, count // WRK_VARIANTS)):
-        path = f"{FEED}/d{i}"
-        h = signed_headers(key, "GET", path, date)
-        rows.append(f'{{"{path}", "{h["authorization"]}", {json.dumps(json.dumps([document(i)["pk"]]))}}}')
-    return ("local reqs = {" + ",\n".join(rows) + "}\nlocal n = 0\n"
-            f'wrk.headers["x-ms-date"] = "{date}"\nwrk.headers["x-ms-version"] = "2020-07-15"\n'
-            "request = function()\n  n = n % #reqs + 1\n  local r = reqs[n]\n"
-            '  wrk.headers["authorization"] = r[2]\n  wrk.headers["x-ms-documentdb-partitionkey"] = r[3]\n'
-            '  return wrk.format("GET", r[1])\nend\n')
+    return lua_signed_gets(key, [(f"{FEED}/d{i}", document(i)["pk"])
+                                 for i in range(0, count, max(1, count // WRK_VARIANTS))])
 
 
 def expected_count(name: str, count: int):
@@ -187,7 +177,7 @@ def main() -> None:
     print(f"{json.dumps(results['machine'])}\nload average {os.getloadavg()}", flush=True)
     with ServerProcess("--partitions", "4") as server:
         base, key = server.ready["account_endpoint"], server.ready["key"]
-        asyncio.run(_setup(base, key))
+        asyncio.run(setup(base, key, DB, COLL, THROUGHPUT_RU_PER_S))
         load_s = asyncio.run(load(base, key, count))
         results.update(load_s=round(load_s, 1), rss_loaded_mb=round(server.rss_mb(), 1))
         print(f"loaded {count} documents in {load_s:.1f} s ({count / load_s:.0f} docs/s); "
@@ -218,16 +208,6 @@ def main() -> None:
     out = Path(__file__).resolve().parent / "results"
     out.mkdir(exist_ok=True)
     (out / f"queries-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(results, indent=2))
-
-
-async def _setup(base: str, key: str) -> None:
-    async with aiohttp.ClientSession() as s:
-        await request(s, key, "POST", base, "/dbs", {"id": DB})
-        st, body = await request(s, key, "POST", base, f"/dbs/{DB}/colls",
-                                 {"id": COLL, "partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2}},
-                                 {"x-ms-offer-throughput": str(THROUGHPUT_RU_PER_S)})
-        if st not in (201, 409):
-            raise RuntimeError(f"container create failed: {st} {body[:200]}")
 
 
 def _record(results: dict, name: str, r: dict) -> None:
