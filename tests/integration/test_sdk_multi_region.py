@@ -279,6 +279,18 @@ def test_aio_writes_follow_a_graceful_failover_through_403_3(regionlab):
     assert lost_writes(emu)["count"] == 0
 
 
+def write_some_not_replicated_to_east2(emu, c):
+    """Three writes that reach every region, then three acknowledged writes that never reach
+    East US 2 (its link lags forever): (ids kept, replies of the latter, their (id, LSN))."""
+    kept = {c.create_item({"id": f"a{i}", "pk": "p"})["id"] for i in range(3)}
+    wait_replicated(emu, "db", "c", EAST2)
+    inject(emu, type="link_lag", lag_ms=NEVER_MS, one_way=True, **{"from": EAST, "to": EAST2})
+    replies = []
+    for i in range(3):
+        c.create_item({"id": f"b{i}", "pk": "p"}, response_hook=headers_into(replies))
+    return kept, replies, {(f"b{i}", int(h["lsn"])) for i, h in enumerate(replies)}
+
+
 # ---- 3. forced failover: exactly the unreplicated writes are lost, and say so -----------------------
 @pytest.mark.regionlab_config(lag_ms=NO_LAG)
 def test_a_forced_failover_loses_exactly_the_unreplicated_writes_and_old_tokens_get_1002(regionlab):
@@ -286,13 +298,7 @@ def test_a_forced_failover_loses_exactly_the_unreplicated_writes_and_old_tokens_
     setup_container(emu)
     with make_client(emu) as client:
         c = items(client)
-        kept = {c.create_item({"id": f"a{i}", "pk": "p"})["id"] for i in range(3)}
-        wait_replicated(emu, "db", "c", EAST2)
-        inject(emu, type="link_lag", lag_ms=NEVER_MS, one_way=True, **{"from": EAST, "to": EAST2})
-        replies = []
-        for i in range(3):
-            c.create_item({"id": f"b{i}", "pk": "p"}, response_hook=headers_into(replies))
-        acked_lsns = {(f"b{i}", int(h["lsn"])) for i, h in enumerate(replies)}
+        kept, replies, acked_lsns = write_some_not_replicated_to_east2(emu, c)
         stale_token = replies[-1]["x-ms-session-token"]
 
         status, failover = control(emu, "POST", "/failover", {"region": EAST2, "kind": "forced"})
@@ -451,13 +457,7 @@ def test_a_write_region_outage_fails_over_by_itself_after_the_detection_delay(re
     setup_container(emu)
     with make_client(emu) as client:
         c = items(client)
-        kept = {c.create_item({"id": f"a{i}", "pk": "p"})["id"] for i in range(3)}
-        wait_replicated(emu, "db", "c", EAST2)
-        inject(emu, type="link_lag", lag_ms=NEVER_MS, one_way=True, **{"from": EAST, "to": EAST2})
-        replies = []
-        for i in range(3):
-            c.create_item({"id": f"b{i}", "pk": "p"}, response_hook=headers_into(replies))
-        acked_lsns = {(f"b{i}", int(h["lsn"])) for i, h in enumerate(replies)}
+        kept, replies, acked_lsns = write_some_not_replicated_to_east2(emu, c)
 
         fault = outage(emu, EAST)
         with pytest.raises(ServiceRequestError):   # the SDK knows no other write region yet
