@@ -105,7 +105,6 @@ class Account:
         self.failovers: list = []               # every failover, oldest first
         self.draining = None                    # the graceful failover in progress, if any
         self.region_listeners: list = []        # fn(region_name, state): shells open/close endpoints
-        self.regions_changed = 0                # bumped when regions are added or removed
         from .faults import FaultRegistry
         self.faults = FaultRegistry(self)
         self.throttle = Throttle(self, config.throttle)
@@ -296,7 +295,6 @@ class Account:
     def _regions_changed(self) -> None:
         """Session tokens list every region; a changed set starts a new token version, since the
         SDKs refuse to merge tokens of one version with different regions. No history is cut."""
-        self.regions_changed += 1
         for _, p in self.partitions():
             p.links = self.links
             for rs in p.replica_sets.values():

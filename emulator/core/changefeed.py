@@ -11,10 +11,6 @@ import json
 
 from .errors import CosmosError
 
-LATEST = "latest"
-ALL_VERSIONS = "all"
-
-
 def _epk_ok(epk_of, epk_range, key) -> bool:
     if epk_range is None:
         return True

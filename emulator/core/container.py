@@ -91,10 +91,6 @@ class Container:
     def partition_for_epk(self, epk: str):
         return self.partitions[bisect.bisect_right(self._bounds, epk) - 1]
 
-    def partitions_overlapping(self, min_epk: str, max_epk: str) -> list:
-        return [p for p in self.partitions
-                if p.min_epk < (max_epk or "FF") and (p.max_epk > min_epk)]
-
     def pkranges(self) -> list[dict]:
         out = []
         for p in self.partitions:

@@ -13,18 +13,12 @@ Theory of operation:
   lost-writes log with their LSNs and ids, and cut out of every region that had them (a region
   that is down is cut when it recovers). The partition's epoch moves on, so session tokens
   that name lost LSNs are answered with an error, never with older data.
-* Service-managed failover is a forced failover scheduled DETECTION_DELAY_MS after the write
-  region goes down, to the next region in failover priority (the configured order) that is up.
+* Service-managed failover is a forced failover scheduled `detection_delay_ms` (AccountConfig)
+  after the write region goes down, to the next region in failover priority (the configured
+  order) that is up.
 """
-from .errors import CosmosError
-
 DRAIN_POLL_MS = 5                       # a drain is checked this often (the simulator jumps; the server wakes)
 DRAIN_TIMEOUT_MS = 60_000
-DETECTION_DELAY_MS_DEFAULT = 10_000
-
-
-class FailoverInProgress(CosmosError):
-    pass
 
 
 class Failover:

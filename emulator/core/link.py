@@ -4,14 +4,11 @@ Theory of operation: the write region's replica set of every partition hands its
 committed entries to the link towards each other region. The link delivers them after its
 one-way lag (plus seeded jitter), strictly in the order it received them: a due time is never
 earlier than the one before it, so jitter cannot reorder a partition's log. One scheduler
-timer per link covers its whole backlog. A paused or cut link keeps its backlog (bounded by
-LINK_BACKLOG_MAX, after which the link reports itself overflowing and the receiving side will
-need a resync) and drains it in order once healed; a receiver that is down (a region outage)
+timer per link covers its whole backlog. A paused or cut link keeps its whole backlog (it grows with
+the writes made while the link is down) and drains it in order once healed; a receiver that is down (a region outage)
 stalls delivery the same way.
 """
 from collections import deque
-
-LINK_BACKLOG_MAX = 1_000_000
 
 ACTIVE = "active"
 PAUSED = "paused"     # nothing moves; the backlog grows

@@ -15,7 +15,6 @@ from .errors import CosmosError, write_forbidden
 from .replica_set import ReplicaSet
 
 STALENESS_OPS_DEFAULT = 100_000          # bounded staleness K; the service's minimum for multi-region
-STALENESS_S_DEFAULT = 300                # bounded staleness T
 STALENESS_RETRY_MS = 100
 SUB_BOUNDED_STALENESS = 3200             # reported like any other request-rate throttle
 

@@ -1,8 +1,8 @@
 """One replica of a physical partition in one region.
 
 A replica owns only numbers: the LSN it has applied up to, how many reads it is serving right
-now (for read routing), its routing weight, whether it is up, and its direct TCP address
-(port plus an address epoch that a replica move bumps, so stale clients get 410 Gone).
+now (for read routing), its routing weight, whether it is up, and the port of its direct TCP
+listener (0 until direct mode exists).
 The items themselves live in the replica set's shared VersionStore.
 """
 
@@ -18,7 +18,7 @@ WEIGHT_MAX = 100
 
 class Replica:
     __slots__ = ("index", "role", "applied_lsn", "in_flight", "weight", "state", "port",
-                 "address_epoch", "extra_delay_ms", "next_apply_ms")
+                 "extra_delay_ms", "next_apply_ms")
 
     def __init__(self, index: int, role: str):
         self.index = index
@@ -28,7 +28,6 @@ class Replica:
         self.weight = WEIGHT_DEFAULT
         self.state = UP
         self.port = 0
-        self.address_epoch = 0
         self.extra_delay_ms = 0      # a "slow replica" fault adds to every apply
         self.next_apply_ms = 0       # applies stay in LSN order even when the delay changes
 
