@@ -29,6 +29,7 @@ CONFLICT = 409
 GONE = 410
 PRECONDITION_FAILED = 412
 REQUEST_ENTITY_TOO_LARGE = 413
+REQUEST_HEADER_FIELDS_TOO_LARGE = 431
 LOCKED = 423
 FAILED_DEPENDENCY = 424       # the other operations of a failed transactional batch
 TOO_MANY_REQUESTS = 429
@@ -139,6 +140,7 @@ _CODE_NAMES = {
     423: "Locked",
     424: "FailedDependency",
     429: "TooManyRequests",
+    431: "RequestHeaderFieldsTooLarge",
     449: "RetryWith",
     500: "InternalServerError",
     501: "NotImplemented",

@@ -58,7 +58,7 @@ async def execute(call, container):
     if not call.flag(H.BATCH_ATOMIC):
         raise bad_request("Only atomic transactional batches are supported (x-ms-cosmos-batch-atomic: True).")
     pk_json, values = partition_keys.required(call, container)
-    ops = await call.json_body()
+    ops = call.json_body()
     if not isinstance(ops, list) or not ops:
         raise bad_request("A batch body must be a non-empty JSON array of operations.")
     if len(ops) > BATCH_OPERATIONS_MAX:

@@ -81,7 +81,7 @@ async def feed(call, container):
 
 async def create(call, container):
     pk_json, values = partition_keys.required(call, container)
-    doc = await call.json_body()
+    doc = call.json_body()
     _check_item(doc, len(call.raw))
     writer = _writer(call, container, pk_json, values)
     if call.flag(H.IS_UPSERT):
@@ -148,13 +148,13 @@ async def item(call, container, id_seg: str, by_rid: bool):
     writer = _writer(call, container, pk_json, values)
     if_match = call.header(H.IF_MATCH)
     if method == "PUT":
-        doc = await call.json_body()
+        doc = call.json_body()
         _check_item(doc, len(call.raw))
         status, version = writer.replace(id, doc, if_match)
     elif method == "DELETE":
         status, version = writer.delete(id, if_match)
     else:
-        body = await call.json_body()
+        body = call.json_body()
         if not isinstance(body, dict) or not isinstance(body.get("operations"), list):
             raise bad_request('A patch body must be {"operations":[{"op":...,"path":...}], "condition"?: "FROM c WHERE ..."}.')
         status, version = writer.patch(id, body["operations"], body.get("condition"), if_match)
@@ -186,7 +186,6 @@ async def delete_by_partition_key(call, container):
     if call.method != "POST":
         raise CosmosError(405, 0, "Delete by partition key is a POST.")
     pk_json, values = partition_keys.required(call, container, full=False)
-    await call.read_body()
     if len(values) != len(container.pk_def.paths):
         raise bad_request("Delete by partition key needs the full partition key.")
     writer = _writer(call, container, pk_json, values)

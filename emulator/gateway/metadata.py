@@ -27,7 +27,7 @@ def _feed(call, rid: str, key: str, items: list, extra=None):
 
 async def _query(call, rid: str, key: str, items: list):
     from .queries import run_metadata_query
-    body = await call.json_body()
+    body = call.json_body()
     return _feed(call, rid, key, run_metadata_query(call, body, items))
 
 
@@ -70,7 +70,7 @@ async def databases(call):
     if call.method == "POST":
         if _is_query(call):
             return await _query(call, "", "Databases", [d.properties() for d in account.databases.values()])
-        body = await call.json_body()
+        body = call.json_body()
         throughput, auto_max = _offer_args(call)
         return _created(call, account.create_database(body, throughput, auto_max).properties())
     _not_allowed(call, "the databases feed")
@@ -93,7 +93,7 @@ async def containers(call, db):
     if call.method == "POST":
         if _is_query(call):
             return await _query(call, db.rid, "DocumentCollections", [c.properties() for c in db.containers.values()])
-        body = await call.json_body()
+        body = call.json_body()
         throughput, auto_max = _offer_args(call)
         return _created(call, account.create_container(db, body, throughput, auto_max).properties())
     _not_allowed(call, "the containers feed")
@@ -103,7 +103,7 @@ async def container(call, db, c):
     if call.method == "GET":
         return _ok(call, c.properties())
     if call.method == "PUT":
-        body = await call.json_body()
+        body = call.json_body()
         return _ok(call, call.gw.account.replace_container(c, body).properties())
     if call.method == "DELETE":
         call.gw.account.delete_container(c)
@@ -146,6 +146,6 @@ async def offer(call, rid: str):
     if call.method == "GET":
         return _ok(call, o.properties())
     if call.method == "PUT":
-        body = await call.json_body()
+        body = call.json_body()
         return _ok(call, account.replace_offer(o, body).properties())
     _not_allowed(call, "an offer")

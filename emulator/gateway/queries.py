@@ -43,9 +43,9 @@ def _remember(key, q) -> None:
     _compiled[key] = q
 
 
-async def _query_of(call):
+def _query_of(call):
     """The compiled query of the request body; a body seen before is not even parsed."""
-    raw = await call.read_body()
+    raw = call.raw
     q = _compiled.get(raw)
     if q is None:
         if not raw:
@@ -193,7 +193,7 @@ def scoped_documents(call, container, consistency, session, query=None, cap=None
 
 
 async def query_documents(call, container):
-    q = await _query_of(call)
+    q = _query_of(call)
     consistency = effective(call.gw.account.consistency, call.header(H.CONSISTENCY_LEVEL))
     session = parse_session(call)
     start, snapshot = _decode_continuation(call.header(H.CONTINUATION))

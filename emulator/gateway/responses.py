@@ -2,6 +2,7 @@
 bodies with `x-ms-substatus`, and the headers every reply carries."""
 import json
 import time
+import uuid
 from email.utils import formatdate
 from http import HTTPStatus
 
@@ -12,6 +13,18 @@ from ..core.errors import CosmosError
 
 GATEWAY_VERSION = "2.0.0"
 JSON = "application/json"
+
+
+_ACTIVITY_PREFIX = str(uuid.uuid4())[:24]
+_activity_seq = 0
+
+
+def activity_id() -> str:
+    """A GUID-shaped activity id for requests that bring none: a per-process random prefix and a
+    counter (uuid4 per request costs more than the rest of a point read's parsing)."""
+    global _activity_seq
+    _activity_seq += 1
+    return f"{_ACTIVITY_PREFIX}{_activity_seq & 0xFFFFFFFFFFFF:012x}"
 
 
 def dumps(obj) -> bytes:
@@ -51,27 +64,17 @@ def error(err: CosmosError, activity_id: str, extra: dict | None = None) -> "Rep
 
 
 class Reply:
-    """A complete HTTP/1.1 reply, serialised once and written in a single transport write.
-
-    aiohttp's server needs only `prepare()`, `write_eof()`, `keep_alive` and `status` from what a
-    handler returns; its general StreamResponse machinery (header multidicts, chunking,
-    compression) cost more than the rest of a point read, and the gateway needs none of it.
-    """
-    __slots__ = ("status", "headers", "body", "keep_alive")
+    """A complete HTTP/1.1 reply, serialised once (`encode`) and written in a single transport
+    write by the connection (gateway/http.py)."""
+    __slots__ = ("status", "headers", "body")
 
     def __init__(self, status: int, headers: dict, body: bytes):
         self.status = status
         self.headers = headers
         self.body = body
-        self.keep_alive = True
 
-    async def prepare(self, request) -> None:
-        self.keep_alive = keep_alive = request.keep_alive
-        transport = request.transport
-        if transport is None or transport.is_closing():
-            raise ConnectionResetError("the client went away before the reply")
+    def encode(self, keep_alive: bool, head_only: bool) -> bytes:
         status = self.status
-        body = self.body if status not in _NO_BODY and request.method != "HEAD" else b""
         lines = [_status_line(status)]
         lines.extend(f"{k}: {v}\r\n" for k, v in self.headers.items())
         if status not in _NO_BODY:
@@ -80,10 +83,8 @@ class Reply:
         if not keep_alive:
             lines.append("Connection: close\r\n")
         lines.append("\r\n")
-        transport.write("".join(lines).encode() + body)
-
-    async def write_eof(self, data: bytes = b"") -> None:
-        return None
+        head = "".join(lines).encode()
+        return head if head_only or status in _NO_BODY else head + self.body
 
 
 _NO_BODY = frozenset((204, 304))

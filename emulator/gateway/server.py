@@ -13,8 +13,6 @@ import collections
 import logging
 from email.utils import parsedate_to_datetime
 
-from aiohttp import web
-
 from client.protocol import headers as H
 from client.protocol.auth import AuthError, MasterKeyVerifier, is_name_based
 
@@ -30,7 +28,6 @@ log = logging.getLogger("regionlab.gateway")
 WRITE_ACK_TIMEOUT_S = 30.0
 SESSION_WAIT_S = 0.2          # how long a read waits for its region to catch up with a session token
 STRONG_WAIT_S = 2.0
-CLIENT_CLOSED_REQUEST = 499         # never delivered: the status nginx logs for a vanished client
 # Resource kinds counted in `requests_served`; anything else (a garbage path) counts as "other",
 # so a client cannot grow the counter without bound.
 COUNTED_KINDS = frozenset(("account", "dbs", "colls", "docs", "pkranges", "offers", "conflicts", "operations"))
@@ -54,15 +51,14 @@ class Gateway:
     def serving_region(self) -> str:
         return self.region or self.account.hub_region
 
-    async def handle(self, req) -> web.StreamResponse:
+    async def handle(self, req) -> responses.Reply:
         call = Call(self, req)
         resp = await self._serve(call)
         self.requests_served[(call.method, _resource_kind(call.segs), resp.status,
                               int(resp.headers.get(H.SUBSTATUS, 0)))] += 1
         return resp
 
-    async def _serve(self, call: Call) -> web.StreamResponse:
-        req = call.req
+    async def _serve(self, call: Call) -> responses.Reply:
         try:
             if (call.segs or self.region is not None) and self.account.region_state(call.region) != "up":
                 raise CosmosError(503, 0, f"Region {call.region} is unavailable (a region outage, "
@@ -75,13 +71,8 @@ class Gateway:
             return responses.error(CosmosError(401, 0, str(e)), call.activity_id)
         except asyncio.CancelledError:
             raise
-        except ConnectionResetError:
-            # The client went away mid-request (e.g. mid-body): nothing was applied and nobody is
-            # left to answer. Re-raised, aiohttp would log it as a server error with a traceback.
-            log.debug("client disconnected during %s %s", call.method, req.raw_path)
-            return web.Response(status=CLIENT_CLOSED_REQUEST)
         except Exception:
-            log.exception("internal error on %s %s", call.method, req.raw_path)
+            log.exception("internal error on %s %s", call.method, call.req.raw_path)
             return responses.error(CosmosError(500, 0, "Internal error in regionlab; see the server log.",
                                                definite=False), call.activity_id)
 
@@ -136,12 +127,20 @@ class Gateway:
 
     @staticmethod
     async def _wait(register, timeout_s: float):
-        fut = asyncio.get_running_loop().create_future()
-        register(lambda ok: fut.done() or fut.set_result(ok))
+        """What register's callback reports, or None after timeout_s. A plain future and a timer,
+        not asyncio.wait_for: handlers start outside a task (gateway/http.py)."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+
+        def settle(ok) -> None:
+            if not fut.done():
+                fut.set_result(ok)
+        timer = loop.call_later(timeout_s, settle, None)
+        register(settle)
         try:
-            return await asyncio.wait_for(fut, timeout_s)
-        except asyncio.TimeoutError:
-            return None
+            return await fut
+        finally:
+            timer.cancel()
 
     # ---- dispatch ----------------------------------------------------------------------
     async def _dispatch(self, call: Call):

@@ -19,6 +19,7 @@ def add_chaos_routes(app: web.Application, emu) -> None:
 
     async def fault_inject(request):
         fid = emu.account.faults.inject(await _body(request))
+        await emu.settled()
         return _json(emu.account.faults.active[fid], status=201)
 
     async def fault_heal(request):
@@ -26,7 +27,9 @@ def add_chaos_routes(app: web.Application, emu) -> None:
             fid = int(request.match_info["id"])
         except ValueError:
             raise CosmosError(400, 0, "A fault id is an integer.") from None
-        return _json({"healed": emu.account.faults.heal(fid)})
+        healed = emu.account.faults.heal(fid)
+        await emu.settled()
+        return _json({"healed": healed})
 
     async def failover(request):
         body = await _body(request)
@@ -60,6 +63,7 @@ def add_chaos_routes(app: web.Application, emu) -> None:
             region = emu.account.add_region(name)
         finally:
             emu.pending_ports.pop(name, None)
+        await emu.settled()
         return _json({"name": region.name, "id": region.id,
                       "endpoint": emu.topology.region_endpoint(region.name)}, status=201)
 
@@ -70,6 +74,7 @@ def add_chaos_routes(app: web.Application, emu) -> None:
         except KeyError:
             raise CosmosError(404, 0, f"No region named '{name}'.") from None
         emu.account.remove_region(name)
+        await emu.settled()
         return _json({"removed": name})
 
     app.router.add_post("/regions", guarded(region_add))

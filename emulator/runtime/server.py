@@ -15,7 +15,7 @@ from aiohttp import web
 from .. import defaults
 from ..core.account import Account, AccountConfig
 from ..core.scheduler import Scheduler
-from ..gateway.connection import GuardedServer, HEADER_TIMEOUT_S_DEFAULT
+from ..gateway.http import HttpServer, HEADER_TIMEOUT_S_DEFAULT
 from ..gateway.server import Gateway, WRITE_ACK_TIMEOUT_S
 from .clock import LoopClock, SchedulerDriver
 from .control import control_app
@@ -23,7 +23,6 @@ from .control import control_app
 log = logging.getLogger("regionlab")
 
 SWEEP_INTERVAL_S = 1.0
-KEEPALIVE_TIMEOUT_S = 75.0
 LISTEN_BACKLOG = 1024
 
 
@@ -97,8 +96,9 @@ class Emulator:
         self._driver = None
         self._sweeper = None
         self._control_runner = None
-        self._listeners: dict = {}               # region (None = global) -> (GuardedServer, asyncio.Server)
+        self._listeners: dict = {}               # region (None = global) -> (HttpServer, asyncio.Server)
         self.pending_ports: dict = {}            # region being added -> the port it should listen on
+        self._settling: set = set()              # endpoint changes not yet complete (see settled)
         self.started = asyncio.Event()
 
     async def start(self) -> None:
@@ -146,24 +146,30 @@ class Emulator:
         elif state == "down":
             self._stop_listening(name)      # at once: the next request must already be refused
         else:
-            loop.create_task(self._set_listening(name, True))
+            self._settling.add(loop.create_task(self._listen_again(name)))
+
+    async def settled(self) -> None:
+        """Until the endpoints have caught up with the regions' states: the connections of a
+        region that went down are closed, and a region that came back listens again. The
+        control port answers a fault only then, so a client acting on its answer sees the fault."""
+        while self._settling:
+            pending, self._settling = self._settling, set()
+            await asyncio.gather(*pending, return_exceptions=True)
 
     def _stop_listening(self, name: str) -> None:
         http, server = self._listeners[name]
         if server is not None:
             server.close()
-        for conn in list(http.connections):
-            if conn.transport is not None:
-                conn.transport.abort()
+        http.abort_all()
+        self._settling.add(asyncio.get_running_loop().create_task(http.wait_all_closed()))
 
-    def _endpoint(self, name: str | None) -> GuardedServer:
+    def _endpoint(self, name: str | None) -> HttpServer:
         """The gateway of one endpoint (None = global) and the HTTP server that feeds it."""
         cfg = self.config
         gw = Gateway(self.account, self.topology, name, cfg.key)
         gw.write_ack_timeout_s = cfg.write_ack_timeout_s
         self.gateways[name] = gw
-        http = GuardedServer(gw.handle, header_timeout_s=cfg.header_timeout_s, access_log=None,
-                             keepalive_timeout=KEEPALIVE_TIMEOUT_S)
+        http = HttpServer(gw.handle, header_timeout_s=cfg.header_timeout_s)
         self._http_servers.append(http)
         return http
 
@@ -177,13 +183,10 @@ class Emulator:
             server = await asyncio.get_running_loop().create_server(http, sock=sock)
             self._servers.append(server)
             self._listeners[name] = (http, server)
-        asyncio.get_running_loop().create_task(serve())
+        self._settling.add(asyncio.get_running_loop().create_task(serve()))
 
-    async def _set_listening(self, name: str, listening: bool) -> None:
+    async def _listen_again(self, name: str) -> None:
         http, server = self._listeners[name]
-        if not listening:
-            self._stop_listening(name)
-            return
         if server is not None and server.is_serving():
             return
         port = self.topology.region_ports[name]
@@ -204,7 +207,6 @@ class Emulator:
         for s in self._servers:
             s.close()
         for http in self._http_servers:
-            http.pre_shutdown()             # wake idle keep-alive connections so they close now
             await http.shutdown(1.0)
         for s in self._servers:
             await s.wait_closed()

@@ -1,0 +1,515 @@
+"""HTTP/1.1 for the gateway endpoints: connections, request framing and replies, on asyncio.
+
+Why our own: a point read is a few dozen microseconds of gateway work, and aiohttp's server
+spent about twice that on each request (its request handler, a task per request, header
+multidicts, URL objects, stream readers) before the gateway saw it. The gateway needs none of
+that: every request it serves is small, framed by Content-Length, and answered in one write.
+
+Theory of operation. A `Connection` is an asyncio.Protocol. Bytes accumulate until a request
+head is complete (`\\r\\n\\r\\n`); the head is parsed into a `Request` (lower-case header names,
+latin-1 values), then the body is collected whole (Content-Length or chunked) before the handler
+runs, so a client that stalls or vanishes mid-body never reaches the core. One request runs at a
+time per connection; pipelined requests wait in the buffer and are answered in order.
+
+The handler is a coroutine. Its first step runs at once, outside any task: a point read never
+suspends, so it costs no task and no scheduling. If it does suspend (a write waiting for its
+quorum), a task carries it on. So handlers may await only futures and coroutines that
+do (not `asyncio.timeout`, which needs a current task).
+
+Bad input never reaches the handler and never takes the server down: a malformed head is 400,
+an oversized head 431, an oversized body 413 (answered before the body is read), TLS on this
+plain-HTTP port 400 with a hint; each is answered and the connection closed. `sweep(now)`
+(called by the runtime about once a second) answers 408 to a connection that has held an
+incomplete request head longer than `header_timeout_s` or body longer than `body_timeout_s`,
+and closes keep-alive connections idle longer than `keepalive_timeout_s`.
+"""
+import asyncio
+import logging
+import types
+
+from ..core.errors import CosmosError
+from ..core.validation import ITEM_BYTES_MAX
+from . import responses
+
+log = logging.getLogger("regionlab.http")
+
+HEAD_BYTES_MAX = 64 * 1024
+BODY_BYTES_MAX = ITEM_BYTES_MAX + 512 * 1024     # an item plus the JSON framing of a batch
+HEADER_TIMEOUT_S_DEFAULT = 10.0
+BODY_TIMEOUT_S_DEFAULT = 30.0
+KEEPALIVE_TIMEOUT_S_DEFAULT = 75.0
+DISCARD_BYTES_MAX = 64 * 1024 * 1024      # a refused body larger than this is not read: just close
+METHOD_CHARS_MAX = 16
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_ASCII_UPPER = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+class BadRequest(Exception):
+    """A request refused before the gateway sees it. `discard`: body bytes the client is still
+    sending, read and dropped after the reply so that it can read the reply."""
+
+    def __init__(self, status: int, message: str, discard: int = 0):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.discard = discard
+
+
+class Request:
+    """One request, complete: what the gateway's Call reads."""
+    __slots__ = ("method", "raw_path", "version", "headers", "body", "keep_alive", "chunked", "length")
+
+    def __init__(self, method: str, raw_path: str, version: str, headers: dict):
+        self.method = method
+        self.raw_path = raw_path
+        self.version = version
+        self.headers = headers
+        self.body = b""
+        connection = headers.get("connection")
+        if version == "HTTP/1.1":
+            self.keep_alive = connection is None or "close" not in connection.lower()
+        else:
+            self.keep_alive = connection is not None and "keep-alive" in connection.lower()
+        self.chunked = False
+        self.length = 0
+
+    @property
+    def content_length(self) -> int | None:
+        return self.length if "content-length" in self.headers else None
+
+
+def parse_request_line(line: str) -> list:
+    """[method, target, version] of a request line. Raises BadRequest."""
+    parts = line.split(" ")
+    if len(parts) != 3:
+        raise BadRequest(400, f"Malformed HTTP request line {line[:80]!r}: expected 'METHOD /path HTTP/1.1'.")
+    method, target, version = parts
+    if version != "HTTP/1.1" and version != "HTTP/1.0":
+        raise BadRequest(400, f"Unsupported HTTP version {version[:20]!r}; regionlab speaks HTTP/1.1.")
+    if not (method.isalpha() and method.isupper()) or not target.startswith("/"):
+        raise BadRequest(400, f"Malformed HTTP request line {line[:80]!r}: expected 'METHOD /path HTTP/1.1'.")
+    return parts
+
+
+def parse_head(head: str) -> Request:
+    """A request from its head (without the blank line). Raises BadRequest."""
+    lines = head.split("\r\n")
+    method, target, version = parse_request_line(lines[0])
+    headers: dict = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        key = _NAMES.get(name)
+        if key is None:
+            key = _header_name(name, sep, line)
+        value = value.strip(" \t")
+        if key in headers:
+            if key == "content-length" and headers[key] != value:
+                raise BadRequest(400, "Conflicting Content-Length headers.")
+            if key != "content-length":
+                headers[key] = f"{headers[key]}, {value}"
+            continue
+        headers[key] = value
+    if head.count("\n") != len(lines) - 1:
+        raise BadRequest(400, "Malformed HTTP head: lines must end with CRLF.")
+    req = Request(method, target, version, headers)
+    length = headers.get("content-length")
+    te = headers.get("transfer-encoding")
+    if te is not None:
+        if te.lower() != "chunked":
+            raise BadRequest(400, f"Unsupported Transfer-Encoding {te[:40]!r}; send chunked or a Content-Length.")
+        if length is not None:
+            raise BadRequest(400, "A request may not carry both Content-Length and Transfer-Encoding.")
+        req.chunked = True
+    elif length is not None:
+        if not length.isdigit() or not length.isascii():
+            raise BadRequest(400, f"Invalid Content-Length {length[:40]!r}.")
+        req.length = int(length)
+    return req
+
+
+_NAMES: dict = {}        # header name as sent -> lower-case name, for names already checked
+_NAMES_MAX = 4096
+_SEPARATORS = frozenset(' \t"(),/:;<=>?@[\\]{}')
+
+
+def _header_name(name: str, sep: str, line: str) -> str:
+    if not sep or not name or any(ch in _SEPARATORS or ord(ch) < 33 or ord(ch) > 126 for ch in name):
+        raise BadRequest(400, f"Malformed HTTP header line {line[:80]!r}: expected 'Name: value'.")
+    key = name.lower()
+    if len(_NAMES) < _NAMES_MAX:
+        _NAMES[name] = key
+    return key
+
+
+def looks_like_http(prefix: bytes) -> str | None:
+    """Why the first bytes of an incomplete request line cannot be HTTP, or None if they still can."""
+    if prefix[:1] == b"\x16":
+        return ("This port speaks plain HTTP, not TLS: use http:// (regionlab serves no HTTPS), "
+                "or turn off the SDK's endpoint certificate check only if you front it with TLS.")
+    method = prefix.split(b" ", 1)[0]
+    if len(method) > METHOD_CHARS_MAX or any(b not in _ASCII_UPPER for b in method):
+        return "This is not an HTTP/1.1 request: it should start with a method such as GET or POST."
+    return None
+
+
+def dechunk(buf: bytes) -> tuple[bytes, int] | None:
+    """The body of a chunked message at the start of buf and the bytes it took, or None if
+    incomplete. Raises BadRequest for malformed framing."""
+    pos, parts, total = 0, [], 0
+    while True:
+        eol = buf.find(b"\r\n", pos)
+        if eol < 0:
+            if len(buf) - pos > 1024:
+                raise BadRequest(400, "Malformed chunked body: a chunk size line is too long.")
+            return None
+        size_text = buf[pos:eol].split(b";", 1)[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            raise BadRequest(400, f"Malformed chunked body: bad chunk size {size_text[:20]!r}.") from None
+        if size < 0:
+            raise BadRequest(400, "Malformed chunked body: negative chunk size.")
+        if size == 0:
+            end = buf.find(b"\r\n\r\n", eol)          # trailers, if any, end with a blank line
+            if end < 0:
+                return None
+            return b"".join(parts), end + 4
+        total += size
+        if total > BODY_BYTES_MAX:
+            raise BadRequest(413, f"Request size is too large: more than {BODY_BYTES_MAX} bytes.")
+        start = eol + 2
+        if len(buf) < start + size + 2:
+            return None
+        if buf[start + size:start + size + 2] != b"\r\n":
+            raise BadRequest(400, "Malformed chunked body: a chunk does not end with CRLF.")
+        parts.append(buf[start:start + size])
+        pos = start + size + 2
+
+
+@types.coroutine
+def _carry_on(coro, waiting):
+    """The rest of a coroutine whose first step already ran and yielded `waiting` (a future):
+    hand that to the task running us, then relay every later step."""
+    while True:
+        try:
+            sent = yield waiting
+        except BaseException as exc:            # cancellation, thrown in by the task
+            try:
+                waiting = coro.throw(exc)
+            except StopIteration as done:
+                return done.value
+            continue
+        try:
+            waiting = coro.send(sent)
+        except StopIteration as done:
+            return done.value
+
+
+class HttpServer:
+    """The protocol factory of one endpoint, and the registry of its open connections."""
+
+    def __init__(self, handler, *, header_timeout_s: float = HEADER_TIMEOUT_S_DEFAULT,
+                 body_timeout_s: float = BODY_TIMEOUT_S_DEFAULT,
+                 keepalive_timeout_s: float = KEEPALIVE_TIMEOUT_S_DEFAULT):
+        self.handler = handler
+        self.header_timeout_s = header_timeout_s
+        self.body_timeout_s = body_timeout_s
+        self.keepalive_timeout_s = keepalive_timeout_s
+        self.connections: set = set()
+        self._all_closed = None       # a future for wait_all_closed
+
+    def __call__(self) -> "Connection":
+        return Connection(self)
+
+    def sweep(self, now: float) -> int:
+        """Answer 408 to stalled requests and close idle keep-alive connections; how many closed."""
+        closed = 0
+        for conn in list(self.connections):
+            if conn.expired(now):
+                closed += 1
+        return closed
+
+    def abort_all(self) -> None:
+        for conn in list(self.connections):
+            conn.abort()
+
+    async def wait_all_closed(self) -> None:
+        """Until every connection is closed (after abort_all: its sockets are really shut, so a
+        client's next request on one is refused, not sent)."""
+        while self.connections:
+            if self._all_closed is None or self._all_closed.done():
+                self._all_closed = asyncio.get_running_loop().create_future()
+            await self._all_closed
+
+    def _closed(self, conn) -> None:
+        self.connections.discard(conn)
+        if not self.connections and self._all_closed is not None and not self._all_closed.done():
+            self._all_closed.set_result(None)
+
+    async def shutdown(self, timeout_s: float) -> None:
+        """Close idle connections now; give running requests up to timeout_s, then abort."""
+        for conn in list(self.connections):
+            conn.close_when_idle()
+        busy = [conn.task for conn in self.connections if conn.task is not None]
+        if busy:
+            await asyncio.wait(busy, timeout=timeout_s)
+        self.abort_all()
+
+
+class Connection(asyncio.Protocol):
+    __slots__ = ("server", "loop", "transport", "buf", "request", "body_parts", "body_have",
+                 "since", "idle_since", "discard", "task", "busy", "closing", "paused_reading", "paused_writing")
+
+    def __init__(self, server: HttpServer):
+        self.server = server
+        self.loop = asyncio.get_running_loop()
+        self.transport = None
+        self.buf = b""                 # bytes not yet framed into a request
+        self.request: Request | None = None     # head parsed, body still arriving
+        self.body_parts: list = []
+        self.body_have = 0
+        self.since = 0.0               # when the incomplete request in the buffer began, or 0
+        self.idle_since = 0.0          # when the sweep first saw this connection idle, or 0
+        self.discard = 0               # body bytes of a refused request still to drop
+        self.task = None               # the task of a handler that suspended
+        self.busy = False
+        self.closing = False           # answer what is running, then close
+        self.paused_reading = False
+        self.paused_writing = False
+
+    # ---- asyncio.Protocol ------------------------------------------------------------------
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc) -> None:
+        self.server._closed(self)
+        self.transport = None
+        self.buf = b""
+        self.body_parts = []
+        # A running handler is not cancelled: a write it already applied stays applied (and
+        # acknowledged in the core); only its reply has nobody to go to.
+
+    def pause_writing(self) -> None:
+        self.paused_writing = True
+
+    def resume_writing(self) -> None:
+        self.paused_writing = False
+        self._advance()
+
+    def data_received(self, data: bytes) -> None:
+        if self.discard:
+            self.discard -= len(data)
+            if self.discard <= 0:
+                self.transport.close()
+            return
+        if self.request is not None and not self.request.chunked:
+            self.body_parts.append(data)
+            self.body_have += len(data)
+        else:
+            self.buf = self.buf + data if self.buf else data
+        if self.busy or self.paused_writing:
+            if len(self.buf) + self.body_have > HEAD_BYTES_MAX + BODY_BYTES_MAX and not self.paused_reading:
+                self.paused_reading = True
+                self.transport.pause_reading()
+            return
+        self._advance()
+
+    def eof_received(self) -> bool:
+        # A half-closed client still gets the answer to a request it completed and is running;
+        # a request it did not complete is dropped unanswered (and nothing of it was applied).
+        if not self.busy:
+            self.transport.close()
+            return False
+        self.closing = True
+        return True
+
+    # ---- framing ---------------------------------------------------------------------------
+    def _advance(self) -> None:
+        """Frame and run requests until one suspends, the buffer runs dry, or we must stop."""
+        while not self.busy and not self.paused_writing and self.transport is not None:
+            req = self.request
+            try:
+                if req is None:
+                    req = self._take_head()
+                    if req is None:
+                        return
+                if not self._take_body(req):
+                    return
+            except BadRequest as e:
+                self._refuse(e.status, e.message, e.discard)
+                return
+            self.request = None
+            self._run(req)
+        if self.closing and not self.busy and self.transport is not None:
+            self.transport.close()
+
+    def _take_head(self) -> Request | None:
+        buf = self.buf
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            if not buf:
+                return None
+            if len(buf) > HEAD_BYTES_MAX:
+                raise BadRequest(431, f"The request head is larger than {HEAD_BYTES_MAX} bytes.")
+            first = buf.split(b"\r\n", 1)
+            why = looks_like_http(first[0][:METHOD_CHARS_MAX + 1])
+            if why is not None:
+                raise BadRequest(400, why)
+            if len(first) == 2:
+                parse_request_line(first[0].decode("latin-1"))    # a bad request line fails at once
+            self._waiting()
+            return None
+        if end > HEAD_BYTES_MAX:
+            raise BadRequest(431, f"The request head is larger than {HEAD_BYTES_MAX} bytes.")
+        req = parse_head(buf[:end].decode("latin-1"))
+        rest = buf[end + 4:]
+        if req.length > BODY_BYTES_MAX:
+            raise BadRequest(413, f"Request size is too large: {req.length} bytes; the limit is "
+                                  f"{BODY_BYTES_MAX} bytes (an item may be at most {ITEM_BYTES_MAX}).",
+                             discard=req.length - len(rest))
+        self.request = req
+        if req.chunked:
+            self.buf = rest
+        else:
+            self.buf = b""
+            self.body_parts = [rest] if rest else []
+            self.body_have = len(rest)
+        return req
+
+    def _take_body(self, req: Request) -> bool:
+        if req.chunked:
+            framed = dechunk(self.buf)
+            if framed is None:
+                self._expect_continue(req)
+                self._waiting()
+                return False
+            req.body, used = framed
+            self.buf = self.buf[used:]
+            return True
+        need = req.length
+        if self.body_have < need:
+            self._expect_continue(req)
+            self._waiting()
+            return False
+        if need:
+            parts = self.body_parts
+            whole = parts[0] if len(parts) == 1 else b"".join(parts)
+            req.body = whole[:need]
+            if len(whole) > need:
+                self.buf = whole[need:]
+        self.body_parts = []
+        self.body_have = 0
+        return True
+
+    def _expect_continue(self, req: Request) -> None:
+        expect = req.headers.get("expect")
+        if expect is not None and expect.lower() == "100-continue":
+            req.headers["expect"] = ""          # once
+            self.transport.write(_CONTINUE)
+
+    def _waiting(self) -> None:
+        """A request has begun and is incomplete: the clock for its timeout starts now (once)."""
+        if self.since <= 0.0:
+            self.since = self.loop.time()
+
+    # ---- running a request -----------------------------------------------------------------
+    def _run(self, req: Request) -> None:
+        self.busy = True
+        self.since = 0.0
+        coro = self.server.handler(req)
+        try:
+            waiting = coro.send(None)
+        except StopIteration as done:
+            self._answer(req, done.value)
+            return
+        except Exception:
+            log.exception("internal error on %s %s", req.method, req.raw_path)
+            self._refuse(500, "Internal error in regionlab; see the server log.")
+            return
+        task = self.task = self.loop.create_task(_carry_on(coro, waiting))
+        task.add_done_callback(lambda t: self._finished(req, t))
+
+    def _finished(self, req: Request, task) -> None:
+        self.task = None
+        if task.cancelled():
+            self.busy = False
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("internal error on %s %s", req.method, req.raw_path, exc_info=exc)
+            self._refuse(500, "Internal error in regionlab; see the server log.")
+            return
+        self._answer(req, task.result())
+        self._advance()
+
+    def _answer(self, req: Request, reply) -> None:
+        self.busy = False
+        transport = self.transport
+        if transport is None:
+            return
+        transport.write(reply.encode(req.keep_alive, req.method == "HEAD"))
+        if not req.keep_alive:
+            transport.close()
+            self.transport = None
+            return
+        self.idle_since = 0.0
+        if self.paused_reading:
+            self.paused_reading = False
+            transport.resume_reading()
+
+    def _refuse(self, status: int, message: str, discard: int = 0) -> None:
+        """Answer a request the gateway never saw, then close: its framing cannot be trusted.
+        With `discard`, first read and drop that much more of its body, so that a client still
+        sending it gets to read the answer instead of a reset connection."""
+        self.busy = False
+        self.request = None
+        self.buf = b""
+        self.body_parts = []
+        transport = self.transport
+        if transport is None:
+            return
+        err = responses.error(CosmosError(status, 0, message), responses.activity_id())
+        transport.write(err.encode(False, False))
+        if 0 < discard <= DISCARD_BYTES_MAX:
+            self.discard = discard
+            self.since = self.loop.time()
+            return
+        transport.close()
+        self.transport = None
+
+    # ---- housekeeping ----------------------------------------------------------------------
+    def expired(self, now: float) -> bool:
+        """Called by the sweep: 408 a stalled request, close an idle keep-alive connection."""
+        if self.transport is None or self.busy:
+            return False
+        server = self.server
+        if self.discard:
+            if now - self.since > server.body_timeout_s:
+                self.abort()
+                return True
+        elif self.request is not None:
+            if now - self.since > server.body_timeout_s:
+                self._refuse(408, f"The request body did not arrive within {server.body_timeout_s:g} s; "
+                                  "send the whole request promptly.")
+                return True
+        elif self.buf:
+            if self.since > 0.0 and now - self.since > server.header_timeout_s:
+                self._refuse(408, "The request head was not completed in time; send the whole request promptly.")
+                return True
+        elif self.idle_since <= 0.0:
+            self.idle_since = now       # idle since (about) now: answered requests don't read the clock
+        elif now - self.idle_since > server.keepalive_timeout_s:
+            self.transport.close()
+            return True
+        return False
+
+    def close_when_idle(self) -> None:
+        self.closing = True
+        if not self.busy and self.transport is not None:
+            self.transport.close()
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+            self.transport = None
