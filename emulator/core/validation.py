@@ -140,6 +140,18 @@ def _check_no_surrogates(obj: Any) -> None:
             stack.extend(node)
 
 
+# One decoder for every body: json.loads with hooks would build a new one per call.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float,
+                            object_pairs_hook=_unique_members)
+
+
+def _decode(text: str) -> Any:
+    """json.loads(text, **the hooks above), including its refusal of a leading BOM."""
+    if text.startswith("\ufeff"):
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    return _DECODER.decode(text)
+
+
 def parse_json_body(raw: bytes) -> Any:
     """The JSON value in ``raw``, or ValidationError(400) saying what is wrong and where."""
     try:
@@ -147,8 +159,7 @@ def parse_json_body(raw: bytes) -> Any:
     except UnicodeDecodeError as e:
         raise _bad(f"The request body is not valid UTF-8 (byte {e.start}).") from None
     try:
-        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float,
-                           object_pairs_hook=_unique_members)
+        value = _decode(text)
     except json.JSONDecodeError as e:
         raise _bad(f"The request body is not valid JSON: {e.msg} at line {e.lineno} column "
                    f"{e.colno} (char {e.pos}).") from None
@@ -156,7 +167,10 @@ def parse_json_body(raw: bytes) -> Any:
         raise _too_deep() from None
     except ValueError as e:   # raised by our hooks, or int() on a number with too many digits
         raise _bad(f"The request body is not valid JSON: {e}.") from None
-    check_depth(value)
+    # A value cannot nest deeper than the brackets the text opens (those inside strings only
+    # add to the count), so most bodies need no walk to know they are within the limit.
+    if raw.count(b"[") + raw.count(b"{") > NESTING_DEPTH_MAX:
+        check_depth(value)
     if _MAYBE_SURROGATE.search(raw):
         _check_no_surrogates(value)
     return value
