@@ -43,10 +43,13 @@ class Link:
         self._arm()
 
     def _arm(self) -> None:
-        if not self._queue or self.state != ACTIVE or not self.receiver_up():
+        q = self._queue
+        if not q or self.state != ACTIVE:
             return
-        due = max(self._queue[0][0], self.clock.now_ms())
+        due = max(q[0][0], self.clock.now_ms())
         if self._armed_ms is not None and self._armed_ms <= due:
+            return                        # already armed in time (checked first: it is cheaper)
+        if not self.receiver_up():
             return
         self._armed_ms = due
         self.scheduler.call_at(due, self._fire, due)

@@ -110,9 +110,20 @@ class Partition:
         return len(self.replica_sets) // 2 + 1
 
     def _recompute_global(self) -> None:
-        sets = list(self.replica_sets.values())
-        if not sets:
+        # The global LSN is the majority-th highest of what the regions committed (of the
+        # newest history: never more than a region's committed LSN). Unless a majority
+        # committed past it, it cannot move: so it is with most commits (the write region's
+        # own, and the last region to apply a shipped one), and the sort below is skipped.
+        need = len(self.replica_sets) // 2 + 1
+        g0 = self.global_lsn
+        for rs in self.replica_sets.values():
+            if rs.committed_lsn > g0:
+                need -= 1
+                if not need:
+                    break
+        else:
             return
+        sets = list(self.replica_sets.values())
         newest = max(sets, key=lambda rs: rs.epoch)
         committed = sorted((_committed_in(rs, newest) for rs in sets), reverse=True)
         g = committed[min(self.majority(), len(committed)) - 1]

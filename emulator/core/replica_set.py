@@ -124,7 +124,11 @@ class ReplicaSet:
         return min(self.pins, default=self.lsn)
 
     def up_count(self) -> int:
-        return sum(1 for r in self.replicas if r.state == UP)
+        n = 0
+        for r in self.replicas:
+            if r.state == UP:
+                n += 1
+        return n
 
     # ---- writes ------------------------------------------------------------------------
     def check_writable(self) -> None:
@@ -209,9 +213,13 @@ class ReplicaSet:
         if len(log) > LOG_RETAINED_COMMITS_MAX:
             log.popleft()
         self.primary.applied_lsn = lsn
+        delay_ms = self.delay_ms
         for r in self.replicas:
             if r.role != PRIMARY and r.state == UP:
-                self._replicate_to(r, lsn)
+                if delay_ms + r.extra_delay_ms <= 0 and r.next_apply_ms == 0:
+                    r.applied_lsn = lsn      # _replicate_to's immediate case, without the call
+                else:
+                    self._replicate_to(r, lsn)
         self._recompute_commit()
 
     def _replicate_to(self, r: Replica, lsn: int) -> None:
@@ -234,14 +242,14 @@ class ReplicaSet:
 
     def _recompute_commit(self) -> None:
         replicas = self.replicas
-        lsn = self.lsn
-        if all(r.applied_lsn == lsn and r.state == UP for r in replicas):
-            quorum_lsn = lsn                 # the common case: every replica is up and current
-        else:
-            applied = sorted((r.applied_lsn for r in replicas if r.state == UP), reverse=True)
-            if len(applied) < WRITE_QUORUM:
-                return
-            quorum_lsn = applied[WRITE_QUORUM - 1]
+        lsn = quorum_lsn = self.lsn          # the common case: every replica is up and current
+        for r in replicas:
+            if r.applied_lsn != lsn or r.state != UP:
+                applied = sorted((r.applied_lsn for r in replicas if r.state == UP), reverse=True)
+                if len(applied) < WRITE_QUORUM:
+                    return
+                quorum_lsn = applied[WRITE_QUORUM - 1]
+                break
         if quorum_lsn <= self.committed_lsn:
             return
         old = self.committed_lsn
