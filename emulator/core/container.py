@@ -107,9 +107,16 @@ def partition_count_for(throughput: int | None, autoscale_max: int | None) -> in
     return max(1, -(-ru // RU_PER_PARTITION))
 
 
+# What json.dumps(..., ensure_ascii=False) writes for a str, and the encoder it would build.
+_encode_str = json.encoder.encode_basestring
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_pk_json(values: list) -> str:
     """The key under which a logical partition's items are stored: compact JSON of its values,
     integral floats folded to ints (5 and 5.0 are one key, as their hashes are)."""
+    if len(values) == 1 and type(values[0]) is str:
+        return f"[{_encode_str(values[0])}]"      # the common key, without an encoder run
     norm = []
     for v in values:
         if v is epks.UNDEFINED:
@@ -118,4 +125,4 @@ def canonical_pk_json(values: list) -> str:
             norm.append(int(v))
         else:
             norm.append(v)
-    return json.dumps(norm, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODER.encode(norm)

@@ -14,15 +14,21 @@ import json
 
 from . import epk as epks
 from .consistency import SESSION, STRONG, BOUNDED
+from .container import canonical_pk_json
 from .errors import (CosmosError, bad_request, conflict, not_found, precondition_failed,
                      session_not_available, SUB_PARTITION_KEY_MISMATCH, SUB_READ_SESSION_NOT_AVAILABLE)
+from .rid import document_rid
 from .store import Version
 
 SYSTEM_PROPERTIES = frozenset(("_rid", "_self", "_etag", "_ts", "_attachments", "_lsn"))
 
 
+# json.dumps with these options would build a new encoder per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def _dumps(doc) -> bytes:
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+    return _ENCODER.encode(doc).encode()
 
 
 class Writer:
@@ -54,7 +60,6 @@ class Writer:
         return self.rs.store.latest(key)
 
     def _check_pk(self, doc: dict) -> None:
-        from .container import canonical_pk_json
         pk_def = self.container.pk_def
         body_values = pk_def.values_from_document(doc)
         if pk_def.kind == epks.KIND_MULTI_HASH and len(body_values) == len(self.pk_values):
@@ -71,7 +76,6 @@ class Writer:
         c = self.container
         if rid is None:
             c.doc_seq += 1
-            from .rid import document_rid
             rid = document_rid(c.rid, c.doc_seq)
             self.new_rids.append(rid)
         etag = f'"{self.rs.epoch:08x}-{int(self.rs.range_id):04x}-{self.lsn:016x}"'
