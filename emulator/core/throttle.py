@@ -217,12 +217,23 @@ class Throttle:
         if self.storms:
             self._storm(region, op, container.rid, range_id)
         budget = self.partition_budget(container)
-        b = self._bucket(region, container, range_id)
+        key = (region, container.rid, range_id)
+        b = self.buckets.get(key)
+        if b is None:
+            b = Bucket()                # kept only once a request was accepted into it
+        cfg = self.config
         if budget is not None:
-            self._admit_ru(region, container, ((b, range_id),), ru, credits, filters, op, budget)
-        elif self.config.credits_per_s is not None:
+            if (cfg.credits_per_s is None and b.window == self.clock.now_ms() // WINDOW_MS
+                    and b.used_ru + ru <= capacity(budget, b.reserve_ru, cfg.burst) + 1e-9):
+                b.used_ru += ru         # the common case: the bucket's window is current and it fits
+            else:
+                self._admit_ru(region, container, ((b, range_id),), ru, credits, filters, op, budget)
+        elif cfg.credits_per_s is not None:
             self._admit_credits(region, container.rid, credits, filters, op)
-        self._accepted(region, container, range_id, b, ru)
+        if b.accepted == 0:
+            self.buckets[key] = b
+        b.accepted += 1
+        b.charged_ru += ru
 
     def admit_many(self, region: str, container, range_ids, ru: float, credits: int, op: str,
                    filters: int = 0) -> None:

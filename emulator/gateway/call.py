@@ -31,7 +31,7 @@ class Call:
         self.segs = segs
         headers = self.headers = req.headers
         self.activity_id = headers.get(H.ACTIVITY_ID) or activity_id()
-        self.region = gw.serving_region()
+        self.region = gw.region or gw.account.hub_region
         self.raw = req.body
 
     def header(self, name: str, default=None):

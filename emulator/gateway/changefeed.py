@@ -62,7 +62,9 @@ async def change_feed(call, container):
     rs = _partition(call, container).for_read(call.region)
     consistency = effective(call.gw.account.consistency, call.header(H.CONSISTENCY_LEVEL))
     session = parse_session(call)
-    await call.gw.readable(rs, consistency, session)
+    waiting = call.gw.readable(rs, consistency, session)
+    if waiting is not None:
+        await waiting
     _, upto = choose_replica(rs, consistency, session)
     epk_range = None
     if (call.header(H.READ_KEY_TYPE) or "") == H.READ_KEY_TYPE_EPK_RANGE:

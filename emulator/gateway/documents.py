@@ -20,9 +20,8 @@ from .sessions import parse_session, session_headers
 WRITE_OPS = {"POST", "PUT", "PATCH", "DELETE"}
 
 
-def _doc_headers(call, container, rs, lsn: int, charge_ru: float, version=None) -> dict:
+def _doc_headers(call, container, rs, lsn: int, version=None) -> dict:
     h = session_headers(call, container, rs, lsn)
-    h[H.REQUEST_CHARGE] = f"{charge_ru:.2f}"
     if version is not None:
         h[H.ETAG] = version.etag
     return h
@@ -45,7 +44,7 @@ async def _write_reply(call, container, writer, status: int, version) -> "respon
     lsn = writer.commit()
     if lsn:
         await call.gw.write_acknowledged(writer, lsn)
-    hdrs = _doc_headers(call, container, writer.rs, lsn or writer.rs.committed_lsn, ru, version)
+    hdrs = _doc_headers(call, container, writer.rs, lsn or writer.rs.committed_lsn, version)
     if version is None or status == 204:
         return responses.reply(204, None, call.activity_id, ru, hdrs)
     if (call.header(H.PREFER) or "").lower() == H.PREFER_RETURN_MINIMAL:
@@ -109,7 +108,9 @@ async def read_feed(call, container):
         epk = container.epk_of(pk_json, docs.pk_values_of(pk_json))
         indexes = [container.partition_index(epk)]
     for i in (indexes if indexes is not None else range(len(container.partitions))):
-        await call.gw.readable(container.partitions[i].for_read(call.region), consistency, session)
+        waiting = call.gw.readable(container.partitions[i].for_read(call.region), consistency, session)
+        if waiting is not None:
+            await waiting
     versions, cont, touched = feeds.read_page(container, call.region, consistency, session,
                                               call.header(H.CONTINUATION), max_items, indexes, pk_json)
     bodies = [v.body for v in versions]
@@ -166,7 +167,9 @@ async def read(call, container, id_seg: str, by_rid: bool):
     consistency = effective(call.gw.account.consistency, call.header(H.CONSISTENCY_LEVEL))
     session = parse_session(call)
     rs = container.partition_for_epk(container.epk_of(pk_json, values)).for_read(call.region)
-    await call.gw.readable(rs, consistency, session)
+    waiting = call.gw.readable(rs, consistency, session)
+    if waiting is not None:
+        await waiting
     version, lsn = docs.read_in(rs, pk_json, id, consistency, session)
     ru = charge.read(len(version.body) if version is not None else 0)
     admission.read(call, container, rs, ru)
@@ -175,7 +178,7 @@ async def read(call, container, id_seg: str, by_rid: bool):
         hdrs[H.REQUEST_CHARGE] = f"{ru:.2f}"
         raise_with = not_found()
         return responses.error(raise_with, call.activity_id, hdrs)
-    hdrs = _doc_headers(call, container, rs, lsn, ru, version)
+    hdrs = _doc_headers(call, container, rs, lsn, version)
     inm = call.header(H.IF_NONE_MATCH)
     if inm is not None and inm in (version.etag, "*"):
         return responses.reply(304, None, call.activity_id, ru, hdrs)
@@ -194,5 +197,5 @@ async def delete_by_partition_key(call, container):
     lsn = writer.commit()
     if lsn:
         await call.gw.write_acknowledged(writer, lsn)
-    hdrs = _doc_headers(call, container, writer.rs, lsn or writer.rs.committed_lsn, ru)
+    hdrs = _doc_headers(call, container, writer.rs, lsn or writer.rs.committed_lsn)
     return responses.reply(200, {"deleted": n}, call.activity_id, ru, hdrs)

@@ -95,20 +95,7 @@ def parse_head(head: str) -> Request:
     """A request from its head (without the blank line). Raises BadRequest."""
     lines = head.split("\r\n")
     method, target, version = parse_request_line(lines[0])
-    headers: dict = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        key = _NAMES.get(name)
-        if key is None:
-            key = _header_name(name, sep, line)
-        value = value.strip(" \t")
-        if key in headers:
-            if key == "content-length" and headers[key] != value:
-                raise BadRequest(400, "Conflicting Content-Length headers.")
-            if key != "content-length":
-                headers[key] = f"{headers[key]}, {value}"
-            continue
-        headers[key] = value
+    headers = _headers(lines)
     if head.count("\n") != len(lines) - 1:
         raise BadRequest(400, "Malformed HTTP head: lines must end with CRLF.")
     req = Request(method, target, version, headers)
@@ -125,6 +112,24 @@ def parse_head(head: str) -> Request:
             raise BadRequest(400, f"Invalid Content-Length {length[:40]!r}.")
         req.length = int(length)
     return req
+
+
+def _headers(lines: list) -> dict:
+    headers: dict = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        key = _NAMES.get(name)
+        if key is None:
+            key = _header_name(name, sep, line)
+        value = value.strip(" \t")
+        if key in headers:
+            if key == "content-length" and headers[key] != value:
+                raise BadRequest(400, "Conflicting Content-Length headers.")
+            if key != "content-length":
+                headers[key] = f"{headers[key]}, {value}"
+            continue
+        headers[key] = value
+    return headers
 
 
 _NAMES: dict = {}        # header name as sent -> lower-case name, for names already checked

@@ -12,6 +12,7 @@ from client.protocol.status import code_name
 from ..core.errors import CosmosError
 
 GATEWAY_VERSION = "2.0.0"
+SERVICE_VERSION = "version=2.14.0.0"
 JSON = "application/json"
 
 
@@ -33,11 +34,13 @@ def dumps(obj) -> bytes:
 
 def base_headers(activity_id: str, charge: float) -> dict:
     return {"Content-Type": JSON, H.ACTIVITY_ID: activity_id, H.REQUEST_CHARGE: f"{charge:.2f}",
-            "x-ms-gatewayversion": GATEWAY_VERSION, "x-ms-serviceversion": "version=2.14.0.0"}
+            "x-ms-gatewayversion": GATEWAY_VERSION, "x-ms-serviceversion": SERVICE_VERSION}
 
 
 def reply(status: int, body, activity_id: str, charge: float = 0.0, extra: dict | None = None) -> "Reply":
-    hdrs = base_headers(activity_id, charge)
+    """A reply with the headers every reply carries, then `extra`'s (which win)."""
+    hdrs = {"Content-Type": JSON, H.ACTIVITY_ID: activity_id, H.REQUEST_CHARGE: f"{charge:.2f}",
+            "x-ms-gatewayversion": GATEWAY_VERSION, "x-ms-serviceversion": SERVICE_VERSION}
     if extra:
         hdrs.update(extra)
     if body is None:
@@ -60,31 +63,32 @@ def error(err: CosmosError, activity_id: str, extra: dict | None = None) -> "Rep
     if extra:
         hdrs.update(extra)
     body = {"code": code_name(err.status), "message": f"Message: {err.message}\r\nActivityId: {activity_id}"}
-    return Reply(err.status, hdrs, dumps(body))
+    r = Reply(err.status, hdrs, dumps(body))
+    r.substatus = err.substatus
+    return r
 
 
 class Reply:
     """A complete HTTP/1.1 reply, serialised once (`encode`) and written in a single transport
     write by the connection (gateway/http.py)."""
-    __slots__ = ("status", "headers", "body")
+    __slots__ = ("status", "headers", "body", "substatus")
 
     def __init__(self, status: int, headers: dict, body: bytes):
         self.status = status
         self.headers = headers
         self.body = body
+        self.substatus = 0          # an error's x-ms-substatus (also in headers), for counters
 
     def encode(self, keep_alive: bool, head_only: bool) -> bytes:
         status = self.status
-        lines = [_status_line(status)]
-        lines.extend(f"{k}: {v}\r\n" for k, v in self.headers.items())
-        if status not in _NO_BODY:
-            lines.append(f"Content-Length: {len(self.body)}\r\n")
-        lines.append(_http_date())
-        if not keep_alive:
-            lines.append("Connection: close\r\n")
-        lines.append("\r\n")
-        head = "".join(lines).encode()
-        return head if head_only or status in _NO_BODY else head + self.body
+        lines = [f"{k}: {v}\r\n" for k, v in self.headers.items()]
+        if status in _NO_BODY:
+            head = f"{_status_line(status)}{''.join(lines)}{_http_date()}"
+            head_only = True
+        else:
+            head = f"{_status_line(status)}{''.join(lines)}Content-Length: {len(self.body)}\r\n{_http_date()}"
+        head = (head + "\r\n" if keep_alive else head + "Connection: close\r\n\r\n").encode()
+        return head if head_only else head + self.body
 
 
 _NO_BODY = frozenset((204, 304))

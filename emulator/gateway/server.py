@@ -48,33 +48,26 @@ class Gateway:
         self.requests_served: collections.Counter = collections.Counter()
         self.write_ack_timeout_s = WRITE_ACK_TIMEOUT_S     # ServerConfig may shorten it (tests)
 
-    def serving_region(self) -> str:
-        return self.region or self.account.hub_region
-
     async def handle(self, req) -> responses.Reply:
         call = Call(self, req)
-        resp = await self._serve(call)
-        self.requests_served[(call.method, _resource_kind(call.segs), resp.status,
-                              int(resp.headers.get(H.SUBSTATUS, 0)))] += 1
-        return resp
-
-    async def _serve(self, call: Call) -> responses.Reply:
         try:
             if (call.segs or self.region is not None) and self.account.region_state(call.region) != "up":
                 raise CosmosError(503, 0, f"Region {call.region} is unavailable (a region outage, "
                                           "or it was removed from the account).")
             self._authenticate(call)
-            return await self._dispatch(call)
+            resp = await self._dispatch(call)
         except CosmosError as e:
-            return responses.error(e, call.activity_id)
+            resp = responses.error(e, call.activity_id)
         except AuthError as e:
-            return responses.error(CosmosError(401, 0, str(e)), call.activity_id)
+            resp = responses.error(CosmosError(401, 0, str(e)), call.activity_id)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("internal error on %s %s", call.method, call.req.raw_path)
-            return responses.error(CosmosError(500, 0, "Internal error in regionlab; see the server log.",
+            resp = responses.error(CosmosError(500, 0, "Internal error in regionlab; see the server log.",
                                                definite=False), call.activity_id)
+        self.requests_served[(call.method, _resource_kind(call.segs), resp.status, resp.substatus)] += 1
+        return resp
 
     def _authenticate(self, call: Call) -> None:
         if self.verifier is None:
@@ -113,12 +106,16 @@ class Gateway:
             raise CosmosError(503, 0, f"The write (LSN {lsn}) was discarded before a quorum acknowledged "
                                       "it (its primary failed); it was not applied. Retry it.")
 
-    async def readable(self, rs, consistency: str, session) -> None:
-        """Wait briefly until rs can serve a read at this consistency (a lagging region catching
-        up); the core then answers 404/1002 (session) or 503 (strong) if it still cannot."""
+    def readable(self, rs, consistency: str, session):
+        """None if rs can serve a read at this consistency now (nearly always); otherwise a
+        coroutine that waits briefly for it to catch up (a lagging region). After that wait the
+        core answers 404/1002 (session) or 503 (strong) if it still cannot."""
         need = min_lsn_for(rs, consistency, session)
         if rs.committed_lsn >= need:
-            return
+            return None
+        return self._catch_up(rs, consistency, need)
+
+    async def _catch_up(self, rs, consistency: str, need: int) -> None:
         wait_s = SESSION_WAIT_S if consistency == SESSION else STRONG_WAIT_S
         ok = await self._wait(lambda done: rs.when_committed(need, done), wait_s)
         if not ok and consistency != SESSION:

@@ -10,15 +10,37 @@ from client.protocol.session_token import parse_session_header
 from ..core.errors import bad_request
 
 
+SESSION_CACHE_MAX = 16_384
+_parsed: dict = {}            # raw header -> parsed tokens (never mutated by readers)
+_orders: dict = {}            # region name -> id items -> the same, in id order
+
+
 def parse_session(call) -> dict | None:
     raw = call.header(H.SESSION_TOKEN)
     if not raw:
         return None
+    hit = _parsed.get(raw)
+    if hit is not None:
+        return hit
     try:
-        return parse_session_header(raw)
+        tokens = parse_session_header(raw)
     except ValueError as e:
         raise bad_request(f"The session token '{raw[:120]}' is malformed: {e}. Expected "
                           "<pkRangeId>:<version>#<globalLSN>[#<regionId>=<localLSN>...].") from None
+    if len(_parsed) >= SESSION_CACHE_MAX:
+        _parsed.clear()
+    _parsed[raw] = tokens
+    return tokens
+
+
+def _region_order(region_ids: dict) -> tuple:
+    items = tuple(region_ids.items())
+    order = _orders.get(items)
+    if order is None:
+        if len(_orders) >= SESSION_CACHE_MAX:
+            _orders.clear()
+        order = _orders[items] = tuple(sorted(items, key=lambda kv: kv[1]))
+    return order
 
 
 def token(rs, lsn: int) -> str:
@@ -27,8 +49,8 @@ def token(rs, lsn: int) -> str:
     Single-write reads are judged by the LSN (one history); multi-write reads by the vector."""
     if rs.partition is None:
         return f"{rs.range_id}:{rs.epoch}#{lsn}"
-    vector = "".join(f"#{rid}={rs.progress.get(name, 0)}"
-                     for name, rid in sorted(rs.partition.region_ids.items(), key=lambda kv: kv[1]))
+    progress = rs.progress
+    vector = "".join([f"#{rid}={progress.get(name, 0)}" for name, rid in _region_order(rs.partition.region_ids)])
     return f"{rs.range_id}:{rs.epoch}#{lsn}{vector}"
 
 
