@@ -25,6 +25,7 @@ and closes keep-alive connections idle longer than `keepalive_timeout_s`.
 """
 import asyncio
 import logging
+import re
 import types
 
 from ..core.errors import CosmosError
@@ -41,7 +42,10 @@ KEEPALIVE_TIMEOUT_S_DEFAULT = 75.0
 DISCARD_BYTES_MAX = 64 * 1024 * 1024      # a refused body larger than this is not read: just close
 METHOD_CHARS_MAX = 16
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_CLOSE = "Connection: close\r\n"
+_KEEP_ALIVE = "Connection: keep-alive\r\n"
 _ASCII_UPPER = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 
 
 class BadRequest(Exception):
@@ -57,7 +61,8 @@ class BadRequest(Exception):
 
 class Request:
     """One request, complete: what the gateway's Call reads."""
-    __slots__ = ("method", "raw_path", "version", "headers", "body", "keep_alive", "chunked", "length")
+    __slots__ = ("method", "raw_path", "version", "headers", "body", "keep_alive", "chunked", "length",
+                 "connection")
 
     def __init__(self, method: str, raw_path: str, version: str, headers: dict):
         self.method = method
@@ -68,8 +73,10 @@ class Request:
         connection = headers.get("connection")
         if version == "HTTP/1.1":
             self.keep_alive = connection is None or "close" not in connection.lower()
+            self.connection = "" if self.keep_alive else _CLOSE     # the reply's Connection line
         else:
             self.keep_alive = connection is not None and "keep-alive" in connection.lower()
+            self.connection = _KEEP_ALIVE if self.keep_alive else _CLOSE
         self.chunked = False
         self.length = 0
 
@@ -167,13 +174,10 @@ def dechunk(buf: bytes) -> tuple[bytes, int] | None:
             if len(buf) - pos > 1024:
                 raise BadRequest(400, "Malformed chunked body: a chunk size line is too long.")
             return None
-        size_text = buf[pos:eol].split(b";", 1)[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError:
-            raise BadRequest(400, f"Malformed chunked body: bad chunk size {size_text[:20]!r}.") from None
-        if size < 0:
-            raise BadRequest(400, "Malformed chunked body: negative chunk size.")
+        size_text = buf[pos:eol].split(b";", 1)[0].strip(b" \t")
+        if not _CHUNK_SIZE.fullmatch(size_text):
+            raise BadRequest(400, f"Malformed chunked body: bad chunk size {size_text[:20]!r}.")
+        size = int(size_text, 16)
         if size == 0:
             end = buf.find(b"\r\n\r\n", eol)          # trailers, if any, end with a blank line
             if end < 0:
@@ -356,7 +360,8 @@ class Connection(asyncio.Protocol):
             if not buf:
                 return None
             if len(buf) > HEAD_BYTES_MAX:
-                raise BadRequest(431, f"The request head is larger than {HEAD_BYTES_MAX} bytes.")
+                raise BadRequest(431, f"The request head is larger than {HEAD_BYTES_MAX} bytes.",
+                                 discard=DISCARD_BYTES_MAX)
             first = buf.split(b"\r\n", 1)
             why = looks_like_http(first[0][:METHOD_CHARS_MAX + 1])
             if why is not None:
@@ -366,7 +371,8 @@ class Connection(asyncio.Protocol):
             self._waiting()
             return None
         if end > HEAD_BYTES_MAX:
-            raise BadRequest(431, f"The request head is larger than {HEAD_BYTES_MAX} bytes.")
+            raise BadRequest(431, f"The request head is larger than {HEAD_BYTES_MAX} bytes.",
+                             discard=DISCARD_BYTES_MAX)
         req = parse_head(buf[:end].decode("latin-1"))
         rest = buf[end + 4:]
         if req.length > BODY_BYTES_MAX:
@@ -397,19 +403,19 @@ class Connection(asyncio.Protocol):
             self._expect_continue(req)
             self._waiting()
             return False
-        if need:
-            parts = self.body_parts
+        parts = self.body_parts
+        if parts:
             whole = parts[0] if len(parts) == 1 else b"".join(parts)
             req.body = whole[:need]
             if len(whole) > need:
-                self.buf = whole[need:]
+                self.buf = whole[need:]         # the next pipelined request
         self.body_parts = []
         self.body_have = 0
         return True
 
     def _expect_continue(self, req: Request) -> None:
         expect = req.headers.get("expect")
-        if expect is not None and expect.lower() == "100-continue":
+        if expect is not None and expect.lower() == "100-continue" and req.version == "HTTP/1.1":
             req.headers["expect"] = ""          # once
             self.transport.write(_CONTINUE)
 
@@ -453,7 +459,7 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         if transport is None:
             return
-        transport.write(reply.encode(req.keep_alive, req.method == "HEAD"))
+        transport.write(reply.encode(req.connection, req.method == "HEAD"))
         if not req.keep_alive:
             transport.close()
             self.transport = None
@@ -475,10 +481,14 @@ class Connection(asyncio.Protocol):
         if transport is None:
             return
         err = responses.error(CosmosError(status, 0, message), responses.activity_id())
-        transport.write(err.encode(False, False))
+        transport.write(err.encode(_CLOSE, False))
         if 0 < discard <= DISCARD_BYTES_MAX:
+            # A lingering close: our side is done (the client sees EOF after the reply), but
+            # what it still sends is read and dropped, so its writes don't fail before it reads.
             self.discard = discard
             self.since = self.loop.time()
+            if transport.can_write_eof():
+                transport.write_eof()
             return
         transport.close()
         self.transport = None

@@ -79,7 +79,8 @@ class Reply:
         self.body = body
         self.substatus = 0          # an error's x-ms-substatus (also in headers), for counters
 
-    def encode(self, keep_alive: bool, head_only: bool) -> bytes:
+    def encode(self, connection: str, head_only: bool) -> bytes:
+        """The reply's bytes; `connection` is its Connection header line, or "" for none."""
         status = self.status
         lines = [f"{k}: {v}\r\n" for k, v in self.headers.items()]
         if status in _NO_BODY:
@@ -87,7 +88,7 @@ class Reply:
             head_only = True
         else:
             head = f"{_status_line(status)}{''.join(lines)}Content-Length: {len(self.body)}\r\n{_http_date()}"
-        head = (head + "\r\n" if keep_alive else head + "Connection: close\r\n\r\n").encode()
+        head = f"{head}{connection}\r\n".encode()
         return head if head_only else head + self.body
 
 

@@ -1,6 +1,6 @@
 """The gateway's own HTTP/1.1 layer (emulator/gateway/http.py) keeps its promises on real sockets:
-pipelined requests are answered in order on one connection (xfail: not after a request without a
-body, see the marker), chunked bodies are framed and bad framing is refused with nothing stored,
+pipelined requests are answered in order on one connection (after a request without a body
+too), chunked bodies are framed and bad framing is refused with nothing stored,
 `Expect: 100-continue` is honoured, HEAD sends no body, `Connection` semantics of HTTP/1.1 and 1.0
 hold, an oversized head is 431, TLS on the plain port is 400 with a hint, an oversized body is 413
 that the client can read while still sending, the sweep closes idle keep-alives and answers 408
@@ -123,10 +123,6 @@ def _read_item(emu, item_id: str) -> RawReply:
 
 
 # ---- 1. pipelining -------------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason=(
-    "http.py bug: pipelined bytes after a request without a body are dropped. _take_head puts "
-    "everything after the head into body_parts; _take_body with Content-Length 0 never moves it "
-    "back to buf and clears body_parts, so the GET's followers are never answered."))
 def test_pipelined_create_read_and_missing_read_are_answered_in_order(regionlab, container):
     requests = (_signed(regionlab, "POST", DOCS, _doc("a"), PK_P)
                 + _signed(regionlab, "GET", f"{DOCS}/a", extra=PK_P)
@@ -178,7 +174,7 @@ def test_a_chunked_body_sent_in_pieces_creates_the_item(regionlab, container):
     assert _stored(regionlab) == 1
 
 
-@pytest.mark.parametrize("bad_size", [b"zz", b"", b"1 2"])
+@pytest.mark.parametrize("bad_size", [b"zz", b"", b"1 2", b"0x1a", b"+5", b"1_0"])
 def test_a_malformed_chunk_size_is_400_and_nothing_is_stored(regionlab, container, sdk_client, bad_size):
     head = _head("POST", DOCS, signed_headers(regionlab.key, "POST", DOCS, dict(
         PK_P, **{"content-type": "application/json", "transfer-encoding": "chunked"})))
@@ -298,10 +294,6 @@ def test_http_1_0_with_keep_alive_stays_open_for_a_second_request(regionlab):
         assert replies.closed()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "http.py/responses.py: a kept-alive HTTP/1.0 connection is not announced. Reply.encode only "
-    "ever adds 'Connection: close'; an HTTP/1.0 keep-alive client (RFC 2068 19.7.1) needs "
-    "'Connection: keep-alive' to know the server will not close. aiohttp, which this replaced, sent it."))
 def test_http_1_0_keep_alive_is_announced_in_the_reply(regionlab):
     with raw_socket(regionlab) as sock:
         sock.sendall(_signed(regionlab, "GET", "/", extra={"connection": "keep-alive"}, version="HTTP/1.0"))
@@ -324,6 +316,16 @@ def test_a_head_over_64_kb_is_431_then_closed_and_the_server_keeps_serving(regio
         assert reply.headers.get("connection") == "close"
         assert replies.closed()
     assert_serves(sdk_client)
+
+
+def test_a_client_that_writes_a_huge_head_before_reading_still_reads_its_431(regionlab):
+    """Like http.client: the whole request goes out first. The server reads and drops the rest
+    after answering (a lingering close), so the client's writes succeed and it gets the 431."""
+    huge = signed_headers(regionlab.key, "GET", "/", {"x-padding": "a" * (8 * 1024 * 1024)})
+    with raw_socket(regionlab) as sock:
+        sock.sendall(_head("GET", "/", huge))
+        reply = _Replies(sock).next()
+    assert reply.status == 431, reply
 
 
 # ---- 7. TLS on the plain port ------------------------------------------------------------------------
