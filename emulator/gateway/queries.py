@@ -96,8 +96,9 @@ def run_metadata_query(call, body, items: list) -> list:
 def _encode_continuation(offset: int, snapshot: dict) -> str:
     """The offset into the results, and the (epoch, LSN) each partition was read at: later pages
     read the same snapshot, so writes between pages cannot shift, skip or repeat results."""
-    raw = json.dumps({"offset": offset, "snap": snapshot}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode()
+    snap = ",".join([f'"{range_id}":[{epoch},{lsn}]' for range_id, (epoch, lsn) in snapshot.items()])
+    raw = f'{{"offset":{offset},"snap":{{{snap}}}}}'       # JSON; range ids are digits
+    return base64.urlsafe_b64encode(raw.encode()).decode()
 
 
 def _decode_continuation(token: str | None) -> tuple[int, dict | None]:

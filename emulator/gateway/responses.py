@@ -51,8 +51,9 @@ def reply(status: int, body, activity_id: str, charge: float = 0.0, extra: dict 
 
 def feed_body(rid: str, key: str, items_raw: list) -> bytes:
     """A feed envelope from already-serialised items (no re-encoding of stored bodies)."""
-    return b"".join((b'{"_rid":', dumps(rid), b',"', key.encode(), b'":[', b",".join(items_raw),
-                     b'],"_count":', str(len(items_raw)).encode(), b"}"))
+    # rids and keys are ours (base64 and plain names): nothing in them needs JSON escaping
+    return b"".join((f'{{"_rid":"{rid}","{key}":['.encode(), b",".join(items_raw),
+                     f'],"_count":{len(items_raw)}}}'.encode()))
 
 
 def error(err: CosmosError, activity_id: str, extra: dict | None = None) -> "Reply":
