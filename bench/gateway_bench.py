@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import calibration  # noqa: E402
 from rest_load import run, setup, signed_headers  # noqa: E402
 from server_proc import ServerProcess  # noqa: E402
 
@@ -137,12 +138,31 @@ def main() -> None:
         else:
             print("wrk not installed (apt-get install wrk): skipping the C load generator runs")
         results["rss_after_mb"] = round(server.rss_mb(), 1)
+    if shutil.which("wrk"):
+        bare = calibration.bare_aiohttp(wrk, measured, args.wrk_seconds)
+        results["runs"].append(bare)
+        print(_row(bare), flush=True)
+        _calibrated(results["runs"], bare)
     print(f"spawn-to-ready {results['spawn_to_ready_ms']} ms, idle RSS {results['idle_rss_mb']} MB, "
           f"RSS after load {results['rss_after_mb']} MB")
     print(json.dumps(results["machine"]))
     out = Path(__file__).resolve().parent / "results"
     out.mkdir(exist_ok=True)
     (out / f"gateway-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(results, indent=2))
+
+
+def _calibrated(runs: list, bare: dict) -> None:
+    """The wrk runs relative to the bare server, and scaled to the issue's machine."""
+    k = calibration.scale(bare)
+    print(f"this machine today: bare aiohttp {bare['ops_per_s']:,.0f}/s at {bare['server_cpu_us_per_op']:.1f} µs "
+          f"= {k:.2f}x slower than the issue's reference ({calibration.REFERENCE_BARE_PER_S:,}/s)")
+    for r in runs:
+        if r.get("generator") == "wrk" and r is not bare:
+            r["vs_bare_cpu"] = r["server_cpu_us_per_op"] / bare["server_cpu_us_per_op"]
+            r["vs_bare_ops"] = r["ops_per_s"] / bare["ops_per_s"]
+            print(f"  {r['op']:6}: {r['vs_bare_cpu']:.2f}x the bare server's CPU per request, "
+                  f"{r['vs_bare_ops']:.2f}x its throughput; on the reference machine about "
+                  f"{r['server_cpu_us_per_op'] / k:.0f} µs and {r['ops_per_s'] * k:,.0f}/s")
 
 
 def _row(r: dict) -> str:

@@ -11,34 +11,22 @@ Multiply by the machine's nanoseconds per instruction (about 0.25-0.4 here) for 
 import glob
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from email.utils import formatdate
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from calibration import BARE  # noqa: E402
 from client.protocol.auth import authorization_header, resource_type_and_link  # noqa: E402
 from emulator import defaults  # noqa: E402
 
 N = 300
 WARMUP = 100
-BARE = """
-import asyncio, uvloop, sys
-from aiohttp import web
-async def h(req):
-    return web.Response(body=b'{"id":"x"}', headers={"Content-Type": "application/json"})
-async def main():
-    srv = web.Server(h, access_log=None)
-    s = await asyncio.get_running_loop().create_server(srv, "127.0.0.1", 0)
-    print(s.sockets[0].getsockname()[1], flush=True)
-    await asyncio.Event().wait()
-uvloop.run(main())
-"""
 
 
 def signed(method: str, path: str, body=None, pk=None):
@@ -74,7 +62,7 @@ def measure(proc, port, reqs) -> float:
     requests(port, reqs[:WARMUP])
     subprocess.run(["callgrind_control", "-z", str(proc.pid)], capture_output=True, check=True)
     requests(port, reqs[WARMUP:])
-    res = subprocess.run(["callgrind_control", "-d", str(proc.pid)], capture_output=True, text=True, check=True)
+    subprocess.run(["callgrind_control", "-d", str(proc.pid)], capture_output=True, text=True, check=True)
     return len(reqs) - WARMUP
 
 

@@ -39,6 +39,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import calibration  # noqa: E402
 from gateway_bench import lua_signed_gets, machine, measured, wrk  # noqa: E402
 from rest_load import request, setup, signed_headers  # noqa: E402
 from server_proc import ServerProcess  # noqa: E402
@@ -203,6 +204,17 @@ def main() -> None:
                 r["generator"] = "wrk"
                 _record(results, name, r)
         results["rss_after_mb"] = round(server.rss_mb(), 1)
+    if shutil.which("wrk"):
+        bare = calibration.bare_aiohttp(wrk, measured, args.wrk_seconds, connections=16)
+        _record(results, "bare aiohttp", bare)
+        k = calibration.scale(bare)
+        print(f"this machine today is {k:.2f}x slower than the issue's reference "
+              f"(bare aiohttp {calibration.REFERENCE_BARE_PER_S:,}/s); scaled to it:")
+        for r in results["runs"]:
+            if r.get("generator") == "wrk" and r is not bare:
+                r["vs_bare_cpu"] = r["server_cpu_us_per_op"] / bare["server_cpu_us_per_op"]
+                print(f"  {r['query'][:13]:13} {r['vs_bare_cpu']:.2f}x the bare server's CPU per request: about "
+                      f"{r['server_cpu_us_per_op'] / k:.0f} µs and {r['ops_per_s'] * k:,.0f}/s there")
     results["loadavg_end"] = os.getloadavg()
     print(f"load average at the end {os.getloadavg()}")
     out = Path(__file__).resolve().parent / "results"

@@ -15,21 +15,25 @@ READY_TIMEOUT_S = 20.0
 
 
 class ServerProcess:
-    def __init__(self, *args: str):
-        self.args = ["--port", "0", "--control-port", "0", *args]
+    """`python -m emulator` (or, with `script`, any Python server script that prints one JSON
+    line when it is ready)."""
+
+    def __init__(self, *args: str, script: str | None = None):
+        self.cmd = [sys.executable, script] if script else [
+            sys.executable, "-m", "emulator", "--port", "0", "--control-port", "0", *args]
         self.proc = None
         self.ready = None
         self.spawn_to_ready_ms = None
 
     def __enter__(self):
         t0 = time.perf_counter()
-        self.proc = subprocess.Popen([sys.executable, "-m", "emulator", *self.args],
+        self.proc = subprocess.Popen(self.cmd,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         sel = selectors.DefaultSelector()
         sel.register(self.proc.stdout, selectors.EVENT_READ)
         if not sel.select(READY_TIMEOUT_S):
             self.proc.kill()
-            raise RuntimeError("the emulator printed no ready line")
+            raise RuntimeError(f"{' '.join(self.cmd)} printed no ready line")
         self.ready = json.loads(self.proc.stdout.readline())
         self.spawn_to_ready_ms = (time.perf_counter() - t0) * 1000
         return self
