@@ -15,7 +15,11 @@ Invariants:
   tail in an election); nothing acknowledged is ever above the new primary's LSN.
 
 Keys are (partition key JSON, id): ids are unique per logical partition. The key order is what
-read-feed paging walks, so a continuation is just the last key returned.
+read-feed paging walks, so a continuation is just the last key returned. Versions live in a
+plain dict; the sorted key list is brought up to date only when something walks keys in order
+(a scan, a count by prefix): a new key waits in `_unsorted` until then, so a write does not pay
+for an ordered insert in every region's store. Every key of `_items` is in exactly one of
+`_sorted` and `_unsorted`.
 
 The change feed walks `changes`, an append-only list of (lsn, key) for every live version in
 LSN order. An entry is current when the key's version visible at the reader's LSN is exactly
@@ -28,7 +32,7 @@ live versions retained.
 """
 import bisect
 
-from sortedcontainers import SortedDict
+from sortedcontainers import SortedList
 
 CHANGES_SLACK_ENTRIES = 1024
 
@@ -71,10 +75,12 @@ class Version:
 
 
 class VersionStore:
-    __slots__ = ("_items", "count_live", "changes", "indexes")
+    __slots__ = ("_items", "_sorted", "_unsorted", "count_live", "changes", "indexes")
 
     def __init__(self):
-        self._items: SortedDict = SortedDict()
+        self._items: dict = {}            # key -> its versions, oldest first
+        self._sorted = SortedList()       # the keys in order, except those in _unsorted
+        self._unsorted: set = set()       # keys added since the last ordered walk
         self.count_live = 0
         self.changes: list = []          # (lsn, key) in LSN order; see the module docstring
         self.indexes = None              # index.SecondaryIndexes once a path is indexed
@@ -91,6 +97,7 @@ class VersionStore:
         if versions is None:
             if not version.deleted:
                 self._items[version.key] = [version]
+                self._unsorted.add(version.key)
                 self.count_live += 1
             return
         prev = versions[-1]
@@ -113,7 +120,20 @@ class VersionStore:
                 self.indexes.discard(versions[:keep_from])
             del versions[:keep_from]
         if len(versions) == 1 and versions[0].deleted and versions[0].lsn <= floor_lsn:
-            del self._items[key]
+            self._drop_key(key)
+
+    def _drop_key(self, key: tuple) -> None:
+        del self._items[key]
+        if key in self._unsorted:
+            self._unsorted.discard(key)
+        else:
+            self._sorted.remove(key)
+
+    def _keys_in_order(self) -> SortedList:
+        if self._unsorted:
+            self._sorted.update(self._unsorted)
+            self._unsorted.clear()
+        return self._sorted
 
     def get(self, key: tuple, lsn: int) -> Version | None:
         """The live version of key visible at lsn, or None."""
@@ -144,13 +164,14 @@ class VersionStore:
         """Live versions visible at lsn in key order, starting after `after_key`.
         With `prefix`, only keys of that partition key (JSON) are visited."""
         items = self._items
+        ordered = self._keys_in_order()
         if prefix is not None:
             start = (prefix, "") if after_key is None else after_key
-            keys = items.irange(minimum=start, inclusive=(after_key is None, False))
+            keys = ordered.irange(minimum=start, inclusive=(after_key is None, False))
         elif after_key is None:
-            keys = items.keys()
+            keys = ordered
         else:
-            keys = items.irange(minimum=after_key, inclusive=(False, False))
+            keys = ordered.irange(minimum=after_key, inclusive=(False, False))
         for key in keys:
             if prefix is not None and key[0] != prefix:
                 break
@@ -193,16 +214,18 @@ class VersionStore:
             if not versions:
                 dead.append(key)
         for key in dead:
-            del self._items[key]
+            self._drop_key(key)
         self.count_live = sum(1 for vs in self._items.values() if not vs[-1].deleted)
 
     def key_count(self, prefix: str | None = None) -> int:
         """Keys retained (live or not), all of them or those of one partition key (JSON)."""
-        items = self._items
         if prefix is None:
-            return len(items)
+            return len(self._items)
         # (prefix,) sorts before every key of prefix; (prefix + "\0",) after all of them.
-        return items.bisect_left((prefix + "\0",)) - items.bisect_left((prefix,))
+        ordered = self._keys_in_order()
+        return ordered.bisect_left((prefix + "\0",)) - ordered.bisect_left((prefix,))
 
     def keys_with_versions(self):
-        return self._items.items()
+        """(key, versions) of every retained key, in key order."""
+        items = self._items
+        return [(key, items[key]) for key in self._keys_in_order()]

@@ -137,3 +137,40 @@ def test_scan_with_prefix_and_after_key():
     assert scan_ids(store, lsn, after_key=('["a"]', "25")) == [('["a"]', "3"), ('["ab"]', "1"),
                                                               ('["b"]', "1")]
     assert scan_ids(store, 2, prefix='["a"]') == keys[:2]
+
+
+
+MANY_KEYS = [(f'["{pk}"]', id) for pk in ("a", "ab", "b") for id in ("1", "2", "10")]
+WALKS = ("scan", "scan_prefix", "scan_after", "count", "count_prefix", "keys")
+walks = st.lists(st.tuples(st.sampled_from(MANY_KEYS), st.one_of(st.none(), st.integers(0, 9)),
+                           st.sampled_from(("add", "add", "truncate") + WALKS)), max_size=80)
+
+
+@settings(max_examples=300, deadline=None)
+@given(walks)
+def test_ordered_walks_see_every_retained_key_in_order(walks):
+    """Keys are sorted only when walked in order: each kind of ordered walk, made first after
+    writes, tombstones that drop keys and truncations, sees exactly the retained keys in order."""
+    store = VersionStore()
+    lsn = 0
+    for key, val, walk in walks:
+        if walk == "truncate":
+            lsn = max(0, lsn - 2)
+            store.truncate_after(lsn)
+        lsn += 1
+        store.add(tomb(lsn, key) if val is None else put(lsn, key, val), lsn)   # floor = lsn: prune
+        if walk not in WALKS:
+            continue                    # several writes between walks: keys pile up unsorted
+        got = {"scan": lambda: [v.key for v in store.scan(lsn)],
+               "scan_prefix": lambda: [v.key for v in store.scan(lsn, prefix=key[0])],
+               "scan_after": lambda: [v.key for v in store.scan(lsn, after_key=key)],
+               "count": lambda: store.key_count(),
+               "count_prefix": lambda: store.key_count(key[0]),
+               "keys": lambda: [k for k, _ in store.keys_with_versions()]}[walk]()
+        retained = [k for k, _ in store.keys_with_versions()]
+        live = [k for k in retained if not store.newest(k).deleted]
+        assert retained == sorted(retained)
+        assert got == {"scan": live, "scan_prefix": [k for k in live if k[0] == key[0]],
+                       "scan_after": [k for k in live if k > key], "count": len(retained),
+                       "count_prefix": sum(1 for k in retained if k[0] == key[0]),
+                       "keys": retained}[walk]
