@@ -152,6 +152,18 @@ def _decode(text: str) -> Any:
     return _DECODER.decode(text)
 
 
+def _may_nest_too_deep(raw: bytes, value: Any) -> bool:
+    """False when a parsed value certainly nests at most NESTING_DEPTH_MAX deep, found cheaply:
+    an object or array with no object or array in it nests 1 deep; otherwise the value cannot
+    nest deeper than the brackets its text opens (those inside strings only add to the count)."""
+    t = type(value)
+    for member in value.values() if t is dict else value if t is list else ():
+        t = type(member)
+        if t is dict or t is list:
+            return raw.count(b"[") + raw.count(b"{") > NESTING_DEPTH_MAX
+    return False
+
+
 def parse_json_body(raw: bytes) -> Any:
     """The JSON value in ``raw``, or ValidationError(400) saying what is wrong and where."""
     try:
@@ -167,9 +179,7 @@ def parse_json_body(raw: bytes) -> Any:
         raise _too_deep() from None
     except ValueError as e:   # raised by our hooks, or int() on a number with too many digits
         raise _bad(f"The request body is not valid JSON: {e}.") from None
-    # A value cannot nest deeper than the brackets the text opens (those inside strings only
-    # add to the count), so most bodies need no walk to know they are within the limit.
-    if raw.count(b"[") + raw.count(b"{") > NESTING_DEPTH_MAX:
+    if _may_nest_too_deep(raw, value):
         check_depth(value)
     if _MAYBE_SURROGATE.search(raw):
         _check_no_surrogates(value)
