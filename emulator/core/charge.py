@@ -62,7 +62,8 @@ def index_terms(doc: dict, indexing_policy: dict | None) -> int:
     if _indexes_everything(policy):
         for k, v in doc.items():
             if k not in SYSTEM_PROPERTIES:
-                n += _scalars(v)
+                t = type(v)
+                n += _scalars(v) if t is dict or t is list else 1
         return n
     indexes = policy.indexes
     for k, v in doc.items():
@@ -92,10 +93,16 @@ def _indexes_everything(policy) -> bool:
 def _scalars(v) -> int:
     t = type(v)
     if t is dict:
-        return sum(_scalars(x) for x in v.values())
-    if t is list:
-        return sum(_scalars(x) for x in v)
-    return 1
+        values = v.values()
+    elif t is list:
+        values = v
+    else:
+        return 1
+    n = 0
+    for x in values:
+        t = type(x)
+        n += _scalars(x) if t is dict or t is list else 1
+    return n
 
 
 def _indexed_scalars(v, path: tuple, indexes) -> int:
