@@ -39,7 +39,8 @@ class Database:
 
 class Container:
     __slots__ = ("id", "rid", "db", "definition", "pk_def", "partitions", "_bounds", "ts", "etag",
-                 "offer_rid", "doc_seq", "rid_index", "_epk_cache", "pkranges_etag", "conflicts")
+                 "offer_rid", "doc_seq", "rid_index", "_epk_cache", "pkranges_etag", "conflicts",
+                 "docs_link")
 
     def __init__(self, db: Database, definition: dict, rid: str, ts: int, etag: str,
                  partitions: list):
@@ -58,6 +59,7 @@ class Container:
         self._epk_cache: dict[str, str] = {}
         self.pkranges_etag = f'"{rid}-{len(partitions)}"'
         self.conflicts = None                       # ConflictLog (multi-write losers)
+        self.docs_link = f"{self.self_link}docs/"    # a document's _self is this + its rid + "/"
 
     @property
     def self_link(self) -> str:

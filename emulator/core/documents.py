@@ -78,19 +78,23 @@ class Writer:
             c.doc_seq += 1
             rid = document_rid(c.rid, c.doc_seq)
             self.new_rids.append(rid)
-        etag = f'"{self.rs.epoch:08x}-{int(self.rs.range_id):04x}-{self.lsn:016x}"'
-        ts = self.now_ms // 1000
+        rs = self.rs
+        etag = rs.etag(self.lsn)
+        now_ms = self.now_ms
+        ts = now_ms // 1000
         doc = {k: v for k, v in user_doc.items() if k not in SYSTEM_PROPERTIES}
         doc["_rid"] = rid
-        doc["_self"] = f"{c.self_link}docs/{rid}/"
+        doc["_self"] = f"{c.docs_link}{rid}/"
         doc["_etag"] = etag
         doc["_attachments"] = "attachments/"
         doc["_ts"] = ts
         key = (self.pk_json, id)
-        v = Version(self.lsn, key, doc, _dumps(doc), etag, ts, rid,
-                    op="replace" if prev is not None else "create", prev_lsn=prev.lsn if prev else 0,
-                    origin=self.region, oseq=self.rs.own_seq + 1, ts_ms=self.now_ms,
-                    prev_id=(prev.origin, prev.oseq) if prev else None)
+        if prev is None:
+            v = Version(self.lsn, key, doc, _dumps(doc), etag, ts, rid, False, "create", 0,
+                        self.region, rs.own_seq + 1, now_ms, None)
+        else:
+            v = Version(self.lsn, key, doc, _dumps(doc), etag, ts, rid, False, "replace", prev.lsn,
+                        self.region, rs.own_seq + 1, now_ms, (prev.origin, prev.oseq))
         self.pending[key] = v
         return v
 

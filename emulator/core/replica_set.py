@@ -34,7 +34,7 @@ class ReplicaSet:
     __slots__ = ("region", "range_id", "scheduler", "clock", "delay_ms", "routing", "replicas",
                  "store", "lsn", "committed_lsn", "epoch", "epoch_start_lsn", "epoch_starts", "log", "commit_listeners",
                  "_waiters", "_early", "electing", "partition", "own_seq", "progress", "multi_write",
-                 "resolver", "on_conflict", "discard_tail", "pins")
+                 "resolver", "on_conflict", "discard_tail", "pins", "_etag_prefix")
 
     def __init__(self, region: str, range_id: str, scheduler, clock, *, delay_ms: int = 0,
                  routing: ReadRoutingPolicy | None = None):
@@ -64,6 +64,7 @@ class ReplicaSet:
         self.multi_write = False           # shipped commits are merged (conflicts) not appended
         self.resolver = None               # fn(current, incoming) -> True when incoming wins
         self.on_conflict = None            # fn(loser, winner)
+        self._etag_prefix = (None, "")     # (epoch, the etag up to the LSN) for that epoch
 
     # ---- state -------------------------------------------------------------------------
     @property
@@ -144,6 +145,14 @@ class ReplicaSet:
 
     def next_lsn(self) -> int:
         return self.lsn + 1
+
+    def etag(self, lsn: int) -> str:
+        """The etag of what this replica set commits at lsn: "<epoch>-<range>-<lsn>" in hex."""
+        epoch, prefix = self._etag_prefix
+        if epoch != self.epoch:
+            prefix = f'"{self.epoch:08x}-{int(self.range_id):04x}-'
+            self._etag_prefix = (self.epoch, prefix)
+        return '%s%016x"' % (prefix, lsn)
 
     def append(self, versions: list) -> int:
         """Commit-path entry for a write region. versions are stamped with next_lsn()."""

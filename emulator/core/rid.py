@@ -43,7 +43,8 @@ _CHILD_NIBBLE_BY_KIND = {kind: nibble for nibble, kind in _CHILD_KIND_BY_NIBBLE.
 
 
 def encode(raw: bytes) -> str:
-    return base64.b64encode(raw).decode("ascii").replace("/", "-")
+    # base64.b64encode(raw) without its Python-level wrapper: one is made per document.
+    return binascii.b2a_base64(raw, newline=False).decode("ascii").replace("/", "-")
 
 
 def _decode(rid: str) -> bytes:
