@@ -252,9 +252,11 @@ def test_head_answers_headers_without_a_body(regionlab, container, sdk_client):
 
 
 # ---- 5. Connection: close / keep-alive --------------------------------------------------------------
-def test_connection_close_on_http_1_1_is_answered_then_closed(regionlab):
+@pytest.mark.parametrize("version, extra", [("HTTP/1.1", {"connection": "close"}), ("HTTP/1.0", {})],
+                         ids=["http-1.1-connection-close", "http-1.0-default"])
+def test_a_connection_that_asks_to_close_is_answered_then_closed(regionlab, version, extra):
     with raw_socket(regionlab) as sock:
-        sock.sendall(_signed(regionlab, "GET", "/", extra={"connection": "close"}))
+        sock.sendall(_signed(regionlab, "GET", "/", extra=extra, version=version))
         replies = _Replies(sock)
         reply = replies.next()
         assert reply.status == 200, reply
@@ -269,16 +271,6 @@ def test_http_1_1_without_connection_header_stays_open(regionlab):
             sock.sendall(_signed(regionlab, "GET", "/"))
             reply = replies.next()
             assert reply.status == 200 and "connection" not in reply.headers, reply.headers
-
-
-def test_http_1_0_without_keep_alive_is_closed_after_the_reply(regionlab):
-    with raw_socket(regionlab) as sock:
-        sock.sendall(_signed(regionlab, "GET", "/", version="HTTP/1.0"))
-        replies = _Replies(sock)
-        reply = replies.next()
-        assert reply.status == 200, reply
-        assert reply.headers.get("connection") == "close"
-        assert replies.closed()
 
 
 def test_http_1_0_with_keep_alive_stays_open_for_a_second_request(regionlab):
