@@ -100,10 +100,30 @@ def run_regionlab(op: str) -> float:
             proc.wait(60)
 
 
-def run_bare() -> float:
+# The floor: an asyncio.Protocol on uvloop that answers every request head with a fixed reply.
+RAW_PROTOCOL = """
+import asyncio, uvloop
+R = b'HTTP/1.1 200 OK\\r\\nContent-Type: application/json\\r\\nContent-Length: 10\\r\\n\\r\\n{"id":"x"}'
+class P(asyncio.Protocol):
+    def connection_made(self, t):
+        self.t, self.buf = t, b""
+    def data_received(self, d):
+        self.buf += d
+        while (i := self.buf.find(b"\\r\\n\\r\\n")) >= 0:
+            self.buf = self.buf[i + 4:]
+            self.t.write(R)
+async def main():
+    s = await asyncio.get_running_loop().create_server(P, "127.0.0.1", 0)
+    print(s.sockets[0].getsockname()[1], flush=True)
+    await asyncio.Event().wait()
+uvloop.run(main())
+"""
+
+
+def run_bare(source: str = BARE) -> float:
     with tempfile.TemporaryDirectory() as d:
         script = os.path.join(d, "bare.py")
-        Path(script).write_text(BARE)
+        Path(script).write_text(source)
         proc, line = start([sys.executable, script], d)
         try:
             port = int(line)
@@ -116,7 +136,8 @@ def run_bare() -> float:
 
 
 def main():
-    rows = [("bare aiohttp+uvloop hello", run_bare()), ("regionlab point read", run_regionlab("read")),
+    rows = [("raw asyncio protocol on uvloop (the floor)", run_bare(RAW_PROTOCOL)),
+            ("bare aiohttp+uvloop hello", run_bare()), ("regionlab point read", run_regionlab("read")),
             ("regionlab point create (3 regions x 4 replicas)", run_regionlab("create"))]
     for name, ins in rows:
         print(f"{name:48} {ins / 1000:8.1f} k instructions/request")
