@@ -98,6 +98,7 @@ def wrk(url: str, script: str, connections: int, seconds: int) -> dict:
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     total = int(re.search(r"(\d+) requests in", out).group(1))
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    socket_errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
 
     def pct(p):
         m = re.search(rf"\s{p}%\s+([\d.]+)(us|ms|s)", out)
@@ -106,7 +107,8 @@ def wrk(url: str, script: str, connections: int, seconds: int) -> dict:
         v, unit = float(m.group(1)), m.group(2)
         return v / 1000 if unit == "us" else v * 1000 if unit == "s" else v
     return {"ops": total, "ops_per_s": rps, "p50_ms": pct(50), "p99_ms": pct(99),
-            "errors": int(non2xx.group(1)) if non2xx else 0, "concurrency": connections}
+            "errors": (int(non2xx.group(1)) if non2xx else 0)
+            + (sum(map(int, socket_errors.groups())) if socket_errors else 0), "concurrency": connections}
 
 
 def main() -> None:

@@ -15,12 +15,13 @@ READY_TIMEOUT_S = 20.0
 
 
 class ServerProcess:
-    """`python -m emulator` (or, with `script`, any Python server script that prints one JSON
-    line when it is ready)."""
+    """`python -m emulator`; or, with `script`, a Python server script; or any `cmd`. Ready when
+    it prints its first line, which `parse` turns into `ready` (JSON by default)."""
 
-    def __init__(self, *args: str, script: str | None = None):
-        self.cmd = [sys.executable, script] if script else [
-            sys.executable, "-m", "emulator", "--port", "0", "--control-port", "0", *args]
+    def __init__(self, *args: str, script: str | None = None, cmd: list | None = None, parse=json.loads):
+        self.cmd = cmd or ([sys.executable, script] if script else [
+            sys.executable, "-m", "emulator", "--port", "0", "--control-port", "0", *args])
+        self.parse = parse
         self.proc = None
         self.ready = None
         self.spawn_to_ready_ms = None
@@ -34,7 +35,7 @@ class ServerProcess:
         if not sel.select(READY_TIMEOUT_S):
             self.proc.kill()
             raise RuntimeError(f"{' '.join(self.cmd)} printed no ready line")
-        self.ready = json.loads(self.proc.stdout.readline())
+        self.ready = self.parse(self.proc.stdout.readline())
         self.spawn_to_ready_ms = (time.perf_counter() - t0) * 1000
         return self
 
