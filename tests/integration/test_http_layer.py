@@ -14,13 +14,16 @@ on the emulator's loop with explicit `now` values; the only waits are blocking s
 2 MB are in test_bad_input.py.)
 """
 import json
+import logging
 import socket
 import ssl
 import urllib.request
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from sdk_harness import RawReply, assert_serves, host_port, item_count, raw_socket, signed_headers
+from sdk_harness import (RawReply, assert_serves, host_port, item_count, raw_socket, read_until_eof,
+                         signed_headers)
 
 DOCS = "/dbs/db/colls/items/docs"
 PK_P = {"x-ms-documentdb-partitionkey": '["p"]'}
@@ -443,3 +446,34 @@ def test_a_region_outage_closes_open_keep_alive_connections_before_the_control_c
         assert data == b""
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(host_port(url), timeout=5).close()
+
+
+# ---- 11. arbitrary bytes -----------------------------------------------------------------------------
+_HEAD_PIECES = [b"GET ", b"POST ", b"/dbs", b"/", b" HTTP/1.1", b" HTTP/1.0", b"\r\n", b"\r\n\r\n", b":",
+                b": ", b"content-length: ", b"transfer-encoding: chunked", b"expect: 100-continue",
+                b"connection: close", b"0", b"5", b"ff", b"\n", b" ", b"\t", b"\x00", b"\xff", b"\x16\x03"]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pieces=st.lists(st.one_of(st.sampled_from(_HEAD_PIECES), st.binary(max_size=12)), max_size=24))
+def test_arbitrary_bytes_get_a_4xx_or_nothing_never_a_server_error(regionlab, pieces, caplog):
+    """Whatever a client sends and then half-closes, the server answers with a 4xx (or an
+    ordinary reply, when the bytes happen to be a valid request) or just closes, never with a
+    5xx, logs no error, and goes on serving."""
+    caplog.set_level(logging.WARNING)
+    with raw_socket(regionlab) as sock:
+        sock.sendall(b"".join(pieces))
+        sock.shutdown(socket.SHUT_WR)
+        reply = read_until_eof(sock)
+    for status_line in (line for line in reply.split(b"\r\n") if line.startswith(b"HTTP/1.")):
+        code = int(status_line.split(b" ")[1])
+        assert code < 500, reply[:300]
+    assert _signed_get_root_status(regionlab) == 200
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, errors
+
+
+def _signed_get_root_status(emu) -> int:
+    with raw_socket(emu) as sock:
+        sock.sendall(_signed(emu, "GET", "/", extra={"connection": "close"}))
+        return _Replies(sock).next().status
