@@ -1,13 +1,15 @@
 """How fast is this machine today? The same wrk run against a bare aiohttp + uvloop "hello".
 
 The foundation issue states its targets for a machine on which that bare server does about
-38,000 requests/s (wrk, 1 thread, c=64). Machines here differ by 2x from day to day and with
-what else runs on them, so every benchmark measures the bare server in the same run and
-reports its own numbers next to it: the ratio to the bare server is what carries over between
-machines, the absolute numbers are what this machine did.
+38,000 requests/s (wrk, 1 thread, c=64). Machines here differ by 2-3x from day to day and
+within minutes with what else runs on them, so the benchmarks keep the bare server running
+beside the emulator and alternate wrk runs between the two (several rounds, medians): the
+ratio to the bare server is what carries over between machines, the absolute numbers are what
+this machine did.
 
     python bench/calibration.py            # the bare server alone
 """
+import contextlib
 import os
 import sys
 import tempfile
@@ -32,15 +34,26 @@ uvloop.run(main())
 """
 
 
-def bare_aiohttp(wrk, measured, seconds: int, connections: int = 64) -> dict:
-    """wrk against the bare server: ops/s and server CPU µs per request."""
+@contextlib.contextmanager
+def bare_server():
+    """The bare server, running: a ServerProcess whose `ready` is its base URL."""
     with tempfile.TemporaryDirectory() as d:
         script = os.path.join(d, "bare.py")
         Path(script).write_text(BARE)
-        with ServerProcess(script=script) as bare:
-            r = measured(bare, lambda: wrk(f"http://127.0.0.1:{bare.ready}/", "", connections, seconds))
+        with ServerProcess(script=script, parse=lambda line: f"http://127.0.0.1:{int(line)}/") as bare:
+            yield bare
+
+
+def bare_run(bare, wrk, measured, seconds: int, connections: int = 64) -> dict:
+    """One wrk run against the bare server: ops/s and server CPU µs per request."""
+    r = measured(bare, lambda: wrk(bare.ready, "", connections, seconds))
     r.update({"op": "bare aiohttp hello", "generator": "wrk"})
     return r
+
+
+def median_run(runs: list) -> dict:
+    """The run with the median server CPU per operation (of an odd number of rounds)."""
+    return sorted(runs, key=lambda r: r["server_cpu_us_per_op"])[len(runs) // 2]
 
 
 def scale(bare: dict) -> float:
@@ -50,7 +63,8 @@ def scale(bare: dict) -> float:
 
 def main() -> None:
     from gateway_bench import measured, wrk
-    r = bare_aiohttp(wrk, measured, 10)
+    with bare_server() as bare:
+        r = bare_run(bare, wrk, measured, 10)
     print(f"bare aiohttp+uvloop hello, wrk c=64: {r['ops_per_s']:,.0f} req/s, "
           f"{r['server_cpu_us_per_op']:.1f} µs server CPU per request; "
           f"this machine is {scale(r):.2f}x slower than the issue's ({REFERENCE_BARE_PER_S:,}/s)")

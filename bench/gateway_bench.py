@@ -75,7 +75,7 @@ def lua_reads(feed: str, id_prefix: str, key: str) -> str:
     return lua_signed_gets(key, [(f"{feed}/{id_prefix}{i}", f"p{i % 1000}") for i in range(WRK_IDS)])
 
 
-def lua_creates(feed: str, key: str, filler_bytes: int) -> str:
+def lua_creates(feed: str, key: str, filler_bytes: int, prefix: str = "") -> str:
     h = signed_headers(key, "POST", feed)
     filler = "x" * filler_bytes
     return (f'wrk.method = "POST"\nwrk.path = "{feed}"\n'
@@ -83,7 +83,7 @@ def lua_creates(feed: str, key: str, filler_bytes: int) -> str:
             'wrk.headers["x-ms-version"] = "2020-07-15"\nwrk.headers["content-type"] = "application/json"\n'
             "local n = 0\nrequest = function()\n  n = n + 1\n  local pk = \"w\" .. (n % 1000)\n"
             '  wrk.headers["x-ms-documentdb-partitionkey"] = "[\\"" .. pk .. "\\"]"\n'
-            f'  local body = "{{\\"id\\":\\"wrk" .. n .. "\\",\\"pk\\":\\"" .. pk .. "\\",\\"f\\":\\"{filler}\\"}}"\n'
+            f'  local body = "{{\\"id\\":\\"wrk{prefix}" .. n .. "\\",\\"pk\\":\\"" .. pk .. "\\",\\"f\\":\\"{filler}\\"}}"\n'
             '  return wrk.format(nil, nil, nil, body)\nend\n')
 
 
@@ -115,10 +115,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--wrk-seconds", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3, help="wrk rounds (bare server, read, create); medians")
     args = ap.parse_args()
     n = {1: 2000, 16: 10000, 64: 20000} if not args.quick else {1: 500, 16: 2000, 64: 4000}
     results = {"machine": machine(), "when": time.strftime("%Y-%m-%d %H:%M:%S"), "runs": []}
-    with ServerProcess() as server:
+    with ServerProcess() as server, calibration.bare_server() as bare_server:
         base, key = server.ready["account_endpoint"], server.ready["key"]
         results["spawn_to_ready_ms"] = round(server.spawn_to_ready_ms, 1)
         results["idle_rss_mb"] = round(server.rss_mb(), 1)
@@ -131,20 +132,26 @@ def main() -> None:
                 print(_row(r), flush=True)
         if shutil.which("wrk"):
             feed = f"/dbs/{DB}/colls/{COLL}/docs"
-            for op, script in (("read", lua_reads(feed, "c64-", key)),
-                               ("create", lua_creates(feed, key, 140))):
-                r = measured(server, lambda: wrk(base, script, 64, args.wrk_seconds))
-                r.update({"op": op, "generator": "wrk"})
-                results["runs"].append(r)
-                print(_row(r), flush=True)
+            rounds: dict = {"bare": [], "read": [], "create": []}
+            for i in range(args.rounds):          # alternate, so a slow minute hits all three
+                rounds["bare"].append(calibration.bare_run(bare_server, wrk, measured, args.wrk_seconds))
+                for op, script in (("read", lua_reads(feed, "c64-", key)),
+                                   ("create", lua_creates(feed, key, 140, prefix=f"r{i}-"))):
+                    r = measured(server, lambda: wrk(base, script, 64, args.wrk_seconds))
+                    r.update({"op": op, "generator": "wrk"})
+                    rounds[op].append(r)
+                print(f"round {i + 1}: " + ", ".join(f"{k} {v[-1]['ops_per_s']:,.0f}/s "
+                                                     f"{v[-1]['server_cpu_us_per_op']:.1f} µs" for k, v in rounds.items()),
+                      flush=True)
+            medians = {k: calibration.median_run(v) for k, v in rounds.items()}
+            results["rounds"] = rounds
+            for op in ("read", "create", "bare"):
+                results["runs"].append(medians[op])
+                print(_row(medians[op]) + f"  (median of {args.rounds})", flush=True)
+            _calibrated(results["runs"], medians["bare"])
         else:
             print("wrk not installed (apt-get install wrk): skipping the C load generator runs")
         results["rss_after_mb"] = round(server.rss_mb(), 1)
-    if shutil.which("wrk"):
-        bare = calibration.bare_aiohttp(wrk, measured, args.wrk_seconds)
-        results["runs"].append(bare)
-        print(_row(bare), flush=True)
-        _calibrated(results["runs"], bare)
     print(f"spawn-to-ready {results['spawn_to_ready_ms']} ms, idle RSS {results['idle_rss_mb']} MB, "
           f"RSS after load {results['rss_after_mb']} MB")
     print(json.dumps(results["machine"]))

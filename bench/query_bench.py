@@ -176,7 +176,7 @@ def main() -> None:
     results = {"machine": machine(), "when": time.strftime("%Y-%m-%d %H:%M:%S"), "docs": count,
                "loadavg_start": os.getloadavg(), "runs": []}
     print(f"{json.dumps(results['machine'])}\nload average {os.getloadavg()}", flush=True)
-    with ServerProcess("--partitions", "4") as server:
+    with ServerProcess("--partitions", "4") as server, calibration.bare_server() as bare_server:
         base, key = server.ready["account_endpoint"], server.ready["key"]
         asyncio.run(setup(base, key, DB, COLL, THROUGHPUT_RU_PER_S))
         load_s = asyncio.run(load(base, key, count))
@@ -187,6 +187,7 @@ def main() -> None:
             r = measured(server, lambda: wrk(base, lua_point_reads(key, count), 16, args.wrk_seconds))
             r["generator"] = "wrk"
             _record(results, "point read", r)
+            _beside_bare(results, r, calibration.bare_run(bare_server, wrk, measured, args.wrk_seconds, 16))
         for name, (text, variants, max_items) in queries(count).items():
             if args.only and name[0] not in args.only.split(","):
                 continue
@@ -203,23 +204,23 @@ def main() -> None:
                 r = measured(server, lambda: wrk(base, lua_queries(key, text, variants, max_items), 16, args.wrk_seconds))
                 r["generator"] = "wrk"
                 _record(results, name, r)
+                _beside_bare(results, r, calibration.bare_run(bare_server, wrk, measured, args.wrk_seconds, 16))
         results["rss_after_mb"] = round(server.rss_mb(), 1)
-    if shutil.which("wrk"):
-        bare = calibration.bare_aiohttp(wrk, measured, args.wrk_seconds, connections=16)
-        _record(results, "bare aiohttp", bare)
-        k = calibration.scale(bare)
-        print(f"this machine today is {k:.2f}x slower than the issue's reference "
-              f"(bare aiohttp {calibration.REFERENCE_BARE_PER_S:,}/s); scaled to it:")
-        for r in results["runs"]:
-            if r.get("generator") == "wrk" and r is not bare:
-                r["vs_bare_cpu"] = r["server_cpu_us_per_op"] / bare["server_cpu_us_per_op"]
-                print(f"  {r['query'][:13]:13} {r['vs_bare_cpu']:.2f}x the bare server's CPU per request: about "
-                      f"{r['server_cpu_us_per_op'] / k:.0f} µs and {r['ops_per_s'] * k:,.0f}/s there")
     results["loadavg_end"] = os.getloadavg()
     print(f"load average at the end {os.getloadavg()}")
     out = Path(__file__).resolve().parent / "results"
     out.mkdir(exist_ok=True)
     (out / f"queries-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(results, indent=2))
+
+
+def _beside_bare(results: dict, r: dict, bare: dict) -> None:
+    """r next to the bare server run right after it: the ratio, and r scaled to the issue's machine."""
+    k = calibration.scale(bare)
+    r["bare"] = bare
+    r["vs_bare_cpu"] = r["server_cpu_us_per_op"] / bare["server_cpu_us_per_op"]
+    print(f"  {'':13} bare aiohttp right after: {bare['ops_per_s']:,.0f}/s at {bare['server_cpu_us_per_op']:.0f} µs "
+          f"({k:.2f}x slower than the issue's reference): {r['vs_bare_cpu']:.2f}x its CPU per request, "
+          f"about {r['server_cpu_us_per_op'] / k:.0f} µs and {r['ops_per_s'] * k:,.0f}/s there", flush=True)
 
 
 def _record(results: dict, name: str, r: dict) -> None:
