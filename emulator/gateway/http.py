@@ -26,7 +26,6 @@ and closes keep-alive connections idle longer than `keepalive_timeout_s`.
 import asyncio
 import logging
 import re
-import types
 
 from ..core.errors import CosmosError
 from ..core.validation import ITEM_BYTES_MAX
@@ -195,10 +194,10 @@ def dechunk(buf: bytes) -> tuple[bytes, int] | None:
         pos = start + size + 2
 
 
-@types.coroutine
-def _carry_on(coro, waiting):
+def _relay(coro, waiting):
     """The rest of a coroutine whose first step already ran and yielded `waiting` (a future):
-    hand that to the task running us, then relay every later step."""
+    hand that to the task driving us, then relay every later step (as `yield from` would, had
+    the coroutine not been started)."""
     while True:
         try:
             sent = yield waiting
@@ -212,6 +211,22 @@ def _carry_on(coro, waiting):
             waiting = coro.send(sent)
         except StopIteration as done:
             return done.value
+
+
+class _Rest:
+    __slots__ = ("coro", "waiting")
+
+    def __init__(self, coro, waiting):
+        self.coro = coro
+        self.waiting = waiting
+
+    def __await__(self):
+        return _relay(self.coro, self.waiting)
+
+
+async def _carry_on(coro, waiting):
+    """A native coroutine for the task (3.12+ accept nothing else) that finishes coro."""
+    return await _Rest(coro, waiting)
 
 
 class HttpServer:
