@@ -3,6 +3,7 @@ messages, and the fuzzer's single invariant holds: any bytes given to parse_json
 parse to plain JSON or raise ValidationError, nothing else (fed whole and prefix by prefix)."""
 
 import json
+import re
 
 import pytest
 from hypothesis import example, given, settings
@@ -81,7 +82,6 @@ def test_parse_accepts_plain_json():
 
 @pytest.mark.parametrize("raw,needle", [
     (b"", "line 1 column 1"),
-    (b'{"id": "a",}', "line 1 column 12"),
     (b'{"a":1}\n{"b":2}', "Extra data at line 2 column 1"),
     (b"\xff\xfe{}", "not valid UTF-8"),
     (b'{"id":"\xc3"}', "not valid UTF-8"),
@@ -100,6 +100,12 @@ def test_parse_accepts_plain_json():
 def test_parse_rejects(raw, needle):
     err = rejects(parse_json_body, raw)
     assert needle in err.message
+
+
+def test_a_trailing_comma_is_rejected_at_its_position():
+    # Python's parser points at the closing brace up to 3.12 and at the comma since 3.13.
+    err = rejects(parse_json_body, b'{"id": "a",}')
+    assert re.search(r"line 1 column (12 \(char 11\)|11 \(char 10\))", err.message), err.message
 
 
 def _is_plain_json(value) -> bool:
