@@ -146,7 +146,7 @@ def lua_queries(key: str, text: str, variants: list, max_items: int) -> str:
         body = json.dumps({"query": text, "parameters": params})
         pk_header = json.dumps(json.dumps([pk])) if pk is not None else "nil"
         rows.append(f"{{{json.dumps(body)}, {pk_header}}}")
-    lines = [f'wrk.method = "POST"', f'wrk.path = "{FEED}"']
+    lines = ['wrk.method = "POST"', f'wrk.path = "{FEED}"']
     lines += [f'wrk.headers["{k}"] = {json.dumps(v)}' for k, v in h.items()]
     lines += ["local reqs = {" + ",\n".join(rows) + "}", "local n = 0",
               "request = function()", "  n = n % #reqs + 1", "  local r = reqs[n]",

@@ -138,7 +138,7 @@ def _scope(call, container):
         pk_json, values = partition_keys.required(call, container, full=False)
         if len(values) == len(container.pk_def.paths):
             return [container.partition_index(container.epk_of(pk_json, values))], pk_json, None
-        from ..core.epk import effective_partition_key, epk_successor
+        from ..core.epk import effective_partition_key
         lo = effective_partition_key(container.pk_def, values)
         hi = lo + "FF"
         return [i for i, p in enumerate(container.partitions) if p.min_epk < hi and p.max_epk > lo], None, (lo, hi)

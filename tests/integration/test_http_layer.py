@@ -115,6 +115,15 @@ def _own_the_sweep(emu) -> None:
     emu.call(lambda _account: emu.emulator._sweeper.cancel())
 
 
+def _refused_then_closed(replies: "_Replies", status: int, needle: str) -> None:
+    """The next reply refuses the request with `status`, says `needle`, and the server closes."""
+    reply = replies.next()
+    assert reply.status == status, reply
+    assert needle in reply.message, reply.message
+    assert reply.headers.get("connection") == "close"
+    assert replies.closed()
+
+
 def _stored(emu) -> int:
     return sum(item_count(emu, "db", "items"))
 
@@ -184,11 +193,7 @@ def test_a_malformed_chunk_size_is_400_and_nothing_is_stored(regionlab, containe
     with raw_socket(regionlab) as sock:
         sock.sendall(head + bad_size + b"\r\n" + _doc("a") + b"\r\n0\r\n\r\n")
         replies = _Replies(sock)
-        reply = replies.next()
-        assert reply.status == 400, reply
-        assert "chunk size" in reply.message, reply.message
-        assert reply.headers.get("connection") == "close"
-        assert replies.closed()
+        _refused_then_closed(replies, 400, "chunk size")
     assert _stored(regionlab) == 0
     assert _read_item(regionlab, "a").status == 404
     assert_serves(sdk_client)
@@ -305,11 +310,7 @@ def test_a_head_over_64_kb_is_431_then_closed_and_the_server_keeps_serving(regio
         assert replies.next().status == 200          # just under the limit: served
         over = signed_headers(regionlab.key, "GET", "/", {"x-padding": "a" * (HEAD_BYTES_MAX + 4096)})
         sock.sendall(_head("GET", "/", over))
-        reply = replies.next()
-        assert reply.status == 431, reply
-        assert str(HEAD_BYTES_MAX) in reply.message, reply.message
-        assert reply.headers.get("connection") == "close"
-        assert replies.closed()
+        _refused_then_closed(replies, 431, str(HEAD_BYTES_MAX))
     assert_serves(sdk_client)
 
 
@@ -411,11 +412,7 @@ def test_the_sweep_answers_408_to_a_body_that_stalls(regionlab, container, sdk_c
         assert since > 0 and body_have == 10
         assert regionlab.call(lambda _: server.sweep(since + timeout_s - 1)) == 0
         assert regionlab.call(lambda _: server.sweep(since + timeout_s + 1)) == 1
-        reply = replies.next()
-        assert reply.status == 408, reply
-        assert "body did not arrive" in reply.message, reply.message
-        assert reply.headers.get("connection") == "close"
-        assert replies.closed()
+        _refused_then_closed(replies, 408, "body did not arrive")
     assert _stored(regionlab) == 0
     assert_serves(sdk_client)
 
