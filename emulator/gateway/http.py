@@ -7,7 +7,7 @@ that: every request it serves is small, framed by Content-Length, and answered i
 
 Theory of operation. A `Connection` is an asyncio.Protocol. Bytes accumulate until a request
 head is complete (`\\r\\n\\r\\n`); the head is parsed into a `Request` (lower-case header names,
-latin-1 values), then the body is collected whole (Content-Length or chunked) before the handler
+UTF-8 values), then the body is collected whole (Content-Length or chunked) before the handler
 runs, so a client that stalls or vanishes mid-body never reaches the core. One request runs at a
 time per connection; pipelined requests wait in the buffer and are answered in order.
 
@@ -82,6 +82,15 @@ class Request:
     @property
     def content_length(self) -> int | None:
         return self.length if "content-length" in self.headers else None
+
+
+def _text(head: bytes) -> str:
+    """A request head as text: UTF-8 (what clients put in header values beyond ASCII, e.g. a
+    partition key), or byte for byte when it is not UTF-8 (then it is garbage anyway)."""
+    try:
+        return head.decode("utf-8")
+    except UnicodeDecodeError:
+        return head.decode("latin-1")
 
 
 def parse_request_line(line: str) -> list:
@@ -382,13 +391,13 @@ class Connection(asyncio.Protocol):
             if why is not None:
                 raise BadRequest(400, why)
             if len(first) == 2:
-                parse_request_line(first[0].decode("latin-1"))    # a bad request line fails at once
+                parse_request_line(_text(first[0]))    # a bad request line fails at once
             self._waiting()
             return None
         if end > HEAD_BYTES_MAX:
             raise BadRequest(431, f"The request head is larger than {HEAD_BYTES_MAX} bytes.",
                              discard=DISCARD_BYTES_MAX)
-        req = parse_head(buf[:end].decode("latin-1"))
+        req = parse_head(_text(buf[:end]))
         rest = buf[end + 4:]
         if req.length > BODY_BYTES_MAX:
             raise BadRequest(413, f"Request size is too large: {req.length} bytes; the limit is "

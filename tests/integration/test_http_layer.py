@@ -474,3 +474,19 @@ def _signed_get_root_status(emu) -> int:
     with raw_socket(emu) as sock:
         sock.sendall(_signed(emu, "GET", "/", extra={"connection": "close"}))
         return _Replies(sock).next().status
+
+
+# ---- 12. header values beyond ASCII ----------------------------------------------------------------
+def test_a_partition_key_header_in_raw_utf8_means_what_it_says(regionlab, container):
+    """Clients that do not escape JSON put UTF-8 straight into the header: ["é"] must be the
+    key é, not its bytes read one by one."""
+    body = json.dumps({"id": "u", "pk": "é"}, ensure_ascii=False).encode()
+    headers = signed_headers(regionlab.key, "POST", DOCS, {"x-ms-documentdb-partitionkey": '["é"]',
+                                                           "content-type": "application/json",
+                                                           "content-length": str(len(body))})
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    with raw_socket(regionlab) as sock:
+        sock.sendall(f"POST {DOCS} HTTP/1.1\r\nHost: localhost\r\n{head}\r\n".encode() + body)
+        reply = _Replies(sock).next()
+    assert reply.status == 201, reply
+    assert container.read_item("u", partition_key="é")["pk"] == "é"
