@@ -17,16 +17,17 @@ def _started(coro):
 
 def test_the_handoff_is_a_native_coroutine_that_finishes_the_handler():
     async def main():
-        fut = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut, second = loop.create_future(), loop.create_future()
 
         async def handler():
             got = await fut
-            await asyncio.sleep(0)           # a second suspension, relayed too
-            return got + 1
+            return got + await second        # a second suspension, relayed too
         rest = _carry_on(*_started(handler()))
         assert isinstance(rest, types.CoroutineType)
-        task = asyncio.get_running_loop().create_task(rest)
+        task = loop.create_task(rest)
         fut.set_result(41)
+        loop.call_soon(second.set_result, 1)
         return await task
     assert asyncio.run(main()) == 42
 
@@ -56,9 +57,9 @@ def test_cancelling_the_task_cancels_the_handler_where_it_waits():
             except asyncio.CancelledError:
                 seen.append("cancelled in the handler")
                 raise
-        task = asyncio.get_running_loop().create_task(_carry_on(*_started(handler())))
-        await asyncio.sleep(0)
-        task.cancel()
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(_carry_on(*_started(handler())))
+        loop.call_soon(task.cancel)          # after the task's first step: it waits in the handler
         with pytest.raises(asyncio.CancelledError):
             await task
         return seen
