@@ -149,6 +149,12 @@ def main() -> None:
                 results["runs"].append(medians[op])
                 print(_row(medians[op]) + f"  (median of {args.rounds})", flush=True)
             _calibrated(results["runs"], medians["bare"])
+            for op in ("read", "create"):           # the same, round by round
+                ratios = sorted(r["server_cpu_us_per_op"] / b["server_cpu_us_per_op"]
+                                for r, b in zip(rounds[op], rounds["bare"]))
+                results[f"{op}_vs_bare_cpu_by_round"] = ratios
+                print(f"  {op:6}: round by round {', '.join(f'{x:.2f}x' for x in ratios)} the bare server's CPU "
+                      f"(median {ratios[len(ratios) // 2]:.2f}x)")
         else:
             print("wrk not installed (apt-get install wrk): skipping the C load generator runs")
         results["rss_after_mb"] = round(server.rss_mb(), 1)
