@@ -45,15 +45,8 @@ class Failover:
                 "lost_writes": self.lost}
 
 
-def _partitions(account):
-    for db in account.databases.values():
-        for c in db.containers.values():
-            for p in c.partitions:
-                yield c, p
-
-
 def drained(account, source: str, target: str) -> bool:
-    for _, p in _partitions(account):
+    for _, p in account.partitions():
         src, dst = p.replica_sets[source], p.replica_sets[target]
         if src.committed_lsn != src.lsn or dst.committed_lsn < src.committed_lsn:
             return False
@@ -66,7 +59,7 @@ def switch_write_region(account, target: str) -> None:
     may never come back (duplicates are dropped on arrival)."""
     account.write_regions = (target,) + tuple(r for r in account.write_regions
                                               if r != target and account.config.multi_write)
-    for _, p in _partitions(account):
+    for _, p in account.partitions():
         p.write_regions = account.write_regions
         p.draining_from = None
         hub = p.replica_sets[target]
@@ -112,7 +105,7 @@ def cut_history(account, container, p, keep_lsn: int, reason: str, now_ms: int) 
 
 def forced(account, failover: Failover) -> None:
     now = account.clock.now_ms()
-    for c, p in _partitions(account):
+    for c, p in account.partitions():
         keep = p.replica_sets[failover.target].lsn
         if any(rs.lsn > keep for rs in p.replica_sets.values()):
             failover.lost += cut_history(account, c, p, keep, f"forced failover #{failover.id}", now)
