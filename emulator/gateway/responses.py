@@ -39,8 +39,7 @@ def base_headers(activity_id: str, charge: float) -> dict:
 
 def reply(status: int, body, activity_id: str, charge: float = 0.0, extra: dict | None = None) -> "Reply":
     """A reply with the headers every reply carries, then `extra`'s (which win)."""
-    hdrs = {"Content-Type": JSON, H.ACTIVITY_ID: activity_id, H.REQUEST_CHARGE: f"{charge:.2f}",
-            "x-ms-gatewayversion": GATEWAY_VERSION, "x-ms-serviceversion": SERVICE_VERSION}
+    hdrs = base_headers(activity_id, charge)
     if extra:
         hdrs.update(extra)
     if body is None:
