@@ -33,10 +33,10 @@ def latest_versions(store, after_lsn: int, upto_lsn: int, max_items: int, epk_of
 
 def all_versions(rs, after_lsn: int, upto_lsn: int, max_items: int, epk_of=None, epk_range=None):
     """(versions incl. tombstones, position after them) from the retained log."""
-    log = rs.log
-    if log and after_lsn + 1 < log[0][0]:
+    first = rs.log_first_lsn()
+    if rs.log and after_lsn + 1 < first:
         raise CosmosError(400, 0, f"The change feed position LSN {after_lsn} is older than the retained log of "
-                                  f"partition {rs.range_id} (it starts at LSN {log[0][0]}); all-versions-and-deletes "
+                                  f"partition {rs.range_id} (it starts at LSN {first}); all-versions-and-deletes "
                                   "mode can only continue from a recent position. Start from now instead.")
     out = []
     last = after_lsn

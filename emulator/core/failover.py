@@ -81,7 +81,7 @@ def cut_history(account, container, p, keep_lsn: int, reason: str, now_ms: int) 
         # cut (and listed); they are not lost a second time.
         earlier = [keep for q, keep in account.pending_cuts.get(region, ()) if q is p]
         listed_above = min(earlier) if earlier else None
-        for lsn, versions in rs.log:
+        for lsn, versions in rs.commits_between(0, rs.lsn):
             for v in versions:
                 if lsn <= keep_lsn or (lsn, v.key) in seen or (listed_above is not None and lsn > listed_above):
                     continue

@@ -20,10 +20,7 @@ SUB_BOUNDED_STALENESS = 3200             # reported like any other request-rate 
 
 
 def _commit_ts_ms(rs: ReplicaSet, lsn: int) -> int | None:
-    log = rs.log
-    if not log or lsn < log[0][0] or lsn > log[-1][0]:
-        return None
-    versions = log[lsn - log[0][0]][1]
+    versions = rs.commit_at(lsn)
     return versions[0].ts_ms if versions else None
 
 

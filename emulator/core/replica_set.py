@@ -51,7 +51,11 @@ class ReplicaSet:
         self.epoch = 0
         self.epoch_start_lsn = 0           # the LSN at which the current epoch began
         self.epoch_starts = [0]            # the LSN at which each epoch began, oldest first
-        self.log: deque = deque()          # (lsn, versions) of recent commits, oldest first
+        # The versions of recent commits, oldest first. Their LSNs are consecutive and end at
+        # self.lsn, so an entry's LSN is implied by its position (see log_first_lsn): entries
+        # hold no (lsn, versions) tuple, which would be one more object per commit and region
+        # for the garbage collector to walk.
+        self.log: deque = deque()
         self.commit_listeners: list = []   # fn(replica_set, old_committed, new_committed)
         self._waiters: deque = deque()     # (lsn, fn) in LSN order; fn(ok: bool)
         self._early: dict = {}             # shipped commits that arrived ahead of a gap
@@ -218,7 +222,7 @@ class ReplicaSet:
             store.add(v, floor or 0)
         self.lsn = lsn
         log = self.log
-        log.append((lsn, versions))
+        log.append(versions)
         if len(log) > LOG_RETAINED_COMMITS_MAX:
             log.popleft()
         self.primary.applied_lsn = lsn
@@ -281,19 +285,21 @@ class ReplicaSet:
             # waiter for a far LSN must not hold back the writes behind it.
             self._waiters.insert(bisect.bisect_right(self._waiters, lsn, key=_waiter_lsn), (lsn, fn))
 
+    def log_first_lsn(self) -> int:
+        """The LSN of the oldest retained commit (self.lsn + 1 when none is retained)."""
+        return self.lsn - len(self.log) + 1
+
+    def commit_at(self, lsn: int):
+        """The versions committed at lsn, or None when that commit is not retained."""
+        i = lsn - (self.lsn - len(self.log) + 1)
+        return self.log[i] if 0 <= i < len(self.log) else None
+
     def commits_between(self, old: int, new: int):
-        """The retained commits with old < lsn <= new, in order."""
+        """The retained commits with old < lsn <= new, as (lsn, versions), in order."""
         log = self.log
-        if not log:
-            return
-        # The log holds consecutive LSNs, so the wanted entries sit at the tail: index them.
-        first = log[0][0]
-        start = max(old + 1 - first, 0)
-        for i in range(start, len(log)):
-            lsn, versions = log[i]
-            if lsn > new:
-                break
-            yield lsn, versions
+        first = self.lsn - len(log) + 1
+        for i in range(max(old + 1 - first, 0), min(new + 1 - first, len(log))):
+            yield first + i, log[i]
 
     # ---- reads -------------------------------------------------------------------------
     def readable_replica(self, min_lsn: int) -> Replica | None:
@@ -314,9 +320,9 @@ class ReplicaSet:
         self._early = {k: v for k, v in self._early.items() if k <= lsn}
         if lsn >= self.lsn:
             return []
-        lost = [v for entry_lsn, versions in self.log if entry_lsn > lsn for v in versions]
+        lost = [v for _, versions in self.commits_between(lsn, self.lsn) for v in versions]
         self.store.truncate_after(lsn)
-        while self.log and self.log[-1][0] > lsn:
+        for _ in range(min(self.lsn - lsn, len(self.log))):
             self.log.pop()
         self.lsn = lsn
         self.committed_lsn = min(self.committed_lsn, lsn)

@@ -16,7 +16,11 @@ Invariants:
 
 Keys are (partition key JSON, id): ids are unique per logical partition. The key order is what
 read-feed paging walks, so a continuation is just the last key returned. Versions live in a
-plain dict; the sorted key list is brought up to date only when something walks keys in order
+plain dict: a key's value is its one Version, or a list of its versions (oldest first) while
+it has several, which is rare (a newer version supersedes an older one that a slow replica or
+a snapshot can still see). Most items hold one version, and a list for each of them in every
+region's store would be objects the garbage collector walks on every full collection. The
+sorted key list is brought up to date only when something walks keys in order
 (a scan, a count by prefix): a new key waits in `_unsorted` until then, so a write does not pay
 for an ordered insert in every region's store. Every key of `_items` is in exactly one of
 `_sorted` and `_unsorted`.
@@ -78,7 +82,7 @@ class VersionStore:
     __slots__ = ("_items", "_sorted", "_unsorted", "count_live", "changes", "indexes")
 
     def __init__(self):
-        self._items: dict = {}            # key -> its versions, oldest first
+        self._items: dict = {}            # key -> its Version, or its versions oldest first
         self._sorted = SortedList()       # the keys in order, except those in _unsorted
         self._unsorted: set = set()       # keys added since the last ordered walk
         self.count_live = 0
@@ -86,27 +90,33 @@ class VersionStore:
         self.indexes = None              # index.SecondaryIndexes once a path is indexed
 
     def add(self, version: Version, floor_lsn: int) -> None:
+        key = version.key
         if not version.deleted:
             changes = self.changes
-            changes.append((version.lsn, version.key))
+            changes.append((version.lsn, key))
             if len(changes) > 2 * self.count_live + CHANGES_SLACK_ENTRIES:
                 self._compact_changes()
             if self.indexes is not None:
                 self.indexes.add(version)
-        versions = self._items.get(version.key)
-        if versions is None:
+        entry = self._items.get(key)
+        if entry is None:
             if not version.deleted:
-                self._items[version.key] = [version]
-                self._unsorted.add(version.key)
+                self._items[key] = version
+                self._unsorted.add(key)
                 self.count_live += 1
             return
-        prev = versions[-1]
+        if type(entry) is Version:
+            prev = entry
+            versions = [entry, version]
+        else:
+            prev = entry[-1]
+            versions = entry
+            versions.append(version)
         if prev.deleted and not version.deleted:
             self.count_live += 1
         elif version.deleted and not prev.deleted:
             self.count_live -= 1
-        versions.append(version)
-        self._prune(version.key, versions, floor_lsn)
+        self._prune(key, versions, floor_lsn)
 
     def _prune(self, key, versions: list, floor_lsn: int) -> None:
         # Keep the newest version visible at floor_lsn and everything after it.
@@ -119,8 +129,14 @@ class VersionStore:
             if self.indexes is not None:
                 self.indexes.discard(versions[:keep_from])
             del versions[:keep_from]
-        if len(versions) == 1 and versions[0].deleted and versions[0].lsn <= floor_lsn:
-            self._drop_key(key)
+        if len(versions) == 1:
+            only = versions[0]
+            if only.deleted and only.lsn <= floor_lsn:
+                self._drop_key(key)
+            else:
+                self._items[key] = only
+        else:
+            self._items[key] = versions
 
     def _drop_key(self, key: tuple) -> None:
         del self._items[key]
@@ -137,11 +153,13 @@ class VersionStore:
 
     def get(self, key: tuple, lsn: int) -> Version | None:
         """The live version of key visible at lsn, or None."""
-        versions = self._items.get(key)
-        if versions is None:
+        entry = self._items.get(key)
+        if entry is None:
             return None
-        for i in range(len(versions) - 1, -1, -1):
-            v = versions[i]
+        if type(entry) is Version:
+            return entry if entry.lsn <= lsn and not entry.deleted else None
+        for i in range(len(entry) - 1, -1, -1):
+            v = entry[i]
             if v.lsn <= lsn:
                 return None if v.deleted else v
         return None
@@ -151,14 +169,15 @@ class VersionStore:
 
     def newest(self, key: tuple) -> Version | None:
         """The newest version of key, a tombstone included."""
-        versions = self._items.get(key)
-        return versions[-1] if versions else None
+        entry = self._items.get(key)
+        return entry if entry is None or type(entry) is Version else entry[-1]
 
     def latest(self, key: tuple) -> Version | None:
-        versions = self._items.get(key)
-        if not versions or versions[-1].deleted:
+        entry = self._items.get(key)
+        if entry is None:
             return None
-        return versions[-1]
+        v = entry if type(entry) is Version else entry[-1]
+        return None if v.deleted else v
 
     def scan(self, lsn: int, after_key: tuple | None = None, prefix: str | None = None):
         """Live versions visible at lsn in key order, starting after `after_key`.
@@ -175,8 +194,9 @@ class VersionStore:
         for key in keys:
             if prefix is not None and key[0] != prefix:
                 break
-            versions = items[key]
-            v = versions[-1]
+            v = items[key]
+            if type(v) is not Version:
+                v = v[-1]
             if v.lsn > lsn:                 # rare: a newer version than the reader sees
                 v = self.get(key, lsn)
                 if v is not None:
@@ -185,7 +205,7 @@ class VersionStore:
                 yield v
 
     def _compact_changes(self) -> None:
-        live = [(vs[-1].lsn, key) for key, vs in self._items.items() if not vs[-1].deleted]
+        live = [(v.lsn, key) for key, v in map(_newest_item, self._items.items()) if not v.deleted]
         live.sort()
         self.changes = live
 
@@ -206,16 +226,22 @@ class VersionStore:
         self.changes = [c for c in self.changes if c[0] <= lsn]
         dead = []
         indexes = self.indexes
-        for key, versions in self._items.items():
+        items = self._items
+        for key, entry in list(items.items()):
+            versions = [entry] if type(entry) is Version else entry
+            if versions[-1].lsn <= lsn:
+                continue
             while versions and versions[-1].lsn > lsn:
                 v = versions.pop()
                 if indexes is not None:
                     indexes.discard((v,))
             if not versions:
                 dead.append(key)
+            else:
+                items[key] = versions[0] if len(versions) == 1 else versions
         for key in dead:
             self._drop_key(key)
-        self.count_live = sum(1 for vs in self._items.values() if not vs[-1].deleted)
+        self.count_live = sum(1 for _, v in map(_newest_item, items.items()) if not v.deleted)
 
     def key_count(self, prefix: str | None = None) -> int:
         """Keys retained (live or not), all of them or those of one partition key (JSON)."""
@@ -226,6 +252,16 @@ class VersionStore:
         return ordered.bisect_left((prefix + "\0",)) - ordered.bisect_left((prefix,))
 
     def keys_with_versions(self):
-        """(key, versions) of every retained key, in key order."""
+        """(key, versions oldest first) of every retained key, in key order."""
         items = self._items
-        return [(key, items[key]) for key in self._keys_in_order()]
+        out = []
+        for key in self._keys_in_order():
+            entry = items[key]
+            out.append((key, (entry,) if type(entry) is Version else entry))
+        return out
+
+
+def _newest_item(item: tuple) -> tuple:
+    """(key, newest version) of an (key, entry) item of VersionStore._items."""
+    key, entry = item
+    return key, entry if type(entry) is Version else entry[-1]
