@@ -21,8 +21,7 @@ about 10; a 1 KB write about 5-6 RU and a 100 KB one about 50; a replace about t
 Charges are rounded to 2 decimals, as the service reports them. Pure functions of the request
 and the stored state; nothing here reads a clock.
 """
-import json
-
+from . import jsontext
 from .index_policy import policy_of
 
 KB = 1024
@@ -115,14 +114,33 @@ def _indexed_scalars(v, path: tuple, indexes) -> int:
 
 
 # ---- item operations -----------------------------------------------------------------------
+# round(x, 2) costs more than the rest of a charge (a correctly rounded decimal conversion), and
+# items of one size come again and again: point charges are remembered by their arguments.
+_reads: dict = {}
+_writes: dict = {}
+CHARGES_CACHED_MAX = 65_536
+
+
 def read(nbytes: int) -> float:
     """A point read of an item of nbytes (a miss costs the same as a 1 KB read)."""
-    return round(READ_RU_BASE + READ_RU_PER_KB * _kb_over_first(nbytes), 2)
+    ru = _reads.get(nbytes)
+    if ru is None:
+        if len(_reads) >= CHARGES_CACHED_MAX:
+            _reads.clear()
+        ru = _reads[nbytes] = round(READ_RU_BASE + READ_RU_PER_KB * _kb_over_first(nbytes), 2)
+    return ru
 
 
 def write(nbytes: int, terms: int = TYPICAL_TERMS) -> float:
     """Creating an item of nbytes with `terms` index terms."""
-    return round(WRITE_RU_BASE + WRITE_RU_PER_KB * _kb_over_first(nbytes) + INDEX_RU_PER_TERM * terms, 2)
+    key = (nbytes, terms)
+    ru = _writes.get(key)
+    if ru is None:
+        if len(_writes) >= CHARGES_CACHED_MAX:
+            _writes.clear()
+        ru = _writes[key] = round(WRITE_RU_BASE + WRITE_RU_PER_KB * _kb_over_first(nbytes)
+                                  + INDEX_RU_PER_TERM * terms, 2)
+    return ru
 
 
 def replace(nbytes: int, terms: int = TYPICAL_TERMS) -> float:
@@ -141,7 +159,7 @@ def version(container, v, old_nbytes: int | None = None) -> float:
     policy = container.definition.get("indexingPolicy")
     if v.deleted:
         if old_nbytes is None:
-            old_nbytes = len(json.dumps(v.doc, separators=(",", ":"), ensure_ascii=False).encode())
+            old_nbytes = len(jsontext.dumps_bytes(v.doc))
         return delete(old_nbytes, index_terms(v.doc, policy))
     terms = index_terms(v.doc, policy)
     return replace(len(v.body), terms) if v.op == "replace" else write(len(v.body), terms)
@@ -150,7 +168,11 @@ def version(container, v, old_nbytes: int | None = None) -> float:
 def staged(writer) -> float:
     """The charge of everything a core Writer has staged for its commit (one operation, or
     every tombstone of a delete by partition key), computed before anything is applied."""
-    return round(sum(staged_key(writer, key) for key, v in writer.pending.items() if v.lsn == writer.lsn), 2)
+    pending = writer.pending
+    if len(pending) == 1:                   # one operation: its charge is already rounded
+        for key, v in pending.items():
+            return staged_key(writer, key) if v.lsn == writer.lsn else 0.0
+    return round(sum(staged_key(writer, key) for key, v in pending.items() if v.lsn == writer.lsn), 2)
 
 
 def staged_key(writer, key: tuple) -> float:
@@ -166,7 +188,11 @@ def staged_key(writer, key: tuple) -> float:
 
 def staged_count(writer) -> int:
     """Items a Writer's commit touches (its credits)."""
-    return sum(1 for v in writer.pending.values() if v.lsn == writer.lsn)
+    pending = writer.pending
+    if len(pending) == 1:
+        for v in pending.values():
+            return 1 if v.lsn == writer.lsn else 0
+    return sum(1 for v in pending.values() if v.lsn == writer.lsn)
 
 
 # ---- feeds and queries ---------------------------------------------------------------------

@@ -12,6 +12,7 @@ import bisect
 import json
 
 from . import epk as epks
+from . import jsontext
 
 RU_PER_PARTITION = 10_000
 EPK_CACHE_MAX = 65_536
@@ -109,9 +110,8 @@ def partition_count_for(throughput: int | None, autoscale_max: int | None) -> in
     return max(1, -(-ru // RU_PER_PARTITION))
 
 
-# What json.dumps(..., ensure_ascii=False) writes for a str, and the encoder it would build.
+# What json.dumps(..., ensure_ascii=False) writes for a str.
 _encode_str = json.encoder.encode_basestring
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 def canonical_pk_json(values: list) -> str:
@@ -127,4 +127,4 @@ def canonical_pk_json(values: list) -> str:
             norm.append(int(v))
         else:
             norm.append(v)
-    return _ENCODER.encode(norm)
+    return jsontext.dumps(norm)

@@ -17,18 +17,11 @@ from .consistency import SESSION, STRONG, BOUNDED
 from .container import canonical_pk_json
 from .errors import (CosmosError, bad_request, conflict, not_found, precondition_failed,
                      session_not_available, SUB_PARTITION_KEY_MISMATCH, SUB_READ_SESSION_NOT_AVAILABLE)
+from .jsontext import dumps_bytes as _dumps
 from .rid import document_rid
 from .store import Version
 
 SYSTEM_PROPERTIES = frozenset(("_rid", "_self", "_etag", "_ts", "_attachments", "_lsn"))
-
-
-# json.dumps with these options would build a new encoder per call.
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-
-
-def _dumps(doc) -> bytes:
-    return _ENCODER.encode(doc).encode()
 
 
 class Writer:

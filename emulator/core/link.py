@@ -35,12 +35,16 @@ class Link:
         self.receiver_up = lambda: True
 
     def send(self, target_rs, lsn: int, versions) -> None:
-        now = self.clock.now_ms()
-        jitter = self.rng.randint(0, self.jitter_ms) if self.jitter_ms > 0 else 0
-        due = max(now + self.lag_ms + jitter, self._last_due_ms)
+        due = self.clock.now_ms() + self.lag_ms
+        if self.jitter_ms > 0:
+            due += self.rng.randint(0, self.jitter_ms)
+        if due < self._last_due_ms:
+            due = self._last_due_ms
         self._last_due_ms = due
         self._queue.append((due, target_rs, lsn, versions))
-        self._arm()
+        armed = self._armed_ms
+        if armed is None or armed > due:     # a timer due by then delivers this one too
+            self._arm()
 
     def _arm(self) -> None:
         q = self._queue

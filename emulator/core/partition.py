@@ -25,7 +25,7 @@ def _commit_ts_ms(rs: ReplicaSet, lsn: int) -> int | None:
 
 
 class Partition:
-    __slots__ = ("range_id", "min_epk", "max_epk", "replica_sets", "write_regions", "links",
+    __slots__ = ("range_id", "min_epk", "max_epk", "replica_sets", "write_regions", "_links", "_targets",
                  "_global_waiters", "global_lsn", "staleness_ops", "staleness_s", "region_ids",
                  "region_up", "draining_from")
 
@@ -36,7 +36,8 @@ class Partition:
         self.replica_sets: dict[str, ReplicaSet] = {}
         self.write_regions: tuple = ()
         self.draining_from = None              # the old write region while a graceful failover drains
-        self.links: dict = {}                  # (src, dst) -> Link, shared with the account
+        self._links: dict = {}                 # (src, dst) -> Link, shared with the account
+        self._targets: dict = {}               # region -> [(link, replica set)] it ships to
         self._global_waiters: list = []        # (lsn, fn) sorted by lsn
         self.global_lsn = 0                    # highest LSN committed by a majority of regions
         self.staleness_ops = STALENESS_OPS_DEFAULT
@@ -44,12 +45,23 @@ class Partition:
         self.region_up = lambda region: True   # the account's view; a region in an outage is exempt
         self.region_ids: dict[str, int] = {}   # region name -> id in session-token vectors
 
+    @property
+    def links(self) -> dict:
+        return self._links
+
+    @links.setter
+    def links(self, links: dict) -> None:
+        self._links = links
+        self._targets.clear()
+
     def attach(self, region: str, rs: ReplicaSet) -> None:
+        self._targets.clear()
         self.replica_sets[region] = rs
         rs.partition = self
         rs.commit_listeners.append(self._on_commit)
 
     def detach(self, region: str) -> None:
+        self._targets.clear()
         rs = self.replica_sets.pop(region)
         rs.commit_listeners.remove(self._on_commit)
         self._recompute_global()
@@ -91,8 +103,10 @@ class Partition:
         self._recompute_global()
 
     def _ship(self, rs: ReplicaSet, old: int, new: int) -> None:
-        targets = [(self.links[(rs.region, dst)], other)
-                   for dst, other in self.replica_sets.items() if dst != rs.region]
+        targets = self._targets.get(rs.region)
+        if targets is None:
+            targets = self._targets[rs.region] = [(self._links[(rs.region, dst)], other)
+                                                  for dst, other in self.replica_sets.items() if dst != rs.region]
         if not targets:
             return
         own_only = rs.multi_write
@@ -120,10 +134,16 @@ class Partition:
                     break
         else:
             return
-        sets = list(self.replica_sets.values())
-        newest = max(sets, key=lambda rs: rs.epoch)
-        committed = sorted((_committed_in(rs, newest) for rs in sets), reverse=True)
-        g = committed[min(self.majority(), len(committed)) - 1]
+        sets = self.replica_sets.values()
+        newest = None                          # the first replica set of the newest epoch
+        for rs in sets:
+            if newest is None or rs.epoch > newest.epoch:
+                newest = rs
+        if all(rs.epoch == newest.epoch for rs in sets):
+            committed = sorted([rs.committed_lsn for rs in sets], reverse=True)
+        else:
+            committed = sorted([_committed_in(rs, newest) for rs in sets], reverse=True)
+        g = committed[len(committed) // 2]       # the majority-th highest
         if g <= self.global_lsn:
             return
         self.global_lsn = g

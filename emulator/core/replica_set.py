@@ -31,7 +31,7 @@ NO_CUT_LSN = 2 ** 62                     # an epoch that began without cutting h
 
 
 class ReplicaSet:
-    __slots__ = ("region", "range_id", "scheduler", "clock", "delay_ms", "routing", "replicas",
+    __slots__ = ("region", "range_id", "scheduler", "clock", "delay_ms", "routing", "replicas", "primary",
                  "store", "lsn", "committed_lsn", "epoch", "epoch_start_lsn", "epoch_starts", "log", "commit_listeners",
                  "_waiters", "_early", "electing", "partition", "own_seq", "progress", "multi_write",
                  "resolver", "on_conflict", "discard_tail", "pins", "_etag_prefix")
@@ -45,6 +45,7 @@ class ReplicaSet:
         self.delay_ms = delay_ms
         self.routing = routing or ReadRoutingPolicy()
         self.replicas = [Replica(0, PRIMARY)] + [Replica(i, SECONDARY) for i in range(1, REPLICA_COUNT)]
+        self.primary = self.replicas[0]    # the replica whose role is PRIMARY; only elect() changes it
         self.store = VersionStore()
         self.lsn = 0
         self.committed_lsn = 0
@@ -71,13 +72,6 @@ class ReplicaSet:
         self._etag_prefix = (None, "")     # (epoch, the etag up to the LSN) for that epoch
 
     # ---- state -------------------------------------------------------------------------
-    @property
-    def primary(self) -> Replica:
-        for r in self.replicas:
-            if r.role == PRIMARY:
-                return r
-        raise AssertionError("replica set without a primary")
-
     def floor_lsn(self) -> int:
         """The lowest LSN any reader can be served at: no replica is read above the committed LSN,
         which in a read region may stall below every applied LSN (two replicas down), so the
@@ -138,7 +132,7 @@ class ReplicaSet:
     # ---- writes ------------------------------------------------------------------------
     def check_writable(self) -> None:
         """Raise (definitely not applied) when a write could not reach a quorum now."""
-        if self.electing or not self.primary.up:
+        if self.electing or self.primary.state != UP:
             raise service_unavailable(
                 f"The primary replica of partition {self.range_id} in {self.region} is not available; "
                 "an election is under way. Retry the request.")
@@ -225,15 +219,24 @@ class ReplicaSet:
         log.append(versions)
         if len(log) > LOG_RETAINED_COMMITS_MAX:
             log.popleft()
-        self.primary.applied_lsn = lsn
+        primary = self.primary
+        primary.applied_lsn = lsn
         delay_ms = self.delay_ms
+        current = primary.state == UP        # every replica up and at lsn now: lsn is committed
         for r in self.replicas:
-            if r.role != PRIMARY and r.state == UP:
-                if delay_ms + r.extra_delay_ms <= 0 and r.next_apply_ms == 0:
-                    r.applied_lsn = lsn      # _replicate_to's immediate case, without the call
-                else:
-                    self._replicate_to(r, lsn)
-        self._recompute_commit()
+            if r is primary:
+                continue
+            if r.state != UP:
+                current = False
+            elif delay_ms + r.extra_delay_ms <= 0 and r.next_apply_ms == 0:
+                r.applied_lsn = lsn          # _replicate_to's immediate case, without the call
+            else:
+                self._replicate_to(r, lsn)
+                current = False
+        if current:
+            self._committed(lsn)
+        else:
+            self._recompute_commit()
 
     def _replicate_to(self, r: Replica, lsn: int) -> None:
         delay = self.delay_ms + r.extra_delay_ms
@@ -263,6 +266,11 @@ class ReplicaSet:
                     return
                 quorum_lsn = applied[WRITE_QUORUM - 1]
                 break
+        self._committed(quorum_lsn)
+
+    def _committed(self, quorum_lsn: int) -> None:
+        """A write quorum has applied everything up to quorum_lsn: commit it, and tell the
+        listeners and the waiters."""
         if quorum_lsn <= self.committed_lsn:
             return
         old = self.committed_lsn
@@ -386,6 +394,7 @@ class ReplicaSet:
         old = self.primary
         old.role = SECONDARY
         best.role = PRIMARY
+        self.primary = best
         self.electing = False
         if discard_tail:
             keep = min(self.lsn, max(best.applied_lsn, self._committed_elsewhere()))

@@ -145,10 +145,24 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite
                             object_pairs_hook=_unique_members)
 
 
+_SCAN = _DECODER.scan_once
+
+
 def _decode(text: str) -> Any:
     """json.loads(text, **the hooks above), including its refusal of a leading BOM."""
     if text.startswith("\ufeff"):
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    # The usual body, an object with nothing around it, goes straight to the C scanner, which
+    # is what JSONDecoder.decode runs between two whitespace matches. Anything else, an error
+    # included, takes the full path, which raises the error with its message and position.
+    if text[:1] == "{" and text[-1:] == "}":
+        try:
+            value, end = _SCAN(text, 0)
+        except (StopIteration, json.JSONDecodeError):
+            pass
+        else:
+            if end == len(text):
+                return value
     return _DECODER.decode(text)
 
 
@@ -181,6 +195,6 @@ def parse_json_body(raw: bytes) -> Any:
         raise _bad(f"The request body is not valid JSON: {e}.") from None
     if _may_nest_too_deep(raw, value):
         check_depth(value)
-    if _MAYBE_SURROGATE.search(raw):
+    if b"\\u" in raw and _MAYBE_SURROGATE.search(raw):
         _check_no_surrogates(value)
     return value

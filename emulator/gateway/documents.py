@@ -175,7 +175,7 @@ async def read(call, container, id_seg: str, by_rid: bool):
     admission.read(call, container, rs, ru)
     if version is None:
         hdrs = session_headers(call, container, rs, lsn)
-        hdrs[H.REQUEST_CHARGE] = f"{ru:.2f}"
+        hdrs[H.REQUEST_CHARGE] = responses.charge_text(ru)
         raise_with = not_found()
         return responses.error(raise_with, call.activity_id, hdrs)
     hdrs = _doc_headers(call, container, rs, lsn, version)

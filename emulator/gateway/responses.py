@@ -32,9 +32,28 @@ def dumps(obj) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+# The headers every reply carries with the same value, as one block of text (Reply.encode).
+CONSTANT_HEADERS = {"Content-Type": JSON, "x-ms-gatewayversion": GATEWAY_VERSION,
+                    "x-ms-serviceversion": SERVICE_VERSION}
+_CONSTANT_LINES = "".join(f"{k}: {v}\r\n" for k, v in CONSTANT_HEADERS.items())
+
+_charge_texts: dict = {}
+CHARGE_TEXTS_MAX = 4096
+
+
+def charge_text(charge: float) -> str:
+    """x-ms-request-charge's value ("5.56"); the few distinct charges are formatted once."""
+    text = _charge_texts.get(charge)
+    if text is None:
+        if len(_charge_texts) >= CHARGE_TEXTS_MAX:
+            _charge_texts.clear()
+        text = _charge_texts[charge] = f"{charge:.2f}"
+    return text
+
+
 def base_headers(activity_id: str, charge: float) -> dict:
-    return {"Content-Type": JSON, H.ACTIVITY_ID: activity_id, H.REQUEST_CHARGE: f"{charge:.2f}",
-            "x-ms-gatewayversion": GATEWAY_VERSION, "x-ms-serviceversion": SERVICE_VERSION}
+    """The headers every reply carries whose value varies (CONSTANT_HEADERS come on top)."""
+    return {H.ACTIVITY_ID: activity_id, H.REQUEST_CHARGE: charge_text(charge)}
 
 
 def reply(status: int, body, activity_id: str, charge: float = 0.0, extra: dict | None = None) -> "Reply":
@@ -82,17 +101,20 @@ class Reply:
     def encode(self, connection: str, head_only: bool) -> bytes:
         """The reply's bytes; `connection` is its Connection header line, or "" for none."""
         status = self.status
-        lines = [f"{k}: {v}\r\n" for k, v in self.headers.items()]
+        hdrs = self.headers
+        lines = "\r\n".join(map(_header_line, hdrs.items())) + "\r\n" if hdrs else ""
         if status in _NO_BODY:
-            head = f"{_status_line(status)}{''.join(lines)}{_http_date()}"
+            head = f"{_status_line(status)}{_CONSTANT_LINES}{lines}{_http_date()}"
             head_only = True
         else:
-            head = f"{_status_line(status)}{''.join(lines)}Content-Length: {len(self.body)}\r\n{_http_date()}"
+            head = (f"{_status_line(status)}{_CONSTANT_LINES}{lines}"
+                    f"Content-Length: {len(self.body)}\r\n{_http_date()}")
         head = f"{head}{connection}\r\n".encode()
         return head if head_only else head + self.body
 
 
 _NO_BODY = frozenset((204, 304))
+_header_line = ": ".join               # ("name", "value") -> "name: value"
 _STATUS_LINES: dict = {}
 _date = [0, ""]
 
