@@ -261,9 +261,10 @@ class Account:
         rs.lsn = rs.committed_lsn = lsn
         rs.epoch, rs.epoch_start_lsn, rs.epoch_starts = seed.epoch, seed.epoch_start_lsn, list(seed.epoch_starts)
         rs.progress = dict(seed.progress)
+        rs.progress_seq += 1
         for r in rs.replicas:
             r.applied_lsn = lsn
-        p.region_ids[name] = self.region(name).id
+        p.set_region_id(name, self.region(name).id)
         p.attach(name, rs)
         if self.config.multi_write:           # what others originated that the seed had not merged yet
             for other, ors in p.replica_sets.items():
@@ -286,7 +287,7 @@ class Account:
         self.links = {pair: l for pair, l in self.links.items() if name not in pair}
         for _, p in self.partitions():
             p.links = self.links
-            p.region_ids.pop(name, None)
+            p.drop_region_id(name)
             p.detach(name)
         self._regions_changed()
         for fn in self.region_listeners:

@@ -26,7 +26,7 @@ def _commit_ts_ms(rs: ReplicaSet, lsn: int) -> int | None:
 
 class Partition:
     __slots__ = ("range_id", "min_epk", "max_epk", "replica_sets", "write_regions", "_links", "_targets",
-                 "_global_waiters", "global_lsn", "staleness_ops", "staleness_s", "region_ids",
+                 "_global_waiters", "global_lsn", "staleness_ops", "staleness_s", "_region_ids", "region_order",
                  "region_up", "draining_from")
 
     def __init__(self, range_id: str, min_epk: str, max_epk: str):
@@ -43,7 +43,30 @@ class Partition:
         self.staleness_ops = STALENESS_OPS_DEFAULT
         self.staleness_s = None                # set (with staleness_ops) for bounded-staleness accounts
         self.region_up = lambda region: True   # the account's view; a region in an outage is exempt
-        self.region_ids: dict[str, int] = {}   # region name -> id in session-token vectors
+        self._region_ids: dict[str, int] = {}  # region name -> id in session-token vectors
+        self.region_order: tuple = ()          # (name, id) by id: the order of those vectors
+
+    @property
+    def region_ids(self) -> dict:
+        """Region name -> its id in session-token vectors. Change it only through the setter,
+        set_region_id and drop_region_id, which keep region_order."""
+        return self._region_ids
+
+    @region_ids.setter
+    def region_ids(self, ids: dict) -> None:
+        self._region_ids = dict(ids)
+        self._order_regions()
+
+    def set_region_id(self, name: str, id: int) -> None:
+        self._region_ids[name] = id
+        self._order_regions()
+
+    def drop_region_id(self, name: str) -> None:
+        self._region_ids.pop(name, None)
+        self._order_regions()
+
+    def _order_regions(self) -> None:
+        self.region_order = tuple(sorted(self._region_ids.items(), key=lambda kv: kv[1]))
 
     @property
     def links(self) -> dict:

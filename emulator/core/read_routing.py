@@ -10,7 +10,7 @@ weight 0 serves only when nothing else can. The primary takes reads only when
 committed write, so a session read that the secondaries cannot serve yet goes there).
 Ties go to the lowest index, so routing is deterministic.
 """
-from .replica import Replica, PRIMARY
+from .replica import Replica, PRIMARY, UP
 
 
 class ReadRoutingPolicy:
@@ -24,7 +24,7 @@ class ReadRoutingPolicy:
         best_score = -1.0
         fallback = None           # weight-0 replicas and a reluctant primary
         for r in replicas:
-            if not r.up or r.applied_lsn < min_lsn:
+            if r.state != UP or r.applied_lsn < min_lsn:
                 continue
             if r.weight == 0 or (r.role == PRIMARY and not self.primary_accepts_reads):
                 if fallback is None or _score(r) > _score(fallback):

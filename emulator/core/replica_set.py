@@ -33,7 +33,7 @@ NO_CUT_LSN = 2 ** 62                     # an epoch that began without cutting h
 class ReplicaSet:
     __slots__ = ("region", "range_id", "scheduler", "clock", "delay_ms", "routing", "replicas", "primary",
                  "store", "lsn", "committed_lsn", "epoch", "epoch_start_lsn", "epoch_starts", "log", "commit_listeners",
-                 "_waiters", "_early", "electing", "partition", "own_seq", "progress", "multi_write",
+                 "_waiters", "_early", "electing", "partition", "own_seq", "progress", "progress_seq", "multi_write",
                  "resolver", "on_conflict", "discard_tail", "pins", "_etag_prefix")
 
     def __init__(self, region: str, range_id: str, scheduler, clock, *, delay_ms: int = 0,
@@ -66,6 +66,7 @@ class ReplicaSet:
         self.partition = None              # set by Partition.attach
         self.own_seq = 0                   # how many commits this region originated
         self.progress: dict = {}           # origin region -> highest oseq of it applied here
+        self.progress_seq = 0              # counts changes to progress (the gateway caches on it)
         self.multi_write = False           # shipped commits are merged (conflicts) not appended
         self.resolver = None               # fn(current, incoming) -> True when incoming wins
         self.on_conflict = None            # fn(loser, winner)
@@ -180,6 +181,7 @@ class ReplicaSet:
             elif self.on_conflict:
                 self.on_conflict(v, cur)
         self.progress[origin] = oseq
+        self.progress_seq += 1
         if keep:
             self._add(lsn, keep)
 
@@ -208,6 +210,7 @@ class ReplicaSet:
                 self.own_seq = first.oseq
             if first.oseq > self.progress.get(first.origin, 0):
                 self.progress[first.origin] = first.oseq
+                self.progress_seq += 1
         store = self.store
         floor = None
         for v in versions:

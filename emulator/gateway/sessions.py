@@ -12,7 +12,7 @@ from ..core.errors import bad_request
 
 SESSION_CACHE_MAX = 16_384
 _parsed: dict = {}            # raw header -> parsed tokens (never mutated by readers)
-_orders: dict = {}            # region name -> id items -> the same, in id order
+_vectors: dict = {}           # replica set -> (its progress_seq, region order, vector text)
 
 
 def parse_session(call) -> dict | None:
@@ -33,25 +33,28 @@ def parse_session(call) -> dict | None:
     return tokens
 
 
-def _region_order(region_ids: dict) -> tuple:
-    items = tuple(region_ids.items())
-    order = _orders.get(items)
-    if order is None:
-        if len(_orders) >= SESSION_CACHE_MAX:
-            _orders.clear()
-        order = _orders[items] = tuple(sorted(items, key=lambda kv: kv[1]))
-    return order
-
-
 def token(rs, lsn: int) -> str:
     """`<range>:<version>#<lsn>#<regionId>=<count>...`: the LSN, and the region vector: how many
     writes that originated in each region (by id) this region has applied, for every region.
     Single-write reads are judged by the LSN (one history); multi-write reads by the vector."""
     if rs.partition is None:
         return f"{rs.range_id}:{rs.epoch}#{lsn}"
+    return f"{rs.range_id}:{rs.epoch}#{lsn}{_vector(rs)}"
+
+
+def _vector(rs) -> str:
+    """The region vector's text, kept per replica set until its progress or the account's
+    regions change (formatting its numbers anew costs more than the rest of a point read)."""
+    order = rs.partition.region_order
+    hit = _vectors.get(rs)
+    if hit is not None and hit[0] == rs.progress_seq and hit[1] is order:
+        return hit[2]
     progress = rs.progress
-    vector = "".join([f"#{rid}={progress.get(name, 0)}" for name, rid in _region_order(rs.partition.region_ids)])
-    return f"{rs.range_id}:{rs.epoch}#{lsn}{vector}"
+    text = "".join([f"#{rid}={progress.get(name, 0)}" for name, rid in order])
+    if len(_vectors) >= SESSION_CACHE_MAX:
+        _vectors.clear()
+    _vectors[rs] = (rs.progress_seq, order, text)
+    return text
 
 
 def session_headers(call, container, rs, lsn: int) -> dict:
