@@ -54,6 +54,12 @@ class Writer:
 
     def _check_pk(self, doc: dict) -> None:
         pk_def = self.container.pk_def
+        top = pk_def.top_level_name
+        if top is not None:
+            # The common key, one top-level string property: equal values are equal keys.
+            value = doc.get(top)
+            if type(value) is str and len(self.pk_values) == 1 and self.pk_values[0] == value:
+                return
         body_values = pk_def.values_from_document(doc)
         if pk_def.kind == epks.KIND_MULTI_HASH and len(body_values) == len(self.pk_values):
             # The Python SDK sends null for a hierarchical component the document lacks.
@@ -75,7 +81,10 @@ class Writer:
         etag = rs.etag(self.lsn)
         now_ms = self.now_ms
         ts = now_ms // 1000
-        doc = {k: v for k, v in user_doc.items() if k not in SYSTEM_PROPERTIES}
+        if SYSTEM_PROPERTIES.isdisjoint(user_doc):
+            doc = user_doc.copy()
+        else:
+            doc = {k: v for k, v in user_doc.items() if k not in SYSTEM_PROPERTIES}
         doc["_rid"] = rid
         doc["_self"] = f"{c.docs_link}{rid}/"
         doc["_etag"] = etag

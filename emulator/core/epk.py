@@ -102,6 +102,8 @@ class PartitionKeyDef:
     kind: str = KIND_HASH
     version: int = VERSION_DEFAULT
     _segments: tuple[tuple[str, ...], ...] = field(init=False, repr=False, compare=False)
+    # The property name when the key is a single top-level property ("/pk" -> "pk"), else None.
+    top_level_name: str | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "paths", tuple(self.paths))
@@ -110,6 +112,8 @@ class PartitionKeyDef:
         if len(set(segments)) != len(segments):
             raise ValueError(f"partitionKey.paths has duplicates: {list(self.paths)!r}")
         object.__setattr__(self, "_segments", segments)
+        top = segments[0][0] if len(segments) == 1 and len(segments[0]) == 1 else None
+        object.__setattr__(self, "top_level_name", top)
 
     @classmethod
     def from_json(cls, d: dict) -> PartitionKeyDef:

@@ -12,7 +12,7 @@ from ..core.errors import bad_request
 
 SESSION_CACHE_MAX = 16_384
 _parsed: dict = {}            # raw header -> parsed tokens (never mutated by readers)
-_vectors: dict = {}           # replica set -> (its progress_seq, region order, vector text)
+_vectors: dict = {}           # replica set -> (its progress_seq, region order, vector text, "#id=" prefixes)
 
 
 def parse_session(call) -> dict | None:
@@ -47,13 +47,17 @@ def _vector(rs) -> str:
     regions change (formatting its numbers anew costs more than the rest of a point read)."""
     order = rs.partition.region_order
     hit = _vectors.get(rs)
-    if hit is not None and hit[0] == rs.progress_seq and hit[1] is order:
-        return hit[2]
+    if hit is not None and hit[1] is order:
+        if hit[0] == rs.progress_seq:
+            return hit[2]
+        prefixed = hit[3]
+    else:
+        prefixed = tuple((name, f"#{rid}=") for name, rid in order)
     progress = rs.progress
-    text = "".join([f"#{rid}={progress.get(name, 0)}" for name, rid in order])
+    text = "".join([f"{prefix}{progress.get(name, 0)}" for name, prefix in prefixed])
     if len(_vectors) >= SESSION_CACHE_MAX:
         _vectors.clear()
-    _vectors[rs] = (rs.progress_seq, order, text)
+    _vectors[rs] = (rs.progress_seq, order, text, prefixed)
     return text
 
 
