@@ -21,6 +21,8 @@ about 10; a 1 KB write about 5-6 RU and a 100 KB one about 50; a replace about t
 Charges are rounded to 2 decimals, as the service reports them. Pure functions of the request
 and the stored state; nothing here reads a clock.
 """
+import functools
+
 from . import jsontext
 from .index_policy import policy_of
 
@@ -116,31 +118,19 @@ def _indexed_scalars(v, path: tuple, indexes) -> int:
 # ---- item operations -----------------------------------------------------------------------
 # round(x, 2) costs more than the rest of a charge (a correctly rounded decimal conversion), and
 # items of one size come again and again: point charges are remembered by their arguments.
-_reads: dict = {}
-_writes: dict = {}
 CHARGES_CACHED_MAX = 65_536
 
 
+@functools.lru_cache(maxsize=CHARGES_CACHED_MAX)
 def read(nbytes: int) -> float:
     """A point read of an item of nbytes (a miss costs the same as a 1 KB read)."""
-    ru = _reads.get(nbytes)
-    if ru is None:
-        if len(_reads) >= CHARGES_CACHED_MAX:
-            _reads.clear()
-        ru = _reads[nbytes] = round(READ_RU_BASE + READ_RU_PER_KB * _kb_over_first(nbytes), 2)
-    return ru
+    return round(READ_RU_BASE + READ_RU_PER_KB * _kb_over_first(nbytes), 2)
 
 
+@functools.lru_cache(maxsize=CHARGES_CACHED_MAX)
 def write(nbytes: int, terms: int = TYPICAL_TERMS) -> float:
     """Creating an item of nbytes with `terms` index terms."""
-    key = (nbytes, terms)
-    ru = _writes.get(key)
-    if ru is None:
-        if len(_writes) >= CHARGES_CACHED_MAX:
-            _writes.clear()
-        ru = _writes[key] = round(WRITE_RU_BASE + WRITE_RU_PER_KB * _kb_over_first(nbytes)
-                                  + INDEX_RU_PER_TERM * terms, 2)
-    return ru
+    return round(WRITE_RU_BASE + WRITE_RU_PER_KB * _kb_over_first(nbytes) + INDEX_RU_PER_TERM * terms, 2)
 
 
 def replace(nbytes: int, terms: int = TYPICAL_TERMS) -> float:

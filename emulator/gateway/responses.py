@@ -1,5 +1,6 @@
 """Building HTTP replies the way the service shapes them: JSON bodies, feed envelopes, error
 bodies with `x-ms-substatus`, and the headers every reply carries."""
+import functools
 import json
 import time
 import uuid
@@ -37,18 +38,13 @@ CONSTANT_HEADERS = {"Content-Type": JSON, "x-ms-gatewayversion": GATEWAY_VERSION
                     "x-ms-serviceversion": SERVICE_VERSION}
 _CONSTANT_LINES = "".join(f"{k}: {v}\r\n" for k, v in CONSTANT_HEADERS.items())
 
-_charge_texts: dict = {}
 CHARGE_TEXTS_MAX = 4096
 
 
+@functools.lru_cache(maxsize=CHARGE_TEXTS_MAX)
 def charge_text(charge: float) -> str:
     """x-ms-request-charge's value ("5.56"); the few distinct charges are formatted once."""
-    text = _charge_texts.get(charge)
-    if text is None:
-        if len(_charge_texts) >= CHARGE_TEXTS_MAX:
-            _charge_texts.clear()
-        text = _charge_texts[charge] = f"{charge:.2f}"
-    return text
+    return f"{charge:.2f}"
 
 
 def base_headers(activity_id: str, charge: float) -> dict:
