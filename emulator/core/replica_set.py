@@ -21,7 +21,7 @@ from collections import deque
 from .errors import CosmosError, service_unavailable
 from .read_routing import ReadRoutingPolicy
 from .replica import Replica, PRIMARY, SECONDARY, UP, DOWN
-from .store import VersionStore
+from .store import Version, VersionStore
 
 REPLICA_COUNT = 4
 WRITE_QUORUM = 3
@@ -53,9 +53,11 @@ class ReplicaSet:
         self.epoch_start_lsn = 0           # the LSN at which the current epoch began
         self.epoch_starts = [0]            # the LSN at which each epoch began, oldest first
         # The versions of recent commits, oldest first. Their LSNs are consecutive and end at
-        # self.lsn, so an entry's LSN is implied by its position (see log_first_lsn): entries
-        # hold no (lsn, versions) tuple, which would be one more object per commit and region
-        # for the garbage collector to walk.
+        # self.lsn, so an entry's LSN is implied by its position (see log_first_lsn). A commit
+        # of one version is kept as that Version, others as their list: no (lsn, versions)
+        # tuple and no one-element list outlive a commit, since each would be one more object
+        # for the garbage collector to walk on every full collection. Read it through
+        # commit_at and commits_between, which always give a sequence of versions.
         self.log: deque = deque()
         self.commit_listeners: list = []   # fn(replica_set, old_committed, new_committed)
         self._waiters: deque = deque()     # (lsn, fn) in LSN order; fn(ok: bool)
@@ -219,7 +221,7 @@ class ReplicaSet:
             store.add(v, floor or 0)
         self.lsn = lsn
         log = self.log
-        log.append(versions)
+        log.append(versions[0] if len(versions) == 1 else versions)
         if len(log) > LOG_RETAINED_COMMITS_MAX:
             log.popleft()
         primary = self.primary
@@ -303,14 +305,18 @@ class ReplicaSet:
     def commit_at(self, lsn: int):
         """The versions committed at lsn, or None when that commit is not retained."""
         i = lsn - (self.lsn - len(self.log) + 1)
-        return self.log[i] if 0 <= i < len(self.log) else None
+        if not 0 <= i < len(self.log):
+            return None
+        entry = self.log[i]
+        return (entry,) if type(entry) is Version else entry
 
     def commits_between(self, old: int, new: int):
         """The retained commits with old < lsn <= new, as (lsn, versions), in order."""
         log = self.log
         first = self.lsn - len(log) + 1
         for i in range(max(old + 1 - first, 0), min(new + 1 - first, len(log))):
-            yield first + i, log[i]
+            entry = log[i]
+            yield first + i, (entry,) if type(entry) is Version else entry
 
     # ---- reads -------------------------------------------------------------------------
     def readable_replica(self, min_lsn: int) -> Replica | None:
