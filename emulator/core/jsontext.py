@@ -14,7 +14,6 @@ def _unencodable(value):
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-_FALLBACK = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 if _encoder.c_make_encoder is not None:
     _C = _encoder.c_make_encoder(None, _unencodable, _encoder.encode_basestring, None,
                                  ":", ",", False, False, True)
@@ -22,7 +21,7 @@ if _encoder.c_make_encoder is not None:
     def dumps(value) -> str:
         return "".join(_C(value, 0))
 else:                                       # an interpreter without the C accelerator
-    dumps = _FALLBACK.encode
+    dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def dumps_bytes(value) -> bytes:

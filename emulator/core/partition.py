@@ -148,7 +148,7 @@ class Partition:
         # newest history: never more than a region's committed LSN). Unless a majority
         # committed past it, it cannot move: so it is with most commits (the write region's
         # own, and the last region to apply a shipped one), and the sort below is skipped.
-        need = len(self.replica_sets) // 2 + 1
+        need = self.majority()
         g0 = self.global_lsn
         for rs in self.replica_sets.values():
             if rs.committed_lsn > g0:
@@ -162,10 +162,7 @@ class Partition:
         for rs in sets:
             if newest is None or rs.epoch > newest.epoch:
                 newest = rs
-        if all(rs.epoch == newest.epoch for rs in sets):
-            committed = sorted([rs.committed_lsn for rs in sets], reverse=True)
-        else:
-            committed = sorted([_committed_in(rs, newest) for rs in sets], reverse=True)
+        committed = sorted([_committed_in(rs, newest) for rs in sets], reverse=True)
         g = committed[len(committed) // 2]       # the majority-th highest
         if g <= self.global_lsn:
             return

@@ -21,7 +21,7 @@ from collections import deque
 from .errors import CosmosError, service_unavailable
 from .read_routing import ReadRoutingPolicy
 from .replica import Replica, PRIMARY, SECONDARY, UP, DOWN
-from .store import Version, VersionStore
+from .store import VersionStore, versions_of
 
 REPLICA_COUNT = 4
 WRITE_QUORUM = 3
@@ -304,19 +304,15 @@ class ReplicaSet:
 
     def commit_at(self, lsn: int):
         """The versions committed at lsn, or None when that commit is not retained."""
-        i = lsn - (self.lsn - len(self.log) + 1)
-        if not 0 <= i < len(self.log):
-            return None
-        entry = self.log[i]
-        return (entry,) if type(entry) is Version else entry
+        i = lsn - self.log_first_lsn()
+        return versions_of(self.log[i]) if 0 <= i < len(self.log) else None
 
     def commits_between(self, old: int, new: int):
         """The retained commits with old < lsn <= new, as (lsn, versions), in order."""
         log = self.log
-        first = self.lsn - len(log) + 1
+        first = self.log_first_lsn()
         for i in range(max(old + 1 - first, 0), min(new + 1 - first, len(log))):
-            entry = log[i]
-            yield first + i, (entry,) if type(entry) is Version else entry
+            yield first + i, versions_of(log[i])
 
     # ---- reads -------------------------------------------------------------------------
     def readable_replica(self, min_lsn: int) -> Replica | None:

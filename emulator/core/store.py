@@ -254,11 +254,12 @@ class VersionStore:
     def keys_with_versions(self):
         """(key, versions oldest first) of every retained key, in key order."""
         items = self._items
-        out = []
-        for key in self._keys_in_order():
-            entry = items[key]
-            out.append((key, (entry,) if type(entry) is Version else entry))
-        return out
+        return [(key, versions_of(items[key])) for key in self._keys_in_order()]
+
+
+def versions_of(entry) -> tuple | list:
+    """All versions of an entry that holds one Version or a list of them, oldest first."""
+    return (entry,) if type(entry) is Version else entry
 
 
 def _newest_item(item: tuple) -> tuple:

@@ -6,11 +6,9 @@ staged into the store), keeps its own status code and gives every other operatio
 the reply is HTTP 207. A successful batch commits under a single LSN, so no replica ever shows
 half of it.
 """
-import json
-
 from client.protocol import headers as H
 
-from ..core import charge
+from ..core import charge, jsontext
 from ..core import throttle as th
 from ..core.errors import CosmosError, bad_request
 from . import admission, partition_keys, responses
@@ -26,7 +24,7 @@ def _run(writer, op: dict):
     body = op.get("resourceBody")
     if_match = op.get("ifMatch")
     if kind in ("Create", "Upsert", "Replace"):
-        raw_len = len(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
+        raw_len = len(jsontext.dumps_bytes(body))
         _check_item(body, raw_len)
     if kind == "Create":
         return writer.create(body)

@@ -1,7 +1,6 @@
 """Building HTTP replies the way the service shapes them: JSON bodies, feed envelopes, error
 bodies with `x-ms-substatus`, and the headers every reply carries."""
 import functools
-import json
 import time
 import uuid
 from email.utils import formatdate
@@ -10,6 +9,7 @@ from http import HTTPStatus
 from client.protocol import headers as H
 from client.protocol.status import code_name
 
+from ..core import jsontext
 from ..core.errors import CosmosError
 
 GATEWAY_VERSION = "2.0.0"
@@ -29,8 +29,7 @@ def activity_id() -> str:
     return f"{_ACTIVITY_PREFIX}{_activity_seq & 0xFFFFFFFFFFFF:012x}"
 
 
-def dumps(obj) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+dumps = jsontext.dumps_bytes          # compact JSON as bytes, the same as stored items
 
 
 # The headers every reply carries with the same value, as one block of text (Reply.encode).

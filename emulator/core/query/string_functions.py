@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 
+from emulator.core import jsontext
 from emulator.core.query.values import NUMBER_TYPES, UNDEFINED
 
 REPLICATE_CHARS_MAX = 10_000  # the service refuses to build longer strings
@@ -109,7 +110,7 @@ def to_string(value):
         return value
     if type(value) is float and value.is_integer() and abs(value) < 1e21:
         return str(int(value))
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return jsontext.dumps(value)
 
 
 def _reject_constant(name):
