@@ -6,7 +6,7 @@ import json
 import sys
 
 from . import SimConfig, run
-from .scenario import ScenarioError
+from ..config import ConfigError
 
 VIOLATIONS_SHOWN = 20
 
@@ -49,7 +49,7 @@ def main(argv=None, out=None, prog: str = "python -m emulator.sim") -> int:
     args = build_parser(prog).parse_args(argv)
     try:
         config = config_from(args)
-    except (OSError, ScenarioError, TypeError) as e:
+    except (OSError, ConfigError) as e:            # a ScenarioError is a ConfigError
         print(f"emulator.sim: {e}", file=sys.stderr)
         return 2
     failed = 0
