@@ -50,7 +50,7 @@ def main(argv=None, out=None, prog: str = "python -m emulator.sim") -> int:
     try:
         config = config_from(args)
     except (OSError, ConfigError) as e:            # a ScenarioError is a ConfigError
-        print(f"emulator.sim: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     failed = 0
     for seed in seeds_of(args):
