@@ -63,8 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
         text = (o.help + _default_note(o) + f" [{o.variable}]").replace("%", "%%")
         if o.switch:
             target.add_argument(o.flag, dest=o.name, action="store_const", const=True, default=None, help=text)
-        elif o.name == "credits_per_s":      # alone, it means the default budget
-            target.add_argument(o.flag, dest=o.name, nargs="?", const="default", default=None,
+        elif o.alone is not None:
+            target.add_argument(o.flag, dest=o.name, nargs="?", const=o.alone, default=None,
                                 metavar=o.metavar, help=text)
         else:
             target.add_argument(o.flag, dest=o.name, default=None, help=text,

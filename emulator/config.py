@@ -35,6 +35,7 @@ DELAY_MS_MAX = 24 * 3600 * 1000          # lags and delays: a day is "never" in 
 # 100,000 writes / 300 s for several) are not enforced, so a test can reach the bound quickly.
 STALENESS_PREFIX_MAX = 2_147_483_647
 STALENESS_INTERVAL_S_MAX = 86_400
+SEED_MAX = 2**63 - 1
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 TRUE_WORDS = ("true", "1", "yes", "on")
 FALSE_WORDS = ("false", "0", "no", "off")
@@ -172,6 +173,7 @@ class Option:
     keyword: bool = True             # also a running_emulator() option
     group: str = "server"
     metavar: str | None = None
+    alone: str | None = None         # the flag may come without a value, which then means this
 
     @property
     def variable(self) -> str | None:
@@ -195,14 +197,17 @@ OPTIONS = (
     Option("consistency", consistency, defaults.CONSISTENCY, "--consistency", "CONSISTENCY",
            f"default consistency level: {', '.join(LEVELS)} (any case)"),
     Option("multi_write", boolean, False, "--multi-write", "MULTI_WRITE", "every region takes writes", switch=True),
-    Option("partitions", optional(integer(1, PARTITIONS_MAX, "leave it unset to derive the count from throughput")), None, "--partitions", "PARTITIONS",
+    Option("partitions", optional(integer(1, PARTITIONS_MAX, "leave it unset to derive the count from throughput")),
+           None, "--partitions", "PARTITIONS",
            f"physical partitions per container, 1-{PARTITIONS_MAX} (default: derived from throughput)"),
-    Option("key", key, defaults.EMULATOR_KEY, "--key", "KEY", "account master key, base64 (default: the well-known emulator key)"),
+    Option("key", key, defaults.EMULATOR_KEY, "--key", "KEY",
+           "account master key, base64 (default: the well-known emulator key)"),
     Option("auth", boolean, True, "--no-auth", "NO_AUTH", "accept requests without checking signatures",
            switch=True, negated=True),
     Option("intra_region_delay_ms", integer(0, INTRA_REGION_DELAY_MS_MAX), defaults.INTRA_REGION_DELAY_MS,
            "--intra-region-delay-ms", "INTRA_REGION_DELAY_MS", "replication delay primary -> secondaries, per hop"),
-    Option("seed", integer(0, 2**63 - 1), 0, "--seed", "SEED", "seeds the account's random choices (replication jitter)"),
+    Option("seed", integer(0, SEED_MAX), 0, "--seed", "SEED",
+           "seeds the account's random choices (replication jitter)"),
     Option("log_level", log_level, "WARNING", "--log-level", "LOG_LEVEL",
            f"stderr log level: {', '.join(LOG_LEVELS)}; DEBUG logs one line per request", keyword=False),
     Option("max_staleness_prefix", integer(1, STALENESS_PREFIX_MAX), _ACCOUNT.staleness_ops,
@@ -215,7 +220,7 @@ OPTIONS = (
            "do not enforce provisioned RU/s (charges are still reported)", switch=True, negated=True, group=THROUGHPUT),
     Option("credits_per_s", credits, None, "--credits-per-s", "CREDITS_PER_S",
            f"account-wide credits per second, Service Bus style (429/50009); alone or 'default': "
-           f"{CREDITS_PER_S_DEFAULT} (default: off)", group=THROUGHPUT, metavar="N"),
+           f"{CREDITS_PER_S_DEFAULT} (default: off)", group=THROUGHPUT, metavar="N", alone="default"),
     Option("burst", boolean, False, "--burst", "BURST",
            "burst capacity: idle partitions bank up to 300 s of budget, spent at up to 3000 RU/s",
            switch=True, group=THROUGHPUT),
