@@ -41,7 +41,10 @@ def seeds_of(args) -> list:
     if not args.seeds:
         return [args.seed]
     lo, _, hi = args.seeds.partition("-")
-    return list(range(int(lo), int(hi or lo) + 1))
+    try:
+        return list(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise ConfigError(f"--seeds {args.seeds!r}: must be a seed or a range of seeds, e.g. 0-99") from None
 
 
 def main(argv=None, out=None, prog: str = "python -m emulator.sim") -> int:
@@ -49,11 +52,12 @@ def main(argv=None, out=None, prog: str = "python -m emulator.sim") -> int:
     args = build_parser(prog).parse_args(argv)
     try:
         config = config_from(args)
+        seeds = seeds_of(args)
     except (OSError, ConfigError) as e:            # a ScenarioError is a ConfigError
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     failed = 0
-    for seed in seeds_of(args):
+    for seed in seeds:
         result = run(seed, config)
         print(json.dumps(result.summary()), file=out)
         for v in result.violations[:VIOLATIONS_SHOWN]:
