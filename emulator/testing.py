@@ -53,7 +53,7 @@ def make_config(*, regions=defaults.REGIONS, consistency=defaults.CONSISTENCY, p
                 lag_ms=None, seed=0, header_timeout_s=None, primary_accepts_reads=True,
                 detection_delay_ms=None, election_ms=None, write_ack_timeout_s=None,
                 ru_limits=True, credits_per_s=None, burst=False, serverless=False,
-                serverless_ru_per_s=SERVERLESS_RU_PER_S_DEFAULT):
+                serverless_ru_per_s=SERVERLESS_RU_PER_S_DEFAULT, log_retained_commits=None):
     """Throughput knobs (docs/throughput.md): ru_limits enforces provisioned RU/s (429/3200),
     credits_per_s an account-wide credit budget (429/50009; True means the default 1000),
     burst the 300 s burst capacity, serverless a per-partition ceiling without offers."""
@@ -69,6 +69,8 @@ def make_config(*, regions=defaults.REGIONS, consistency=defaults.CONSISTENCY, p
         account.detection_delay_ms = detection_delay_ms
     if election_ms is not None:
         account.election_ms = election_ms
+    if log_retained_commits is not None:       # short, so a test lags past the retained log quickly
+        account.log_retained_commits = log_retained_commits
     cfg = ServerConfig(account=account, host="127.0.0.1", global_port=0, control_port=0,
                        key=key if auth else None, seed=seed)
     if header_timeout_s is not None:

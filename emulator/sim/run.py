@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..core.account import AccountConfig
 from ..core.consistency import BOUNDED, EVENTUAL, PREFIX, SESSION, STRONG, canonical
+from ..core.replica_set import LOG_RETAINED_COMMITS_MAX
 from . import checker
 from .nemesis import Nemesis
 from .scenario import parse
@@ -30,6 +31,8 @@ RUN_MS_MAX = 600_000              # virtual time a run may take before it is cal
 INTRA_REGION_DELAYS_MS = (0, 1, 2, 2, 5, 20)
 KEY_COUNTS = (2, 3, 6, 8)
 LEVEL_WEIGHTS = ((SESSION, 5), (STRONG, 3), (BOUNDED, 1), (PREFIX, 1), (EVENTUAL, 1))
+# Short retained logs make regions lag past them within a run, so failovers backfill by snapshot.
+LOG_RETAINED_CHOICES = (4, 16, 64, LOG_RETAINED_COMMITS_MAX)
 
 
 @dataclass
@@ -48,6 +51,7 @@ class SimConfig:
     election_ms: int = 300
     auto_failover: bool = True
     lag_ms: dict = field(default_factory=dict)
+    log_retained_commits: int | None = None    # per replica set; None: drawn from the seed
 
     @classmethod
     def from_scenario(cls, data, **overrides) -> "SimConfig":
@@ -78,7 +82,8 @@ class Result:
         c = self.config
         return {"seed": self.seed, "consistency": c["consistency"], "partitions": c["partitions"],
                 "containers": c["containers"], "keys": c["keys"],
-                "intra_region_delay_ms": c["intra_region_delay_ms"], "ops": len(ops),
+                "intra_region_delay_ms": c["intra_region_delay_ms"],
+                "log_retained_commits": c["log_retained_commits"], "ops": len(ops),
                 "ok": sum(1 for o in ops if o["outcome"] == "ok"),
                 "failed": sum(1 for o in ops if o["outcome"] == "fail"),
                 "indefinite": sum(1 for o in ops if o["outcome"] == "info"),
@@ -100,8 +105,10 @@ def resolve(seed: int, config: SimConfig) -> SimConfig:
     delay = rng.choice(INTRA_REGION_DELAYS_MS) if delay is None else delay
     containers = config.containers or rng.choice((1, 2))
     keys = config.keys or rng.choice(KEY_COUNTS)
+    retained = config.log_retained_commits or rng.choice(LOG_RETAINED_CHOICES)   # drawn last: the rest stay
     out = SimConfig(**{**asdict(config), "consistency": level, "partitions": partitions,
-                       "intra_region_delay_ms": delay, "containers": containers, "keys": keys})
+                       "intra_region_delay_ms": delay, "containers": containers, "keys": keys,
+                       "log_retained_commits": retained})
     out.scenario = config.scenario
     return out
 
@@ -110,7 +117,8 @@ def build(seed: int, config: SimConfig) -> tuple[World, Workload, Nemesis]:
     acct = AccountConfig(regions=REGIONS, consistency=config.consistency, partition_count=config.partitions,
                          intra_region_delay_ms=config.intra_region_delay_ms, jitter_ms=config.jitter_ms,
                          lag_ms=dict(config.lag_ms), auto_failover=config.auto_failover,
-                         detection_delay_ms=config.detection_delay_ms, election_ms=config.election_ms)
+                         detection_delay_ms=config.detection_delay_ms, election_ms=config.election_ms,
+                         log_retained_commits=config.log_retained_commits)
     world = World(seed, acct, config.containers, config.keys)
     workload = Workload(world, random.Random(f"{seed}:clients"), config.clients, config.steps)
     schedule = config.scenario if config.scenario is not None else (None if config.faults else [])
