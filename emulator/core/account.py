@@ -215,6 +215,16 @@ class Account:
         self._forced_failover(target, f"service-managed: {region} down for {self.config.detection_delay_ms} ms",
                               sources)
 
+    def describe_waiting_failover(self) -> dict | None:
+        """The service-managed failover that waits (Strong), as the control plane reports it."""
+        if self.failover_waiting is None:
+            return None
+        region = self.failover_waiting[0]
+        return {"region": region,
+                "reason": f"{region} is down, and under Strong consistency no region that is up can take "
+                          "over without losing acknowledged writes: waiting until a region that holds them "
+                          "(or its link) comes back, or until the write region recovers"}
+
     def failover(self, target: str, forced: bool = False, reason: str = "manual"):
         from . import failover as fo
         names = [r.name for r in self.regions]

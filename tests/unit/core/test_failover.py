@@ -7,6 +7,7 @@ brought up to the global LSN, or a manual one is refused and a service-managed o
 service-managed failover needs the write region down for the detection delay without a break."""
 import pytest
 
+from emulator.core.changefeed import all_versions
 from emulator.core.errors import CosmosError
 from emulator.core.link import ACTIVE, CUT
 from emulator.core.replica_set import LOG_RETAINED_COMMITS_MAX
@@ -149,6 +150,22 @@ def test_a_region_that_lagged_past_the_retained_log_is_backfilled_by_a_snapshot(
     assert w.account.lost_writes == []
 
 
+def test_after_a_snapshot_the_all_versions_feed_refuses_positions_it_no_longer_has():
+    w, c = world(log_retained_commits=SMALL_LOG)
+    cut(w, EAST, WEST)
+    for i in range(SMALL_LOG * 2):
+        w.write(c, "p", "create", {"id": f"i{i}", "pk": "p"})
+    w.settle()
+    w.account.failover(EAST2)
+    w.settle()
+    west = c.partitions[0].replica_sets[WEST]
+    assert west.lsn == SMALL_LOG * 2 and len(west.log) == 0     # installed by snapshot: no commits retained
+    with pytest.raises(CosmosError) as e:
+        all_versions(west, 0, west.committed_lsn, 100)
+    assert e.value.status == 400 and "older than the retained log" in e.value.message
+    assert all_versions(west, west.lsn, west.lsn, 100) == ([], west.lsn)
+
+
 def test_the_real_retained_log_backfills_fifteen_thousand_items():
     w, c = world()
     cut(w, EAST, WEST)
@@ -230,11 +247,27 @@ def test_strong_service_managed_failover_waits_until_a_region_holding_the_global
     w.account.set_region_state(EAST, "down")
     w.advance(60_000)
     assert w.account.failovers == [] and w.account.write_regions == (EAST,)
+    assert w.account.describe_waiting_failover()["region"] == EAST
     w.account.set_region_state(WEST, "up")        # holds the global LSN: now it can go ahead
     w.settle()
+    assert w.account.describe_waiting_failover() is None
     [f] = w.account.failovers
     assert (f.target, f.lost, f.reason) == (EAST2, 0, "service-managed: East US down for 1000 ms")
     assert w.account.lost_writes == [] and acked <= readable(c, EAST2)
+
+
+def test_strong_service_managed_failover_that_waits_is_called_off_when_the_write_region_recovers():
+    w, c = strong_world(detection_delay_ms=1_000)
+    cut(w, EAST, EAST2)
+    acked = {strong_write(w, c, f"s{i}") for i in range(3)}
+    w.account.set_region_state(WEST, "down")
+    w.account.set_region_state(EAST, "down")
+    w.advance(5_000)
+    w.account.set_region_state(EAST, "up")
+    w.account.set_region_state(WEST, "up")
+    w.settle()
+    assert w.account.failovers == [] and w.account.describe_waiting_failover() is None
+    assert w.account.write_regions == (EAST,) and acked <= readable(c, EAST)
 
 
 def test_strong_service_managed_failover_promotes_a_region_that_holds_the_global_lsn():
