@@ -88,6 +88,8 @@ class Account:
         if config.multi_write and config.consistency == "Strong":
             raise ValueError("Strong consistency cannot be combined with multi-write regions "
                              "(the service does not offer it either)")
+        if config.log_retained_commits < 1:
+            raise ValueError("log_retained_commits must be at least 1")
         if len({r.lower() for r in config.regions}) != len(config.regions):
             raise ValueError(f"region names must be unique: {config.regions}")
         self.config = config
