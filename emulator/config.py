@@ -235,6 +235,8 @@ OPTIONS = (
     Option("election_ms", integer(0, DELAY_MS_MAX), _ACCOUNT.election_ms),
     Option("header_timeout_s", seconds, HEADER_TIMEOUT_S_DEFAULT),
     Option("write_ack_timeout_s", seconds, WRITE_ACK_TIMEOUT_S),
+    # Short, so a test lags a region past the retained log quickly (snapshot backfill).
+    Option("log_retained_commits", integer(1, _ACCOUNT.log_retained_commits), _ACCOUNT.log_retained_commits),
 )
 BY_NAME = {o.name: o for o in OPTIONS}
 # running_emulator() serves on loopback, on free ports.
@@ -316,7 +318,7 @@ def _build(v: dict):
                             lag_ms=dict(v["lag_ms"]), primary_accepts_reads=v["primary_accepts_reads"],
                             detection_delay_ms=v["detection_delay_ms"], election_ms=v["election_ms"],
                             staleness_ops=v["max_staleness_prefix"], staleness_s=v["max_interval_s"],
-                            throttle=throttle)
+                            log_retained_commits=v["log_retained_commits"], throttle=throttle)
     host = v["host"]
     advertise = v["advertise_host"] or ("127.0.0.1" if host in ("0.0.0.0", "::") else host)
     return ServerConfig(account=account, host=host, advertise_host=advertise, global_port=v["port"],

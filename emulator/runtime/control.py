@@ -26,6 +26,7 @@ def topology(emu) -> dict:
                        for r in account.regions],
            "links": [link.describe() for link in account.links.values()],
            "failovers": [f.describe() for f in account.failovers],
+           "failover_waiting": account.describe_waiting_failover(),
            "lost_writes": len(account.lost_writes),
            "faults": list(account.faults.active.values()),
            "requests": {name or "global": served(gw) for name, gw in emu.gateways.items()},

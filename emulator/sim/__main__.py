@@ -21,6 +21,8 @@ def build_parser(prog: str = "python -m emulator.sim") -> argparse.ArgumentParse
     p.add_argument("--containers", type=int, default=None, help="containers (default: 1-2)")
     p.add_argument("--keys", type=int, default=None, help="keys per container (default: 2-8)")
     p.add_argument("--intra-region-delay-ms", type=int, default=None, help="replica apply delay (default: drawn)")
+    p.add_argument("--log-retained-commits", type=int, default=None,
+                   help="commits each replica set's log retains (default: drawn from the seed)")
     p.add_argument("--no-faults", action="store_true", help="clients only, no fault workload")
     p.add_argument("--scenario", help="a scenario JSON file (timed faults, heals, failovers)")
     p.add_argument("--history", help="write the full history (JSON) to this file")
@@ -30,7 +32,8 @@ def build_parser(prog: str = "python -m emulator.sim") -> argparse.ArgumentParse
 def config_from(args) -> SimConfig:
     overrides = {"steps": args.steps, "consistency": args.consistency, "partitions": args.partitions,
                  "containers": args.containers, "keys": args.keys,
-                 "intra_region_delay_ms": args.intra_region_delay_ms}
+                 "intra_region_delay_ms": args.intra_region_delay_ms,
+                 "log_retained_commits": args.log_retained_commits}
     if args.scenario:
         with open(args.scenario) as f:
             return SimConfig.from_scenario(f.read(), **overrides)

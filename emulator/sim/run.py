@@ -20,6 +20,7 @@ from .. import config as checks
 from ..config import ConfigError
 from ..core.account import AccountConfig
 from ..core.consistency import BOUNDED, EVENTUAL, PREFIX, SESSION, STRONG, canonical
+from ..core.replica_set import LOG_RETAINED_COMMITS_MAX
 from . import checker
 from .nemesis import Nemesis
 from .scenario import ScenarioError, parse
@@ -37,6 +38,8 @@ CLIENTS_MAX = 100
 CONTAINERS_MAX = 8
 KEYS_MAX = 10_000
 _ACCOUNT = AccountConfig()
+# Short retained logs make regions lag past them within a run, so failovers backfill by snapshot.
+LOG_RETAINED_CHOICES = (4, 16, 64, LOG_RETAINED_COMMITS_MAX)
 
 
 @dataclass
@@ -57,6 +60,7 @@ class SimConfig:
     lag_ms: dict = field(default_factory=dict)  # {(src, dst): ms}, or [[src, dst, ms], ...] as in JSON
     max_staleness_prefix: int = _ACCOUNT.staleness_ops    # bounded staleness K (writes)
     max_interval_s: int = _ACCOUNT.staleness_s            # bounded staleness T (seconds)
+    log_retained_commits: int | None = None    # per replica set; None: drawn from the seed
 
     def __post_init__(self):
         """Every setting passes the server's checks (emulator/config.py), from whichever entry."""
@@ -100,6 +104,7 @@ SETTING_CHECKS = {
     "lag_ms": _lag_pairs,
     "max_staleness_prefix": checks.integer(1, checks.STALENESS_PREFIX_MAX),
     "max_interval_s": checks.integer(1, checks.STALENESS_INTERVAL_S_MAX),
+    "log_retained_commits": checks.optional(checks.integer(1, LOG_RETAINED_COMMITS_MAX)),
 }
 
 
@@ -125,7 +130,8 @@ class Result:
         c = self.config
         return {"seed": self.seed, "consistency": c["consistency"], "partitions": c["partitions"],
                 "containers": c["containers"], "keys": c["keys"],
-                "intra_region_delay_ms": c["intra_region_delay_ms"], "ops": len(ops),
+                "intra_region_delay_ms": c["intra_region_delay_ms"],
+                "log_retained_commits": c["log_retained_commits"], "ops": len(ops),
                 "ok": sum(1 for o in ops if o["outcome"] == "ok"),
                 "failed": sum(1 for o in ops if o["outcome"] == "fail"),
                 "indefinite": sum(1 for o in ops if o["outcome"] == "info"),
@@ -147,8 +153,10 @@ def resolve(seed: int, config: SimConfig) -> SimConfig:
     delay = rng.choice(INTRA_REGION_DELAYS_MS) if delay is None else delay
     containers = config.containers or rng.choice((1, 2))
     keys = config.keys or rng.choice(KEY_COUNTS)
+    retained = config.log_retained_commits or rng.choice(LOG_RETAINED_CHOICES)   # drawn last: the rest stay
     out = SimConfig(**{**asdict(config), "consistency": level, "partitions": partitions,
-                       "intra_region_delay_ms": delay, "containers": containers, "keys": keys})
+                       "intra_region_delay_ms": delay, "containers": containers, "keys": keys,
+                       "log_retained_commits": retained})
     out.scenario = config.scenario
     return out
 
@@ -158,7 +166,8 @@ def build(seed: int, config: SimConfig) -> tuple[World, Workload, Nemesis]:
                          intra_region_delay_ms=config.intra_region_delay_ms, jitter_ms=config.jitter_ms,
                          lag_ms=dict(config.lag_ms), auto_failover=config.auto_failover,
                          detection_delay_ms=config.detection_delay_ms, election_ms=config.election_ms,
-                         staleness_ops=config.max_staleness_prefix, staleness_s=config.max_interval_s)
+                         staleness_ops=config.max_staleness_prefix, staleness_s=config.max_interval_s,
+                         log_retained_commits=config.log_retained_commits)
     world = World(seed, acct, config.containers, config.keys)
     workload = Workload(world, random.Random(f"{seed}:clients"), config.clients, config.steps)
     schedule = config.scenario if config.scenario is not None else (None if config.faults else [])
