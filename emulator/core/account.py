@@ -69,12 +69,13 @@ class AccountConfig:
 
 
 class Region:
-    __slots__ = ("name", "id", "state")
+    __slots__ = ("name", "id", "state", "outage_mode")
 
     def __init__(self, name: str, id: int):
         self.name = name
         self.id = id
         self.state = "up"
+        self.outage_mode = None         # while down: how its endpoint fails (core/faults.py OUTAGE_MODES)
 
 
 class Account:
@@ -153,6 +154,7 @@ class Account:
             return
         region.state = state
         if state == "up":
+            region.outage_mode = None
             for p, keep in self.pending_cuts.pop(name, []):
                 rs = p.replica_sets.get(name)
                 if rs is not None:
