@@ -147,6 +147,7 @@ def test_js_rides_through_a_read_region_outage_in_modes_that_answer_503_or_time_
         assert read_out["read"]["hits"][WEST] == {"GET 503": 1}   # tried, answered 503, moved on
     write_out = ok(r, "writeRegionOut")
     assert _served_by(write_out["read"], WEST, "GET 200")
+    assert _served_by(write_out["freshRead"], WEST, "GET 200")   # discovery still works
     error = write_out["write"]["error"]                           # no other write region yet
     if mode == "unavailable":
         assert (error["code"], error["substatus"]) == (503, 0)
@@ -162,4 +163,5 @@ def test_js_fails_the_app_when_a_region_refuses_or_resets_connections(js_sdk, mo
     assert not read_out["write"]["ok"] and read_out["write"]["error"]["code"] == code
     write_out = ok(r, "writeRegionOut")
     assert _served_by(write_out["read"], WEST, "GET 200")
+    assert _served_by(write_out["freshRead"], WEST, "GET 200")   # discovery still works
     assert write_out["write"]["error"]["code"] == code

@@ -73,5 +73,10 @@ def test_with_the_write_region_out_python_reads_on_and_a_write_fails_as_the_mode
         assert raised.value.status_code == 503
     if mode == "reset":
         assert not isinstance(raised.value, ServiceResponseTimeoutError)
+    # a client created during the outage discovers the account from the global endpoint
+    with CosmosClient(regionlab.endpoint, regionlab.key, preferred_locations=[WEST, EAST]) as fresh:
+        before = served(regionlab)
+        assert fresh.get_database_client("db").get_container_client("c").read_item("o1", partition_key="o")
+        assert doc_hits(regionlab, before) == {WEST: {"GET 200": 1}}
     heal_fault(regionlab, fault["id"])
     outage_client.upsert_item({"id": "o3", "pk": "o"})      # healed: the same client writes again

@@ -49,8 +49,15 @@ await report({
     read: await attempt(() => items.item("o1", "o").read()),
     write: await attempt(() => items.items.upsert({ id: "o2", pk: "o", v: 2 })),
   })),
-  writeRegionOut: () => during(EAST, async (items) => ({
-    read: await attempt(() => items.item("o1", "o").read()),
-    write: await attempt(() => items.items.upsert({ id: "o3", pk: "o", v: 3 })),
-  })),
+  writeRegionOut: () => during(EAST, async (items) => {
+    const out = {
+      read: await attempt(() => items.item("o1", "o").read()),
+      write: await attempt(() => items.items.upsert({ id: "o3", pk: "o", v: 3 })),
+    };
+    // a client created during the outage discovers the account from the global endpoint
+    const fresh = client({ preferred: [WEST, EAST], timeoutMs: TIMEOUT_MS });
+    out.freshRead = await attempt(() => fresh.database("js").container("outage").item("o1", "o").read());
+    fresh.dispose();
+    return out;
+  }),
 });
