@@ -3,11 +3,13 @@
 
 Theory of operation: the request names a partition key range (`x-ms-documentdb-partition-
 keyrangeid`), not a partition key; each operation carries its own `partitionKey` (JSON text).
-Every operation runs on its own: its own core Writer, its own admission (a throttled operation
-gets 429 with `retryAfterMilliseconds` and nothing of it is applied) and its own commit and LSN,
-so one operation's failure never undoes or blocks another's — unless
+Every operation runs on its own: its own core Writer, its own admission and its own commit and
+LSN, so one operation's failure never undoes or blocks another's — unless
 `x-ms-cosmos-batch-continue-on-error` is false, when the operations after the first failure are
-not run and get 424. The reply has one result per operation, in order (`statusCode`,
+not run and get 424. Throttling keeps the operations in order: the first operation that does not
+fit the partition's budget and every one after it get 429 with `retryAfterMilliseconds` and are
+not applied (the SDK resends them); when that is the very first operation, the whole request is
+429, as the service answers a request it admits nothing of (the SDK's throttle retry resends it). The reply has one result per operation, in order (`statusCode`,
 `requestCharge`, `eTag`, `resourceBody`; errors add `subStatusCode` and `message`), and is 200
 when every operation succeeded, else 207.
 """
@@ -62,17 +64,23 @@ async def execute(call, container):
     go_on = (call.header(H.BATCH_CONTINUE_ON_ERROR) or "true").lower() != "false"
     results, committed = [], []
     failed = False
+    throttled = None
     for i, op in enumerate(ops):
+        if throttled is not None:       # in order: nothing after a throttled operation runs
+            results.append(_failure(throttled))
+            continue
         if failed and not go_on:
             results.append({"statusCode": FAILED_DEPENDENCY, "requestCharge": 0.0})
             continue
         try:
             result, writer, lsn = _apply(call, container, op)
         except CosmosError as e:
-            if i == 0 and e.status == 403:
-                raise                   # the region takes no writes: the SDK moves the whole request
+            if i == 0 and e.status in (403, 429):
+                raise                   # nothing ran: the SDK retries or moves the whole request
             results.append(_failure(e))
             failed = True
+            if e.status == 429:
+                throttled = e
             continue
         results.append(result)
         committed.append((i, writer, lsn))

@@ -8,7 +8,7 @@ import json
 import pytest
 from azure.cosmos import PartitionKey
 
-from sdk_harness import raw_request
+from sdk_harness import control, raw_request
 
 DOCS = "/dbs/db/colls/items/docs"
 BULK_HEADERS = {"x-ms-cosmos-is-batch-request": "True", "x-ms-cosmos-batch-atomic": "False",
@@ -164,3 +164,29 @@ def test_a_hierarchical_key_prefix_scopes_the_feed_to_every_key_under_it(regionl
     assert reply.status == 200 and sorted(d["id"] for d in reply.json()["Documents"]) == ["ax", "ay"]
     full = raw_request(regionlab, "GET", DOCS, headers={**FEED_HEADERS, "x-ms-documentdb-partitionkey": '["a","y"]'})
     assert [d["id"] for d in full.json()["Documents"]] == ["ay"]
+
+
+def _storm(emu, op: str) -> None:
+    status, reply = control(emu, "PUT", "/throttle/storms/East%20US", {"share": 1, "op": op, "retry_after_ms": 250})
+    assert status == 200, reply
+
+
+def test_bulk_keeps_order_under_throttling_the_first_throttled_operation_and_all_after_it_are_429(
+        regionlab, container):
+    _storm(regionlab, "upsert")                 # every upsert in the write region is throttled
+    reply = _bulk(regionlab, [_op("Create", "p", resourceBody={"id": "a", "pk": "p"}),
+                              _op("Upsert", "p", resourceBody={"id": "b", "pk": "p"}),
+                              _op("Create", "p", resourceBody={"id": "c", "pk": "p"})])
+    assert reply.status == 207
+    results = reply.json()
+    assert [(r["statusCode"], r.get("subStatusCode")) for r in results] == [(201, None), (429, 3200), (429, 3200)]
+    assert [r.get("retryAfterMilliseconds") for r in results[1:]] == [250, 250]
+    assert {d["id"] for d in container.read_all_items()} == {"a"}       # c did not run after b
+
+
+def test_bulk_whose_first_operation_is_throttled_is_a_whole_429_and_applies_nothing(regionlab, container):
+    _storm(regionlab, "create")
+    reply = _bulk(regionlab, [_op("Create", "p", resourceBody={"id": "a", "pk": "p"}),
+                              _op("Read", "p", id="a")])
+    assert (reply.status, reply.headers["x-ms-substatus"], reply.headers["x-ms-retry-after-ms"]) == (429, "3200", "250")
+    assert list(container.read_all_items()) == []
