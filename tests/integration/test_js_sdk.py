@@ -24,27 +24,30 @@ REGIONS = (EAST, EAST2, WEST)
 NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
 
 
-def _pinned_version() -> str:
-    return json.loads((JS_DIR / "package.json").read_text())["dependencies"]["@azure/cosmos"]
-
-
-def _installed_version() -> str | None:
-    manifest = JS_DIR / "node_modules" / "@azure" / "cosmos" / "package.json"
-    return json.loads(manifest.read_text())["version"] if manifest.exists() else None
+def _installed_as_locked() -> bool:
+    """Whether node_modules holds every package of package-lock.json at its locked version."""
+    locked = json.loads((JS_DIR / "package-lock.json").read_text())["packages"]
+    for path, entry in locked.items():
+        manifest = JS_DIR / path / "package.json"
+        if path and (not manifest.exists() or json.loads(manifest.read_text()).get("version") != entry["version"]):
+            return False
+    return True
 
 
 @pytest.fixture(scope="session")
 def js_sdk() -> Path:
-    """tests/js with its node_modules installed exactly as package-lock.json says (npm ci, once;
-    again only when the installed SDK is not the pinned one)."""
+    """tests/js with its node_modules installed exactly as package-lock.json says (npm ci, once
+    per session, and only when what is installed differs from the lock)."""
     if NODE is None or NPM is None:
         pytest.skip("Node.js and npm are not on PATH (Debian: apt-get install nodejs npm); "
                     "the JavaScript SDK tests need them")
-    if _installed_version() != _pinned_version():
+    if not _installed_as_locked():
         done = subprocess.run([NPM, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True,
                               text=True, timeout=NPM_TIMEOUT_S)
         assert done.returncode == 0, f"npm ci in {JS_DIR} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-    assert _installed_version() == _pinned_version()
+    assert _installed_as_locked()
+    pinned = json.loads((JS_DIR / "package.json").read_text())["dependencies"]["@azure/cosmos"]
+    assert json.loads((JS_DIR / "node_modules/@azure/cosmos/package.json").read_text())["version"] == pinned
     return JS_DIR
 
 
