@@ -146,3 +146,21 @@ def test_the_global_endpoint_keeps_answering_discovery_while_the_write_region_is
     assert account.status == 200 and account.json()["writableLocations"][0]["name"] == "East US"
     data = raw_request(regionlab, "GET", "/dbs")
     assert data.status == 503 and data.json()["code"] == "ServiceUnavailable"
+
+
+def test_stopping_the_emulator_during_a_blackhole_closes_what_it_held():
+    from emulator.testing import running_emulator
+    with running_emulator() as emu:
+        url = emu.region_endpoints[REGION]
+        inject_fault(emu, type="region_outage", region=REGION, mode="blackhole")
+        sock = socket.create_connection(host_port(url), timeout=10)
+        try:
+            sock.sendall(_get_root(emu))
+            _wait_connections(emu, REGION, 1)
+            emu.stop()                      # returns once every endpoint is shut (bounded)
+            try:
+                assert read_until_eof(sock) == b""
+            except ConnectionResetError:
+                pass
+        finally:
+            sock.close()
