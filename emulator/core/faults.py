@@ -22,7 +22,7 @@ FAULT_TYPES = ("region_outage", "link_cut", "link_lag", "primary_crash", "replic
                "throttle_storm")
 # How a region's endpoint fails during a region_outage (the runtime carries it out; the core and
 # the simulator see one state, "down"): refuse = the port is closed; reset = connections are
-# accepted, then reset; unavailable = every data request is answered 503, connections stay open;
+# accepted, then reset; unavailable = every request is answered 503, connections stay open;
 # blackhole = connections are accepted and read, never answered. The default is the mode both
 # official SDKs (Python, JS) ride through without an error reaching the app (docs/control-api.md).
 OUTAGE_MODES = ("refuse", "reset", "unavailable", "blackhole")

@@ -2,7 +2,8 @@
 
 Scope: the partition key range id header picks the physical partition; EPK headers narrow it
 to a sub-range or one partition key. A partition key header without EPK headers (the JS SDK's
-form) scopes the feed to that key, in the partition that holds it. Start: no If-None-Match = from the beginning, `*` = from
+form) scopes the feed to that key (or, for a prefix of a hierarchical key, to every key under
+it), in the partition that holds it. Start: no If-None-Match = from the beginning, `*` = from
 now, If-Modified-Since = from a time, an etag = after that position. The etag is the position
 (`"<lsn>"`); nothing new answers 304 with the etag, so the SDK keeps its place.
 """
