@@ -134,8 +134,10 @@ def test_a_batch_without_the_atomic_header_is_400_naming_both_forms(regionlab, c
 
 
 # ---- change feed for one partition key (no range headers) ------------------------------------------
-@pytest.mark.regionlab_config(partitions=4)
-def test_the_change_feed_for_a_partition_key_header_alone_is_that_keys_feed(regionlab, container):
+@pytest.mark.parametrize("partitions", [pytest.param(n, marks=pytest.mark.regionlab_config(partitions=n))
+                                        for n in (1, 4)])
+def test_the_change_feed_for_a_partition_key_header_alone_is_that_keys_feed(regionlab, container, partitions):
+    assert len(list(container.client_connection._ReadPartitionKeyRanges(container.container_link))) == partitions
     for i in range(12):
         container.create_item({"id": f"d{i}", "pk": f"k{i % 4}"})
     first = raw_request(regionlab, "GET", DOCS, headers={**FEED_HEADERS, **_create("k1")})
