@@ -53,10 +53,12 @@ def make_config(*, regions=defaults.REGIONS, consistency=defaults.CONSISTENCY, p
                 lag_ms=None, seed=0, header_timeout_s=None, primary_accepts_reads=True,
                 detection_delay_ms=None, election_ms=None, write_ack_timeout_s=None,
                 ru_limits=True, credits_per_s=None, burst=False, serverless=False,
-                serverless_ru_per_s=SERVERLESS_RU_PER_S_DEFAULT):
+                serverless_ru_per_s=SERVERLESS_RU_PER_S_DEFAULT, nodes_per_region=None, direct_limits=None):
     """Throughput knobs (docs/throughput.md): ru_limits enforces provisioned RU/s (429/3200),
     credits_per_s an account-wide credit budget (429/50009; True means the default 1000),
-    burst the 300 s burst capacity, serverless a per-partition ceiling without offers."""
+    burst the 300 s burst capacity, serverless a per-partition ceiling without offers.
+    Direct mode (docs/direct.md): nodes_per_region backend nodes on free ports; direct_limits
+    overrides the direct server's limits (e.g. {"idle_timeout_s": 0.5})."""
     from .runtime.server import ServerConfig
     throttle = ThrottleConfig(ru=ru_limits, burst=burst, serverless=serverless,
                               serverless_ru_per_s=serverless_ru_per_s,
@@ -65,12 +67,16 @@ def make_config(*, regions=defaults.REGIONS, consistency=defaults.CONSISTENCY, p
                             multi_write=multi_write, intra_region_delay_ms=intra_region_delay_ms,
                             lag_ms=dict(lag_ms or {}), primary_accepts_reads=primary_accepts_reads,
                             throttle=throttle)
+    account.placement_seed = seed
+    if nodes_per_region is not None:
+        account.nodes_per_region = nodes_per_region
     if detection_delay_ms is not None:
         account.detection_delay_ms = detection_delay_ms
     if election_ms is not None:
         account.election_ms = election_ms
     cfg = ServerConfig(account=account, host="127.0.0.1", global_port=0, control_port=0,
-                       key=key if auth else None, seed=seed)
+                       key=key if auth else None, seed=seed, direct_port_range=(0, 0),
+                       direct_limits=dict(direct_limits or {}))
     if header_timeout_s is not None:
         cfg.header_timeout_s = header_timeout_s
     if write_ack_timeout_s is not None:

@@ -167,10 +167,13 @@ async def read(call, container, id_seg: str, by_rid: bool):
     consistency = effective(call.gw.account.consistency, call.header(H.CONSISTENCY_LEVEL))
     session = parse_session(call)
     rs = container.partition_for_epk(container.epk_of(pk_json, values)).for_read(call.region)
-    waiting = call.gw.readable(rs, consistency, session)
-    if waiting is not None:
-        await waiting
-    version, lsn = docs.read_in(rs, pk_json, id, consistency, session)
+    if call.replica is not None:          # direct mode: this replica serves, without waiting
+        version, lsn = docs.read_at(rs, call.replica, pk_json, id, consistency, session)
+    else:
+        waiting = call.gw.readable(rs, consistency, session)
+        if waiting is not None:
+            await waiting
+        version, lsn = docs.read_in(rs, pk_json, id, consistency, session)
     ru = charge.read(len(version.body) if version is not None else 0)
     admission.read(call, container, rs, ru)
     if version is None:
