@@ -320,6 +320,14 @@ class DirectPlane:
         return {"protocol": D.PROTOCOL,
                 "nodes": [{"region": r, "node": i, "port": n.port} for (r, i), n in self.nodes.items()]}
 
+    def counts(self) -> list:
+        """[(region, op, status, substatus, replies)] summed over each region's nodes, sorted."""
+        total: collections.Counter = collections.Counter()
+        for (region, _), node in self.nodes.items():
+            for (op, status, sub), n in node.requests.items():
+                total[(region, op, status, sub)] += n
+        return [(*k, n) for k, n in sorted(total.items())]
+
     def served(self) -> dict:
         """{region: {"read 200": n, ...}}: every direct reply, as the gateways' counters."""
         out: dict = {}
