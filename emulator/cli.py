@@ -16,6 +16,7 @@ from . import defaults
 from .core.account import AccountConfig
 from .core.consistency import canonical
 from .core.errors import CosmosError
+from .core.placement import NODES_PER_REGION_DEFAULT, NODES_PER_REGION_MAX, NODES_PER_REGION_MIN
 from .core.throttle import CREDITS_PER_S_DEFAULT, SERVERLESS_RU_PER_S_DEFAULT, ThrottleConfig
 
 
@@ -46,6 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="physical partitions per container (default: derived from throughput)")
     p.add_argument("--intra-region-delay-ms", type=int, default=int(_env("INTRA_REGION_DELAY_MS", defaults.INTRA_REGION_DELAY_MS)))
     p.add_argument("--seed", type=int, default=int(_env("SEED", 0)))
+    d = p.add_argument_group("direct mode (docs/direct.md)")
+    d.add_argument("--nodes-per-region", type=int, default=int(_env("NODES_PER_REGION", NODES_PER_REGION_DEFAULT)),
+                   help=f"backend nodes per region, each a TCP listener (at least {NODES_PER_REGION_MIN}; "
+                        "default %(default)s)")
+    d.add_argument("--direct-ports", default=_env("DIRECT_PORTS", None),
+                   help=f"port range the nodes listen on, MIN-MAX, or 0 for free ports (default "
+                        f"{defaults.DIRECT_PORT_MIN}-{defaults.DIRECT_PORT_MAX}; free ports with --port 0)")
     t = p.add_argument_group("throughput (docs/throughput.md; change them later with `regionlab throttle`)")
     t.add_argument("--credits-per-s", type=int, nargs="?", const=CREDITS_PER_S_DEFAULT,
                    default=int(_env("CREDITS_PER_S", 0)) or None,
@@ -69,6 +77,23 @@ def _usage_error(message: str):
     raise SystemExit(2)
 
 
+def _direct_ports(text: str | None, port: int) -> tuple:
+    """--direct-ports: "MIN-MAX", or "0" for free ports; unset, free ports when --port is 0 (as
+    the region ports follow the global port), else the default range."""
+    if text is None:
+        return (0, 0) if port == 0 else (defaults.DIRECT_PORT_MIN, defaults.DIRECT_PORT_MAX)
+    if text.strip() == "0":
+        return (0, 0)
+    lo, sep, hi = text.partition("-")
+    try:
+        lo, hi = int(lo), int(hi)
+    except ValueError:
+        lo = hi = -1
+    if not sep or not 1 <= lo <= hi <= 65535:
+        _usage_error(f"--direct-ports must be MIN-MAX (1-65535, MIN <= MAX) or 0 for free ports; got '{text}'.")
+    return (lo, hi)
+
+
 def config_from_args(args):
     from .runtime.server import ServerConfig
     regions = tuple(r.strip() for r in args.regions.split(",") if r.strip())
@@ -79,14 +104,24 @@ def config_from_args(args):
     if args.multi_write and consistency == "Strong":
         _usage_error("Strong consistency cannot be combined with multi-write regions "
                      "(the service does not offer it either); pick another --consistency.")
+    if not NODES_PER_REGION_MIN <= args.nodes_per_region <= NODES_PER_REGION_MAX:
+        _usage_error(f"--nodes-per-region must be {NODES_PER_REGION_MIN}-{NODES_PER_REGION_MAX} (a replica set's "
+                     f"four replicas live on distinct nodes); got {args.nodes_per_region}.")
+    direct_ports = _direct_ports(args.direct_ports, args.port)
+    n_nodes = args.nodes_per_region * len(regions)
+    if direct_ports[0] and direct_ports[1] - direct_ports[0] + 1 < n_nodes:
+        _usage_error(f"--direct-ports {args.direct_ports} has {direct_ports[1] - direct_ports[0] + 1} ports; "
+                     f"{len(regions)} regions x {args.nodes_per_region} nodes need {n_nodes}.")
     throttle = ThrottleConfig(ru=not args.no_ru_limits, credits_per_s=args.credits_per_s, burst=args.burst,
                               serverless=args.serverless, serverless_ru_per_s=args.serverless_ru_per_s)
     account = AccountConfig(regions=regions, multi_write=args.multi_write, consistency=consistency,
                             partition_count=args.partitions, intra_region_delay_ms=args.intra_region_delay_ms,
-                            throttle=throttle)
+                            throttle=throttle, nodes_per_region=args.nodes_per_region,
+                            placement_seed=args.seed)
     advertise = args.advertise_host or ("127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host)
     return ServerConfig(account=account, host=args.host, advertise_host=advertise, global_port=args.port,
-                        control_port=args.control_port, key=None if args.no_auth else args.key, seed=args.seed)
+                        control_port=args.control_port, key=None if args.no_auth else args.key, seed=args.seed,
+                        direct_port_range=direct_ports)
 
 
 async def serve(config) -> None:
