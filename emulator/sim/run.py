@@ -48,6 +48,7 @@ class SimConfig:
     election_ms: int = 300
     auto_failover: bool = True
     lag_ms: dict = field(default_factory=dict)
+    nodes_per_region: int = 4              # direct mode's backend nodes (replica_move needs 5+)
 
     @classmethod
     def from_scenario(cls, data, **overrides) -> "SimConfig":
@@ -110,7 +111,8 @@ def build(seed: int, config: SimConfig) -> tuple[World, Workload, Nemesis]:
     acct = AccountConfig(regions=REGIONS, consistency=config.consistency, partition_count=config.partitions,
                          intra_region_delay_ms=config.intra_region_delay_ms, jitter_ms=config.jitter_ms,
                          lag_ms=dict(config.lag_ms), auto_failover=config.auto_failover,
-                         detection_delay_ms=config.detection_delay_ms, election_ms=config.election_ms)
+                         detection_delay_ms=config.detection_delay_ms, election_ms=config.election_ms,
+                         nodes_per_region=config.nodes_per_region, placement_seed=seed)
     world = World(seed, acct, config.containers, config.keys)
     workload = Workload(world, random.Random(f"{seed}:clients"), config.clients, config.steps)
     schedule = config.scenario if config.scenario is not None else (None if config.faults else [])
