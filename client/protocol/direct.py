@@ -153,6 +153,15 @@ class FrameDecoder:
         if self.failed:
             raise ProtocolError(400, SUB_BAD_FRAME, "The connection already broke the protocol.")
         buf = self._buf
+        if not buf and len(data) > LENGTH_PREFIX_BYTES:
+            n = _LENGTH.unpack_from(data)[0]
+            if len(data) == LENGTH_PREFIX_BYTES + n and 0 < n <= self.max_frame_bytes:
+                # The common case: exactly one whole frame arrived; decode it without buffering.
+                try:
+                    return [decode_body(data[LENGTH_PREFIX_BYTES:])]
+                except ProtocolError:
+                    self.failed = True
+                    raise
         buf += data
         frames = []
         try:

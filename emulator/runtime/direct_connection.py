@@ -11,8 +11,8 @@ import os
 from client.protocol import direct as D
 from client.protocol import headers as H
 
-from ..core.errors import CosmosError, bad_request
-from ..gateway import documents, partition_keys, responses
+from ..core.errors import CosmosError, bad_request, not_found
+from ..gateway import documents, partition_keys, responses, sessions
 from .direct_server import (CLOSE_GRACE_S, WRITE_BUFFER_HIGH_BYTES, DirectCall, _ITEM_OPS, _OP_HEADERS,
                             _REPLY_FIELDS, _SCOPED_FEEDS, _HANDSHAKE, _AUTH, _READY, _CLOSING, carry_on)
 
@@ -161,7 +161,18 @@ class DirectConnection(asyncio.Protocol):
             return
         self.pending += 1
         target.replica.in_flight += 1
-        coro = _serve(call, target, item)
+        if op == D.READ:                     # a read never waits: no coroutine needed
+            try:
+                result = _read(call, target, item)
+            except CosmosError as e:
+                result = responses.error(e, call.activity_id)
+            except Exception:
+                log.exception("internal error in a direct read")
+                result = responses.error(CosmosError(500, 0, "Internal error in regionlab; see the server log.",
+                                                     definite=False), call.activity_id)
+            self._answer(rid, op, call, target, result)
+            return
+        coro = _serve(call, target, op, item)
         try:
             waiting = coro.send(None)
         except StopIteration as done:
@@ -194,7 +205,7 @@ class DirectConnection(asyncio.Protocol):
             headers.update(extra)
         if op in _SCOPED_FEEDS:
             headers[H.PK_RANGE_ID] = target.partition.range_id
-        elif "pk" in frame:
+        elif "pk" in frame and op != D.READ:       # a read checks the replica set it lands on
             _check_range(target, headers[H.PARTITION_KEY])
         item = None
         if has_item:
@@ -229,17 +240,24 @@ class DirectConnection(asyncio.Protocol):
         self.pending -= 1
         replica = target.replica
         replica.in_flight -= 1
-        rs = target.rs
-        h = reply.headers
-        res = {"t": D.RESPONSE, "id": rid, "status": reply.status, "sub": reply.substatus,
-               "body": reply.body or None, "charge": float(h.get(H.REQUEST_CHARGE, 0.0)),
-               "activity_id": call.activity_id, "lsn": replica.applied_lsn, "quorum_lsn": rs.committed_lsn,
-               "global_lsn": target.partition.global_lsn, "role": replica.role}
-        for header, field, as_int in _REPLY_FIELDS:
-            v = h.get(header)
-            if v is not None:
-                res[field] = int(v) if as_int else v
-        self.node.requests[(op, reply.status, reply.substatus)] += 1
+        if type(reply) is dict:              # a point operation's fields (_read, _write)
+            res = reply
+        else:                                # a gateway Reply (feeds, queries, batches, errors)
+            h = reply.headers
+            res = {"status": reply.status, "sub": reply.substatus, "body": reply.body or None,
+                   "charge": float(h.get(H.REQUEST_CHARGE, 0.0))}
+            for header, field, as_int in _REPLY_FIELDS:
+                v = h.get(header)
+                if v is not None:
+                    res[field] = int(v) if as_int else v
+        res["t"] = D.RESPONSE
+        res["id"] = rid
+        res["activity_id"] = call.activity_id
+        res["lsn"] = replica.applied_lsn
+        res["quorum_lsn"] = target.rs.committed_lsn
+        res["global_lsn"] = target.partition.global_lsn
+        res["role"] = replica.role
+        self.node.requests[(op, res["status"], res["sub"])] += 1
         self.plane.replica_requests[(self.node.region, target.key)] += 1
         self._send(res)
         if self.state == _CLOSING:
@@ -316,6 +334,12 @@ class DirectConnection(asyncio.Protocol):
                                        "send pings to keep a connection open.")
 
 
+def _range_gone(target, pk_json: str) -> CosmosError:
+    return CosmosError(410, D.SUB_PARTITION_KEY_RANGE_GONE,
+                       f"The partition key {pk_json[:80]} is not in range {target.partition.range_id}; "
+                       "refresh the partition key ranges and addresses.")
+
+
 def _check_range(target, pk_header: str) -> None:
     """A point operation's key must hash into the named replica's range (else the client's
     routing map is stale: 410/1002)."""
@@ -323,17 +347,66 @@ def _check_range(target, pk_header: str) -> None:
     pk_json, values = partition_keys.parse(pk_header)
     if len(values) != len(container.pk_def.paths):
         return                               # the handler answers the 400 the gateway would
+    if len(container.partitions) == 1:
+        return                               # every key is in the only range
     index = container.partition_index(container.epk_of(pk_json, values))
     if container.partitions[index] is not target.partition:
-        raise CosmosError(410, D.SUB_PARTITION_KEY_RANGE_GONE,
-                          f"The partition key {pk_json[:80]} is not in range {target.partition.range_id}; "
-                          "refresh the partition key ranges and addresses.")
+        raise _range_gone(target, pk_json)
 
 
-async def _serve(call, target, item):
-    """Run the gateway's handler for the operation; every failure becomes the reply the
-    gateway would send."""
+_STAGED_CREATES = frozenset((D.CREATE, D.UPSERT))
+_STAGED_ITEM_WRITES = frozenset((D.REPLACE, D.DELETE, D.PATCH))
+
+
+def _read(call, target, item: str) -> dict:
+    """A point read at the named replica, through the gateway's own read_target/read_point."""
+    container = target.container
+    rs, pk_json, id, consistency, session = documents.read_target(call, container, item, False)
+    if rs is not target.rs:
+        raise _range_gone(target, pk_json)
+    version, lsn, ru = documents.read_point(call, container, rs, pk_json, id, consistency, session)
+    out = {"status": 200, "sub": 0, "body": None, "charge": round(ru, 2), "session": sessions.token(rs, lsn),
+           "item_lsn": lsn}
+    if version is None:
+        out["status"] = 404
+        out["body"] = responses.error(not_found(), call.activity_id).body
+        return out
+    out["etag"] = etag = version.etag
+    inm = call.header(H.IF_NONE_MATCH)
+    if inm is not None and inm in (etag, "*"):
+        out["status"] = 304
+    else:
+        out["body"] = version.body
+    return out
+
+
+async def _write(call, target, op: str, item) -> dict:
+    """A point write at the primary, staged and committed by the gateway's own functions."""
+    container = target.container
+    if op in _STAGED_CREATES:
+        writer, status, version = documents.stage_create(call, container)
+    else:
+        writer, status, version = documents.stage_item_write(call, container, item, False)
+    lsn, ru = await documents.commit(call, writer)
+    rs = writer.rs
+    seen = lsn or rs.committed_lsn
+    out = {"status": status, "sub": 0, "body": None, "charge": round(ru, 2), "session": sessions.token(rs, seen),
+           "item_lsn": seen}
+    if version is None or status == 204:
+        out["status"] = 204
+        return out
+    out["etag"] = version.etag
+    if (call.header(H.PREFER) or "").lower() != H.PREFER_RETURN_MINIMAL:
+        out["body"] = version.body
+    return out
+
+
+async def _serve(call, target, op: str, item):
+    """Run the operation through the gateway's own functions; every failure becomes the reply
+    the gateway would send."""
     try:
+        if op in _STAGED_CREATES or op in _STAGED_ITEM_WRITES:
+            return await _write(call, target, op, item)
         if item is None:
             return await documents.feed(call, target.container)
         return await documents.item(call, target.container, item, False)
