@@ -253,7 +253,11 @@ class DirectPlane:
 
     def _on_region_state(self, name: str, state: str) -> None:
         if state == "added":
-            self._add_region(name)
+            try:
+                self._add_region(name)
+            except OSError as e:             # no port left in the range: the gateway still serves
+                log.error("region %s has no direct-mode nodes: %s", name, e)
+                return
             for node in self.region_nodes(name):
                 self._settle(node.serve())
         elif state == "removed":

@@ -375,3 +375,22 @@ def test_a_region_outage_takes_its_nodes_down_with_its_gateway(regionlab):
     assert all(refused(p) for p in west)
     assert control(regionlab, "DELETE", f"/faults/{fid}")[0] == 200
     assert not any(refused(p) for p in west)
+
+
+def test_a_region_added_at_runtime_gets_nodes_and_a_removed_one_loses_them(regionlab):
+    setup(regionlab)
+    status, region = control(regionlab, "POST", "/regions", {"name": "North Europe"})
+    assert status == 201
+    nodes = [n for n in regionlab.emulator.ready_info()["direct"]["nodes"] if n["region"] == "North Europe"]
+    assert len(nodes) == 4
+    f = feed(regionlab, region["endpoint"])["0"]
+    assert {e["region"] for e in f["all"]} == {"North Europe"}
+
+    async def main():
+        conn, key = await connect(regionlab, f["all"][0])
+        r = await conn.request("read", key, item="a", pk='["p"]')
+        assert r["status"] == 200 and item_body(r)["id"] == "a"     # seeded from the write region
+        await conn.close()
+    asyncio.run(main())
+    assert control(regionlab, "DELETE", "/regions/North%20Europe")[0] == 200
+    assert all(refused(n["port"]) for n in nodes)
