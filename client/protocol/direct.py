@@ -96,6 +96,7 @@ SUB_PARTITION_KEY_RANGE_GONE = 1002      # 410: the key is outside the named rep
 SUB_READ_SESSION_NOT_AVAILABLE = 1002    # 404: this replica is behind the session token
 
 _LENGTH = struct.Struct(">I")
+_pack_length = _LENGTH.pack
 
 
 class ProtocolError(Exception):
@@ -111,20 +112,23 @@ class ProtocolError(Exception):
 
 # ---- frames ---------------------------------------------------------------------------------
 _packer = msgpack.Packer(use_bin_type=True)
+_pack = _packer.pack
+_unpackb = msgpack.unpackb
 
 
 def encode(frame: dict) -> bytes:
     """One frame: the length prefix and the msgpack map."""
-    body = _packer.pack(frame)
-    if len(body) > FRAME_BYTES_MAX:
-        raise ValueError(f"a frame of {len(body)} bytes exceeds FRAME_BYTES_MAX ({FRAME_BYTES_MAX})")
-    return _LENGTH.pack(len(body)) + body
+    body = _pack(frame)
+    n = len(body)
+    if n > FRAME_BYTES_MAX:
+        raise ValueError(f"a frame of {n} bytes exceeds FRAME_BYTES_MAX ({FRAME_BYTES_MAX})")
+    return _pack_length(n) + body
 
 
 def decode_body(body: bytes) -> dict:
     """The map held by one frame's body, or ProtocolError."""
     try:
-        frame = msgpack.unpackb(body, raw=False, use_list=True, strict_map_key=True)
+        frame = _unpackb(body)           # msgpack's defaults: str keys and values, lists, strict map keys
     except msgpack.ExtraData:
         raise ProtocolError(400, SUB_BAD_FRAME, "A frame holds more than one msgpack value.") from None
     except (ValueError, TypeError, msgpack.UnpackException, OverflowError, RecursionError) as e:

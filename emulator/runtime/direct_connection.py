@@ -48,6 +48,7 @@ class DirectConnection(asyncio.Protocol):
                                        f"{self.plane.max_connections} connections, its limit.")
             return
         self.node.connections.add(self)
+        self.gw = self.plane.gateways[node_region] if (node_region := self.node.region) in self.plane.gateways else None
 
     def connection_lost(self, exc) -> None:
         self.closed = True
@@ -80,7 +81,8 @@ class DirectConnection(asyncio.Protocol):
                 if self.closed:
                     break
                 self._frame(frame)
-            self.frame_since = (self.frame_since or now) if self.decoder.pending else 0.0
+            if self.frame_since or self.decoder.pending:
+                self.frame_since = (self.frame_since or now) if self.decoder.pending else 0.0
         finally:
             self._in_data = False
             self._flush()
@@ -218,8 +220,7 @@ class DirectConnection(asyncio.Protocol):
         elif not isinstance(body, bytes):
             raise bad_request("'body' must be the JSON request body as bytes (a msgpack bin).")
         activity = headers.get(H.ACTIVITY_ID) or responses.activity_id()
-        gw = self.plane.gateways[self.node.region]
-        return DirectCall(gw, method, headers, body, activity, target.replica if op == D.READ else None), target, item
+        return DirectCall(self.gw, method, headers, body, activity, target.replica if op == D.READ else None), target, item
 
     def _finished(self, rid: int, op: str, call, target, task) -> None:
         self.in_flight.pop(rid, None)
@@ -258,7 +259,7 @@ class DirectConnection(asyncio.Protocol):
         res["global_lsn"] = target.partition.global_lsn
         res["role"] = replica.role
         self.node.requests[(op, res["status"], res["sub"])] += 1
-        self.plane.replica_requests[(self.node.region, target.key)] += 1
+        target.counter[target.key] += 1
         self._send(res)
         if self.state == _CLOSING:
             self._maybe_finish_close()

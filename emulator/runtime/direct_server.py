@@ -71,9 +71,10 @@ class DirectCall(Call):
 
 class _Target:
     """The replica a request names, resolved on this node."""
-    __slots__ = ("key", "container", "partition", "rs", "replica")
+    __slots__ = ("key", "container", "partition", "rs", "replica", "counter")
 
-    def __init__(self, key, container, partition, rs, replica):
+    def __init__(self, key, container, partition, rs, replica, counter):
+        self.counter = counter               # the region's replies per replica key
         self.key = key
         self.container = container
         self.partition = partition
@@ -117,6 +118,7 @@ class DirectNode:
         self._sock = None
         self.connections: set = set()
         self.requests: collections.Counter = collections.Counter()   # (op, status, sub) -> replies
+        self.replica_requests = plane.replica_requests.setdefault(region, collections.Counter())
 
     def __call__(self):
         from .direct_connection import DirectConnection
@@ -147,7 +149,7 @@ class DirectNode:
         if write and replica.role != PRIMARY:
             raise _gone(D.SUB_NOT_PRIMARY, f"Replica {key} in {self.region} is a secondary; writes go to the "
                                            "primary. Refresh the addresses.")
-        return _Target(key, container, partition, rs, replica)
+        return _Target(key, container, partition, rs, replica, self.replica_requests)
 
     # ---- listening ------------------------------------------------------------------------
     def bind(self) -> None:
@@ -200,7 +202,7 @@ class DirectPlane:
         self.max_connections = max_connections
         self.nodes: dict = {}                    # (region, index) -> DirectNode
         self.gateways: dict = {}                 # region -> the Gateway whose handlers requests run
-        self.replica_requests: collections.Counter = collections.Counter()  # (region, replica key) -> replies
+        self.replica_requests: dict = {}         # region -> Counter(replica key -> replies)
         lo, hi = emu.config.direct_port_range
         self._port_range = (lo, hi)
         self._next_port = lo
@@ -316,7 +318,7 @@ class DirectPlane:
                     nodes[node]["replicas"].append({"database": c.db.id, "container": c.id, "partition": p.range_id,
                                                     "replica": i, "key": key, "role": rs.replicas[i].role,
                                                     "state": rs.replicas[i].state,
-                                                    "requests": self.replica_requests[(region, key)]})
+                                                    "requests": self.replica_requests.get(region, {}).get(key, 0)})
             out["regions"][region] = {"blocked": placement.is_blocked(region), "nodes": nodes}
         return out
 
