@@ -44,6 +44,7 @@ class Placement:
         self._sets: dict[tuple, list[int]] = {}   # (region, coll rid, range id) -> node of each replica
         self.blocked: dict = {}                   # region (or ALL_REGIONS) -> how many faults block its ports
         self.listeners: list = []                 # fn(region): a node's state or a placement changed
+        self.version = 0                          # counts changes (the shells cache on it)
 
     # ---- nodes ---------------------------------------------------------------------------
     def nodes(self, region: str) -> list[Node]:
@@ -129,6 +130,7 @@ class Placement:
         self._changed(region)
 
     def _changed(self, region: str) -> None:
+        self.version += 1
         for fn in self.listeners:
             fn(region)
 

@@ -37,6 +37,7 @@ CLOSE_GRACE_S = 1.0                       # an error frame gets this long to dra
 SWEEP_INTERVAL_S_MIN = 0.05
 SWEEP_INTERVAL_S_MAX = 1.0
 REPLICA_KEYS_CACHE_MAX = 65_536
+TARGETS_CACHE_MAX = 65_536                # resolved replicas per node
 
 _ITEM_OPS = frozenset(op for op, (_, item) in D.OPERATIONS.items() if item)
 _SCOPED_FEEDS = frozenset((D.QUERY, D.CHANGE_FEED, D.READ_FEED))
@@ -119,6 +120,7 @@ class DirectNode:
         self.connections: set = set()
         self.requests: collections.Counter = collections.Counter()   # (op, status, sub) -> replies
         self.replica_requests = plane.replica_requests.setdefault(region, collections.Counter())
+        self._targets: dict = {}             # replica key -> (placement version, coll rid, _Target)
 
     def __call__(self):
         from .direct_connection import DirectConnection
@@ -126,6 +128,28 @@ class DirectNode:
 
     # ---- what a request may be served by ------------------------------------------------
     def resolve(self, key, write: bool) -> _Target:
+        """The replica `key` names, if this node holds it and it may serve the request (else
+        410 with the substatus that says why)."""
+        account = self.plane.account
+        hit = self._targets.get(key)
+        if hit is not None and hit[0] == account.placement.version and \
+                account.colls_by_rid.get(hit[1]) is hit[2].container and \
+                hit[2].partition.replica_sets.get(self.region) is hit[2].rs:
+            target = hit[2]                  # still placed here, same container and replica set
+        else:
+            target = self._resolve(key)
+            if len(self._targets) >= TARGETS_CACHE_MAX:
+                self._targets.clear()
+            self._targets[key] = (account.placement.version, _parse_replica_key(key)[0], target)
+        replica = target.replica
+        if replica.state != UP:
+            raise _gone(D.SUB_REPLICA_DOWN, f"Replica {key} in {self.region} is down; refresh the addresses.")
+        if write and replica.role != PRIMARY:
+            raise _gone(D.SUB_NOT_PRIMARY, f"Replica {key} in {self.region} is a secondary; writes go to the "
+                                           "primary. Refresh the addresses.")
+        return target
+
+    def _resolve(self, key) -> _Target:
         parsed = _parse_replica_key(key)
         if parsed is None:
             raise bad_request(f"'replica' must be a replica key colls/<rid>/pkranges/<range>/replicas/<0-3> "
@@ -143,13 +167,7 @@ class DirectNode:
         if rs is None or account.placement.node_of(self.region, coll_rid, range_id, index) != self.index:
             raise _gone(D.SUB_REPLICA_NOT_HERE, f"Replica {key} is not on node {self.index} of {self.region} "
                                                 "(it moved, or never was here); refresh the addresses.")
-        replica = rs.replicas[index]
-        if replica.state != UP:
-            raise _gone(D.SUB_REPLICA_DOWN, f"Replica {key} in {self.region} is down; refresh the addresses.")
-        if write and replica.role != PRIMARY:
-            raise _gone(D.SUB_NOT_PRIMARY, f"Replica {key} in {self.region} is a secondary; writes go to the "
-                                           "primary. Refresh the addresses.")
-        return _Target(key, container, partition, rs, replica, self.replica_requests)
+        return _Target(key, container, partition, rs, rs.replicas[index], self.replica_requests)
 
     # ---- listening ------------------------------------------------------------------------
     def bind(self) -> None:
