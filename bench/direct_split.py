@@ -6,7 +6,7 @@ on a node's connection object (no sockets) under callgrind, per call (docs/perfo
 Each phase runs its step 200 times to warm up, zeroes the counters (callgrind_control -z),
 runs it 2,000 times and dumps: instructions / 2,000 is the step's cost.
 """
-import asyncio, glob, os, subprocess, sys, tempfile
+import glob, os, subprocess, sys, tempfile
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import uvloop

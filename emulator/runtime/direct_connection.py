@@ -13,7 +13,7 @@ from client.protocol import headers as H
 
 from ..core.errors import CosmosError, bad_request, not_found
 from ..gateway import documents, partition_keys, responses, sessions
-from .direct_server import (CLOSE_GRACE_S, WRITE_BUFFER_HIGH_BYTES, DirectCall, _ITEM_OPS, _OP_HEADERS,
+from .direct_server import (CLOSE_GRACE_S, WRITE_BUFFER_HIGH_BYTES, DirectCall, _OP_HEADERS,
                             _REPLY_FIELDS, _SCOPED_FEEDS, _HANDSHAKE, _AUTH, _READY, _CLOSING, carry_on)
 
 log = logging.getLogger("regionlab.direct")
@@ -36,6 +36,7 @@ class DirectConnection(asyncio.Protocol):
         self.opened = self.last_rx = 0.0
         self.frame_since = 0.0               # when the incomplete frame began (0: none)
         self.closed = False
+        self.gw = None                       # the region's Gateway whose functions requests run
 
     # ---- asyncio.Protocol ---------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -48,7 +49,7 @@ class DirectConnection(asyncio.Protocol):
                                        f"{self.plane.max_connections} connections, its limit.")
             return
         self.node.connections.add(self)
-        self.gw = self.plane.gateways[node_region] if (node_region := self.node.region) in self.plane.gateways else None
+        self.gw = self.plane.gateways.get(self.node.region)
 
     def connection_lost(self, exc) -> None:
         self.closed = True

@@ -19,14 +19,12 @@ Theory of operation:
 import asyncio
 import collections
 import logging
-import os
 
 from client.protocol import direct as D
 from client.protocol import headers as H
 
 from ..core.errors import CosmosError, bad_request
 from ..core.replica import PRIMARY, UP
-from ..gateway import documents, partition_keys, responses
 from ..gateway.call import Call
 from ..gateway.server import Gateway
 
@@ -39,7 +37,6 @@ SWEEP_INTERVAL_S_MAX = 1.0
 REPLICA_KEYS_CACHE_MAX = 65_536
 TARGETS_CACHE_MAX = 65_536                # resolved replicas per node
 
-_ITEM_OPS = frozenset(op for op, (_, item) in D.OPERATIONS.items() if item)
 _SCOPED_FEEDS = frozenset((D.QUERY, D.CHANGE_FEED, D.READ_FEED))
 _OP_HEADERS = {
     D.UPSERT: {H.IS_UPSERT: "true"},

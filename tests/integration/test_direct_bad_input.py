@@ -8,7 +8,6 @@ import random
 import struct
 import time
 
-import msgpack
 import pytest
 from azure.cosmos import PartitionKey
 

@@ -2,7 +2,6 @@
 readable line and exit 2, and a served account lists its nodes (free ports with --port 0) in
 the ready line, in as many regions as it has, with a direct request answered on one of them."""
 import asyncio
-import json
 import subprocess
 import sys
 
