@@ -394,3 +394,31 @@ def test_a_region_added_at_runtime_gets_nodes_and_a_removed_one_loses_them(regio
     asyncio.run(main())
     assert control(regionlab, "DELETE", "/regions/North%20Europe")[0] == 200
     assert all(refused(n["port"]) for n in nodes)
+
+
+@pytest.mark.regionlab_config(consistency="Strong")
+def test_strong_reads_carry_the_lsns_a_client_needs_to_judge_a_read_quorum(regionlab):
+    setup(regionlab)
+    f = feed(regionlab)["0"]
+    secondaries = [e for e in f["all"] if not e["isPrimary"]]
+    lagging, current = secondaries[0], secondaries[1]
+    index = int(lagging["replica"].rsplit("/", 1)[1])
+    inject(regionlab, type="replica_slow", region=EAST, replica=index, delay_ms=60_000)
+
+    async def main():
+        primary, pkey = await connect(regionlab, f["primary"])
+        w = await primary.request("upsert", pkey, pk='["p"]', body=b'{"id":"q","pk":"p"}')
+        assert w["status"] == 201 and w["global_lsn"] >= w["item_lsn"]   # Strong: a majority of regions has it
+        replies = []
+        for entry in (lagging, current):                 # a read quorum: two replicas
+            conn, key = await connect(regionlab, entry)
+            replies.append(await conn.request("read", key, item="q", pk='["p"]'))
+            await conn.close()
+        stale, fresh = replies
+        assert stale["lsn"] < w["item_lsn"] <= stale["global_lsn"]     # this replica says it is behind
+        assert stale["status"] == 404
+        assert fresh["lsn"] >= fresh["global_lsn"] >= w["item_lsn"] and fresh["status"] == 200
+        best = max(replies, key=lambda r: r["lsn"])        # what the service's quorum reader does
+        assert item_body(best)["id"] == "q"
+        await primary.close()
+    asyncio.run(main())
