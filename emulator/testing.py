@@ -34,6 +34,11 @@ class RunningEmulator:
     def account(self):
         return self.emulator.account
 
+    @property
+    def direct_nodes(self) -> list:
+        """Every direct-mode node as {"region", "node", "port"} (free ports; docs/direct.md)."""
+        return self.emulator.ready_info()["direct"]["nodes"]
+
     def call(self, fn, *args, timeout: float = 10.0):
         """Run fn(account, *args) on the emulator's loop and return its result."""
         async def run():

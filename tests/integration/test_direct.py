@@ -77,8 +77,7 @@ def refused(port: int) -> bool:
 # ---- the address feed ---------------------------------------------------------------------
 def test_address_feed_lists_four_replicas_on_distinct_nodes_with_one_primary(regionlab):
     setup(regionlab)
-    ready = regionlab.emulator.ready_info()
-    east_ports = {n["port"] for n in ready["direct"]["nodes"] if n["region"] == EAST}
+    east_ports = {n["port"] for n in regionlab.direct_nodes if n["region"] == EAST}
     f = feed(regionlab)
     assert list(f) == ["0"]
     entries = f["0"]["all"]
