@@ -21,6 +21,7 @@ from . import defaults
 from .core.account import AccountConfig
 from .core.consistency import LEVELS, canonical
 from .core.errors import CosmosError
+from .core.placement import NODES_PER_REGION_DEFAULT, NODES_PER_REGION_MAX, NODES_PER_REGION_MIN
 from .core.throttle import CREDITS_PER_S_DEFAULT, SERVERLESS_RU_PER_S_DEFAULT, ThrottleConfig
 from .gateway.http import HEADER_TIMEOUT_S_DEFAULT
 from .gateway.server import WRITE_ACK_TIMEOUT_S
@@ -158,6 +159,36 @@ def lag_matrix(value) -> dict:
     return out
 
 
+def direct_ports(value):
+    """--direct-ports: "MIN-MAX", or "0" for free ports; None (unset) is decided in _build."""
+    rule = "must be MIN-MAX (1-65535, MIN <= MAX), or 0 for free ports"
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        lo, hi = value
+    elif isinstance(value, str) and value.strip() == "0" or value == 0:
+        return (0, 0)
+    elif isinstance(value, str):
+        lo, sep, hi = value.strip().partition("-")
+        if not sep:
+            raise ValueError(rule)
+        try:
+            lo, hi = int(lo), int(hi)
+        except ValueError:
+            raise ValueError(rule) from None
+    else:
+        raise ValueError(rule)
+    if isinstance(lo, bool) or not isinstance(lo, int) or not isinstance(hi, int) or not 1 <= lo <= hi <= PORT_MAX:
+        if (lo, hi) == (0, 0):
+            return (0, 0)
+        raise ValueError(rule)
+    return (lo, hi)
+
+
+def limits(value) -> dict:
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise ValueError("must be a dict of the direct server's limits, e.g. {'idle_timeout_s': 0.5}")
+    return dict(value)
+
+
 # ---- the settings -------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -183,6 +214,7 @@ class Option:
 THROUGHPUT = "throughput (docs/throughput.md; change them later with `regionlab throttle`)"
 STALENESS = "bounded staleness (with --consistency BoundedStaleness)"
 _ports = "0: free ports for all"
+DIRECT = "direct mode (docs/direct.md)"
 
 OPTIONS = (
     Option("host", text, defaults.HOST, "--host", "HOST", "address to listen on"),
@@ -228,7 +260,16 @@ OPTIONS = (
            "a serverless account: no provisioned throughput, a per-partition ceiling", switch=True, group=THROUGHPUT),
     Option("serverless_ru_per_s", integer(1, 10**6), SERVERLESS_RU_PER_S_DEFAULT, "--serverless-ru-per-s",
            "SERVERLESS_RU_PER_S", "the serverless per-partition ceiling", group=THROUGHPUT),
+    Option("nodes_per_region", integer(NODES_PER_REGION_MIN, NODES_PER_REGION_MAX,
+                                       "a replica set's four replicas live on distinct nodes"),
+           NODES_PER_REGION_DEFAULT, "--nodes-per-region", "NODES_PER_REGION",
+           "backend nodes per region, each a TCP listener", group=DIRECT),
+    Option("direct_ports", optional(direct_ports), None, "--direct-ports", "DIRECT_PORTS",
+           f"port range the nodes listen on, MIN-MAX, or 0 for free ports (default "
+           f"{defaults.DIRECT_PORT_MIN}-{defaults.DIRECT_PORT_MAX}; free ports with --port 0)",
+           group=DIRECT, metavar="MIN-MAX"),
     # Options of running_emulator() and the marker only.
+    Option("direct_limits", limits, {}),
     Option("lag_ms", lag_matrix, {}),
     Option("primary_accepts_reads", boolean, _ACCOUNT.primary_accepts_reads),
     Option("detection_delay_ms", integer(0, DELAY_MS_MAX), _ACCOUNT.detection_delay_ms),
@@ -240,7 +281,7 @@ OPTIONS = (
 )
 BY_NAME = {o.name: o for o in OPTIONS}
 # running_emulator() serves on loopback, on free ports.
-KEYWORD_DEFAULTS = {"host": "127.0.0.1", "port": 0, "control_port": 0}
+KEYWORD_DEFAULTS = {"host": "127.0.0.1", "port": 0, "control_port": 0, "direct_ports": (0, 0)}
 
 
 def check_value(check: Callable, value, source: str):
@@ -302,6 +343,11 @@ def _cross_check(v: dict) -> None:
     if port and control and port <= control <= port + n:
         raise ConfigError(f"control port {control} collides with the account's ports {port}-{port + n}; "
                           "pick another, or 0 for a free one")
+    lo, hi = v["direct_ports"]
+    nodes = v["nodes_per_region"] * n
+    if lo and hi - lo + 1 < nodes:
+        raise ConfigError(f"direct ports {lo}-{hi}: {hi - lo + 1} ports, but {n} regions x "
+                          f"{v['nodes_per_region']} nodes need {nodes}; widen the range, or 0 for free ports")
     names = set(v["regions"])
     for a, b in v["lag_ms"]:
         if a not in names or b not in names:
@@ -310,6 +356,8 @@ def _cross_check(v: dict) -> None:
 
 def _build(v: dict):
     from .runtime.server import ServerConfig
+    if v["direct_ports"] is None:          # the nodes follow the region ports: free with --port 0
+        v["direct_ports"] = (0, 0) if v["port"] == 0 else (defaults.DIRECT_PORT_MIN, defaults.DIRECT_PORT_MAX)
     _cross_check(v)
     throttle = ThrottleConfig(ru=v["ru_limits"], credits_per_s=v["credits_per_s"], burst=v["burst"],
                               serverless=v["serverless"], serverless_ru_per_s=v["serverless_ru_per_s"])
@@ -318,12 +366,14 @@ def _build(v: dict):
                             lag_ms=dict(v["lag_ms"]), primary_accepts_reads=v["primary_accepts_reads"],
                             detection_delay_ms=v["detection_delay_ms"], election_ms=v["election_ms"],
                             staleness_ops=v["max_staleness_prefix"], staleness_s=v["max_interval_s"],
-                            log_retained_commits=v["log_retained_commits"], throttle=throttle)
+                            log_retained_commits=v["log_retained_commits"], throttle=throttle,
+                            nodes_per_region=v["nodes_per_region"], placement_seed=v["seed"])
     host = v["host"]
     advertise = v["advertise_host"] or ("127.0.0.1" if host in ("0.0.0.0", "::") else host)
     return ServerConfig(account=account, host=host, advertise_host=advertise, global_port=v["port"],
                         control_port=v["control_port"], key=v["key"] if v["auth"] else None, seed=v["seed"],
-                        header_timeout_s=v["header_timeout_s"], write_ack_timeout_s=v["write_ack_timeout_s"])
+                        header_timeout_s=v["header_timeout_s"], write_ack_timeout_s=v["write_ack_timeout_s"],
+                        direct_port_range=v["direct_ports"], direct_limits=v["direct_limits"])
 
 
 def environment_help() -> str:

@@ -15,6 +15,9 @@ REGION_PORT_BASE = 8082       # region i listens on REGION_PORT_BASE + i
 CONTROL_PORT = 8090           # admin API, metrics; faults never touch it
 DIRECT_PORT_MIN = 10000       # direct TCP listeners are allocated from this range
 DIRECT_PORT_MAX = 20000
+# docker-compose.yml publishes this slice of the range (and pins the container to it): room for
+# the default 3 regions x 4 nodes, plus a region added at runtime or a fifth node per region.
+DIRECT_PORTS_PUBLISHED = 20
 CONSISTENCY = "Session"
 
 # Intra-region replication delay from primary to secondaries, per hop.

@@ -32,6 +32,11 @@ class RunningEmulator:
     def account(self):
         return self.emulator.account
 
+    @property
+    def direct_nodes(self) -> list:
+        """Every direct-mode node as {"region", "node", "port"} (free ports; docs/direct.md)."""
+        return self.emulator.ready_info()["direct"]["nodes"]
+
     def call(self, fn, *args, timeout: float = 10.0):
         """Run fn(account, *args) on the emulator's loop and return its result."""
         async def run():
@@ -49,7 +54,8 @@ class RunningEmulator:
 def make_config(**options):
     """The ServerConfig of running_emulator(**options), on loopback and free ports. The options
     are config.OPTIONS' keywords (regions, consistency, partitions, multi_write, key, auth,
-    intra_region_delay_ms, lag_ms, seed, max_staleness_prefix, max_interval_s, ...), each
+    intra_region_delay_ms, lag_ms, seed, max_staleness_prefix, max_interval_s, nodes_per_region,
+    direct_limits, ...), each
     checked as its flag is: a bad or unknown one raises emulator.config.ConfigError. Throughput knobs
     (docs/throughput.md): ru_limits enforces provisioned RU/s (429/3200), credits_per_s an
     account-wide credit budget (429/50009; True means the default 1000), burst the 300 s burst

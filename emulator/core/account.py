@@ -17,6 +17,7 @@ from .errors import CosmosError, bad_request, conflict, not_found
 from .link import Link
 from .offers import Offer
 from .partition import Partition
+from .placement import NODES_PER_REGION_DEFAULT, Placement
 from .read_routing import ReadRoutingPolicy
 from .replica_set import LOG_RETAINED_COMMITS_MAX, ReplicaSet
 from .throttle import Throttle, ThrottleConfig
@@ -69,6 +70,8 @@ class AccountConfig:
     throttle: ThrottleConfig = field(default_factory=ThrottleConfig)   # RU budgets, credits, burst
     log_retained_commits: int = LOG_RETAINED_COMMITS_MAX   # per replica set; a region lagging further
                                                            # is caught up by a snapshot
+    nodes_per_region: int = NODES_PER_REGION_DEFAULT   # direct mode's backend nodes (core/placement.py)
+    placement_seed: int = 0                   # which nodes each replica set lands on
 
 
 class Region:
@@ -117,6 +120,7 @@ class Account:
         from .faults import FaultRegistry
         self.faults = FaultRegistry(self)
         self.throttle = Throttle(self, config.throttle)
+        self.placement = Placement(config.nodes_per_region, config.placement_seed)
         for a in config.regions:
             for b in config.regions:
                 if a != b:

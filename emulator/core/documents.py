@@ -278,6 +278,21 @@ def read_in(rs, pk_json: str, id: str, consistency: str, session: dict | None):
     return rs.store.get((pk_json, id), lsn), lsn
 
 
+def read_at(rs, replica, pk_json: str, id: str, consistency: str, session: dict | None):
+    """Direct mode: (version or None, visible LSN) at the replica the request named. It never
+    waits: a replica behind the session token answers 404/1002 at once (the client tries another
+    replica or the primary). Under Strong and Bounded Staleness it serves what it has and its
+    reply's LSNs let the client judge a read quorum, as the service's direct clients do."""
+    need = min_lsn_for(rs, consistency, session)
+    if consistency == SESSION and need and (replica.applied_lsn < need or rs.committed_lsn < need):
+        raise session_not_available(f"{rs.region} (replica {replica.index})", need,
+                                    min(replica.applied_lsn, rs.committed_lsn))
+    lsn = rs.visible_lsn(replica)
+    if consistency == STRONG and rs.partition is not None:
+        lsn = min(lsn, rs.partition.global_lsn)      # see choose_replica
+    return rs.store.get((pk_json, id), lsn), lsn
+
+
 def locate_rid(container, doc_rid: str):
     """(pk_json, id) of a document addressed by its _rid, or 404."""
     entry = container.rid_index.get(doc_rid)

@@ -8,12 +8,14 @@ id, the same in the live control API, the CLI and scenario files.
     {"type": "replica_crash", "region": ..., "replica": 2, ...same partition selectors}
     {"type": "replica_slow", "region": ..., "replica": 1, "delay_ms": 200, ...}
     {"type": "throttle_storm", "region": "West US", "share": 0.3, "op": "read", "retry_after_ms": 100}
+    {"type": "replica_move" | "node_crash" | "direct_ports_blocked", ...}   (see direct_faults.py)
 
 Partition selectors (database, container, partition) are optional: a missing one selects all.
 `duration_ms` heals the fault by itself after that long on the account's clock. Healing puts
 back exactly what the fault changed (a recovered replica catches up; a healed link drains its
 backlog in order).
 """
+from .direct_faults import DIRECT_FAULT_TYPES, DirectFaults
 from .errors import bad_request, not_found
 from .link import ACTIVE, CUT
 from .replica import DOWN, UP
@@ -27,9 +29,10 @@ FAULT_TYPES = ("region_outage", "link_cut", "link_lag", "primary_crash", "replic
 # official SDKs (Python, JS) ride through without an error reaching the app (docs/control-api.md).
 OUTAGE_MODES = ("refuse", "reset", "unavailable", "blackhole")
 OUTAGE_MODE_DEFAULT = "unavailable"
+FAULT_TYPES += DIRECT_FAULT_TYPES              # replica_move, node_crash, direct_ports_blocked
 
 
-class FaultRegistry:
+class FaultRegistry(DirectFaults):
     def __init__(self, account):
         self.account = account
         self.active: dict[int, dict] = {}

@@ -39,11 +39,18 @@ def _check_item(doc, raw_len: int) -> None:
         raise CosmosError(e.status, e.substatus, e.message) from None
 
 
-async def _write_reply(call, container, writer, status: int, version) -> "responses.Reply":
+async def commit(call, writer) -> tuple[int, float]:
+    """Admit a staged Writer, commit it and wait for its acknowledgement: (LSN or 0, charge).
+    Both surfaces (this gateway and direct mode) commit through here."""
     ru = admission.write(call, writer)          # a 429 here leaves nothing applied
     lsn = writer.commit()
     if lsn:
         await call.gw.write_acknowledged(writer, lsn)
+    return lsn, ru
+
+
+async def _write_reply(call, container, writer, status: int, version) -> "responses.Reply":
+    lsn, ru = await commit(call, writer)
     hdrs = _doc_headers(call, container, writer.rs, lsn or writer.rs.committed_lsn, version)
     if version is None or status == 204:
         return responses.reply(204, None, call.activity_id, ru, hdrs)
@@ -79,6 +86,12 @@ async def feed(call, container):
 
 
 async def create(call, container):
+    writer, status, version = stage_create(call, container)
+    return await _write_reply(call, container, writer, status, version)
+
+
+def stage_create(call, container):
+    """(writer, status, version) of a create or upsert, staged and not yet admitted."""
     pk_json, values = partition_keys.required(call, container)
     doc = call.json_body()
     _check_item(doc, len(call.raw))
@@ -87,7 +100,7 @@ async def create(call, container):
         status, version = writer.upsert(doc, call.header(H.IF_MATCH))
     else:
         status, version = writer.create(doc)
-    return await _write_reply(call, container, writer, status, version)
+    return writer, status, version
 
 
 async def read_feed(call, container):
@@ -145,6 +158,13 @@ async def item(call, container, id_seg: str, by_rid: bool):
         return await read(call, container, id_seg, by_rid)
     if method not in WRITE_OPS - {"POST"}:
         raise CosmosError(405, 0, f"{method} is not supported on an item; use GET, PUT, PATCH or DELETE.")
+    writer, status, version = stage_item_write(call, container, id_seg, by_rid)
+    return await _write_reply(call, container, writer, status, version)
+
+
+def stage_item_write(call, container, id_seg: str, by_rid: bool):
+    """(writer, status, version) of a replace (PUT), delete or patch, staged and not yet admitted."""
+    method = call.method
     pk_json, values, id = _item_key(call, container, id_seg, by_rid)
     writer = _writer(call, container, pk_json, values)
     if_match = call.header(H.IF_MATCH)
@@ -157,7 +177,7 @@ async def item(call, container, id_seg: str, by_rid: bool):
     else:
         operations, condition = patch_request(call.json_body())
         status, version = writer.patch(id, operations, condition, if_match)
-    return await _write_reply(call, container, writer, status, version)
+    return writer, status, version
 
 
 def patch_request(body) -> tuple[list, str | None]:
@@ -171,17 +191,35 @@ def patch_request(body) -> tuple[list, str | None]:
                       'or a bare JSON array of operations.')
 
 
-async def read(call, container, id_seg: str, by_rid: bool):
+def read_target(call, container, id_seg: str, by_rid: bool):
+    """(replica set, pk_json, id, consistency, session) of a point read."""
     pk_json, values, id = _item_key(call, container, id_seg, by_rid)
     consistency = effective(call.gw.account.consistency, call.header(H.CONSISTENCY_LEVEL))
     session = parse_session(call)
     rs = container.partition_for_epk(container.epk_of(pk_json, values)).for_read(call.region)
-    waiting = call.gw.readable(rs, consistency, session)
-    if waiting is not None:
-        await waiting
-    version, lsn = docs.read_in(rs, pk_json, id, consistency, session)
+    return rs, pk_json, id, consistency, session
+
+
+def read_point(call, container, rs, pk_json: str, id: str, consistency: str, session):
+    """(version or None, visible LSN, charge) of a point read, admitted: at the replica the
+    consistency level routes to, or (direct mode) at the one the request named, never waiting.
+    Both surfaces read through here."""
+    if call.replica is not None:
+        version, lsn = docs.read_at(rs, call.replica, pk_json, id, consistency, session)
+    else:
+        version, lsn = docs.read_in(rs, pk_json, id, consistency, session)
     ru = charge.read(len(version.body) if version is not None else 0)
     admission.read(call, container, rs, ru)
+    return version, lsn, ru
+
+
+async def read(call, container, id_seg: str, by_rid: bool):
+    rs, pk_json, id, consistency, session = read_target(call, container, id_seg, by_rid)
+    if call.replica is None:
+        waiting = call.gw.readable(rs, consistency, session)
+        if waiting is not None:
+            await waiting
+    version, lsn, ru = read_point(call, container, rs, pk_json, id, consistency, session)
     if version is None:
         hdrs = session_headers(call, container, rs, lsn)
         hdrs[H.REQUEST_CHARGE] = responses.charge_text(ru)

@@ -21,7 +21,7 @@ from ..core.consistency import STRONG, SESSION
 from ..core.documents import min_lsn_for
 from ..core.errors import CosmosError, not_found
 from . import account as account_doc
-from . import admission, documents, metadata, responses
+from . import addresses, admission, documents, metadata, responses
 from .call import Call
 
 log = logging.getLogger("regionlab.gateway")
@@ -32,7 +32,8 @@ STRONG_WAIT_S = 2.0
 REQUEST_PATH_LOGGED_MAX = 512  # characters of a path the DEBUG request line keeps
 # Resource kinds counted in `requests_served`; anything else (a garbage path) counts as "other",
 # so a client cannot grow the counter without bound.
-COUNTED_KINDS = frozenset(("account", "dbs", "colls", "docs", "pkranges", "offers", "conflicts", "operations"))
+COUNTED_KINDS = frozenset(("account", "dbs", "colls", "docs", "pkranges", "offers", "conflicts", "operations",
+                           "addresses"))
 UNSUPPORTED_CHILDREN = ("sprocs", "udfs", "triggers", "users", "permissions", "attachments",
                         "clientencryptionkeys", "schemas")
 
@@ -165,6 +166,8 @@ class Gateway:
             admission.management(call)          # databases, containers, offers: before they run
         if segs[0] == "offers" and n <= 2:
             return await (metadata.offers(call) if n == 1 else metadata.offer(call, segs[1]))
+        if segs[0] == "addresses" and n == 1:
+            return addresses.handle(call)        # direct mode's address feed
         if segs[0] != "dbs":
             raise _unknown(call)
         if n == 1:

@@ -30,6 +30,8 @@ def topology(emu) -> dict:
            "lost_writes": len(account.lost_writes),
            "faults": list(account.faults.active.values()),
            "requests": {name or "global": served(gw) for name, gw in emu.gateways.items()},
+           "direct": emu.direct.describe() if emu.direct is not None else None,
+           "direct_requests": emu.direct.served() if emu.direct is not None else {},
            "throttling": describe_throttling(account),
            "databases": []}
     for db in account.databases.values():

@@ -20,6 +20,7 @@ from ..gateway.http import BLACKHOLE, RESET, HttpServer, HEADER_TIMEOUT_S_DEFAUL
 from ..gateway.server import Gateway, WRITE_ACK_TIMEOUT_S
 from .clock import LoopClock, SchedulerDriver
 from .control import control_app
+from .direct_server import DirectPlane
 
 log = logging.getLogger("regionlab")
 
@@ -39,7 +40,8 @@ class ServerConfig:
     seed: int = 0
     header_timeout_s: float = HEADER_TIMEOUT_S_DEFAULT
     write_ack_timeout_s: float = WRITE_ACK_TIMEOUT_S   # then a write is answered 408 (indefinite)
-    direct_port_range: tuple = (defaults.DIRECT_PORT_MIN, defaults.DIRECT_PORT_MAX)
+    direct_port_range: tuple = (defaults.DIRECT_PORT_MIN, defaults.DIRECT_PORT_MAX)   # (0, 0): free ports
+    direct_limits: dict = field(default_factory=dict)   # DirectPlane keyword limits (tests shorten timeouts)
 
     def ports(self) -> list[int]:
         n = len(self.account.regions)
@@ -61,6 +63,7 @@ class Topology:
         self.global_port = 0
         self.region_ports: dict[str, int] = {}
         self.control_port = 0
+        self.direct_ports: dict = {}      # (region, node index) -> its direct TCP port
 
     def url(self, port: int) -> str:
         return f"{self.scheme}://{self.host}:{port}/"
@@ -100,6 +103,7 @@ class Emulator:
         self._listeners: dict = {}               # region (None = global) -> (HttpServer, asyncio.Server)
         self.pending_ports: dict = {}            # region being added -> the port it should listen on
         self._settling: set = set()              # endpoint changes not yet complete (see settled)
+        self.direct: DirectPlane | None = None   # the backend nodes' TCP listeners (direct mode)
         self.started = asyncio.Event()
 
     async def start(self) -> None:
@@ -120,12 +124,15 @@ class Emulator:
             else:
                 self.topology.region_ports[name] = port
         self.topology.control_port = control_sock.getsockname()[1]
+        self.direct = DirectPlane(self, **cfg.direct_limits)
+        self.direct.bind_all()
         for name, sock in socks:
             http = self._endpoint(name)
             server = await loop.create_server(http, sock=sock)
             self._servers.append(server)
             self._listeners[name] = (http, server)
         self.account.region_listeners.append(self._on_region_state)
+        await self.direct.start()
         self._control_runner = web.AppRunner(control_app(self), access_log=None)
         await self._control_runner.setup()
         site = web.SockSite(self._control_runner, control_sock)
@@ -221,6 +228,8 @@ class Emulator:
     async def stop(self) -> None:
         if self._sweeper is not None:
             self._sweeper.cancel()
+        if self.direct is not None:
+            await self.direct.stop()
         for s in self._servers:
             s.close()
         for http in self._http_servers:
@@ -240,4 +249,5 @@ class Emulator:
                 "control_port": t.control_port, "control_endpoint": t.url(t.control_port),
                 "key": self.config.key, "auth": self.config.key is not None,
                 "consistency": self.account.consistency,
-                "direct_port_range": list(self.config.direct_port_range)}
+                "direct_port_range": list(self.config.direct_port_range),
+                "direct": self.direct.ready_info()}

@@ -126,6 +126,9 @@ def metrics(emu) -> str:
             served.append((_labels(endpoint=name or "global", method=method, resource=kind,
                                    status=status, substatus=sub), n))
     family("regionlab_requests_total", "counter", "Replies sent by each gateway endpoint.", served)
+    if getattr(emu, "direct", None) is not None:
+        family("regionlab_direct_requests_total", "counter", "Replies sent by the direct-mode nodes, by region.",
+               [(_labels(region=r, op=op, status=st, substatus=sub), n) for r, op, st, sub, n in emu.direct.counts()])
     return "\n".join(out) + "\n"
 
 

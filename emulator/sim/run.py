@@ -61,6 +61,7 @@ class SimConfig:
     max_staleness_prefix: int = _ACCOUNT.staleness_ops    # bounded staleness K (writes)
     max_interval_s: int = _ACCOUNT.staleness_s            # bounded staleness T (seconds)
     log_retained_commits: int | None = None    # per replica set; None: drawn from the seed
+    nodes_per_region: int = 4              # direct mode's backend nodes (replica_move needs 5+)
 
     def __post_init__(self):
         """Every setting passes the server's checks (emulator/config.py), from whichever entry."""
@@ -105,6 +106,7 @@ SETTING_CHECKS = {
     "max_staleness_prefix": checks.integer(1, checks.STALENESS_PREFIX_MAX),
     "max_interval_s": checks.integer(1, checks.STALENESS_INTERVAL_S_MAX),
     "log_retained_commits": checks.optional(checks.integer(1, LOG_RETAINED_COMMITS_MAX)),
+    "nodes_per_region": checks.integer(4, 64),
 }
 
 
@@ -167,7 +169,8 @@ def build(seed: int, config: SimConfig) -> tuple[World, Workload, Nemesis]:
                          lag_ms=dict(config.lag_ms), auto_failover=config.auto_failover,
                          detection_delay_ms=config.detection_delay_ms, election_ms=config.election_ms,
                          staleness_ops=config.max_staleness_prefix, staleness_s=config.max_interval_s,
-                         log_retained_commits=config.log_retained_commits)
+                         log_retained_commits=config.log_retained_commits,
+                         nodes_per_region=config.nodes_per_region, placement_seed=seed)
     world = World(seed, acct, config.containers, config.keys)
     workload = Workload(world, random.Random(f"{seed}:clients"), config.clients, config.steps)
     schedule = config.scenario if config.scenario is not None else (None if config.faults else [])

@@ -18,7 +18,8 @@ from emulator import defaults
 
 REPO = Path(__file__).resolve().parents[2]
 EXPECTED_PORTS = {defaults.GLOBAL_PORT, defaults.CONTROL_PORT,
-                  *range(defaults.REGION_PORT_BASE, defaults.REGION_PORT_BASE + len(defaults.REGIONS))}
+                  *range(defaults.REGION_PORT_BASE, defaults.REGION_PORT_BASE + len(defaults.REGIONS)),
+                  *range(defaults.DIRECT_PORT_MIN, defaults.DIRECT_PORT_MIN + defaults.DIRECT_PORTS_PUBLISHED)}
 HEALTH_URL = f"http://127.0.0.1:{defaults.CONTROL_PORT}/health"
 
 
@@ -88,7 +89,8 @@ def test_dockerfile_builds_on_python_3_11_slim(dockerfile):
 
 
 def test_dockerfile_exposes_the_default_ports(dockerfile):
-    exposed = {int(p.split("/")[0]) for w, args in dockerfile if w == "EXPOSE" for p in args.split()}
+    exposed = {port for w, args in dockerfile if w == "EXPOSE" for p in args.split()
+               for port in _port_range(p.split("/")[0])}
     assert exposed == EXPECTED_PORTS
 
 
@@ -149,12 +151,21 @@ def test_dockerfile_copies_what_pip_needs_and_dockerignore_keeps_it(dockerfile):
 
 # ---- docker-compose.yml -----------------------------------------------------------------------------
 
-def _published(entry) -> tuple[int, int]:
-    """(published, target) of a compose port in short ("[ip:]pub:target") or long syntax."""
+def _port_range(text: str) -> range:
+    """"8081" or a range "10000-10019"."""
+    lo, _, hi = text.partition("-")
+    return range(int(lo), int(hi or lo) + 1)
+
+
+def _published(entry) -> list[tuple[int, int]]:
+    """[(published, target)] of a compose port in short ("[ip:]pub:target", either side a
+    range) or long syntax."""
     if isinstance(entry, dict):
-        return int(entry["published"]), int(entry["target"])
+        return [(int(entry["published"]), int(entry["target"]))]
     *_, published, target = str(entry).split(":")
-    return int(published), int(target.split("/")[0])
+    pubs, targets = _port_range(published), _port_range(target.split("/")[0])
+    assert len(pubs) == len(targets), f"a port range must map to one as long: {entry}"
+    return list(zip(pubs, targets))
 
 
 def test_compose_builds_the_dockerfile(compose_service):
@@ -164,7 +175,7 @@ def test_compose_builds_the_dockerfile(compose_service):
 
 
 def test_compose_publishes_the_default_ports_unchanged(compose_service):
-    pairs = [_published(p) for p in compose_service["ports"]]
+    pairs = [pair for p in compose_service["ports"] for pair in _published(p)]
     assert all(published == target for published, target in pairs), \
         "the account document advertises the container's ports, so the host must use the same ones"
     assert {target for _, target in pairs} == EXPECTED_PORTS
@@ -182,7 +193,7 @@ def test_compose_health_check_follows_the_control_port_variable(compose_service)
     port = (environment.get("REGIONLAB_CONTROL_PORT") if isinstance(environment, dict) else None) \
         or str(defaults.CONTROL_PORT)
     assert health_check_url(code, {"REGIONLAB_CONTROL_PORT": port}) == f"http://127.0.0.1:{port}/health"
-    assert int(port) in {target for _, target in map(_published, compose_service["ports"])}
+    assert int(port) in {target for p in compose_service["ports"] for _, target in _published(p)}
 
 
 def test_compose_does_not_replace_the_entrypoint(compose_service):
@@ -266,3 +277,14 @@ def test_ci_runs_the_readmes_test_command_verbatim():
     assert len(runs) == 1, f".ci/run must run the README's test command once: {test_command}"
     rest = runs[0][len(test_command):].strip()
     assert rest in ("", "|| status=$?"), f"only the exit status may be captured after it, got: {rest}"
+
+
+def test_compose_pins_the_direct_nodes_to_the_published_slice_and_advertises_the_host(compose_service):
+    env = compose_service["environment"]
+    published = [pair for p in compose_service["ports"] for pair in _published(p)
+                 if pair[1] >= defaults.DIRECT_PORT_MIN]
+    lo, hi = (int(x) for x in env["REGIONLAB_DIRECT_PORTS"].split("-"))
+    assert {t for _, t in published} == set(range(lo, hi + 1))
+    assert hi - lo + 1 >= 4 * len(defaults.REGIONS), "every default node needs a published port"
+    assert env["REGIONLAB_ADVERTISE_HOST"] == "127.0.0.1", "addresses must name the host, not the container"
+

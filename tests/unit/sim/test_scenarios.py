@@ -232,3 +232,24 @@ def test_a_scenario_with_an_unknown_outage_mode_is_refused_before_it_runs():
     from emulator.sim.scenario import ScenarioError, parse
     with pytest.raises(ScenarioError, match="mode 'sideways' is not one of refuse, reset, unavailable, blackhole"):
         parse([{"at_ms": 0, "fault": {"type": "region_outage", "region": WEST, "mode": "sideways"}}])
+
+
+def test_direct_mode_faults_run_in_the_simulator_and_crashed_nodes_stop_writes():
+    """node_crash downs every replica on the node (three of five nodes: every replica set loses
+    at least two replicas and its write quorum, so writes in the write region fail until the
+    heal); replica_move and blocked direct
+    ports change only addresses, so the gateway's clients see nothing; every promise holds."""
+    h, t0, _ = scenario([
+        {"at_ms": 300, "fault": {"type": "replica_move", "region": EAST, "replica": 1}, "as": "move"},
+        {"at_ms": 400, "fault": {"type": "direct_ports_blocked"}, "as": "blocked"},
+        {"at_ms": 500, "fault": {"type": "node_crash", "region": EAST, "node": 0}, "as": "n0"},
+        {"at_ms": 500, "fault": {"type": "node_crash", "region": EAST, "node": 1}, "as": "n1"},
+        {"at_ms": 500, "fault": {"type": "node_crash", "region": EAST, "node": 2}, "as": "n2"},
+        {"at_ms": 2000, "heal": "n0"}, {"at_ms": 2000, "heal": "n1"}, {"at_ms": 2000, "heal": "n2"},
+        {"at_ms": 2500, "heal": "move"}, {"at_ms": 2500, "heal": "blocked"}],
+        nodes_per_region=5, auto_failover=False)
+    injected = [e for e in h["events"] if e["kind"] == "fault"]
+    assert len(injected) == 5 and all("id" in e for e in injected), injected
+    during = ops(h, f=WRITE_FS, region=EAST, invoked=(t0 + 600, t0 + 2000))
+    assert during and all(o["outcome"] != "ok" for o in during)
+    assert ops(h, f=WRITE_FS, region=EAST, outcome="ok", invoked=(t0 + 2600, None))

@@ -1,0 +1,303 @@
+"""Direct mode against the gateway, in the same server process (docs/performance.md, issue 12).
+
+    python bench/direct_bench.py instructions   # callgrind: server instructions per request
+    python bench/direct_bench.py throughput     # direct reads vs a bare uvloop+msgpack echo server
+    python bench/direct_bench.py wakeups        # strace: loop wake-ups and writes per frame batch
+    python bench/direct_bench.py                # all three
+
+* instructions: one regionlab under valgrind's callgrind; after set-up and a warm-up the
+  counters are zeroed, N requests go one at a time (gateway: HTTP keep-alive; direct: one
+  connection, one request in flight), the counters are dumped; then the next phase. Instructions
+  per request are the server's marginal cost, parsing and writing included, and do not depend on
+  what else the machine is doing.
+* throughput: a multiplexing load generator (C connections, D requests in flight on each, uvloop)
+  against a direct node, alternated in rounds with the same generator against a bare
+  uvloop+msgpack echo server speaking the same framing (the ceiling). Medians; the ratio is what
+  carries between machines.
+* wakeups: strace counts the server's epoll_wait and write calls while B batches of K pipelined
+  requests arrive, each batch in one send: coalesced replies mean about one write (and one
+  wake-up) per batch, not per request.
+"""
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from client.protocol import direct as D  # noqa: E402
+from instructions import requests, signed, start, total_instructions  # noqa: E402
+
+N = 300
+WARMUP = 100
+ITEMS = 50
+THROUGHPUT_S = 4
+ROUNDS = 3
+CONNECTIONS = 4
+DEPTH = 32                     # requests in flight per connection
+BATCHES = 20
+BATCH_REQUESTS = 100
+ITEM = {"f": "x" * 140}
+
+
+# ---- a blocking direct client (the bench's side; no emulator import) -------------------------
+class Blocking:
+    def __init__(self, port: int, key: str):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=300)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.dec = D.FrameDecoder()
+        self.buf: list = []
+        self.sock.sendall(D.encode(D.hello(agent="bench")))
+        ch = self.next()
+        self.sock.sendall(D.encode({"t": "auth", "mac": D.handshake_mac(key, ch["nonce"])}))
+        assert self.next()["t"] == "ready"
+        self.rid = 0
+
+    def next(self) -> dict:
+        while not self.buf:
+            data = self.sock.recv(1 << 20)
+            if not data:
+                raise ConnectionError("closed")
+            self.buf += self.dec.feed(data)
+        return self.buf.pop(0)
+
+    def call(self, **fields) -> dict:
+        self.rid += 1
+        self.sock.sendall(D.encode(dict(fields, t="req", id=self.rid)))
+        r = self.next()
+        if r["status"] >= 400:
+            raise RuntimeError(f"direct {fields.get('op')}: {r['status']}/{r['sub']}")
+        return r
+
+
+def addresses(port: int, key: str) -> dict:
+    from email.utils import formatdate
+    from client.protocol.auth import authorization_header
+    import http.client
+    date = formatdate(usegmt=True)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    conn.request("GET", "/addresses/?$resolveFor=dbs/b/colls/c/docs", headers={
+        "x-ms-date": date, "authorization": authorization_header(key, "GET", "addresses", "", date)})
+    feed = json.loads(conn.getresponse().read())
+    conn.close()
+    primary = next(a for a in feed["Addresss"] if a["isPrimary"])
+    secondary = next(a for a in feed["Addresss"] if not a["isPrimary"])
+    return {"primary": D.parse_uri(primary["physcialUri"]), "secondary": D.parse_uri(secondary["physcialUri"])}
+
+
+def setup(port: int) -> None:
+    requests(port, [signed("POST", "/dbs", {"id": "b"}),
+                    signed("POST", "/dbs/b/colls", {"id": "c", "partitionKey": {"paths": ["/pk"], "kind": "Hash",
+                                                                                 "version": 2}})])
+    requests(port, [signed("POST", "/dbs/b/colls/c/docs", dict(ITEM, id=str(i), pk=f"p{i % ITEMS}"), f"p{i % ITEMS}")
+                    for i in range(ITEMS)])
+
+
+def _gateway_port(ready: dict) -> int:
+    return int(ready["account_endpoint"].rsplit(":", 1)[1].strip("/"))
+
+
+# ---- instructions -----------------------------------------------------------------------------
+def instructions() -> list:
+    from emulator import defaults
+    key = defaults.EMULATOR_KEY
+    with tempfile.TemporaryDirectory() as d:
+        proc, line = start([sys.executable, "-m", "emulator", "--port", "0", "--control-port", "0",
+                            "--no-ru-limits"], d)
+        try:
+            ready = json.loads(line)
+            port = _gateway_port(ready)
+            setup(port)
+            addr = addresses(port, key)
+            _, sport, skey = addr["secondary"]
+            _, pport, pkey = addr["primary"]
+            reader, writer = Blocking(sport, key), Blocking(pport, key)
+            n = WARMUP + N
+            phases = [
+                ("gateway point read", lambda rng: requests(port, [signed("GET", f"/dbs/b/colls/c/docs/{i % ITEMS}", None,
+                                                                         f"p{i % ITEMS}") for i in rng])),
+                ("direct point read", lambda rng: [reader.call(op="read", replica=skey, item=str(i % ITEMS),
+                                                              pk=f'["p{i % ITEMS}"]') for i in rng]),
+                ("gateway point create", lambda rng: requests(port, [signed("POST", "/dbs/b/colls/c/docs",
+                                                                           dict(ITEM, id=f"g{i}", pk=f"p{i % ITEMS}"),
+                                                                           f"p{i % ITEMS}") for i in rng])),
+                ("direct point create", lambda rng: [writer.call(op="create", replica=pkey, pk=f'["p{i % ITEMS}"]',
+                                                                body=json.dumps(dict(ITEM, id=f"d{i}", pk=f"p{i % ITEMS}")).encode())
+                                                    for i in rng])]
+            rows = []
+            for name, run in phases:
+                run(range(WARMUP))
+                subprocess.run(["callgrind_control", "-z", str(proc.pid)], capture_output=True, check=True)
+                run(range(WARMUP, n))
+                subprocess.run(["callgrind_control", "-d", str(proc.pid)], capture_output=True, check=True)
+                rows.append((name, total_instructions(d) / N))
+            return rows
+        finally:
+            proc.terminate()
+            proc.wait(60)
+
+
+# ---- throughput ---------------------------------------------------------------------------------
+ECHO = """
+import asyncio, struct, sys, uvloop, msgpack
+sys.path.insert(0, %(root)r)
+L = struct.Struct(">I")
+BODY = b'{"id":"0","pk":"p0","f":"%(f)s","_rid":"AAAAAAAAAAAAAAAAAAAAAA==","_etag":"\\\\"0\\\\"","_ts":1}'
+class P(asyncio.Protocol):
+    def connection_made(self, t):
+        self.t, self.buf = t, bytearray()
+    def data_received(self, d):
+        buf = self.buf
+        buf += d
+        out = []
+        while len(buf) >= 4:
+            n = L.unpack_from(buf)[0]
+            if len(buf) < 4 + n:
+                break
+            req = msgpack.unpackb(bytes(buf[4:4 + n]))
+            del buf[:4 + n]
+            if req["t"] == "hello":
+                res = {"t": "challenge", "nonce": b"0" * 32}
+            elif req["t"] == "auth":
+                res = {"t": "ready"}
+            else:
+                res = {"t": "res", "id": req["id"], "status": 200, "sub": 0, "body": BODY, "charge": 1.0,
+                       "lsn": 1, "quorum_lsn": 1, "global_lsn": 1, "session": "0:0#1", "role": "secondary"}
+            b = msgpack.packb(res)
+            out.append(L.pack(len(b)) + b)
+        if out:
+            self.t.write(b"".join(out))
+async def main():
+    s = await asyncio.get_running_loop().create_server(P, "127.0.0.1", 0)
+    print(s.sockets[0].getsockname()[1], flush=True)
+    await asyncio.Event().wait()
+uvloop.run(main())
+"""
+
+
+async def _load(port: int, key: str, replica: str, seconds: float) -> float:
+    """Replies per second from CONNECTIONS connections with DEPTH requests in flight each."""
+    done = 0
+    stop_at = time.perf_counter() + seconds
+
+    async def one():
+        nonlocal done
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        dec = D.FrameDecoder()
+        pending: list = []
+
+        async def frame():
+            while not pending:
+                pending.extend(dec.feed(await reader.read(1 << 20)))
+            return pending.pop(0)
+        writer.write(D.encode(D.hello(agent="bench")))
+        ch = await frame()
+        writer.write(D.encode({"t": "auth", "mac": D.handshake_mac(key, ch["nonce"])}))
+        await frame()
+        reqs = [D.encode({"t": "req", "id": i, "op": "read", "replica": replica, "item": str(i % ITEMS),
+                          "pk": f'["p{i % ITEMS}"]'}) for i in range(DEPTH)]
+        writer.write(b"".join(reqs))
+        while time.perf_counter() < stop_at:
+            data = await reader.read(1 << 20)
+            frames = dec.feed(data)
+            done += len(frames)
+            writer.write(b"".join(reqs[f["id"]] for f in frames))
+        writer.close()
+    await asyncio.gather(*(one() for _ in range(CONNECTIONS)))
+    return done / seconds
+
+
+def throughput() -> list:
+    import uvloop
+    from emulator import defaults
+    from server_proc import ServerProcess
+    key = defaults.EMULATOR_KEY
+    root = str(Path(__file__).resolve().parent.parent)
+    with tempfile.TemporaryDirectory() as d:
+        script = os.path.join(d, "echo.py")
+        Path(script).write_text(ECHO % {"root": root, "f": ITEM["f"]})
+        with ServerProcess(script=script, parse=int) as echo, \
+                ServerProcess("--no-ru-limits") as emu:
+            port = _gateway_port(emu.ready)
+            setup(port)
+            _, sport, skey = addresses(port, key)["secondary"]
+            echo_rates, direct_rates = [], []
+            for _ in range(ROUNDS):
+                echo_rates.append(uvloop.run(_load(echo.ready, key, skey, THROUGHPUT_S)))
+                direct_rates.append(uvloop.run(_load(sport, key, skey, THROUGHPUT_S)))
+    e, r = statistics.median(echo_rates), statistics.median(direct_rates)
+    return [("bare uvloop+msgpack echo (ceiling)", e), ("direct point read", r), ("ratio", r / e)]
+
+
+# ---- wake-ups -----------------------------------------------------------------------------------
+def wakeups() -> dict:
+    from emulator import defaults
+    key = defaults.EMULATOR_KEY
+    with tempfile.TemporaryDirectory() as d:
+        proc = subprocess.Popen([sys.executable, "-m", "emulator", "--port", "0", "--control-port", "0",
+                                 "--no-ru-limits"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            ready = json.loads(proc.stdout.readline())
+            port = _gateway_port(ready)
+            setup(port)
+            _, sport, skey = addresses(port, key)["secondary"]
+            client = Blocking(sport, key)
+            out = os.path.join(d, "strace.txt")
+            tracer = subprocess.Popen(["strace", "-f", "-c", "-o", out, "-e", "trace=epoll_wait,epoll_pwait,write,writev,"
+                                       "sendto,sendmsg,read,recvfrom", "-p", str(proc.pid)],
+                                      stderr=subprocess.DEVNULL)
+            time.sleep(1.0)                 # strace attaches asynchronously
+            for b in range(BATCHES):
+                batch = b"".join(D.encode({"t": "req", "id": b * BATCH_REQUESTS + i, "op": "read", "replica": skey,
+                                           "item": str(i % ITEMS), "pk": f'["p{i % ITEMS}"]'})
+                                 for i in range(BATCH_REQUESTS))
+                client.sock.sendall(batch)
+                for _ in range(BATCH_REQUESTS):
+                    client.next()
+            time.sleep(0.5)
+            tracer.terminate()
+            tracer.wait(30)
+            counts = {}
+            for line in Path(out).read_text().splitlines():
+                parts = line.split()
+                if len(parts) >= 5 and parts[-1].isidentifier() and parts[3].isdigit():
+                    counts[parts[-1]] = int(parts[3])
+            return counts
+        finally:
+            proc.terminate()
+            proc.wait(60)
+
+
+def machine() -> str:
+    return f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, {os.uname().sysname} {os.uname().release}"
+
+
+def main(argv) -> None:
+    which = argv[1:] or ["instructions", "throughput", "wakeups"]
+    print(f"# direct_bench on {machine()}")
+    if "instructions" in which:
+        rows = dict(instructions())
+        for name, ins in rows.items():
+            print(f"{name:28} {ins / 1000:8.1f} k instructions/request")
+        print(f"direct/gateway read   {rows['direct point read'] / rows['gateway point read']:.2f}x")
+        print(f"direct/gateway create {rows['direct point create'] / rows['gateway point create']:.2f}x")
+    if "throughput" in which:
+        for name, v in throughput():
+            print(f"{name:36} {v:12,.2f}" + ("" if name == "ratio" else " replies/s"))
+    if "wakeups" in which:
+        counts = wakeups()
+        waits = counts.get("epoll_wait", 0) + counts.get("epoll_pwait", 0)
+        writes = sum(counts.get(k, 0) for k in ("write", "writev", "sendto", "sendmsg"))
+        print(f"{BATCHES} batches x {BATCH_REQUESTS} pipelined reads: {waits} loop wake-ups, {writes} writes "
+              f"({waits / BATCHES:.1f} and {writes / BATCHES:.1f} per batch; {counts})")
+
+
+if __name__ == "__main__":
+    main(sys.argv)

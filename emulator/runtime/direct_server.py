@@ -1,0 +1,394 @@
+"""The direct TCP server: one listener per backend node, speaking docs/direct-protocol.md.
+
+Theory of operation:
+* `DirectPlane` owns every node of every region: it binds their ports at start (so the ready
+  line and the address feed know them), and keeps each node listening exactly while its region
+  is up, the node is up and its region's ports are not blocked (core/placement.py says which,
+  the fault catalogue changes it). A node that stops listening also drops its connections.
+* `DirectConnection` is one client connection: a sans-IO FrameDecoder (client/protocol/direct.py)
+  turns bytes into frames; the handshake (version, then HMAC of a nonce) must finish first; then
+  requests run concurrently, each answered by id as it finishes. Replies produced while handling
+  one batch of received bytes go out in one transport write (coalesced).
+* A request runs the gateway's own handler for the same operation (gateway/documents.py) through
+  a `DirectCall`, so both surfaces share one code path; the node first enforces what only a
+  replica can: that the replica is here, is up, and (for a write) is the primary. A point read is
+  served by the named replica itself (core/documents.py read_at), never waiting.
+* Every limit is a named constant (client/protocol/direct.py); timeouts are checked by one
+  sweeper per plane, so a slow or silent peer is closed within a bounded time and leaves no task.
+"""
+import asyncio
+import collections
+import logging
+
+from client.protocol import direct as D
+from client.protocol import headers as H
+
+from ..core.errors import CosmosError, bad_request
+from ..core.replica import PRIMARY, UP
+from ..gateway.call import Call
+from ..gateway.server import Gateway
+
+log = logging.getLogger("regionlab.direct")
+
+WRITE_BUFFER_HIGH_BYTES = 1024 * 1024     # stop reading a peer that does not read its replies
+CLOSE_GRACE_S = 1.0                       # an error frame gets this long to drain, then abort
+SWEEP_INTERVAL_S_MIN = 0.05
+SWEEP_INTERVAL_S_MAX = 1.0
+REPLICA_KEYS_CACHE_MAX = 65_536
+TARGETS_CACHE_MAX = 65_536                # resolved replicas per node
+
+_SCOPED_FEEDS = frozenset((D.QUERY, D.CHANGE_FEED, D.READ_FEED))
+_OP_HEADERS = {
+    D.UPSERT: {H.IS_UPSERT: "true"},
+    D.BATCH: {H.IS_BATCH: "true", H.BATCH_ATOMIC: "true"},
+    D.QUERY: {H.IS_QUERY: "true", H.CONTENT_TYPE: "application/query+json"},
+    D.CHANGE_FEED: {H.A_IM: H.A_IM_INCREMENTAL},
+}
+# Reply headers a response frame carries, as (header, field, to int?).
+_REPLY_FIELDS = ((H.SESSION_TOKEN, "session", False), (H.ETAG, "etag", False),
+                 (H.CONTINUATION, "continuation", False), (H.ITEM_COUNT, "item_count", True),
+                 (H.RETRY_AFTER_MS, "retry_after_ms", True), (H.LSN, "item_lsn", True))
+_HANDSHAKE, _AUTH, _READY, _CLOSING = "hello", "auth", "ready", "closing"
+
+
+class DirectCall(Call):
+    """A gateway Call made from a request frame: what the gateway handler would have parsed."""
+    __slots__ = ()
+
+    def __init__(self, gw, method: str, headers: dict, raw: bytes, activity_id: str, replica):
+        self.gw = gw
+        self.req = None
+        self.method = method
+        self.segs = ()
+        self.headers = headers
+        self.activity_id = activity_id
+        self.region = gw.region
+        self.raw = raw
+        self.replica = replica
+
+
+class _Target:
+    """The replica a request names, resolved on this node."""
+    __slots__ = ("key", "container", "partition", "rs", "replica", "counter")
+
+    def __init__(self, key, container, partition, rs, replica, counter):
+        self.counter = counter               # the region's replies per replica key
+        self.key = key
+        self.container = container
+        self.partition = partition
+        self.rs = rs
+        self.replica = replica
+
+
+_replica_keys: dict = {}
+
+
+def _parse_replica_key(key) -> tuple | None:
+    """(coll rid, range id, index) of a replica key, or None when it is not one."""
+    hit = _replica_keys.get(key)
+    if hit is not None:
+        return hit
+    if not isinstance(key, str):
+        return None
+    parts = key.split("/")
+    if len(parts) != 6 or parts[0] != "colls" or parts[2] != "pkranges" or parts[4] != "replicas" \
+            or not parts[5].isdigit() or not 0 <= int(parts[5]) < 4:
+        return None
+    if len(_replica_keys) >= REPLICA_KEYS_CACHE_MAX:
+        _replica_keys.clear()
+    hit = _replica_keys[key] = (parts[1], parts[3], int(parts[5]))
+    return hit
+
+
+def _gone(sub: int, message: str) -> CosmosError:
+    return CosmosError(410, sub, message)
+
+
+class DirectNode:
+    """One backend node of a region: its port, listener and connections."""
+
+    def __init__(self, plane, region: str, index: int, port: int):
+        self.plane = plane
+        self.region = region
+        self.index = index
+        self.port = port
+        self.server = None
+        self._sock = None
+        self.connections: set = set()
+        self.requests: collections.Counter = collections.Counter()   # (op, status, sub) -> replies
+        self.replica_requests = plane.replica_requests.setdefault(region, collections.Counter())
+        self._targets: dict = {}             # replica key -> (placement version, coll rid, _Target)
+
+    def __call__(self):
+        from .direct_connection import DirectConnection
+        return DirectConnection(self)
+
+    # ---- what a request may be served by ------------------------------------------------
+    def resolve(self, key, write: bool) -> _Target:
+        """The replica `key` names, if this node holds it and it may serve the request (else
+        410 with the substatus that says why)."""
+        account = self.plane.account
+        hit = self._targets.get(key)
+        if hit is not None and hit[0] == account.placement.version and \
+                account.colls_by_rid.get(hit[1]) is hit[2].container and \
+                hit[2].partition.replica_sets.get(self.region) is hit[2].rs:
+            target = hit[2]                  # still placed here, same container and replica set
+        else:
+            target = self._resolve(key)
+            if len(self._targets) >= TARGETS_CACHE_MAX:
+                self._targets.clear()
+            self._targets[key] = (account.placement.version, _parse_replica_key(key)[0], target)
+        replica = target.replica
+        if replica.state != UP:
+            raise _gone(D.SUB_REPLICA_DOWN, f"Replica {key} in {self.region} is down; refresh the addresses.")
+        if write and replica.role != PRIMARY:
+            raise _gone(D.SUB_NOT_PRIMARY, f"Replica {key} in {self.region} is a secondary; writes go to the "
+                                           "primary. Refresh the addresses.")
+        return target
+
+    def _resolve(self, key) -> _Target:
+        parsed = _parse_replica_key(key)
+        if parsed is None:
+            raise bad_request(f"'replica' must be a replica key colls/<rid>/pkranges/<range>/replicas/<0-3> "
+                              f"from the address feed; got {str(key)[:120]!r}.")
+        coll_rid, range_id, index = parsed
+        account = self.plane.account
+        container = account.colls_by_rid.get(coll_rid)
+        partition = None
+        if container is not None:
+            for p in container.partitions:
+                if p.range_id == range_id:
+                    partition = p
+                    break
+        rs = partition.replica_sets.get(self.region) if partition is not None else None
+        if rs is None or account.placement.node_of(self.region, coll_rid, range_id, index) != self.index:
+            raise _gone(D.SUB_REPLICA_NOT_HERE, f"Replica {key} is not on node {self.index} of {self.region} "
+                                                "(it moved, or never was here); refresh the addresses.")
+        return _Target(key, container, partition, rs, rs.replicas[index], self.replica_requests)
+
+    # ---- listening ------------------------------------------------------------------------
+    def bind(self) -> None:
+        from .server import _bind
+        self._sock = _bind(self.plane.host, self.port)
+        self.port = self._sock.getsockname()[1]
+
+    async def serve(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            self.server = await asyncio.get_running_loop().create_server(self, sock=sock)
+
+    def set_listening(self, want: bool) -> asyncio.Task | None:
+        if want and self.server is None and self._sock is None:
+            self.bind()
+            return asyncio.get_running_loop().create_task(self.serve())
+        if not want:
+            if self._sock is not None:
+                self._sock.close()
+                self._sock = None
+            if self.server is not None:
+                self.server.close()
+                self.server = None
+            for conn in list(self.connections):
+                conn.abort()
+        return None
+
+    def describe(self) -> dict:
+        return {"region": self.region, "node": self.index, "port": self.port,
+                "listening": self.server is not None or self._sock is not None,
+                "state": self.plane.account.placement.node(self.region, self.index).state,
+                "connections": len(self.connections)}
+
+
+class DirectPlane:
+    """Every node of every region, their ports and the shared sweeper."""
+
+    def __init__(self, emu, *, handshake_timeout_s: float = D.HANDSHAKE_TIMEOUT_S,
+                 idle_timeout_s: float = D.IDLE_TIMEOUT_S, frame_timeout_s: float = D.FRAME_TIMEOUT_S,
+                 max_in_flight: int = D.IN_FLIGHT_PER_CONNECTION_MAX,
+                 max_connections: int = D.CONNECTIONS_PER_NODE_MAX):
+        self.emu = emu
+        self.account = emu.account
+        self.host = emu.config.host
+        self.key = emu.config.key
+        self.handshake_timeout_s = handshake_timeout_s
+        self.idle_timeout_s = idle_timeout_s
+        self.frame_timeout_s = frame_timeout_s
+        self.max_in_flight = max_in_flight
+        self.max_connections = max_connections
+        self.nodes: dict = {}                    # (region, index) -> DirectNode
+        self.gateways: dict = {}                 # region -> the Gateway whose handlers requests run
+        self.replica_requests: dict = {}         # region -> Counter(replica key -> replies)
+        lo, hi = emu.config.direct_port_range
+        self._port_range = (lo, hi)
+        self._next_port = lo
+        self._sweeper = None
+
+    # ---- lifecycle ------------------------------------------------------------------------
+    def bind_all(self) -> None:
+        """Bind every node's port now (before the ready line); `start` then serves them."""
+        for region in self.account.regions:
+            self._add_region(region.name)
+        self.account.placement.listeners.append(self._reconcile)
+        self.account.region_listeners.append(self._on_region_state)
+
+    async def start(self) -> None:
+        for node in self.nodes.values():
+            await node.serve()
+        self._reconcile_all()
+        loop = asyncio.get_running_loop()
+        interval = min(self.handshake_timeout_s, self.idle_timeout_s, self.frame_timeout_s) / 4
+        self._sweep_interval_s = max(SWEEP_INTERVAL_S_MIN, min(SWEEP_INTERVAL_S_MAX, interval))
+        self._sweeper = loop.call_later(self._sweep_interval_s, self._sweep)
+
+    async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for node in self.nodes.values():
+            for conn in list(node.connections):
+                conn.goodbye()
+            node.set_listening(False)
+
+    def _allocate_port(self) -> int:
+        lo, hi = self._port_range
+        if lo == 0:
+            return 0
+        port = self._next_port
+        if port > hi:
+            raise OSError(f"the direct port range {lo}-{hi} has no port left for another node; widen --direct-ports")
+        self._next_port += 1
+        return port
+
+    def _add_region(self, name: str) -> None:
+        gw = Gateway(self.account, self.emu.topology, name, None)
+        gw.write_ack_timeout_s = self.emu.config.write_ack_timeout_s
+        self.gateways[name] = gw
+        for node in self.account.placement.nodes(name):
+            dn = DirectNode(self, name, node.index, self._allocate_port())
+            dn.bind()
+            self.nodes[(name, node.index)] = dn
+            self.emu.topology.direct_ports[(name, node.index)] = dn.port
+
+    def _on_region_state(self, name: str, state: str) -> None:
+        if state == "added":
+            try:
+                self._add_region(name)
+            except OSError as e:             # no port left in the range: the gateway still serves
+                log.error("region %s has no direct-mode nodes: %s", name, e)
+                return
+            for node in self.region_nodes(name):
+                self._settle(node.serve())
+        elif state == "removed":
+            for node in self.region_nodes(name):
+                node.set_listening(False)
+                del self.nodes[(name, node.index)]
+                self.emu.topology.direct_ports.pop((name, node.index), None)
+            self.gateways.pop(name, None)
+        else:
+            self._reconcile(name)
+
+    def region_nodes(self, region: str) -> list:
+        return [n for (r, _), n in self.nodes.items() if r == region]
+
+    def _reconcile_all(self) -> None:
+        for region in list(self.gateways):
+            self._reconcile(region)
+
+    def _reconcile(self, region: str) -> None:
+        """Listen on exactly the nodes that should (ALL_REGIONS: every region)."""
+        if region not in self.gateways:
+            self._reconcile_all()
+            return
+        up = self.account.region_state(region) == "up"
+        placement = self.account.placement
+        for node in self.region_nodes(region):
+            task = node.set_listening(up and placement.listening(region, node.index))
+            if task is not None:
+                self._settle(task)
+
+    def _settle(self, aw) -> None:
+        """Track an endpoint change so the control port answers only once it is done."""
+        task = aw if isinstance(aw, asyncio.Task) else asyncio.get_running_loop().create_task(aw)
+        self.emu._settling.add(task)
+
+    def _sweep(self) -> None:
+        now = asyncio.get_running_loop().time()
+        for node in self.nodes.values():
+            for conn in list(node.connections):
+                conn.check_deadlines(now)
+        self._sweeper = asyncio.get_running_loop().call_later(self._sweep_interval_s, self._sweep)
+
+    # ---- reporting ------------------------------------------------------------------------
+    def describe(self) -> dict:
+        """Each region's nodes, ports and the replicas they hold (for GET /topology)."""
+        out = {"protocol": D.PROTOCOL, "host": self.emu.topology.host, "regions": {}}
+        placement = self.account.placement
+        for region in self.gateways:
+            nodes = [dict(n.describe(), replicas=[]) for n in self.region_nodes(region)]
+            for c, p in self.account.partitions():
+                rs = p.replica_sets.get(region)
+                if rs is None:
+                    continue
+                for i, node in enumerate(placement.replica_nodes(region, c.rid, p.range_id)):
+                    key = D.replica_key(c.rid, p.range_id, i)
+                    nodes[node]["replicas"].append({"database": c.db.id, "container": c.id, "partition": p.range_id,
+                                                    "replica": i, "key": key, "role": rs.replicas[i].role,
+                                                    "state": rs.replicas[i].state,
+                                                    "requests": self.replica_requests.get(region, {}).get(key, 0)})
+            out["regions"][region] = {"blocked": placement.is_blocked(region), "nodes": nodes}
+        return out
+
+    def ready_info(self) -> dict:
+        return {"protocol": D.PROTOCOL,
+                "nodes": [{"region": r, "node": i, "port": n.port} for (r, i), n in self.nodes.items()]}
+
+    def counts(self) -> list:
+        """[(region, op, status, substatus, replies)] summed over each region's nodes, sorted."""
+        total: collections.Counter = collections.Counter()
+        for (region, _), node in self.nodes.items():
+            for (op, status, sub), n in node.requests.items():
+                total[(region, op, status, sub)] += n
+        return [(*k, n) for k, n in sorted(total.items())]
+
+    def served(self) -> dict:
+        """{region: {"read 200": n, ...}}: every direct reply, as the gateways' counters."""
+        out: dict = {}
+        for (region, _), node in self.nodes.items():
+            d = out.setdefault(region, {})
+            for (op, status, sub), n in node.requests.items():
+                name = f"{op} {status}" + (f"/{sub}" if sub else "")
+                d[name] = d.get(name, 0) + n
+        return out
+
+
+def _relay(coro, waiting):
+    """The rest of a coroutine whose first step already ran and yielded `waiting`: hand each
+    yielded future to the driving task and relay what it sends or throws (as `yield from`)."""
+    while True:
+        try:
+            sent = yield waiting
+        except BaseException as exc:            # cancellation, thrown in by the task
+            try:
+                waiting = coro.throw(exc)
+            except StopIteration as done:
+                return done.value
+            continue
+        try:
+            waiting = coro.send(sent)
+        except StopIteration as done:
+            return done.value
+
+
+class _Rest:
+    __slots__ = ("coro", "waiting")
+
+    def __init__(self, coro, waiting):
+        self.coro = coro
+        self.waiting = waiting
+
+    def __await__(self):
+        return _relay(self.coro, self.waiting)
+
+
+async def carry_on(coro, waiting):
+    """A native coroutine for a task that finishes coro (started outside any task)."""
+    return await _Rest(coro, waiting)

@@ -1,0 +1,131 @@
+"""A minimal direct-mode test client: it speaks only what docs/direct-protocol.md specifies,
+through client/protocol/direct.py (never importing the emulator), so the integration tests drive
+the server the way any client would. The full client is the bundled client's job (issue #13)."""
+import asyncio
+import json
+import urllib.request
+from email.utils import formatdate
+
+from client.protocol import direct as D
+from client.protocol.auth import authorization_header
+
+CONNECT_TIMEOUT_S = 5.0
+REPLY_TIMEOUT_S = 10.0
+
+
+def addresses(endpoint: str, key: str, db: str, coll: str, ranges=None, protocol=D.PROTOCOL,
+              signed: bool = True) -> tuple[int, dict]:
+    """(status, body) of the gateway's address feed for one container."""
+    query = f"$resolveFor=dbs/{db}/colls/{coll}/docs&$filter=protocol%20eq%20{protocol}"
+    if ranges:
+        query += "&$partitionKeyRangeIds=" + ",".join(ranges)
+    date = formatdate(usegmt=True)
+    headers = {"x-ms-date": date, "x-ms-version": "2020-07-15"}
+    if signed:
+        headers["authorization"] = authorization_header(key, "GET", "addresses", "", date)
+    req = urllib.request.Request(f"{endpoint}addresses/?{query}", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+class Connection:
+    """One handshaken connection to a node; requests are multiplexed by id."""
+
+    def __init__(self, reader, writer):
+        self.reader = reader
+        self.writer = writer
+        self.decoder = D.FrameDecoder()
+        self.challenge = None
+        self._waiting: dict = {}
+        self._next_id = 0
+        self._reader_task = None
+        self.closed_with = None               # the error or bye frame the node ended with
+        self.frames: list = []                # non-reply frames received after the handshake
+        self._buffered: list = []             # decoded frames not yet taken
+
+    @classmethod
+    async def open(cls, host: str, port: int, key: str, versions=D.PROTOCOL_VERSIONS, mac=None):
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT_S)
+        conn = cls(reader, writer)
+        writer.write(D.encode(D.hello(versions)))
+        challenge = await conn.next_frame()
+        if challenge["t"] != D.CHALLENGE:
+            raise ConnectionError(f"handshake refused: {challenge}")
+        conn.challenge = challenge
+        writer.write(D.encode({"t": D.AUTH, "mac": mac if mac is not None else D.handshake_mac(key, challenge["nonce"])}))
+        ready = await conn.next_frame()
+        if ready["t"] != D.READY:
+            raise ConnectionError(f"handshake refused: {ready}")
+        conn._reader_task = asyncio.get_running_loop().create_task(conn._read_loop())
+        return conn
+
+    async def next_frame(self) -> dict:
+        """The next frame off the wire (before the read loop runs); EOF raises ConnectionError."""
+        while True:
+            if self._buffered:
+                return self._buffered.pop(0)
+            data = await asyncio.wait_for(self.reader.read(65536), REPLY_TIMEOUT_S)
+            if not data:
+                raise ConnectionError("closed by the node")
+            self._buffered.extend(self.decoder.feed(data))
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                frame = await self.next_frame()
+                if frame["t"] == D.RESPONSE:
+                    fut = self._waiting.pop(frame["id"], None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(frame)
+                else:
+                    self.frames.append(frame)
+                    if frame["t"] in (D.ERROR, D.BYE):
+                        self.closed_with = frame
+        except (ConnectionError, OSError, asyncio.TimeoutError, D.ProtocolError) as e:
+            for fut in self._waiting.values():
+                if not fut.done():
+                    fut.set_exception(ConnectionError(f"connection ended: {e}"))
+
+    def send_request(self, op: str, replica: str, **fields) -> asyncio.Future:
+        self._next_id += 1
+        rid = fields.pop("id", self._next_id)
+        fut = asyncio.get_running_loop().create_future()
+        self._waiting[rid] = fut
+        self.writer.write(D.encode(dict(fields, t=D.REQUEST, id=rid, op=op, replica=replica)))
+        return fut
+
+    async def request(self, op: str, replica: str, **fields) -> dict:
+        return await asyncio.wait_for(self.send_request(op, replica, **fields), REPLY_TIMEOUT_S)
+
+    async def close(self) -> None:
+        try:
+            self.writer.write(D.encode({"t": D.BYE}))
+            await self.writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        if self._reader_task is not None:
+            await asyncio.wait_for(self._reader_task, REPLY_TIMEOUT_S)
+        self.writer.close()
+
+
+def item_body(reply: dict):
+    return json.loads(reply["body"]) if reply.get("body") else None
+
+
+def by_range(feed: dict) -> dict:
+    """{range id: {"primary": entry, "all": [entries by replica index]}} of an address feed."""
+    out: dict = {}
+    for a in feed["Addresss"]:
+        r = out.setdefault(a["partitionKeyRangeId"], {"all": []})
+        r["all"].append(a)
+        if a["isPrimary"]:
+            r["primary"] = a
+    return out
+
+
+def target(entry: dict) -> tuple[str, int, str]:
+    """(host, port, replica key) of an address feed entry."""
+    return D.parse_uri(entry["physcialUri"])
