@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--regions", default=_env("REGIONS", ",".join(defaults.REGIONS)),
                    help="comma-separated region names, write region first (default %(default)s)")
     p.add_argument("--control-port", type=int, default=int(_env("CONTROL_PORT", defaults.CONTROL_PORT)))
+    p.add_argument("--control-token", default=_env("CONTROL_TOKEN", None),
+                   help="require 'Authorization: Bearer TOKEN' on the control port (all but GET /health and GET /)")
     p.add_argument("--consistency", default=_env("CONSISTENCY", defaults.CONSISTENCY))
     p.add_argument("--key", default=_env("KEY", defaults.EMULATOR_KEY), help="account master key (base64)")
     p.add_argument("--no-auth", action="store_true", default=_env("NO_AUTH", "") == "1",
@@ -86,7 +88,8 @@ def config_from_args(args):
                             throttle=throttle)
     advertise = args.advertise_host or ("127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host)
     return ServerConfig(account=account, host=args.host, advertise_host=advertise, global_port=args.port,
-                        control_port=args.control_port, key=None if args.no_auth else args.key, seed=args.seed)
+                        control_port=args.control_port, key=None if args.no_auth else args.key, seed=args.seed,
+                        control_token=args.control_token or None)
 
 
 async def serve(config) -> None:

@@ -28,6 +28,7 @@ class RunningEmulator:
         self.region_endpoints = {name: t.region_endpoint(name) for name in emu.account.config.regions}
         self.control_endpoint = t.url(t.control_port)
         self.key = emu.config.key or defaults.EMULATOR_KEY
+        self.control_token = emu.config.control_token     # send as "Authorization: Bearer ..."
         self.regions = list(emu.account.config.regions)
 
     @property
@@ -53,8 +54,9 @@ def make_config(*, regions=defaults.REGIONS, consistency=defaults.CONSISTENCY, p
                 lag_ms=None, seed=0, header_timeout_s=None, primary_accepts_reads=True,
                 detection_delay_ms=None, election_ms=None, write_ack_timeout_s=None,
                 ru_limits=True, credits_per_s=None, burst=False, serverless=False,
-                serverless_ru_per_s=SERVERLESS_RU_PER_S_DEFAULT):
-    """Throughput knobs (docs/throughput.md): ru_limits enforces provisioned RU/s (429/3200),
+                serverless_ru_per_s=SERVERLESS_RU_PER_S_DEFAULT, control_token=None):
+    """control_token makes the control port require "Authorization: Bearer <token>".
+    Throughput knobs (docs/throughput.md): ru_limits enforces provisioned RU/s (429/3200),
     credits_per_s an account-wide credit budget (429/50009; True means the default 1000),
     burst the 300 s burst capacity, serverless a per-partition ceiling without offers."""
     from .runtime.server import ServerConfig
@@ -70,7 +72,7 @@ def make_config(*, regions=defaults.REGIONS, consistency=defaults.CONSISTENCY, p
     if election_ms is not None:
         account.election_ms = election_ms
     cfg = ServerConfig(account=account, host="127.0.0.1", global_port=0, control_port=0,
-                       key=key if auth else None, seed=seed)
+                       key=key if auth else None, seed=seed, control_token=control_token)
     if header_timeout_s is not None:
         cfg.header_timeout_s = header_timeout_s
     if write_ack_timeout_s is not None:
