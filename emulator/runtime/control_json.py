@@ -3,9 +3,10 @@ wrapper that turns a core CosmosError into `{"error": message}` with its status.
 
 A body is parsed from its bytes (never through a declared charset, which could name a codec that
 does not exist), must be one JSON object of bounded size and nesting, and may not contain NaN or
-Infinity: whatever a client sends, the answer is the value or a 400, and what the control port
+Infinity (nor a number that overflows to it): whatever a client sends, the answer is the value or a 400, and what the control port
 stores from a body can always be written back out as JSON."""
 import json
+import math
 
 from aiohttp import web
 
@@ -23,6 +24,13 @@ def json_reply(data, status: int = 200) -> web.Response:
 
 def _no_constant(name: str):
     raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):                       # 1e400 overflows to inf
+        raise ValueError(f"{text} is out of range")
+    return value
 
 
 def _depth_ok(value) -> bool:
@@ -44,7 +52,7 @@ def parse_body(raw: bytes) -> dict:
     if not raw.strip():
         raise CosmosError(400, 0, "The request has no body. " + BODY_HINT)
     try:
-        body = json.loads(raw, parse_constant=_no_constant)
+        body = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:
         raise CosmosError(400, 0, f"The body nests too deeply (at most {CONTROL_JSON_DEPTH_MAX} levels).") from None
     except ValueError as e:                # also bad UTF-8 and integers too long to convert
