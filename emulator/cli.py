@@ -2,99 +2,100 @@
 `regionlab <command>` (topology, fault, failover, ...) talks to a running one instead: ctl.py.
 
 Prints one JSON line to stdout when every endpoint can serve (the ready line); logs go to
-stderr. Flags override environment variables (REGIONLAB_*), which override defaults.
+stderr as JSON lines (logs.py). The flags, their REGIONLAB_* variables, defaults and checks are
+config.OPTIONS: a flag is added there, not here. A bad value ends the process with one line,
+`regionlab: error: ...`, and exit status 2, before anything listens.
 """
 import argparse
 import asyncio
+import difflib
+import errno
 import json
 import logging
 import os
 import signal
 import sys
+import textwrap
+from importlib import metadata
 
-from . import defaults
-from .core.account import AccountConfig
-from .core.consistency import canonical
-from .core.errors import CosmosError
-from .core.throttle import CREDITS_PER_S_DEFAULT, SERVERLESS_RU_PER_S_DEFAULT, ThrottleConfig
+from . import config, logs
+
+DESCRIPTION = ("Serve a local multi-region Cosmos DB-style account: a global endpoint, one gateway per "
+               "region and a control port, until SIGINT or SIGTERM. Data lives in memory only: it is gone "
+               "when the process exits.")
+
+HELP_WIDTH = 90
 
 
-def _env(name: str, default):
-    return os.environ.get(f"REGIONLAB_{name}", default)
+def version() -> str:
+    try:
+        return metadata.version("regionlab")
+    except metadata.PackageNotFoundError:      # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def _epilog() -> str:
+    from . import ctl
+    return (textwrap.fill("A flag wins over its environment variable, which wins over the default; "
+                          "booleans take true/false, 1/0, yes/no, on/off.", HELP_WIDTH) +
+            "\n\nenvironment variables:\n" + config.environment_help() +
+            "\n\ncommands (talk to a running regionlab's control port; each takes --help; "
+            "see docs/control-api.md):\n  regionlab " + " | ".join(ctl.COMMANDS) +
+            "\n\nThe ready line (JSON, stdout) names every endpoint, the control port and the key.")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        _usage_error(f"{message} (see regionlab --help)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="regionlab", description="Local multi-region Cosmos DB-style emulator.",
-                                epilog="Control commands (see docs/control-api.md): regionlab topology | health | "
-                                       "faults | fault inject|heal|region-outage|... | failover | failovers | "
-                                       "lost-writes | region add|remove | sim | throttle; each takes --help.")
-    p.add_argument("--host", default=_env("HOST", defaults.HOST), help="address to listen on (default %(default)s)")
-    p.add_argument("--advertise-host", default=_env("ADVERTISE_HOST", None),
-                   help="host name clients use in the endpoints the server advertises (default: --host, "
-                        "or 127.0.0.1 when --host is 0.0.0.0)")
-    p.add_argument("--port", type=int, default=int(_env("PORT", defaults.GLOBAL_PORT)),
-                   help="global (account) endpoint port; regions take the next ports (default %(default)s)")
-    p.add_argument("--regions", default=_env("REGIONS", ",".join(defaults.REGIONS)),
-                   help="comma-separated region names, write region first (default %(default)s)")
-    p.add_argument("--control-port", type=int, default=int(_env("CONTROL_PORT", defaults.CONTROL_PORT)))
-    p.add_argument("--control-token", default=_env("CONTROL_TOKEN", None),
-                   help="require 'Authorization: Bearer TOKEN' on the control port (all but GET /health and GET /)")
-    p.add_argument("--consistency", default=_env("CONSISTENCY", defaults.CONSISTENCY))
-    p.add_argument("--key", default=_env("KEY", defaults.EMULATOR_KEY), help="account master key (base64)")
-    p.add_argument("--no-auth", action="store_true", default=_env("NO_AUTH", "") == "1",
-                   help="accept requests without checking signatures")
-    p.add_argument("--multi-write", action="store_true", default=_env("MULTI_WRITE", "") == "1")
-    p.add_argument("--partitions", type=int, default=int(_env("PARTITIONS", 0)) or None,
-                   help="physical partitions per container (default: derived from throughput)")
-    p.add_argument("--intra-region-delay-ms", type=int, default=int(_env("INTRA_REGION_DELAY_MS", defaults.INTRA_REGION_DELAY_MS)))
-    p.add_argument("--seed", type=int, default=int(_env("SEED", 0)))
-    t = p.add_argument_group("throughput (docs/throughput.md; change them later with `regionlab throttle`)")
-    t.add_argument("--credits-per-s", type=int, nargs="?", const=CREDITS_PER_S_DEFAULT,
-                   default=int(_env("CREDITS_PER_S", 0)) or None,
-                   help=f"account-wide credits per second, Service Bus style (429/50009); alone: "
-                        f"{CREDITS_PER_S_DEFAULT} (default: off)")
-    t.add_argument("--burst", action="store_true", default=_env("BURST", "") == "1",
-                   help="burst capacity: idle partitions bank up to 300 s of budget, spent at up to 3000 RU/s")
-    t.add_argument("--serverless", action="store_true", default=_env("SERVERLESS", "") == "1",
-                   help="a serverless account: no provisioned throughput, a per-partition ceiling")
-    t.add_argument("--serverless-ru-per-s", type=int,
-                   default=int(_env("SERVERLESS_RU_PER_S", SERVERLESS_RU_PER_S_DEFAULT)),
-                   help="the serverless per-partition ceiling (default %(default)s)")
-    t.add_argument("--no-ru-limits", action="store_true", default=_env("NO_RU_LIMITS", "") == "1",
-                   help="do not enforce provisioned RU/s (charges are still reported)")
-    p.add_argument("--log-level", default=_env("LOG_LEVEL", "WARNING"))
+    p = _Parser(prog="regionlab", description=textwrap.fill(DESCRIPTION, HELP_WIDTH), epilog=_epilog(),
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"regionlab {version()}")
+    groups = {}
+    for o in config.OPTIONS:
+        if o.flag is None:
+            continue
+        if o.group not in groups:
+            groups[o.group] = p if o.group == "server" else p.add_argument_group(o.group)
+        target = groups[o.group]
+        text = (o.help + _default_note(o) + f" [{o.variable}]").replace("%", "%%")
+        if o.switch:
+            target.add_argument(o.flag, dest=o.name, action="store_const", const=True, default=None, help=text)
+        elif o.alone is not None:
+            target.add_argument(o.flag, dest=o.name, nargs="?", const=o.alone, default=None,
+                                metavar=o.metavar, help=text)
+        else:
+            target.add_argument(o.flag, dest=o.name, default=None, help=text,
+                                metavar=o.metavar or o.flag.lstrip("-").upper().replace("-", "_"))
     return p
 
 
+def _default_note(o) -> str:
+    if o.switch or o.default is None or o.name == "key":
+        return ""
+    shown = ",".join(o.default) if isinstance(o.default, tuple) else o.default
+    return f" (default: {shown})"
+
+
 def _usage_error(message: str):
-    print(f"regionlab: {message}", file=sys.stderr)
+    print(f"regionlab: error: {message}", file=sys.stderr)
     raise SystemExit(2)
 
 
-def config_from_args(args):
-    from .runtime.server import ServerConfig
-    regions = tuple(r.strip() for r in args.regions.split(",") if r.strip())
+def config_from_args(args, environ=None):
+    """The ServerConfig of parsed flags and the environment (os.environ unless given)."""
     try:
-        consistency = canonical(args.consistency)
-    except CosmosError as e:
-        _usage_error(e.message)
-    if args.multi_write and consistency == "Strong":
-        _usage_error("Strong consistency cannot be combined with multi-write regions "
-                     "(the service does not offer it either); pick another --consistency.")
-    throttle = ThrottleConfig(ru=not args.no_ru_limits, credits_per_s=args.credits_per_s, burst=args.burst,
-                              serverless=args.serverless, serverless_ru_per_s=args.serverless_ru_per_s)
-    account = AccountConfig(regions=regions, multi_write=args.multi_write, consistency=consistency,
-                            partition_count=args.partitions, intra_region_delay_ms=args.intra_region_delay_ms,
-                            throttle=throttle)
-    advertise = args.advertise_host or ("127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host)
-    return ServerConfig(account=account, host=args.host, advertise_host=advertise, global_port=args.port,
-                        control_port=args.control_port, key=None if args.no_auth else args.key, seed=args.seed,
-                        control_token=args.control_token or None)
+        server_config, _ = config.from_command_line(vars(args), os.environ if environ is None else environ)
+    except config.ConfigError as e:
+        _usage_error(str(e))
+    return server_config
 
 
-async def serve(config) -> None:
+async def serve(server_config) -> None:
     from .runtime.server import Emulator
-    emu = Emulator(config)
+    emu = Emulator(server_config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -107,20 +108,36 @@ async def serve(config) -> None:
     await emu.stop()
 
 
+def _unknown_command(word: str):
+    from . import ctl
+    close = difflib.get_close_matches(word, ctl.COMMANDS, n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    _usage_error(f"unknown command '{word}'; {hint}the commands are: {', '.join(ctl.COMMANDS)} "
+                 "(with flags only, regionlab serves; see regionlab --help)")
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     from . import ctl
     if argv and argv[0] in ctl.COMMANDS:
         return ctl.main(argv)             # a control-port command (emulator/ctl.py), not a server
+    if argv and not argv[0].startswith("-"):
+        _unknown_command(argv[0])
     args = build_parser().parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
-                        format='{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":%(message)r}')
-    config = config_from_args(args)
+    try:
+        server_config, level = config.from_command_line(vars(args), os.environ)
+    except config.ConfigError as e:
+        _usage_error(str(e))
+    logs.configure(level)
     try:
         import uvloop
-        uvloop.run(serve(config))
+        uvloop.run(serve(server_config))
     except OSError as e:
-        print(f"regionlab: {e}", file=sys.stderr)
+        hint = ""
+        if e.errno == errno.EADDRINUSE:
+            hint = ("; is another regionlab running? Choose other ports with --port and --control-port, "
+                    "or --port 0 --control-port 0 for free ones")
+        print(f"regionlab: error: {e.strerror or e}{hint}", file=sys.stderr)
         return 1
     return 0
 

@@ -1,7 +1,8 @@
 """pytest plugin: the `regionlab` fixture, a fresh emulator per test on free loopback ports.
 
 Options come from the `regionlab_config` marker, e.g.
-`@pytest.mark.regionlab_config(partitions=4, consistency="Strong")`.
+`@pytest.mark.regionlab_config(partitions=4, consistency="Strong")`: the keywords of
+`running_emulator` (emulator/config.py checks them; a bad or unknown one is a ConfigError).
 """
 import pytest
 

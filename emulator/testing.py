@@ -11,9 +11,7 @@ import asyncio
 import threading
 from contextlib import contextmanager
 
-from . import defaults
-from .core.account import AccountConfig
-from .core.throttle import CREDITS_PER_S_DEFAULT, SERVERLESS_RU_PER_S_DEFAULT, ThrottleConfig
+from . import config as options_config, defaults
 
 START_TIMEOUT_S = 10.0
 
@@ -49,35 +47,15 @@ class RunningEmulator:
         self._thread.join(START_TIMEOUT_S)
 
 
-def make_config(*, regions=defaults.REGIONS, consistency=defaults.CONSISTENCY, partitions=None,
-                multi_write=False, key=defaults.EMULATOR_KEY, auth=True, intra_region_delay_ms=0,
-                lag_ms=None, seed=0, header_timeout_s=None, primary_accepts_reads=True,
-                detection_delay_ms=None, election_ms=None, write_ack_timeout_s=None,
-                ru_limits=True, credits_per_s=None, burst=False, serverless=False,
-                serverless_ru_per_s=SERVERLESS_RU_PER_S_DEFAULT, control_token=None):
-    """control_token makes the control port require "Authorization: Bearer <token>".
-    Throughput knobs (docs/throughput.md): ru_limits enforces provisioned RU/s (429/3200),
-    credits_per_s an account-wide credit budget (429/50009; True means the default 1000),
-    burst the 300 s burst capacity, serverless a per-partition ceiling without offers."""
-    from .runtime.server import ServerConfig
-    throttle = ThrottleConfig(ru=ru_limits, burst=burst, serverless=serverless,
-                              serverless_ru_per_s=serverless_ru_per_s,
-                              credits_per_s=CREDITS_PER_S_DEFAULT if credits_per_s is True else credits_per_s)
-    account = AccountConfig(regions=tuple(regions), consistency=consistency, partition_count=partitions,
-                            multi_write=multi_write, intra_region_delay_ms=intra_region_delay_ms,
-                            lag_ms=dict(lag_ms or {}), primary_accepts_reads=primary_accepts_reads,
-                            throttle=throttle)
-    if detection_delay_ms is not None:
-        account.detection_delay_ms = detection_delay_ms
-    if election_ms is not None:
-        account.election_ms = election_ms
-    cfg = ServerConfig(account=account, host="127.0.0.1", global_port=0, control_port=0,
-                       key=key if auth else None, seed=seed, control_token=control_token)
-    if header_timeout_s is not None:
-        cfg.header_timeout_s = header_timeout_s
-    if write_ack_timeout_s is not None:
-        cfg.write_ack_timeout_s = write_ack_timeout_s
-    return cfg
+def make_config(**options):
+    """The ServerConfig of running_emulator(**options), on loopback and free ports. The options
+    are config.OPTIONS' keywords (regions, consistency, partitions, multi_write, key, auth,
+    intra_region_delay_ms, lag_ms, seed, max_staleness_prefix, max_interval_s, ...), each
+    checked as its flag is: a bad or unknown one raises emulator.config.ConfigError. Throughput knobs
+    (docs/throughput.md): ru_limits enforces provisioned RU/s (429/3200), credits_per_s an
+    account-wide credit budget (429/50009; True means the default 1000), burst the 300 s burst
+    capacity, serverless a per-partition ceiling without offers."""
+    return options_config.from_keywords(options)
 
 
 def start(config=None, **kwargs) -> RunningEmulator:
@@ -114,6 +92,8 @@ def start(config=None, **kwargs) -> RunningEmulator:
 
 @contextmanager
 def running_emulator(config=None, **kwargs):
+    """A started emulator for the with-block: from a ServerConfig, or from keyword options
+    (make_config); stopped at the end of the block."""
     handle = start(config, **kwargs)
     try:
         yield handle

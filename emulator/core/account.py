@@ -18,7 +18,7 @@ from .link import Link
 from .offers import Offer
 from .partition import Partition
 from .read_routing import ReadRoutingPolicy
-from .replica_set import ReplicaSet
+from .replica_set import LOG_RETAINED_COMMITS_MAX, ReplicaSet
 from .throttle import Throttle, ThrottleConfig
 from .validation import ValidationError, check_id
 
@@ -63,20 +63,24 @@ class AccountConfig:
     primary_accepts_reads: bool = True
     account_id: str = "regionlab"
     auto_failover: bool = True                # service-managed failover when the write region is down
-    detection_delay_ms: int = 10_000          # how long the write region must be down before it
+    detection_delay_ms: int = 10_000          # how long the write region must be down, without a break,
+                                              # before a service-managed failover
     election_ms: int = 500                    # from a primary crash to a new primary
     staleness_ops: int = 100_000              # bounded staleness K (operations)
     staleness_s: int = 300                    # bounded staleness T (seconds)
     throttle: ThrottleConfig = field(default_factory=ThrottleConfig)   # RU budgets, credits, burst
+    log_retained_commits: int = LOG_RETAINED_COMMITS_MAX   # per replica set; a region lagging further
+                                                           # is caught up by a snapshot
 
 
 class Region:
-    __slots__ = ("name", "id", "state")
+    __slots__ = ("name", "id", "state", "outages")
 
     def __init__(self, name: str, id: int):
         self.name = name
         self.id = id
         self.state = "up"
+        self.outages = 0          # how many times it went down: names the outage a timer is for
 
 
 class Account:
@@ -86,6 +90,8 @@ class Account:
         if config.multi_write and config.consistency == "Strong":
             raise ValueError("Strong consistency cannot be combined with multi-write regions "
                              "(the service does not offer it either)")
+        if config.log_retained_commits < 1:
+            raise ValueError("log_retained_commits must be at least 1")
         if len({r.lower() for r in config.regions}) != len(config.regions):
             raise ValueError(f"region names must be unique: {config.regions}")
         self.config = config
@@ -106,6 +112,8 @@ class Account:
         self.pending_cuts: dict = {}            # region -> [(partition, keep_lsn)] to apply on recovery
         self.failovers: list = []               # every failover, oldest first
         self.draining = None                    # the graceful failover in progress, if any
+        self.failover_waiting = None            # (region, outage): a service-managed failover that
+                                                # waits for a region that can take over (Strong)
         self.region_listeners: list = []        # fn(region_name, state): shells open/close endpoints
         from .faults import FaultRegistry
         self.faults = FaultRegistry(self)
@@ -119,7 +127,17 @@ class Account:
     def _link(self, a: str, b: str, lag: int) -> Link:
         link = Link(a, b, lag, self.scheduler, self.clock, self.rng, self.config.jitter_ms)
         link.receiver_up = lambda: self.region_state(a) == "up" and self.region_state(b) == "up"
+        link.on_state = self._link_state_changed
         return link
+
+    def _link_state_changed(self, link) -> None:
+        self._retry_waiting_failover()
+
+    def _retry_waiting_failover(self) -> None:
+        """Something that could let a waiting service-managed failover go ahead changed (a
+        region came back, a link healed): try again, from the scheduler, not inside the change."""
+        if self.failover_waiting is not None:
+            self.scheduler.call_at(self.clock.now_ms(), self._service_managed_failover, *self.failover_waiting)
 
     def region_state(self, name: str) -> str | None:
         """"up" or "down", or None for a region the account does not have (any more)."""
@@ -163,19 +181,53 @@ class Account:
             for (a, b), link in self.links.items():
                 if name in (a, b):
                     link.kick()
-        elif name in self.write_regions and self.config.auto_failover and not self.config.multi_write:
-            self.scheduler.call_at(self.clock.now_ms() + self.config.detection_delay_ms,
-                                   self._service_managed_failover, name)
+            self._retry_waiting_failover()
+        else:
+            region.outages += 1
+            if name in self.write_regions and self.config.auto_failover and not self.config.multi_write:
+                # The timer names this outage: a recovery in between ends it, and a later outage
+                # starts its own detection delay instead of inheriting what is left of this one.
+                self.scheduler.call_at(self.clock.now_ms() + self.config.detection_delay_ms,
+                                       self._service_managed_failover, name, region.outages)
         for fn in self.region_listeners:
             fn(name, state)
 
-    def _service_managed_failover(self, region: str) -> None:
-        if self.region(region).state == "up" or region not in self.write_regions:
+    def _service_managed_failover(self, region: str, outage: int) -> None:
+        from . import failover as fo
+        down = self.region(region)
+        if down.state == "up" or down.outages != outage or region not in self.write_regions:
+            if self.failover_waiting == (region, outage):
+                self.failover_waiting = None
             return
-        target = next((r.name for r in self.regions if r.name != region and r.state == "up"), None)
-        if target is not None:
-            self.failover(target, forced=True, reason=f"service-managed: {region} down for "
-                                                       f"{self.config.detection_delay_ms} ms")
+        target, sources = None, ()
+        for r in self.regions:
+            if r.name == region or r.state != "up":
+                continue
+            if self.consistency != "Strong":
+                target = r.name
+                break
+            sources = fo.strong_sources(self, r.name)
+            if fo.strong_refusal(self, r.name, sources) is None:
+                target = r.name
+                break
+        if target is None:
+            # Under Strong no region that is up can take over without losing an acknowledged
+            # write: wait until one can (a region or a link comes back) or the region recovers.
+            self.failover_waiting = (region, outage)
+            return
+        self.failover_waiting = None
+        self._forced_failover(target, f"service-managed: {region} down for {self.config.detection_delay_ms} ms",
+                              sources)
+
+    def describe_waiting_failover(self) -> dict | None:
+        """The service-managed failover that waits (Strong), as the control plane reports it."""
+        if self.failover_waiting is None:
+            return None
+        region = self.failover_waiting[0]
+        return {"region": region,
+                "reason": f"{region} is down, and under Strong consistency no region that is up can take "
+                          "over without losing acknowledged writes: waiting until a region that holds them "
+                          "(or its link) comes back, or until the write region recovers"}
 
     def failover(self, target: str, forced: bool = False, reason: str = "manual"):
         from . import failover as fo
@@ -190,18 +242,25 @@ class Account:
             raise bad_request(f"{target} is already the write region.")
         if self.region(target).state != "up":
             raise bad_request(f"Cannot fail over to {target}: the region is down.")
+        if forced:
+            sources = fo.check_strong(self, target) if self.consistency == "Strong" else ()
+            return self._forced_failover(target, reason, sources)
         source = self.write_regions[0]
         f = fo.Failover(len(self.failovers) + 1, source, target, forced, self.clock.now_ms(), reason)
         self.failovers.append(f)
-        if forced:
-            fo.forced(self, f)
-            self._notify_failover(f)
-            return f
         self.draining = f
         self.write_regions = ()
         for _, p in self.partitions():
             p.write_regions, p.draining_from = (), source
         self._drain_step(f)
+        return f
+
+    def _forced_failover(self, target: str, reason: str, sources):
+        from . import failover as fo
+        f = fo.Failover(len(self.failovers) + 1, self.write_regions[0], target, True, self.clock.now_ms(), reason)
+        self.failovers.append(f)
+        fo.forced(self, f, sources)
+        self._notify_failover(f)
         return f
 
     def _drain_step(self, f) -> None:
@@ -261,6 +320,7 @@ class Account:
         seed = p.replica_sets[self.hub_region]
         rs = ReplicaSet(name, p.range_id, self.scheduler, self.clock,
                         delay_ms=self.config.intra_region_delay_ms, routing=self.routing)
+        rs.log_retained_commits = self.config.log_retained_commits
         if self.config.multi_write:
             rs.multi_write, rs.resolver, rs.on_conflict = True, seed.resolver, seed.on_conflict
         lsn = seed.committed_lsn
@@ -385,6 +445,7 @@ class Account:
             for region in self.regions:
                 rs = ReplicaSet(region.name, p.range_id, self.scheduler, self.clock,
                                 delay_ms=self.config.intra_region_delay_ms, routing=self.routing)
+                rs.log_retained_commits = self.config.log_retained_commits
                 if self.config.multi_write:
                     rs.multi_write, rs.resolver, rs.on_conflict = True, resolver, conflict_log.record
                 p.attach(region.name, rs)

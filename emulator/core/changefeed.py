@@ -34,7 +34,7 @@ def latest_versions(store, after_lsn: int, upto_lsn: int, max_items: int, epk_of
 def all_versions(rs, after_lsn: int, upto_lsn: int, max_items: int, epk_of=None, epk_range=None):
     """(versions incl. tombstones, position after them) from the retained log."""
     first = rs.log_first_lsn()
-    if rs.log and after_lsn + 1 < first:
+    if after_lsn + 1 < first:             # (an empty log after a snapshot or a join retains nothing)
         raise CosmosError(400, 0, f"The change feed position LSN {after_lsn} is older than the retained log of "
                                   f"partition {rs.range_id} (it starts at LSN {first}); all-versions-and-deletes "
                                   "mode can only continue from a recent position. Start from now instead.")

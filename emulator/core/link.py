@@ -6,9 +6,12 @@ one-way lag (plus seeded jitter), strictly in the order it received them: a due 
 earlier than the one before it, so jitter cannot reorder a partition's log. One scheduler
 timer per link covers its whole backlog. A paused or cut link keeps its whole backlog (it grows with
 the writes made while the link is down) and drains it in order once healed; a receiver that is down (a region outage)
-stalls delivery the same way.
+stalls delivery the same way. A snapshot (snapshot.py) for a receiver that lagged past the
+sender's retained log travels in the same queue, in order with the commits after it.
 """
 from collections import deque
+
+from .snapshot import Snapshot
 
 ACTIVE = "active"
 PAUSED = "paused"     # nothing moves; the backlog grows
@@ -17,7 +20,7 @@ CUT = "cut"           # like paused, but reported as a network partition
 
 class Link:
     __slots__ = ("src", "dst", "lag_ms", "jitter_ms", "state", "scheduler", "clock", "rng",
-                 "_queue", "_armed_ms", "_last_due_ms", "delivered", "receiver_up")
+                 "_queue", "_armed_ms", "_last_due_ms", "delivered", "receiver_up", "on_state")
 
     def __init__(self, src: str, dst: str, lag_ms: int, scheduler, clock, rng, jitter_ms: int = 0):
         self.src = src
@@ -33,6 +36,11 @@ class Link:
         self._last_due_ms = 0
         self.delivered = 0
         self.receiver_up = lambda: True
+        self.on_state = None              # fn(link) after its state changed (the account listens)
+
+    def send_snapshot(self, target_rs, snapshot: Snapshot) -> None:
+        """A state transfer (snapshot.py), queued in order with the commits."""
+        self.send(target_rs, snapshot.lsn, snapshot)
 
     def send(self, target_rs, lsn: int, versions) -> None:
         due = self.clock.now_ms() + self.lag_ms
@@ -68,7 +76,10 @@ class Link:
         q = self._queue
         while q and q[0][0] <= now:
             _, rs, lsn, versions = q.popleft()
-            rs.apply_replicated(lsn, versions)
+            if type(versions) is Snapshot:
+                rs.install_snapshot(versions)
+            else:
+                rs.apply_replicated(lsn, versions)
             self.delivered += 1
         self._arm()
 
@@ -89,6 +100,8 @@ class Link:
         self.state = state
         if state == ACTIVE:
             self.kick()
+        if self.on_state is not None:
+            self.on_state(self)
 
     def kick(self) -> None:
         """Re-arm after something that stalled delivery (a heal, a receiver coming back)."""

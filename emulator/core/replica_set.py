@@ -34,7 +34,7 @@ class ReplicaSet:
     __slots__ = ("region", "range_id", "scheduler", "clock", "delay_ms", "routing", "replicas", "primary",
                  "store", "lsn", "committed_lsn", "epoch", "epoch_start_lsn", "epoch_starts", "log", "commit_listeners",
                  "_waiters", "_early", "electing", "partition", "own_seq", "progress", "progress_seq", "multi_write",
-                 "resolver", "on_conflict", "discard_tail", "pins", "_etag_prefix")
+                 "resolver", "on_conflict", "discard_tail", "pins", "_etag_prefix", "log_retained_commits")
 
     def __init__(self, region: str, range_id: str, scheduler, clock, *, delay_ms: int = 0,
                  routing: ReadRoutingPolicy | None = None):
@@ -59,6 +59,9 @@ class ReplicaSet:
         # for the garbage collector to walk on every full collection. Read it through
         # commit_at and commits_between, which always give a sequence of versions.
         self.log: deque = deque()
+        # Past this many, the oldest committed commit is dropped from the log (never from the
+        # store): a region that lags further is brought back by a snapshot (snapshot.py).
+        self.log_retained_commits = LOG_RETAINED_COMMITS_MAX
         self.commit_listeners: list = []   # fn(replica_set, old_committed, new_committed)
         self._waiters: deque = deque()     # (lsn, fn) in LSN order; fn(ok: bool)
         self._early: dict = {}             # shipped commits that arrived ahead of a gap
@@ -200,10 +203,43 @@ class ReplicaSet:
             self._early[lsn] = versions
             return
         self._add(lsn, versions)
+        if self._early:
+            self._drain_early()
+
+    def _drain_early(self) -> None:
         early = self._early
         while early and self.lsn + 1 in early:
             nxt = self.lsn + 1
             self._add(nxt, early.pop(nxt))
+
+    def install_snapshot(self, snap) -> None:
+        """A state transfer (snapshot.py): everything up to snap.lsn at once, for a region that
+        lagged past what the sender's log retains. The replicas apply it like one commit; the
+        log starts over after it, since the commits it stands for are not retained here."""
+        if snap.lsn <= self.lsn or self.lsn < snap.after_lsn:
+            # Already there (commits that raced it arrived first), or below what it was taken
+            # for, which a cut of history would have purged from the link first.
+            return
+        store, floor, mine = self.store, self.floor_lsn(), self.lsn
+        for v in snap.versions:
+            if v.lsn > mine:
+                store.add(v, floor)
+        progress = self.progress
+        for origin, oseq in snap.progress.items():
+            if oseq > progress.get(origin, 0):
+                progress[origin] = oseq
+        self.progress_seq += 1
+        self.own_seq = max(self.own_seq, progress.get(self.region, 0))
+        self.lsn = snap.lsn
+        self.log.clear()
+        self._early = {k: v for k, v in self._early.items() if k > snap.lsn}
+        primary = self.primary
+        primary.applied_lsn = snap.lsn
+        for r in self.replicas:
+            if r is not primary and r.state == UP:
+                self._replicate_to(r, snap.lsn)
+        self._recompute_commit()
+        self._drain_early()
 
     def _add(self, lsn: int, versions) -> None:
         if versions:
@@ -222,7 +258,8 @@ class ReplicaSet:
         self.lsn = lsn
         log = self.log
         log.append(versions[0] if len(versions) == 1 else versions)
-        if len(log) > LOG_RETAINED_COMMITS_MAX:
+        # Only committed commits leave the log: the ones above still have to be shipped.
+        while len(log) > self.log_retained_commits and lsn - len(log) < self.committed_lsn:
             log.popleft()
         primary = self.primary
         primary.applied_lsn = lsn

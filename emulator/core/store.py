@@ -45,6 +45,10 @@ def _lsn_of(change: tuple) -> int:
     return change[0]
 
 
+def _lsn_key_of(v) -> tuple:
+    return v.lsn, v.key
+
+
 class Version:
     """One immutable state of an item. A tombstone (deleted=True) keeps the deleted document in
     `doc` for the all-versions change feed; `op` is create, replace or delete and `prev_lsn`
@@ -242,6 +246,37 @@ class VersionStore:
         for key in dead:
             self._drop_key(key)
         self.count_live = sum(1 for _, v in map(_newest_item, items.items()) if not v.deleted)
+
+    def versions_above(self, lsn: int) -> list:
+        """Every retained version (tombstones included) with an LSN above lsn, in (LSN, key)
+        order. Nothing above the replica set's floor is ever pruned, so above it this is the
+        whole history, however long ago the log stopped retaining it."""
+        out = []
+        for entry in self._items.values():
+            if type(entry) is Version:
+                if entry.lsn > lsn:
+                    out.append(entry)
+                continue
+            for i in range(len(entry) - 1, -1, -1):
+                if entry[i].lsn <= lsn:
+                    break
+                out.append(entry[i])
+        out.sort(key=_lsn_key_of)
+        return out
+
+    def changed_since(self, after_lsn: int, upto_lsn: int) -> list:
+        """Per key changed in (after_lsn, upto_lsn], its newest version up to upto_lsn (a
+        tombstone for a key deleted there), in (LSN, key) order: the state transfer that
+        brings a reader at after_lsn to upto_lsn."""
+        out = []
+        for entry in self._items.values():
+            for v in reversed(versions_of(entry)):
+                if v.lsn <= upto_lsn:
+                    if v.lsn > after_lsn:
+                        out.append(v)
+                    break
+        out.sort(key=_lsn_key_of)
+        return out
 
     def key_count(self, prefix: str | None = None) -> int:
         """Keys retained (live or not), all of them or those of one partition key (JSON)."""

@@ -2,7 +2,9 @@
 
 Every endpoint, global or regional, answers with the same document. `writableLocations` and
 `readableLocations` follow the account's current state (write regions first), with each region's endpoint built from the scheme, host and port it is
-actually served on, so the SDK can reach every URL it is given.
+actually served on, so the SDK can reach every URL it is given. `userConsistencyPolicy` carries
+the bounded-staleness bounds K (`maxStalenessPrefix`, writes) and T (`maxIntervalInSeconds`)
+whatever the level, as the service reports them; they bind only a BoundedStaleness account.
 """
 import json
 
@@ -35,7 +37,9 @@ def document(account, topology) -> dict:
         "readableLocations": [loc(r) for r in readable],
         "enableMultipleWriteLocations": account.config.multi_write,
         "userReplicationPolicy": {"asyncReplication": False, "minReplicaSetSize": 3, "maxReplicasetSize": 4},
-        "userConsistencyPolicy": {"defaultConsistencyLevel": account.consistency},
+        "userConsistencyPolicy": {"defaultConsistencyLevel": account.consistency,
+                                  "maxStalenessPrefix": account.config.staleness_ops,
+                                  "maxIntervalInSeconds": account.config.staleness_s},
         "systemReplicationPolicy": {"minReplicaSetSize": 3, "maxReplicasetSize": 4},
         "readPolicy": {"primaryReadCoefficient": 1, "secondaryReadCoefficient": 1},
         "queryEngineConfiguration": QUERY_ENGINE_CONFIGURATION,

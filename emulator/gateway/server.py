@@ -11,6 +11,7 @@ clients can discover the other regions).
 import asyncio
 import collections
 import logging
+import time
 from email.utils import parsedate_to_datetime
 
 from client.protocol import headers as H
@@ -28,6 +29,7 @@ log = logging.getLogger("regionlab.gateway")
 WRITE_ACK_TIMEOUT_S = 30.0
 SESSION_WAIT_S = 0.2          # how long a read waits for its region to catch up with a session token
 STRONG_WAIT_S = 2.0
+REQUEST_PATH_LOGGED_MAX = 512  # characters of a path the DEBUG request line keeps
 # Resource kinds counted in `requests_served`; anything else (a garbage path) counts as "other",
 # so a client cannot grow the counter without bound.
 COUNTED_KINDS = frozenset(("account", "dbs", "colls", "docs", "pkranges", "offers", "conflicts", "operations"))
@@ -47,6 +49,20 @@ class Gateway:
         # what, for tests and the control port's topology.
         self.requests_served: collections.Counter = collections.Counter()
         self.write_ack_timeout_s = WRITE_ACK_TIMEOUT_S     # ServerConfig may shorten it (tests)
+        # Decided once, when the endpoint starts: with DEBUG off a request pays nothing for it.
+        if log.isEnabledFor(logging.DEBUG):
+            self.handle = self._handle_logged
+
+    async def _handle_logged(self, req) -> responses.Reply:
+        """handle, then one DEBUG line: method, path, status, serving region, duration."""
+        t0 = time.perf_counter()
+        resp = await Gateway.handle(self, req)
+        log.debug("request", extra={"fields": {
+            "method": req.method, "path": req.raw_path[:REQUEST_PATH_LOGGED_MAX], "status": resp.status,
+            "substatus": resp.substatus, "endpoint": self.region or "global",
+            "region": self.region or self.account.hub_region,
+            "duration_ms": round((time.perf_counter() - t0) * 1000, 3)}})
+        return resp
 
     async def handle(self, req) -> responses.Reply:
         call = Call(self, req)

@@ -6,7 +6,7 @@ import json
 import sys
 
 from . import SimConfig, run
-from .scenario import ScenarioError
+from ..config import ConfigError
 
 VIOLATIONS_SHOWN = 20
 
@@ -21,6 +21,8 @@ def build_parser(prog: str = "python -m emulator.sim") -> argparse.ArgumentParse
     p.add_argument("--containers", type=int, default=None, help="containers (default: 1-2)")
     p.add_argument("--keys", type=int, default=None, help="keys per container (default: 2-8)")
     p.add_argument("--intra-region-delay-ms", type=int, default=None, help="replica apply delay (default: drawn)")
+    p.add_argument("--log-retained-commits", type=int, default=None,
+                   help="commits each replica set's log retains (default: drawn from the seed)")
     p.add_argument("--no-faults", action="store_true", help="clients only, no fault workload")
     p.add_argument("--scenario", help="a scenario JSON file (timed faults, heals, failovers)")
     p.add_argument("--history", help="write the full history (JSON) to this file")
@@ -30,7 +32,8 @@ def build_parser(prog: str = "python -m emulator.sim") -> argparse.ArgumentParse
 def config_from(args) -> SimConfig:
     overrides = {"steps": args.steps, "consistency": args.consistency, "partitions": args.partitions,
                  "containers": args.containers, "keys": args.keys,
-                 "intra_region_delay_ms": args.intra_region_delay_ms}
+                 "intra_region_delay_ms": args.intra_region_delay_ms,
+                 "log_retained_commits": args.log_retained_commits}
     if args.scenario:
         with open(args.scenario) as f:
             return SimConfig.from_scenario(f.read(), **overrides)
@@ -41,7 +44,10 @@ def seeds_of(args) -> list:
     if not args.seeds:
         return [args.seed]
     lo, _, hi = args.seeds.partition("-")
-    return list(range(int(lo), int(hi or lo) + 1))
+    try:
+        return list(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise ConfigError(f"--seeds {args.seeds!r}: must be a seed or a range of seeds, e.g. 0-99") from None
 
 
 def main(argv=None, out=None, prog: str = "python -m emulator.sim") -> int:
@@ -49,11 +55,12 @@ def main(argv=None, out=None, prog: str = "python -m emulator.sim") -> int:
     args = build_parser(prog).parse_args(argv)
     try:
         config = config_from(args)
-    except (OSError, ScenarioError, TypeError) as e:
-        print(f"emulator.sim: {e}", file=sys.stderr)
+        seeds = seeds_of(args)
+    except (OSError, ConfigError) as e:            # a ScenarioError is a ConfigError
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     failed = 0
-    for seed in seeds_of(args):
+    for seed in seeds:
         result = run(seed, config)
         print(json.dumps(result.summary()), file=out)
         for v in result.violations[:VIOLATIONS_SHOWN]:

@@ -12,7 +12,9 @@ Checks, one function each:
 * convergence: after everything healed, every region holds the same state per partition;
 * final state: that state is exactly the lineage of the final position, folded;
 * acknowledged writes: none is discarded or cut unless a forced failover listed it as lost,
-  every committed write that vanished is listed, and a write reported failed never happened;
+  every committed write that vanished is listed (under the region that accepted it), nothing
+  listed is still there, under Strong no acknowledged write is lost at all (RPO 0), and a
+  write reported failed never happened;
 * prefix: every read, at every level, saw exactly the lineage of the position it was served
   at, folded (never an out-of-order prefix);
 * session: a session read's position contains the client's session (everything the client
@@ -150,10 +152,15 @@ def check_final_state(final: dict, lins: dict, v: Violations) -> None:
 
 
 def check_acknowledged(history: dict, lins: dict, finals: dict, v: Violations) -> None:
+    by_id = {op["id"]: op for op in history["ops"]}
     for e in history["events"]:
         if e["kind"] == "lost" and e["op"] is None:
             v.add("lost-writes", f"the lost-writes entry {e['container']}/{e['partition']} LSN {e['lsn']} "
                                  f"id {e['key']} names no write the clients issued")
+        elif e["kind"] == "lost" and e.get("region") != by_id[e["op"]]["region"]:
+            v.add("lost-writes", f"the lost-writes entry for write {e['op']} names {e.get('region')}, but "
+                                 f"{by_id[e['op']]['region']} accepted it", by_id[e["op"]])
+    strong = history["config"]["consistency"] == "Strong"
     for op in history["ops"]:
         if op["f"] not in WRITE_FS or "lsn" not in op:
             continue
@@ -173,6 +180,9 @@ def check_acknowledged(history: dict, lins: dict, finals: dict, v: Violations) -
                   f"final history and no lost-writes entry lists it", op)
         if lost and in_final:
             v.add("lost-writes", f"write {op['id']} is listed as lost but is still in the history", op)
+        if lost and strong and op["outcome"] == "ok":
+            v.add("strong", f"acknowledged Strong write {op['id']} ({op['f']} {op['key']}, "
+                            f"{op['epoch']}#{op['lsn']}) was lost by a forced failover: RPO is 0 under Strong", op)
         if op["outcome"] == "fail" and in_final:
             v.add("definite", f"write {op['id']} was reported as definitely not applied "
                               f"({op.get('status')}) but is in the history", op)

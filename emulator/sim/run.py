@@ -14,13 +14,16 @@ byte (`Result.history_json`), so a failing seed is its own reproduction:
     python -m emulator.sim --seed 1234
 """
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
+from .. import config as checks
+from ..config import ConfigError
 from ..core.account import AccountConfig
 from ..core.consistency import BOUNDED, EVENTUAL, PREFIX, SESSION, STRONG, canonical
+from ..core.replica_set import LOG_RETAINED_COMMITS_MAX
 from . import checker
 from .nemesis import Nemesis
-from .scenario import parse
+from .scenario import ScenarioError, parse
 from .world import World, dumps
 from .workload import Workload
 
@@ -30,6 +33,13 @@ RUN_MS_MAX = 600_000              # virtual time a run may take before it is cal
 INTRA_REGION_DELAYS_MS = (0, 1, 2, 2, 5, 20)
 KEY_COUNTS = (2, 3, 6, 8)
 LEVEL_WEIGHTS = ((SESSION, 5), (STRONG, 3), (BOUNDED, 1), (PREFIX, 1), (EVENTUAL, 1))
+STEPS_MAX = 1_000_000
+CLIENTS_MAX = 100
+CONTAINERS_MAX = 8
+KEYS_MAX = 10_000
+_ACCOUNT = AccountConfig()
+# Short retained logs make regions lag past them within a run, so failovers backfill by snapshot.
+LOG_RETAINED_CHOICES = (4, 16, 64, LOG_RETAINED_COMMITS_MAX)
 
 
 @dataclass
@@ -47,13 +57,55 @@ class SimConfig:
     detection_delay_ms: int = 1_500
     election_ms: int = 300
     auto_failover: bool = True
-    lag_ms: dict = field(default_factory=dict)
+    lag_ms: dict = field(default_factory=dict)  # {(src, dst): ms}, or [[src, dst, ms], ...] as in JSON
+    max_staleness_prefix: int = _ACCOUNT.staleness_ops    # bounded staleness K (writes)
+    max_interval_s: int = _ACCOUNT.staleness_s            # bounded staleness T (seconds)
+    log_retained_commits: int | None = None    # per replica set; None: drawn from the seed
+
+    def __post_init__(self):
+        """Every setting passes the server's checks (emulator/config.py), from whichever entry."""
+        for name, check in SETTING_CHECKS.items():
+            value = getattr(self, name)
+            setattr(self, name, checks.check_value(check, value, f"{name}={value!r}"[:120]))
 
     @classmethod
     def from_scenario(cls, data, **overrides) -> "SimConfig":
         steps, settings = parse(data)
+        known = [f.name for f in fields(cls) if f.name != "scenario"]
+        unknown = sorted(set(settings) - set(known))
+        if unknown:
+            raise ScenarioError(f"unknown scenario setting {unknown[0]!r}; the settings are: {', '.join(known)}")
         settings.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(scenario=steps, **settings)
+        try:
+            return cls(scenario=steps, **settings)
+        except ConfigError as e:
+            raise ScenarioError(f"scenario setting {e}") from None
+
+
+def _lag_pairs(value) -> dict:
+    """A lag matrix as Python writes it ({(src, dst): ms}) or as JSON can ([[src, dst, ms], ...])."""
+    if isinstance(value, list):
+        if not all(isinstance(t, list) and len(t) == 3 for t in value):
+            raise ValueError("must be [[source region, target region, one-way lag in ms], ...]")
+        value = {(a, b): ms for a, b, ms in value}
+    return checks.lag_matrix(value)
+
+
+SETTING_CHECKS = {
+    "steps": checks.integer(1, STEPS_MAX), "clients": checks.integer(1, CLIENTS_MAX),
+    "consistency": checks.optional(checks.consistency),
+    "partitions": checks.optional(checks.integer(1, checks.PARTITIONS_MAX)),
+    "containers": checks.optional(checks.integer(1, CONTAINERS_MAX)),
+    "keys": checks.optional(checks.integer(1, KEYS_MAX)), "faults": checks.boolean,
+    "intra_region_delay_ms": checks.optional(checks.integer(0, checks.INTRA_REGION_DELAY_MS_MAX)),
+    "jitter_ms": checks.integer(0, checks.DELAY_MS_MAX),
+    "detection_delay_ms": checks.integer(0, checks.DELAY_MS_MAX),
+    "election_ms": checks.integer(0, checks.DELAY_MS_MAX), "auto_failover": checks.boolean,
+    "lag_ms": _lag_pairs,
+    "max_staleness_prefix": checks.integer(1, checks.STALENESS_PREFIX_MAX),
+    "max_interval_s": checks.integer(1, checks.STALENESS_INTERVAL_S_MAX),
+    "log_retained_commits": checks.optional(checks.integer(1, LOG_RETAINED_COMMITS_MAX)),
+}
 
 
 @dataclass
@@ -78,7 +130,8 @@ class Result:
         c = self.config
         return {"seed": self.seed, "consistency": c["consistency"], "partitions": c["partitions"],
                 "containers": c["containers"], "keys": c["keys"],
-                "intra_region_delay_ms": c["intra_region_delay_ms"], "ops": len(ops),
+                "intra_region_delay_ms": c["intra_region_delay_ms"],
+                "log_retained_commits": c["log_retained_commits"], "ops": len(ops),
                 "ok": sum(1 for o in ops if o["outcome"] == "ok"),
                 "failed": sum(1 for o in ops if o["outcome"] == "fail"),
                 "indefinite": sum(1 for o in ops if o["outcome"] == "info"),
@@ -100,8 +153,10 @@ def resolve(seed: int, config: SimConfig) -> SimConfig:
     delay = rng.choice(INTRA_REGION_DELAYS_MS) if delay is None else delay
     containers = config.containers or rng.choice((1, 2))
     keys = config.keys or rng.choice(KEY_COUNTS)
+    retained = config.log_retained_commits or rng.choice(LOG_RETAINED_CHOICES)   # drawn last: the rest stay
     out = SimConfig(**{**asdict(config), "consistency": level, "partitions": partitions,
-                       "intra_region_delay_ms": delay, "containers": containers, "keys": keys})
+                       "intra_region_delay_ms": delay, "containers": containers, "keys": keys,
+                       "log_retained_commits": retained})
     out.scenario = config.scenario
     return out
 
@@ -110,7 +165,9 @@ def build(seed: int, config: SimConfig) -> tuple[World, Workload, Nemesis]:
     acct = AccountConfig(regions=REGIONS, consistency=config.consistency, partition_count=config.partitions,
                          intra_region_delay_ms=config.intra_region_delay_ms, jitter_ms=config.jitter_ms,
                          lag_ms=dict(config.lag_ms), auto_failover=config.auto_failover,
-                         detection_delay_ms=config.detection_delay_ms, election_ms=config.election_ms)
+                         detection_delay_ms=config.detection_delay_ms, election_ms=config.election_ms,
+                         staleness_ops=config.max_staleness_prefix, staleness_s=config.max_interval_s,
+                         log_retained_commits=config.log_retained_commits)
     world = World(seed, acct, config.containers, config.keys)
     workload = Workload(world, random.Random(f"{seed}:clients"), config.clients, config.steps)
     schedule = config.scenario if config.scenario is not None else (None if config.faults else [])

@@ -18,11 +18,13 @@ settings (those of `SimConfig`: consistency, partitions, steps, clients, ...):
 """
 import json
 
+from ..config import ConfigError
+
 STEP_KINDS = ("fault", "heal", "failover")
 
 
-class ScenarioError(ValueError):
-    pass
+class ScenarioError(ConfigError):
+    """A scenario that cannot run: one line saying which step or setting, and why."""
 
 
 def parse(data) -> tuple[list, dict]:

@@ -152,7 +152,7 @@ class World:
         op = next((o for o in reversed(candidates) if o["epoch"] < epoch_now and not o["lost"]), None)
         self.history.event(self.now_ms, "lost", container=entry["container"], partition=entry["partition"],
                            lsn=entry["lsn"], key=key, op=None if op is None else op["id"],
-                           reason=entry["reason"])
+                           region=entry["region"], reason=entry["reason"])
         if op is not None:
             op["lost"] = True
 

@@ -1,5 +1,8 @@
 """The `regionlab` CLI, run as a real subprocess, prints a correct ready line, serves the control
-port and the signed account endpoint (and the README's SDK example), and exits 0 on SIGTERM.
+port and the signed account endpoint (and the README's SDK and throttle examples), and exits 0 on
+SIGTERM; a bad flag, variable, command or busy port ends it with one line and no traceback;
+--help and --version say what a new user needs; every stderr line is JSON (one per request at
+DEBUG); the Docker health check, run for real, follows the regions' state.
 
 Every wait is on an event (the ready line, a socket reply, process exit) with a timeout; nothing
 sleeps. Spawn-to-ready and SIGTERM-to-exit times are printed, never asserted.
@@ -9,7 +12,9 @@ import json
 import os
 import queue
 import re
+import shlex
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -65,6 +70,8 @@ def _read_line(stream, timeout_s: float) -> str | None:
 def _clean_env(**overrides: str) -> dict:
     """The test's environment without any REGIONLAB_* setting of the developer's, plus overrides."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("REGIONLAB_")}
+    # This checkout's code, whatever the venv has installed (the process runs in tmp_path).
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     env.update(overrides)
     return env
 
@@ -204,3 +211,158 @@ def test_strong_with_multi_write_is_refused_with_a_clear_message(tmp_path):
     assert proc.returncode == 2
     assert "Strong consistency cannot be combined with multi-write" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# ---- a new user's first ten minutes: one-line errors, --help, --version, logs, health ----------
+
+BAD_ARGUMENTS = [
+    (["--regions", ""], "--regions '': names no region"),
+    (["--regions", "A,A"], "--regions 'A,A': names 'A' twice"),
+    (["--port", "99999"], "--port '99999': must be an integer from 0 to 65535"),
+    (["--key", "notbase64!!"], "--key 'notbase64!!': must be the account key in base64"),
+    (["--log-level", "LOUD"], "--log-level 'LOUD': must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
+    (["--partitions", "-1"], "--partitions '-1': must be an integer from 1 to 256"),
+    (["--partitions", "0"], "--partitions '0': must be an integer from 1 to 256"),
+    (["--intra-region-delay-ms", "-5"], "--intra-region-delay-ms '-5': must be an integer from 0"),
+    (["--consistency", "Strongg"], "--consistency 'Strongg': must be one of Strong, BoundedStaleness"),
+    (["--max-staleness-prefix", "0"], "--max-staleness-prefix '0': must be an integer from 1"),
+    (["--prot", "5"], "unrecognized arguments: --prot 5"),
+    (["foo"], "unknown command 'foo'; the commands are: topology, health"),
+    (["topolgy"], "did you mean 'topology'?"),
+]
+BAD_VARIABLES = [
+    ({"REGIONLAB_MULTI_WRITE": "maybe"}, "REGIONLAB_MULTI_WRITE='maybe': must be one of true/false, 1/0"),
+    ({"REGIONLAB_PORT": "http"}, "REGIONLAB_PORT='http': must be an integer from 0 to 65535"),
+    ({"REGIONLAB_CONSISTENCY": "Strongg"}, "REGIONLAB_CONSISTENCY='Strongg'"),
+]
+
+
+def _run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "emulator", *args], capture_output=True, text=True,
+                          timeout=READY_TIMEOUT_S, env=_clean_env(**(env or {})), stdin=subprocess.DEVNULL)
+
+
+def _assert_one_line_error(proc: subprocess.CompletedProcess, expected: str, status: int = 2) -> None:
+    assert proc.returncode == status, f"exit {proc.returncode}; stderr:\n{proc.stderr}"
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("regionlab: error: "), proc.stderr
+    assert expected in lines[0], lines[0]
+    assert proc.stdout == "", "no ready line: nothing was served"
+
+
+@pytest.mark.parametrize("args,expected", BAD_ARGUMENTS, ids=[" ".join(a) or "empty" for a, _ in BAD_ARGUMENTS])
+def test_a_bad_flag_is_one_line_and_exit_2(args, expected):
+    _assert_one_line_error(_run("--port", "0", "--control-port", "0", *args) if args[0].startswith("-")
+                           else _run(*args), expected)
+
+
+@pytest.mark.parametrize("env,expected", BAD_VARIABLES, ids=[next(iter(e)) for e, _ in BAD_VARIABLES])
+def test_a_bad_variable_is_one_line_and_exit_2(env, expected):
+    _assert_one_line_error(_run("--control-port", "0", env=env), expected)
+
+
+def test_a_boolean_variable_takes_true(tmp_path):
+    env = _clean_env(REGIONLAB_MULTI_WRITE="true", REGIONLAB_REGIONS="North Europe,West Europe")
+    with spawn(tmp_path, "--port", "0", "--control-port", "0", env=env) as cli:
+        assert [r["write"] for r in cli.info["regions"]] == [True, True]
+        assert cli.terminate()[0] == 0
+
+
+def test_help_lists_every_flag_level_variable_and_command():
+    from emulator import config, ctl
+    proc = _run("--help")
+    assert proc.returncode == 0 and proc.stderr == ""
+    out = proc.stdout
+    for option in config.OPTIONS:
+        if option.flag:
+            assert option.flag in out and option.variable in out, option.flag
+    assert all(level in out for level in config.LOG_LEVELS)
+    assert all(command in out for command in ctl.COMMANDS)
+    assert "--version" in out and "in memory" in out
+    assert " ".join(out.split()).count("(default:") >= 10, "defaults are shown"
+
+
+def test_version_comes_from_the_package_metadata():
+    from importlib import metadata
+    proc = _run("--version")
+    assert (proc.returncode, proc.stdout) == (0, f"regionlab {metadata.version('regionlab')}\n")
+
+
+@pytest.mark.parametrize("which", ["--port", "--control-port"])
+def test_a_port_in_use_names_the_port_and_suggests_free_ones(which):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        other = "--control-port" if which == "--port" else "--port"
+        proc = _run(which, str(port), other, "0")
+    _assert_one_line_error(proc, f"cannot listen on 127.0.0.1:{port}: Address already in use", status=1)
+    assert "--port 0 --control-port 0" in proc.stderr
+
+
+def test_every_stderr_line_is_json_and_debug_logs_one_line_per_request(tmp_path):
+    with spawn(tmp_path, "--port", "0", "--control-port", "0", "--log-level", "debug") as cli:
+        info = cli.info
+        assert _get(info["account_endpoint"])[0] == 401
+        assert _get(info["account_endpoint"], _signed_account_headers(info["key"]))[0] == 200
+        west = info["regions"][-1]
+        assert _get(west["endpoint"] + "dbs/nope", _signed_account_headers(info["key"]))[0] == 401, \
+            "signed for GET /, not for this path"
+        assert cli.terminate()[0] == 0
+    lines = [json.loads(line) for line in cli.stderr().splitlines()]
+    assert lines and all({"ts", "level", "logger", "msg"} <= set(line) for line in lines)
+    requests = [line for line in lines if line["msg"] == "request"]
+    assert [(r["method"], r["path"], r["status"], r["endpoint"]) for r in requests] == [
+        ("GET", "/", 401, "global"), ("GET", "/", 200, "global"), ("GET", "/dbs/nope", 401, west["name"])]
+    assert requests[0]["region"] == defaults.REGIONS[0] and requests[2]["region"] == west["name"]
+    assert all(r["level"] == "DEBUG" and r["duration_ms"] >= 0 for r in requests)
+
+
+def test_the_default_level_logs_no_request_lines(tmp_path):
+    with spawn(tmp_path, "--port", "0", "--control-port", "0") as cli:
+        assert _get(cli.info["account_endpoint"])[0] == 401
+        assert cli.terminate()[0] == 0
+    assert all(json.loads(line)["msg"] != "request" for line in cli.stderr().splitlines())
+
+
+def _dockerfile_health_check_code() -> str:
+    text = (REPO / "docker" / "Dockerfile").read_text().replace("\\\n", " ")
+    command = json.loads(re.search(r"^HEALTHCHECK .*?CMD (\[.*\])\s*$", text, flags=re.M).group(1))
+    assert command[:2] == ["python", "-c"]
+    return command[2]
+
+
+def test_the_docker_health_check_follows_regions_on_the_port_the_variable_names(tmp_path):
+    code = _dockerfile_health_check_code()
+    check = lambda port: subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=10,  # noqa: E731
+                                        env=_clean_env(REGIONLAB_CONTROL_PORT=str(port))).returncode
+    with spawn(tmp_path, "--port", "0", "--control-port", "0") as cli:
+        control = cli.info["control_endpoint"]
+        port = cli.info["control_port"]
+        assert check(port) == 0
+        faults = []
+        for region in defaults.REGIONS:
+            body = json.dumps({"type": "region_outage", "region": region}).encode()
+            req = urllib.request.Request(control + "faults", data=body, method="POST",
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as resp:
+                faults.append(json.loads(resp.read())["id"])
+            assert check(port) == (0 if region != defaults.REGIONS[-1] else 1), \
+                "healthy while any region serves; unhealthy when none does"
+        req = urllib.request.Request(f"{control}faults/{faults[0]}", method="DELETE")
+        urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S).close()
+        assert check(port) == 0
+        assert cli.terminate()[0] == 0
+    assert check(port) == 1, "nothing listens any more"
+
+
+def test_readme_throttle_example_runs_after_its_sdk_example(tmp_path):
+    example = _readme_sdk_example()
+    throttle = re.search(r"^regionlab (throttle container .*)$", (REPO / "README.md").read_text(), flags=re.M)
+    with spawn(tmp_path, "--port", "0", "--control-port", "0") as cli:
+        code = example.replace(README_GLOBAL_ENDPOINT, cli.info["account_endpoint"])
+        exec(compile(code, "README.md", "exec"), {"__name__": "readme_example", "print": lambda *a: None})
+        proc = _run(*shlex.split(throttle.group(1)), "--control", cli.info["control_endpoint"])
+        assert proc.returncode == 0, proc.stderr
+        assert cli.terminate()[0] == 0

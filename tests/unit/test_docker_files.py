@@ -1,12 +1,14 @@
-"""The Docker files, the README's opening commands and .ci/run agree with the code, read as text
-(no Docker engine): docker-compose.yml through yaml, the Dockerfile through a small line parser,
-checked against emulator/defaults.py, pyproject.toml and each other.
+"""The Docker files, the README's opening commands, Docker section and examples, and .ci/run agree
+with the code, read as text (no Docker engine): docker-compose.yml through yaml, the Dockerfile
+through a small line parser, checked against emulator/defaults.py, pyproject.toml and each other.
 """
+import builtins
 import fnmatch
 import json
 import re
 import shlex
 import tomllib
+import types
 from pathlib import Path
 
 import pytest
@@ -100,10 +102,36 @@ def test_dockerfile_runs_the_console_script_pyproject_declares_bound_to_all_inte
     assert "--port" not in entrypoint and "--control-port" not in entrypoint, "the ports must be the defaults"
 
 
-def test_dockerfile_health_check_asks_the_control_port(dockerfile):
+def health_check_url(code: str, environ: dict) -> str:
+    """The URL the health check's `python -c` code opens under `environ`: it is run for real,
+    with only urlopen replaced by a recorder (sockets are the integration tests' business:
+    tests/integration/test_cli.py runs the same command against a live server)."""
+    opened = []
+    fake_request = types.SimpleNamespace(urlopen=lambda url, timeout: opened.append((url, timeout)))
+    fake_os = types.SimpleNamespace(environ=environ)
+    real_import = builtins.__import__
+
+    def importer(name, *args, **kwargs):
+        return {"os": fake_os, "urllib.request": types.SimpleNamespace(request=fake_request)}.get(name) \
+            or real_import(name, *args, **kwargs)
+    exec(code, {"__builtins__": {**vars(builtins), "__import__": importer}})
+    assert len(opened) == 1 and 0 < opened[0][1] <= 3, f"one request with a short timeout: {opened}"
+    return opened[0][0]
+
+
+def test_dockerfile_health_check_asks_the_control_port_the_environment_names(dockerfile):
     command = healthcheck_command(one(dockerfile, "HEALTHCHECK"))
     assert command[:2] == ["python", "-c"], "slim has no curl: use python's urllib"
-    assert HEALTH_URL in command[2]
+    assert health_check_url(command[2], {}) == HEALTH_URL
+    assert health_check_url(command[2], {"REGIONLAB_CONTROL_PORT": ""}) == HEALTH_URL
+    assert health_check_url(command[2], {"REGIONLAB_CONTROL_PORT": "9100"}) == "http://127.0.0.1:9100/health"
+
+
+def test_dockerfile_does_not_pin_the_control_port_the_health_check_reads(dockerfile):
+    """A fixed ENV would be fine; one that disagrees with the default would break the check."""
+    env = " ".join(args for w, args in dockerfile if w == "ENV")
+    pinned = re.search(r"REGIONLAB_CONTROL_PORT=(\S+)", env)
+    assert pinned is None or pinned.group(1) == str(defaults.CONTROL_PORT)
 
 
 def test_dockerfile_copies_what_pip_needs_and_dockerignore_keeps_it(dockerfile):
@@ -148,6 +176,15 @@ def test_compose_health_check_is_the_dockerfiles(compose_service, dockerfile):
     assert test[1:] == healthcheck_command(one(dockerfile, "HEALTHCHECK"))
 
 
+def test_compose_health_check_follows_the_control_port_variable(compose_service):
+    code = compose_service["healthcheck"]["test"][3]
+    environment = compose_service.get("environment") or {}
+    port = (environment.get("REGIONLAB_CONTROL_PORT") if isinstance(environment, dict) else None) \
+        or str(defaults.CONTROL_PORT)
+    assert health_check_url(code, {"REGIONLAB_CONTROL_PORT": port}) == f"http://127.0.0.1:{port}/health"
+    assert int(port) in {target for _, target in map(_published, compose_service["ports"])}
+
+
 def test_compose_does_not_replace_the_entrypoint(compose_service):
     assert "entrypoint" not in compose_service and "command" not in compose_service
 
@@ -171,6 +208,51 @@ def test_readme_first_command_installs_and_starts_the_console_script():
     words = shlex.split(start)
     assert words[:3] == ["python3", "-m", "venv"]
     assert words[-1] == ".venv/bin/regionlab", "the default topology: no flags"
+
+
+def readme_section(title: str) -> str:
+    text = (REPO / "README.md").read_text()
+    start = text.index(f"## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end != -1 else None]
+
+
+def test_readme_docker_run_example_publishes_every_default_port():
+    runs = [line.strip() for line in readme_section("Docker").splitlines() if line.strip().startswith("docker run")]
+    assert runs, "the README's Docker section shows a docker run example"
+    for run in runs:
+        words = shlex.split(run)
+        published = set()
+        for i, word in enumerate(words):
+            if word in ("-p", "--publish"):
+                *_, host, target = words[i + 1].split(":")
+                assert host == target, "the account document advertises the container's ports"
+                lo, _, hi = target.partition("-")
+                published |= set(range(int(lo), int(hi or lo) + 1))
+        assert published == EXPECTED_PORTS, f"{run}: publishes {sorted(published)}"
+
+
+def test_readme_says_when_compose_waits_for_health():
+    docker = readme_section("Docker")
+    assert "Compose waits" not in docker, "plain `docker compose up` does not wait on the health check"
+    assert "docker compose up --wait" in docker
+
+
+def test_readme_throttle_example_names_the_database_and_container_its_sdk_example_creates():
+    text = (REPO / "README.md").read_text()
+    db = re.search(r'create_database_if_not_exists\("([^"]+)"\)', text).group(1)
+    container = re.search(r'create_container_if_not_exists\("([^"]+)"', text).group(1)
+    throttles = re.findall(r"^regionlab throttle (?:container) (\S+) (\S+)", text, flags=re.M)
+    assert throttles and all(t == (db, container) for t in throttles), throttles
+
+
+def test_readme_commands_run_from_the_venv_or_say_how():
+    """After the opening command the venv is not active: a bare `regionlab` needs the README to
+    say how to activate it, before the first such command."""
+    text = (REPO / "README.md").read_text()
+    first_bare = re.search(r"^regionlab ", text, flags=re.M)
+    activate = text.find(". .venv/bin/activate")
+    assert first_bare is None or -1 < activate < first_bare.start()
 
 
 def test_ci_runs_the_readmes_test_command_verbatim():

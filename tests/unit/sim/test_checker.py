@@ -165,3 +165,19 @@ def test_a_graceful_failover_aborted_with_nothing_in_its_way(session_history):
     h["failovers"].append({"id": 99, "from": "East US", "to": "West US", "kind": "graceful", "state": "aborted",
                            "reason": "manual", "started_ms": end - 60_000, "finished_ms": end, "lost_writes": 0})
     assert "liveness" in checks(h)
+
+
+def test_a_lost_writes_entry_under_the_wrong_region(session_history):
+    h = copy.deepcopy(session_history)
+    e = next(e for e in h["events"] if e["kind"] == "lost" and e["op"] is not None)
+    e["region"] = next(r for r in ("East US", "East US 2", "West US") if r != e["region"])
+    assert "lost-writes" in checks(h)
+
+
+def test_an_acknowledged_strong_write_lost_even_if_listed(session_history):
+    h = copy.deepcopy(session_history)
+    assert "strong" not in checks(h)                     # Session: a listed loss is the failover window
+    h["config"]["consistency"] = "Strong"
+    lost = {o["id"] for o in h["ops"] if o.get("lost") and o["outcome"] == "ok"}
+    flagged = {v["op"] for v in check(h) if v["check"] == "strong" and "RPO is 0" in v["message"]}
+    assert flagged == lost                               # Strong: RPO 0, listed or not

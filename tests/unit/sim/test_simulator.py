@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from emulator.core.replica_set import LOG_RETAINED_COMMITS_MAX
 from emulator.sim import SimConfig, run
 from emulator.sim.__main__ import main as sim_main
 
@@ -22,7 +23,8 @@ def _verdict(result) -> str:
     return "\n".join([f"reproduce: python -m emulator.sim --seed {result.seed} --steps {c['steps']}"
                       f" --consistency {c['consistency']} --partitions {c['partitions']}"
                       f" --containers {c['containers']} --keys {c['keys']}"
-                      f" --intra-region-delay-ms {c['intra_region_delay_ms']}"]
+                      f" --intra-region-delay-ms {c['intra_region_delay_ms']}"
+                      f" --log-retained-commits {c['log_retained_commits']}"]
                      + [f"  {v['check']}: {v['message']}" for v in result.violations[:10]])
 
 
@@ -38,7 +40,9 @@ def test_random_faults_keep_strong_promises(seed):
     assert result.ok, _verdict(result)
 
 
-# Seeds that found core bugs (commit messages name them), with the settings they drew then.
+# Seeds that found core bugs (commit messages name them), with the settings they drew then (the
+# retained log was always the real one before the simulator drew it).
+OLD_LOG = dict(log_retained_commits=LOG_RETAINED_COMMITS_MAX)
 REGRESSIONS = [
     (1094, dict(consistency="Strong", partitions=4, containers=2, keys=6, intra_region_delay_ms=2)),
     (1139, dict(consistency="Session", partitions=2, containers=2, keys=6, intra_region_delay_ms=20)),
@@ -51,7 +55,7 @@ REGRESSIONS = [
 
 @pytest.mark.parametrize("seed, settings", REGRESSIONS, ids=[str(s) for s, _ in REGRESSIONS])
 def test_seeds_that_once_found_bugs(seed, settings):
-    result = run(seed, SimConfig(**settings))
+    result = run(seed, SimConfig(**OLD_LOG, **settings))
     assert result.ok, _verdict(result)
 
 

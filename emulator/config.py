@@ -1,0 +1,336 @@
+"""Every setting of a regionlab server, read and checked in one place.
+
+Theory of operation: three entries configure a server — command-line flags and REGIONLAB_*
+environment variables (cli.py, through `from_command_line`), and the keyword options of
+`running_emulator(...)` and the `regionlab_config` marker (testing.py, through `from_keywords`).
+The simulator's settings, from its flags or a scenario file, use the same checks
+(`check_value`, sim/run.py). Each setting is one `Option` in OPTIONS: its keyword name, its
+flag and variable, its default, its check and its help. A value that fails its check raises
+ConfigError, whose text is one line naming where the value came from, the value, and what is
+allowed; a server is only built from values that all passed. A flag wins over its variable,
+which wins over the default. An empty variable counts as unset.
+
+Adding a setting: one Option below, and where its value goes in `_build`.
+"""
+import base64
+import binascii
+from dataclasses import dataclass
+from typing import Callable
+
+from . import defaults
+from .core.account import AccountConfig
+from .core.consistency import LEVELS, canonical
+from .core.errors import CosmosError
+from .core.throttle import CREDITS_PER_S_DEFAULT, SERVERLESS_RU_PER_S_DEFAULT, ThrottleConfig
+from .gateway.http import HEADER_TIMEOUT_S_DEFAULT
+from .gateway.server import WRITE_ACK_TIMEOUT_S
+
+ENV_PREFIX = "REGIONLAB_"
+PORT_MAX = 65_535
+PARTITIONS_MAX = 256                       # physical partitions per container
+REGION_NAME_CHARS_MAX = 64
+INTRA_REGION_DELAY_MS_MAX = 60_000
+DELAY_MS_MAX = 24 * 3600 * 1000          # lags and delays: a day is "never" in a test
+# Bounded staleness: the service's ceilings. Its floors (10 writes / 5 s for one region,
+# 100,000 writes / 300 s for several) are not enforced, so a test can reach the bound quickly.
+STALENESS_PREFIX_MAX = 2_147_483_647
+STALENESS_INTERVAL_S_MAX = 86_400
+SEED_MAX = 2**63 - 1
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+TRUE_WORDS = ("true", "1", "yes", "on")
+FALSE_WORDS = ("false", "0", "no", "off")
+_ACCOUNT = AccountConfig()
+
+
+class ConfigError(ValueError):
+    """A setting regionlab cannot run with; str() is one line an operator can act on."""
+
+
+# ---- checks: a value (text from a flag or variable, or a Python value) -> the value to use ----
+# Each raises ValueError with the rule the value broke, e.g. "must be an integer from 0 to 65535".
+
+def integer(lo: int, hi: int, note: str = "") -> Callable:
+    rule = f"must be an integer from {lo} to {hi}" + (f" ({note})" if note else "")
+
+    def check(value):
+        if isinstance(value, str):
+            try:
+                value = int(value.strip())
+            except ValueError:
+                raise ValueError(rule) from None
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise ValueError(rule)
+        return value
+    return check
+
+
+def optional(check: Callable) -> Callable:
+    """None (unset) passes; anything else is checked."""
+    return lambda value: None if value is None else check(value)
+
+
+def seconds(value):
+    rule = "must be a positive number of seconds"
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise ValueError(rule) from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise ValueError(rule)
+    return value
+
+
+def boolean(value) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in TRUE_WORDS + FALSE_WORDS:
+        return value.strip().lower() in TRUE_WORDS
+    raise ValueError("must be one of " + ", ".join(f"{t}/{f}" for t, f in zip(TRUE_WORDS, FALSE_WORDS)))
+
+
+def text(value) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("must be a non-empty string")
+    return value.strip()
+
+
+def regions(value) -> tuple:
+    names = value.split(",") if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise ValueError("must be region names: comma-separated text, or a list of strings")
+    names = tuple(n.strip() for n in names if n.strip())
+    if not names:
+        raise ValueError("names no region: give at least one, the write region first, e.g. 'East US,West US'")
+    seen = set()
+    for name in names:
+        if len(name) > REGION_NAME_CHARS_MAX or not name.isprintable():
+            raise ValueError(f"has a bad region name {name[:80]!r}: at most {REGION_NAME_CHARS_MAX} "
+                             "printable characters")
+        if name.lower() in seen:
+            raise ValueError(f"names {name!r} twice: each region once (names ignore case)")
+        seen.add(name.lower())
+    return names
+
+
+def consistency(value) -> str:
+    try:
+        return canonical(value) if isinstance(value, str) else canonical("")
+    except CosmosError:
+        raise ValueError(f"must be one of {', '.join(LEVELS)} (any case)") from None
+
+
+def key(value) -> str:
+    rule = "must be the account key in base64, e.g. the well-known emulator key"
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(rule)
+    try:
+        base64.b64decode(value.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(rule) from None
+    return value.strip()
+
+
+def log_level(value) -> str:
+    if isinstance(value, str) and value.strip().upper() in LOG_LEVELS:
+        return value.strip().upper()
+    raise ValueError(f"must be one of {', '.join(LOG_LEVELS)} (any case)")
+
+
+def credits(value):
+    """None (off), True or 'default' (the default budget), or a positive number of credits/s."""
+    if value is True or (isinstance(value, str) and value.strip().lower() == "default"):
+        return CREDITS_PER_S_DEFAULT
+    if value is None or value is False:
+        return None
+    return integer(1, 10**9, "or 'default'; leave it unset for no credit limit")(value)
+
+
+def lag_matrix(value) -> dict:
+    rule = "must be {(source region, target region): one-way lag in ms}"
+    if not isinstance(value, dict):
+        raise ValueError(rule)
+    out = {}
+    for pair, ms in value.items():
+        if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(r, str) for r in pair)):
+            raise ValueError(rule)
+        out[pair] = integer(0, DELAY_MS_MAX, "one-way lag in ms")(ms)
+    return out
+
+
+# ---- the settings -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Option:
+    name: str                        # the keyword of running_emulator() and the marker
+    check: Callable
+    default: object = None
+    flag: str | None = None          # None: not on the command line
+    env: str | None = None           # the variable is ENV_PREFIX + env; None: none
+    help: str = ""
+    switch: bool = False             # a flag without a value (it sets True, or False if negated)
+    negated: bool = False            # flag and variable say "no": --no-auth sets auth to False
+    keyword: bool = True             # also a running_emulator() option
+    group: str = "server"
+    metavar: str | None = None
+    alone: str | None = None         # the flag may come without a value, which then means this
+
+    @property
+    def variable(self) -> str | None:
+        return ENV_PREFIX + self.env if self.env else None
+
+
+THROUGHPUT = "throughput (docs/throughput.md; change them later with `regionlab throttle`)"
+STALENESS = "bounded staleness (with --consistency BoundedStaleness)"
+_ports = "0: free ports for all"
+
+OPTIONS = (
+    Option("host", text, defaults.HOST, "--host", "HOST", "address to listen on"),
+    Option("advertise_host", optional(text), None, "--advertise-host", "ADVERTISE_HOST",
+           "host name in the endpoints the server advertises (default: --host, or 127.0.0.1 when --host is 0.0.0.0)"),
+    Option("port", integer(0, PORT_MAX, _ports), defaults.GLOBAL_PORT, "--port", "PORT",
+           "global (account) endpoint port; region i listens on port+1+i; 0 picks free ports"),
+    Option("control_port", integer(0, PORT_MAX, "0: a free port"), defaults.CONTROL_PORT, "--control-port",
+           "CONTROL_PORT", "control port: health, topology, faults, failover, metrics; 0 picks a free port"),
+    Option("control_token", optional(text), None, "--control-token", "CONTROL_TOKEN",
+           "require 'Authorization: Bearer TOKEN' on the control port (all but GET /health and GET /)",
+           metavar="TOKEN"),
+    Option("regions", regions, defaults.REGIONS, "--regions", "REGIONS",
+           "comma-separated region names, write region first"),
+    Option("consistency", consistency, defaults.CONSISTENCY, "--consistency", "CONSISTENCY",
+           f"default consistency level: {', '.join(LEVELS)} (any case)"),
+    Option("multi_write", boolean, False, "--multi-write", "MULTI_WRITE", "every region takes writes", switch=True),
+    Option("partitions", optional(integer(1, PARTITIONS_MAX, "leave it unset to derive the count from throughput")),
+           None, "--partitions", "PARTITIONS",
+           f"physical partitions per container, 1-{PARTITIONS_MAX} (default: derived from throughput)"),
+    Option("key", key, defaults.EMULATOR_KEY, "--key", "KEY",
+           "account master key, base64 (default: the well-known emulator key)"),
+    Option("auth", boolean, True, "--no-auth", "NO_AUTH", "accept requests without checking signatures",
+           switch=True, negated=True),
+    Option("intra_region_delay_ms", integer(0, INTRA_REGION_DELAY_MS_MAX), defaults.INTRA_REGION_DELAY_MS,
+           "--intra-region-delay-ms", "INTRA_REGION_DELAY_MS", "replication delay primary -> secondaries, per hop"),
+    Option("seed", integer(0, SEED_MAX), 0, "--seed", "SEED",
+           "seeds the account's random choices (replication jitter)"),
+    Option("log_level", log_level, "WARNING", "--log-level", "LOG_LEVEL",
+           f"stderr log level: {', '.join(LOG_LEVELS)}; DEBUG logs one line per request", keyword=False),
+    Option("max_staleness_prefix", integer(1, STALENESS_PREFIX_MAX), _ACCOUNT.staleness_ops,
+           "--max-staleness-prefix", "MAX_STALENESS_PREFIX",
+           "K: how many writes a region may lag before writes get 429/3200", group=STALENESS, metavar="K"),
+    Option("max_interval_s", integer(1, STALENESS_INTERVAL_S_MAX), _ACCOUNT.staleness_s,
+           "--max-interval-s", "MAX_INTERVAL_S",
+           "T: how many seconds a region may lag before writes get 429/3200", group=STALENESS, metavar="T"),
+    Option("ru_limits", boolean, True, "--no-ru-limits", "NO_RU_LIMITS",
+           "do not enforce provisioned RU/s (charges are still reported)", switch=True, negated=True, group=THROUGHPUT),
+    Option("credits_per_s", credits, None, "--credits-per-s", "CREDITS_PER_S",
+           f"account-wide credits per second, Service Bus style (429/50009); alone or 'default': "
+           f"{CREDITS_PER_S_DEFAULT} (default: off)", group=THROUGHPUT, metavar="N", alone="default"),
+    Option("burst", boolean, False, "--burst", "BURST",
+           "burst capacity: idle partitions bank up to 300 s of budget, spent at up to 3000 RU/s",
+           switch=True, group=THROUGHPUT),
+    Option("serverless", boolean, False, "--serverless", "SERVERLESS",
+           "a serverless account: no provisioned throughput, a per-partition ceiling", switch=True, group=THROUGHPUT),
+    Option("serverless_ru_per_s", integer(1, 10**6), SERVERLESS_RU_PER_S_DEFAULT, "--serverless-ru-per-s",
+           "SERVERLESS_RU_PER_S", "the serverless per-partition ceiling", group=THROUGHPUT),
+    # Options of running_emulator() and the marker only.
+    Option("lag_ms", lag_matrix, {}),
+    Option("primary_accepts_reads", boolean, _ACCOUNT.primary_accepts_reads),
+    Option("detection_delay_ms", integer(0, DELAY_MS_MAX), _ACCOUNT.detection_delay_ms),
+    Option("election_ms", integer(0, DELAY_MS_MAX), _ACCOUNT.election_ms),
+    Option("header_timeout_s", seconds, HEADER_TIMEOUT_S_DEFAULT),
+    Option("write_ack_timeout_s", seconds, WRITE_ACK_TIMEOUT_S),
+    # Short, so a test lags a region past the retained log quickly (snapshot backfill).
+    Option("log_retained_commits", integer(1, _ACCOUNT.log_retained_commits), _ACCOUNT.log_retained_commits),
+)
+BY_NAME = {o.name: o for o in OPTIONS}
+# running_emulator() serves on loopback, on free ports.
+KEYWORD_DEFAULTS = {"host": "127.0.0.1", "port": 0, "control_port": 0}
+
+
+def check_value(check: Callable, value, source: str):
+    """check(value), or ConfigError "<source>: <rule>"."""
+    try:
+        return check(value)
+    except ValueError as e:
+        raise ConfigError(f"{source}: {e}") from None
+
+
+def _shown(value) -> str:
+    return repr(value)[:100]
+
+
+# ---- the entries --------------------------------------------------------------------------------
+
+def from_keywords(options: dict):
+    """The ServerConfig that running_emulator(**options) and the marker describe."""
+    known = [o.name for o in OPTIONS if o.keyword]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise ConfigError(f"unknown regionlab option {unknown[0]!r}; the options are: {', '.join(known)}")
+    values = {o.name: KEYWORD_DEFAULTS.get(o.name, o.default) for o in OPTIONS if o.keyword}
+    for name, value in options.items():
+        values[name] = check_value(BY_NAME[name].check, value, f"{name}={_shown(value)}")
+    return _build(values)
+
+
+def from_command_line(flags: dict, environ) -> tuple:
+    """(ServerConfig, log level) from parsed flags ({name: value or None}) and the environment."""
+    values = {}
+    for o in OPTIONS:
+        if o.flag is None:
+            values[o.name] = o.default
+            continue
+        given = flags.get(o.name)
+        raw = environ.get(o.variable, "") if o.variable else ""
+        if given is not None:
+            value = (not o.negated) if o.switch else check_value(o.check, given, f"{o.flag} {_shown(given)}")
+        elif raw.strip():
+            value = check_value(boolean if o.switch else o.check, raw, f"{o.variable}={_shown(raw)}")
+            value = (not value) if o.negated else value
+        else:
+            value = o.default
+        values[o.name] = value
+    level = values.pop("log_level")
+    return _build(values), level
+
+
+def _cross_check(v: dict) -> None:
+    if v["multi_write"] and v["consistency"] == "Strong":
+        raise ConfigError("Strong consistency cannot be combined with multi-write regions "
+                          "(the service does not offer it either); pick another consistency level.")
+    n = len(v["regions"])
+    port, control = v["port"], v["control_port"]
+    if port and port + n > PORT_MAX:
+        raise ConfigError(f"port {port}: its {n} regions would listen on ports {port + 1}-{port + n}, "
+                          f"past {PORT_MAX}; pick a lower port, or 0 for free ports")
+    if port and control and port <= control <= port + n:
+        raise ConfigError(f"control port {control} collides with the account's ports {port}-{port + n}; "
+                          "pick another, or 0 for a free one")
+    names = set(v["regions"])
+    for a, b in v["lag_ms"]:
+        if a not in names or b not in names:
+            raise ConfigError(f"lag_ms names the pair ({a!r}, {b!r}); the regions are {', '.join(v['regions'])}")
+
+
+def _build(v: dict):
+    from .runtime.server import ServerConfig
+    _cross_check(v)
+    throttle = ThrottleConfig(ru=v["ru_limits"], credits_per_s=v["credits_per_s"], burst=v["burst"],
+                              serverless=v["serverless"], serverless_ru_per_s=v["serverless_ru_per_s"])
+    account = AccountConfig(regions=v["regions"], multi_write=v["multi_write"], consistency=v["consistency"],
+                            partition_count=v["partitions"], intra_region_delay_ms=v["intra_region_delay_ms"],
+                            lag_ms=dict(v["lag_ms"]), primary_accepts_reads=v["primary_accepts_reads"],
+                            detection_delay_ms=v["detection_delay_ms"], election_ms=v["election_ms"],
+                            staleness_ops=v["max_staleness_prefix"], staleness_s=v["max_interval_s"],
+                            log_retained_commits=v["log_retained_commits"], throttle=throttle)
+    host = v["host"]
+    advertise = v["advertise_host"] or ("127.0.0.1" if host in ("0.0.0.0", "::") else host)
+    return ServerConfig(account=account, host=host, advertise_host=advertise, global_port=v["port"],
+                        control_port=v["control_port"], key=v["key"] if v["auth"] else None, seed=v["seed"],
+                        header_timeout_s=v["header_timeout_s"], write_ack_timeout_s=v["write_ack_timeout_s"],
+                        control_token=v["control_token"])
+
+
+def environment_help() -> str:
+    """The variables, one per line, for `regionlab --help`."""
+    return "\n".join(f"  {o.variable:<34} {o.flag}" for o in OPTIONS if o.variable)
+
