@@ -190,7 +190,7 @@ class Emulator:
         owners = {t.global_port: "the global endpoint", t.control_port: "the control port",
                   **{p: f"region '{n}'" for n, p in t.region_ports.items()}}
         if port in owners:
-            raise CosmosError(409, 0, f"Port {port} is already {owners[port]}'s; pick another port, "
+            raise CosmosError(409, 0, f"Port {port} is taken by {owners[port]}; pick another port, "
                                       f"or 0 for any free one.")
         try:
             sock = _bind(self.config.host, port)
