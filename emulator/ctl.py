@@ -2,7 +2,7 @@
 
     regionlab topology | health | faults [list] | failovers | lost-writes
     regionlab fault inject '{"type": "region_outage", "region": "East US", "duration_ms": 30000}'
-    regionlab fault region-outage "East US" --duration-ms 30000
+    regionlab fault region-outage "East US" --mode blackhole --duration-ms 30000
     regionlab fault heal 3
     regionlab failover "East US 2" [--forced]
     regionlab region add "North Europe" [--port N] | regionlab region remove "West US"
@@ -25,6 +25,7 @@ import urllib.parse
 import urllib.request
 
 from . import ctl_throttle
+from .core.faults import OUTAGE_MODE_DEFAULT, OUTAGE_MODES
 
 DEFAULT_CONTROL = "http://127.0.0.1:8090"
 HTTP_TIMEOUT_S = 90.0          # a graceful failover waits for the drain (up to 60 s) before it answers
@@ -122,6 +123,9 @@ def _fault_flags(p, name: str, positionals: tuple) -> None:
         p.add_argument("--replica", type=int, required=True, help="replica index 0-3 (see topology)")
     if name == "replica-slow":
         p.add_argument("--delay-ms", type=int, required=True)
+    if name == "region-outage":
+        p.add_argument("--mode", choices=OUTAGE_MODES,
+                       help=f"how the endpoint fails (default {OUTAGE_MODE_DEFAULT}; see docs/control-api.md)")
     p.add_argument("--duration-ms", type=int, help="heal by itself after this long")
 
 
@@ -132,7 +136,7 @@ def fault_spec(args) -> dict:
     for field in positionals:
         spec[field] = getattr(args, field.replace("from", "source").replace("to", "target"))
     for flag in ("one_way", "lag_ms", "jitter_ms", "database", "container", "partition", "replica",
-                 "delay_ms", "duration_ms"):
+                 "delay_ms", "mode", "duration_ms"):
         value = getattr(args, flag, None)
         if value is not None and value is not False:
             spec[flag] = value

@@ -74,13 +74,14 @@ class AccountConfig:
 
 
 class Region:
-    __slots__ = ("name", "id", "state", "outages")
+    __slots__ = ("name", "id", "state", "outages", "outage_mode")
 
     def __init__(self, name: str, id: int):
         self.name = name
         self.id = id
         self.state = "up"
         self.outages = 0          # how many times it went down: names the outage a timer is for
+        self.outage_mode = None         # while down: how its endpoint fails (core/faults.py OUTAGE_MODES)
 
 
 class Account:
@@ -173,6 +174,7 @@ class Account:
             return
         region.state = state
         if state == "up":
+            region.outage_mode = None
             for p, keep in self.pending_cuts.pop(name, []):
                 rs = p.replica_sets.get(name)
                 if rs is not None:

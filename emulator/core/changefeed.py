@@ -11,27 +11,31 @@ import json
 
 from .errors import CosmosError
 
-def _epk_ok(epk_of, epk_range, key) -> bool:
-    if epk_range is None:
-        return True
-    e = epk_of(key[0])
-    return epk_range[0] <= e < epk_range[1]
+
+def in_epk_range(epk_of, lo: str, hi: str):
+    """A feed filter: keys whose effective partition key is in [lo, hi)."""
+    return lambda key: lo <= epk_of(key[0]) < hi
 
 
-def latest_versions(store, after_lsn: int, upto_lsn: int, max_items: int, epk_of=None, epk_range=None):
-    """(versions, position after them)."""
+def of_partition_key(pk_json: str):
+    """A feed filter: the keys of one logical partition (its canonical JSON)."""
+    return lambda key: key[0] == pk_json
+
+
+def latest_versions(store, after_lsn: int, upto_lsn: int, max_items: int, accept=None):
+    """(versions, position after them). `accept(key)` narrows the feed (None: every key)."""
     out = []
     last = after_lsn
     for v in store.changes_after(after_lsn, upto_lsn):
         if len(out) >= max_items and v.lsn != last:
             return out, last
         last = v.lsn
-        if _epk_ok(epk_of, epk_range, v.key):
+        if accept is None or accept(v.key):
             out.append(v)
     return out, upto_lsn
 
 
-def all_versions(rs, after_lsn: int, upto_lsn: int, max_items: int, epk_of=None, epk_range=None):
+def all_versions(rs, after_lsn: int, upto_lsn: int, max_items: int, accept=None):
     """(versions incl. tombstones, position after them) from the retained log."""
     first = rs.log_first_lsn()
     if after_lsn + 1 < first:             # (an empty log after a snapshot or a join retains nothing)
@@ -44,7 +48,7 @@ def all_versions(rs, after_lsn: int, upto_lsn: int, max_items: int, epk_of=None,
         if len(out) >= max_items:
             return out, last
         for v in versions:
-            if _epk_ok(epk_of, epk_range, v.key):
+            if accept is None or accept(v.key):
                 out.append(v)
         last = lsn
     return out, upto_lsn

@@ -1,7 +1,7 @@
 """The fault catalogue as data: each fault is a small JSON object, applied by id and healed by
 id, the same in the live control API, the CLI and scenario files.
 
-    {"type": "region_outage", "region": "East US", "duration_ms": 30000}
+    {"type": "region_outage", "region": "East US", "mode": "unavailable", "duration_ms": 30000}
     {"type": "link_cut", "from": "East US", "to": "West US", "one_way": false}
     {"type": "link_lag", "from": "East US", "to": "West US", "lag_ms": 500, "jitter_ms": 50}
     {"type": "primary_crash", "region": "East US", "database": "db", "container": "c", "partition": "0"}
@@ -26,6 +26,13 @@ FAULT_MS_MAX = 7 * 24 * 3600 * 1000      # a week: every duration, lag and delay
 REGION_FIELDS = ("region", "from", "to")
 FAULT_TYPES = ("region_outage", "link_cut", "link_lag", "primary_crash", "replica_crash", "replica_slow",
                "throttle_storm")
+# How a region's endpoint fails during a region_outage (the runtime carries it out; the core and
+# the simulator see one state, "down"): refuse = the port is closed; reset = connections are
+# accepted, then reset; unavailable = every request is answered 503, connections stay open;
+# blackhole = connections are accepted and read, never answered. The default is the mode both
+# official SDKs (Python, JS) ride through without an error reaching the app (docs/control-api.md).
+OUTAGE_MODES = ("refuse", "reset", "unavailable", "blackhole")
+OUTAGE_MODE_DEFAULT = "unavailable"
 
 
 class FaultRegistry:
@@ -44,6 +51,8 @@ class FaultRegistry:
             raise bad_request(f"duration_ms must be an integer 0-{FAULT_MS_MAX}.")
         if not isinstance(spec.get("one_way", False), bool):
             raise bad_request("one_way must be true or false.")
+        if spec["type"] == "region_outage":
+            spec = dict(spec, mode=spec.get("mode", OUTAGE_MODE_DEFAULT))    # listed with its mode
         # A fault is checked whole before any of it applies: a refused fault changes nothing.
         undo = getattr(self, "_" + spec["type"])(spec)
         self._seq += 1
@@ -105,6 +114,12 @@ class FaultRegistry:
     # ---- faults --------------------------------------------------------------------------
     def _region_outage(self, spec) -> list:
         region = self._region(spec)
+        mode = spec["mode"]
+        if mode not in OUTAGE_MODES:
+            raise bad_request(f"Unknown region_outage mode {mode!r}; use one of: {', '.join(OUTAGE_MODES)}.")
+        r = self.account.region(region)
+        if r.state == "up":             # an outage of a region already down keeps the first one's mode
+            r.outage_mode = mode
         self.account.set_region_state(region, "down")
         return [lambda: self.account.set_region_state(region, "up")]
 

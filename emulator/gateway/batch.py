@@ -1,4 +1,5 @@
-"""Transactional batch: every operation of one logical partition, all or nothing.
+"""Transactional batch: every operation of one logical partition, all or nothing. (A batch with
+`x-ms-cosmos-batch-atomic: false` is bulk: gateway/bulk.py.)
 
 The partition key comes only from the request header (cosmos-wire §5.6). Operations run in
 order inside one core Writer; the first failure rolls the whole batch back (nothing was
@@ -12,7 +13,7 @@ from ..core import charge, jsontext
 from ..core import throttle as th
 from ..core.errors import CosmosError, bad_request
 from . import admission, partition_keys, responses
-from .documents import _check_item, _writer
+from .documents import _check_item, _writer, patch_request
 from .sessions import session_headers
 
 BATCH_OPERATIONS_MAX = 100
@@ -37,9 +38,8 @@ def _run(writer, op: dict):
     if kind == "Read":
         return writer.read(op.get("id"), op.get("ifNoneMatch"))
     if kind == "Patch":
-        if not isinstance(body, dict) or not isinstance(body.get("operations"), list):
-            raise bad_request("A batch Patch needs resourceBody {\"operations\":[...]}.")
-        return writer.patch(op.get("id"), body["operations"], body.get("condition"), if_match)
+        operations, condition = patch_request(body)
+        return writer.patch(op.get("id"), operations, condition, if_match)
     raise bad_request(f"Unknown batch operationType {kind!r}: use Create, Upsert, Read, Replace, Delete or Patch.")
 
 
@@ -52,20 +52,38 @@ def _result(status: int, version, ru: float) -> dict:
     return out
 
 
-async def execute(call, container):
-    if not call.flag(H.BATCH_ATOMIC):
-        raise bad_request("Only atomic transactional batches are supported (x-ms-cosmos-batch-atomic: True).")
-    pk_json, values = partition_keys.required(call, container)
+def operations(call) -> list:
+    """The batch body: a non-empty array of at most BATCH_OPERATIONS_MAX operation objects."""
     ops = call.json_body()
     if not isinstance(ops, list) or not ops:
         raise bad_request("A batch body must be a non-empty JSON array of operations.")
     if len(ops) > BATCH_OPERATIONS_MAX:
         raise bad_request(f"A batch may hold at most {BATCH_OPERATIONS_MAX} operations; this one has {len(ops)}.")
-    writer = _writer(call, container, pk_json, values)
-    results = []
     for i, op in enumerate(ops):
         if not isinstance(op, dict):
             raise bad_request(f"Batch operation {i} is not a JSON object.")
+    return ops
+
+
+def op_charge(writer, op: dict, version) -> float:
+    if op.get("operationType") == "Read":
+        return charge.read(len(version.body) if version.body else 0)
+    return charge.staged_key(writer, version.key if version is not None else (writer.pk_json, op.get("id")))
+
+
+async def execute(call, container):
+    atomic = call.header(H.BATCH_ATOMIC)
+    if atomic is not None and atomic.lower() == "false":
+        from .bulk import execute as execute_bulk
+        return await execute_bulk(call, container)
+    if atomic is None or atomic.lower() != "true":
+        raise bad_request("A batch request needs x-ms-cosmos-batch-atomic: true (a transactional batch) or "
+                          "false (bulk: each operation applied on its own).")
+    pk_json, values = partition_keys.required(call, container)
+    ops = operations(call)
+    writer = _writer(call, container, pk_json, values)
+    results = []
+    for i, op in enumerate(ops):
         try:
             status, version = _run(writer, op)
         except CosmosError as e:
@@ -75,11 +93,7 @@ async def execute(call, container):
                          "message": e.message}
             return responses.reply(207, failed, call.activity_id, 1.0,
                                    session_headers(call, container, writer.rs, writer.rs.committed_lsn))
-        if op.get("operationType") == "Read":
-            ru = charge.read(len(version.body) if version.body else 0)
-        else:
-            ru = charge.staged_key(writer, version.key if version is not None else (writer.pk_json, op.get("id")))
-        results.append(_result(status, version, ru))
+        results.append(_result(status, version, op_charge(writer, op, version)))
     total = round(sum(r["requestCharge"] for r in results), 2)
     admission.write(call, writer, th.BATCH, total, len(ops))     # a 429 here leaves nothing applied
     lsn = writer.commit()

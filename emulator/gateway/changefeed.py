@@ -1,7 +1,9 @@
 """Change feed requests (cosmos-wire §7): `GET .../docs` with `A-IM`.
 
 Scope: the partition key range id header picks the physical partition; EPK headers narrow it
-to a sub-range or one partition key. Start: no If-None-Match = from the beginning, `*` = from
+to a sub-range or one partition key. A partition key header without EPK headers (the JS SDK's
+form) scopes the feed to that key (or, for a prefix of a hierarchical key, to every key under
+it), in the partition that holds it. Start: no If-None-Match = from the beginning, `*` = from
 now, If-Modified-Since = from a time, an etag = after that position. The etag is the position
 (`"<lsn>"`); nothing new answers 304 with the etag, so the SDK keeps its place.
 """
@@ -11,13 +13,16 @@ from client.protocol import headers as H
 
 from ..core import changefeed as cf
 from ..core import charge
+from ..core import epk as epks
 from ..core import feed as feeds
 from ..core import throttle as th
 from ..core.consistency import effective
 from ..core.documents import choose_replica, pk_values_of
 from ..core.errors import CosmosError, bad_request
-from . import admission, responses
+from . import admission, partition_keys, responses
 from .sessions import parse_session, session_headers
+
+MAX_EPK = "FF"          # the exclusive end of the last partition key range
 
 
 def _position(etag: str) -> int:
@@ -28,13 +33,15 @@ def _position(etag: str) -> int:
                           "server issued; pass back the etag of the previous response.") from None
 
 
-def _partition(call, container):
+def _partition(call, container, key_scope):
     range_id = call.header(H.PK_RANGE_ID)
     if range_id is None:
+        if key_scope is not None:
+            return key_scope[0]
         if len(container.partitions) == 1:
             return container.partitions[0]
-        raise bad_request("A change feed request needs x-ms-documentdb-partitionkeyrangeid on a container "
-                          f"with {len(container.partitions)} partition key ranges.")
+        raise bad_request("A change feed request needs x-ms-documentdb-partitionkeyrangeid (or a partition key) "
+                          f"on a container with {len(container.partitions)} partition key ranges.")
     for p in container.partitions:
         if p.range_id == range_id:
             return p
@@ -57,27 +64,51 @@ def _start(call, rs, upto: int) -> int:
     return 0
 
 
+def _key_scope(call, container, epk_of):
+    """(partition, filter) of a feed for one partition key (`x-ms-documentdb-partitionkey` and no
+    EPK range; the JS SDK's form), or None. A prefix of a hierarchical key selects every key under
+    it, so it must lie within one partition key range."""
+    if call.header(H.PARTITION_KEY) is None or _epk_headers(call):
+        return None
+    pk_json, values = partition_keys.required(call, container, full=False)
+    if len(values) == len(container.pk_def.paths):
+        epk = container.epk_of(pk_json, values)
+        return container.partition_for_epk(epk), cf.of_partition_key(pk_json)
+    prefix = epks.effective_partition_key(container.pk_def, values)
+    p = container.partition_for_epk(prefix)
+    if p.max_epk != MAX_EPK and p.max_epk.startswith(prefix):
+        raise bad_request(f"The partition key prefix {pk_json} spans several partition key ranges; read the "
+                          "change feed per range (x-ms-documentdb-partitionkeyrangeid or an EPK range).")
+    return p, lambda key: epk_of(key[0]).startswith(prefix)
+
+
+def _epk_headers(call) -> bool:
+    return (call.header(H.READ_KEY_TYPE) or "") == H.READ_KEY_TYPE_EPK_RANGE
+
+
 async def change_feed(call, container):
     full = (call.header(H.A_IM) or "").lower() == H.A_IM_FULL_FIDELITY.lower()
-    rs = _partition(call, container).for_read(call.region)
+    epk_of = lambda pk_json: container.epk_of(pk_json, pk_values_of(pk_json))
+    key_scope = _key_scope(call, container, epk_of)
+    rs = _partition(call, container, key_scope).for_read(call.region)
     consistency = effective(call.gw.account.consistency, call.header(H.CONSISTENCY_LEVEL))
     session = parse_session(call)
     waiting = call.gw.readable(rs, consistency, session)
     if waiting is not None:
         await waiting
     _, upto = choose_replica(rs, consistency, session)
-    epk_range = None
-    if (call.header(H.READ_KEY_TYPE) or "") == H.READ_KEY_TYPE_EPK_RANGE:
-        epk_range = ((call.header(H.START_EPK) or "").upper(), (call.header(H.END_EPK) or "FF").upper())
+    accept = None if key_scope is None else key_scope[1]
+    if _epk_headers(call):
+        accept = cf.in_epk_range(epk_of, (call.header(H.START_EPK) or "").upper(),
+                                 (call.header(H.END_EPK) or MAX_EPK).upper())
     after = _start(call, rs, upto)
     max_items = feeds.page_size(call.int_header(H.MAX_ITEM_COUNT))
-    epk_of = lambda pk_json: container.epk_of(pk_json, pk_values_of(pk_json))
     if after >= upto:
         versions, nxt = [], after
     elif full:
-        versions, nxt = cf.all_versions(rs, after, upto, max_items, epk_of, epk_range)
+        versions, nxt = cf.all_versions(rs, after, upto, max_items, accept)
     else:
-        versions, nxt = cf.latest_versions(rs.store, after, upto, max_items, epk_of, epk_range)
+        versions, nxt = cf.latest_versions(rs.store, after, upto, max_items, accept)
     hdrs = session_headers(call, container, rs, upto)
     hdrs[H.ETAG] = f'"{nxt}"'
     if not versions:

@@ -155,11 +155,20 @@ async def item(call, container, id_seg: str, by_rid: bool):
     elif method == "DELETE":
         status, version = writer.delete(id, if_match)
     else:
-        body = call.json_body()
-        if not isinstance(body, dict) or not isinstance(body.get("operations"), list):
-            raise bad_request('A patch body must be {"operations":[{"op":...,"path":...}], "condition"?: "FROM c WHERE ..."}.')
-        status, version = writer.patch(id, body["operations"], body.get("condition"), if_match)
+        operations, condition = patch_request(call.json_body())
+        status, version = writer.patch(id, operations, condition, if_match)
     return await _write_reply(call, container, writer, status, version)
+
+
+def patch_request(body) -> tuple[list, str | None]:
+    """(operations, condition) of a patch body: `{"operations": [...], "condition"?: ...}`, or a
+    bare array of operations (the form the JS SDK's docs use; cosmos-wire §10.2)."""
+    if isinstance(body, list):
+        return body, None
+    if isinstance(body, dict) and isinstance(body.get("operations"), list):
+        return body["operations"], body.get("condition")
+    raise bad_request('A patch body must be {"operations":[{"op":...,"path":...}], "condition"?: "FROM c WHERE ..."} '
+                      'or a bare JSON array of operations.')
 
 
 async def read(call, container, id_seg: str, by_rid: bool):

@@ -22,10 +22,18 @@ plain-HTTP port 400 with a hint; each is answered and the connection closed. `sw
 (called by the runtime about once a second) answers 408 to a connection that has held an
 incomplete request head longer than `header_timeout_s` or body longer than `body_timeout_s`,
 and closes keep-alive connections idle longer than `keepalive_timeout_s`.
+
+During a region outage the runtime may put an endpoint's connections into an outage mode
+(`begin_outage`): "reset" resets every connection, open or new, as soon as it sends anything;
+"blackhole" reads and drops whatever arrives and answers nothing (not even a reply already being
+computed), until `end_outage` closes every connection it held. The listener itself stays open in
+both (the "refuse" mode is the runtime closing it).
 """
 import asyncio
 import logging
 import re
+import socket
+import struct
 
 from ..core.errors import CosmosError
 from ..core.validation import ITEM_BYTES_MAX
@@ -45,6 +53,8 @@ _CLOSE = "Connection: close\r\n"
 _KEEP_ALIVE = "Connection: keep-alive\r\n"
 _ASCII_UPPER = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+_LINGER_RESET = struct.pack("ii", 1, 0)     # SO_LINGER on, 0 s: close() sends RST, not FIN
+RESET, BLACKHOLE = "reset", "blackhole"
 
 
 class BadRequest(Exception):
@@ -249,7 +259,8 @@ class HttpServer:
         self.body_timeout_s = body_timeout_s
         self.keepalive_timeout_s = keepalive_timeout_s
         self.connections: set = set()
-        self._all_closed = None       # a future for wait_all_closed
+        self._closing = None          # a future set when a connection closes (wait_closed)
+        self.outage: str | None = None    # RESET or BLACKHOLE while a region outage is on
 
     def __call__(self) -> "Connection":
         return Connection(self)
@@ -269,15 +280,41 @@ class HttpServer:
     async def wait_all_closed(self) -> None:
         """Until every connection is closed (after abort_all: its sockets are really shut, so a
         client's next request on one is refused, not sent)."""
-        while self.connections:
-            if self._all_closed is None or self._all_closed.done():
-                self._all_closed = asyncio.get_running_loop().create_future()
-            await self._all_closed
+        await self.wait_closed(None)
+
+    async def wait_closed(self, conns: set | None) -> None:
+        """Until none of conns (None: no connection at all) is open any more."""
+        while self.connections if conns is None else not conns.isdisjoint(self.connections):
+            if self._closing is None or self._closing.done():
+                self._closing = asyncio.get_running_loop().create_future()
+            await self._closing
 
     def _closed(self, conn) -> None:
         self.connections.discard(conn)
-        if not self.connections and self._all_closed is not None and not self._all_closed.done():
-            self._all_closed.set_result(None)
+        if self._closing is not None and not self._closing.done():
+            self._closing.set_result(None)
+
+    def begin_outage(self, mode: str) -> set:
+        """Put every connection, open or new, into an outage mode (RESET or BLACKHOLE); returns the
+        connections it reset (closing now: wait_closed them)."""
+        self.outage = mode
+        if mode == RESET:
+            reset = set(self.connections)
+            for conn in reset:
+                conn.reset()
+            return reset
+        for conn in self.connections:
+            conn.silence()
+        return set()
+
+    def end_outage(self) -> set:
+        """Serve again. The connections a blackhole held are closed (their clients gave up on
+        them, or will); returns them (wait_closed them)."""
+        held = set(self.connections) if self.outage == BLACKHOLE else set()
+        self.outage = None
+        for conn in held:
+            conn.abort()
+        return held
 
     async def shutdown(self, timeout_s: float) -> None:
         """Close idle connections now; give running requests up to timeout_s, then abort."""
@@ -331,6 +368,11 @@ class Connection(asyncio.Protocol):
         self._advance()
 
     def data_received(self, data: bytes) -> None:
+        outage = self.server.outage
+        if outage is not None:
+            if outage == RESET:
+                self.reset()
+            return                      # a blackhole reads and drops what arrives
         if self.discard:
             self.discard -= len(data)
             if self.discard <= 0:
@@ -481,7 +523,7 @@ class Connection(asyncio.Protocol):
     def _answer(self, req: Request, reply) -> None:
         self.busy = False
         transport = self.transport
-        if transport is None:
+        if transport is None or self.server.outage == BLACKHOLE:
             return
         transport.write(reply.encode(req.connection, req.method == "HEAD"))
         if not req.keep_alive:
@@ -520,9 +562,9 @@ class Connection(asyncio.Protocol):
     # ---- housekeeping ----------------------------------------------------------------------
     def expired(self, now: float) -> bool:
         """Called by the sweep: 408 a stalled request, close an idle keep-alive connection."""
-        if self.transport is None or self.busy:
-            return False
         server = self.server
+        if self.transport is None or self.busy or server.outage == BLACKHOLE:
+            return False                # a blackhole answers nothing, not even a 408
         if self.discard:
             if now - self.since > server.body_timeout_s:
                 self.abort()
@@ -552,3 +594,24 @@ class Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
             self.transport = None
+
+    def reset(self) -> None:
+        """Close with a TCP reset (RST), as a peer that drops the connection does."""
+        transport = self.transport
+        if transport is None:
+            return
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+            except OSError:
+                pass                    # already gone: the abort below is all there is to do
+        self.abort()
+
+    def silence(self) -> None:
+        """Drop what a blackholed connection had buffered: nothing of it will be answered."""
+        self.buf = b""
+        self.body_parts = []
+        self.body_have = 0
+        self.request = None
+        self.discard = 0

@@ -43,7 +43,20 @@ def required(call, container, full: bool = True) -> tuple[str, list]:
     if raw is None:
         raise bad_request("PartitionKey value must be supplied for this operation: send the "
                           "x-ms-documentdb-partitionkey header, e.g. [\"p1\"].")
-    pk_json, values = parse(raw)
+    return checked(container, *parse(raw), full)
+
+
+def of_operation(container, raw) -> tuple[str, list]:
+    """The partition key of one bulk operation: its `partitionKey` member, the header's JSON text
+    (the JS SDK sends it so), or the array itself."""
+    if isinstance(raw, list):
+        raw = json.dumps(raw)
+    if not isinstance(raw, str):
+        raise bad_request('A bulk operation needs its "partitionKey", a JSON array as text such as "[\\"p1\\"]".')
+    return checked(container, *parse(raw), True)
+
+
+def checked(container, pk_json: str, values: list, full: bool = True) -> tuple[str, list]:
     paths = container.pk_def.paths
     if (full and len(values) != len(paths)) or len(values) > len(paths) or not values:
         raise bad_request(f"The partition key {pk_json} has {len(values)} value(s) but the container's "

@@ -226,6 +226,7 @@ async def query_documents(call, container):
     if touched:
         hdrs[H.SESSION_TOKEN] = ",".join(session_token(rs, lsn) for rs, lsn in reads)
         hdrs[H.ALT_CONTENT_PATH] = container.name_path
+        hdrs[H.CONTENT_PATH] = container.rid
     loaded += tested[0]
     ru = charge.query(loaded, len(raw), sum(map(len, raw)))
     admission.spread(call, container, touched, ru, len(raw), th.QUERY, loaded if q.has_filter else 0)

@@ -1,8 +1,9 @@
 """Session tokens on the wire: parsing the request's, producing the reply's.
 
 The reply token is `<pkRangeId>:<epoch>#<lsn>` (cosmos-wire §8). The SDK stores it only when
-the reply also names the collection (`x-ms-alt-content-path`) and the range
-(`x-ms-documentdb-partitionkeyrangeid`).
+the reply also names the collection and the range (`x-ms-documentdb-partitionkeyrangeid`): the
+Python SDK keys its session container on the name path (`x-ms-alt-content-path`), the JS SDK on
+the container's `_rid` (`x-ms-content-path`, cosmos-wire §10.2), so every reply sends both.
 """
 from client.protocol import headers as H
 from client.protocol.session_token import parse_session_header
@@ -64,5 +65,6 @@ def _vector(rs) -> str:
 def session_headers(call, container, rs, lsn: int) -> dict:
     return {H.SESSION_TOKEN: token(rs, lsn),
             H.ALT_CONTENT_PATH: container.name_path,
+            H.CONTENT_PATH: container.rid,
             H.PK_RANGE_ID: rs.range_id,
             H.LSN: str(lsn)}

@@ -16,8 +16,9 @@ from aiohttp import web
 from .. import defaults
 from ..core.account import Account, AccountConfig
 from ..core.errors import CosmosError
+from ..core.faults import OUTAGE_MODE_DEFAULT
 from ..core.scheduler import Scheduler
-from ..gateway.http import HttpServer, HEADER_TIMEOUT_S_DEFAULT
+from ..gateway.http import BLACKHOLE, RESET, HttpServer, HEADER_TIMEOUT_S_DEFAULT
 from ..gateway.server import Gateway, WRITE_ACK_TIMEOUT_S
 from .clock import LoopClock, SchedulerDriver
 from .control import control_app
@@ -142,9 +143,11 @@ class Emulator:
         self.started.set()
 
     def _on_region_state(self, name: str, state: str) -> None:
-        """A region outage stops its endpoint: the listener closes and open connections drop, so
-        clients see refused connections, as when a region is unreachable. Recovery re-listens
-        on the same port. An added region gets a new endpoint; a removed one loses it."""
+        """A region outage fails its endpoint in the outage's mode (core/faults.py): `refuse`
+        closes the listener and drops open connections (clients see refused connections);
+        `reset` resets every connection; `unavailable` leaves the endpoint up (its gateway answers
+        503); `blackhole` reads and never answers. Recovery serves again on the same port. An
+        added region gets a new endpoint; a removed one loses it."""
         loop = asyncio.get_running_loop()
         if state == "added":
             self._add_endpoint(name, self.pending_sockets.pop(name))
@@ -153,9 +156,23 @@ class Emulator:
             self.topology.region_ports.pop(name, None)
             self.gateways.pop(name, None)
         elif state == "down":
-            self._stop_listening(name)      # at once: the next request must already be refused
+            mode = self.account.region(name).outage_mode or OUTAGE_MODE_DEFAULT
+            self._begin_outage(name, mode)  # at once: the next request must already meet it
         else:
-            self._settling.add(loop.create_task(self._listen_again(name)))
+            self._settling.add(loop.create_task(self._recover(name)))
+
+    def _begin_outage(self, name: str, mode: str) -> None:
+        if mode == "refuse":
+            self._stop_listening(name)
+        elif mode in (RESET, BLACKHOLE):
+            http = self._listeners[name][0]
+            reset = http.begin_outage(mode)
+            self._settling.add(asyncio.get_running_loop().create_task(http.wait_closed(reset)))
+
+    async def _recover(self, name: str) -> None:
+        http = self._listeners[name][0]
+        await http.wait_closed(http.end_outage())
+        await self._listen_again(name)          # a no-op unless the outage closed the listener
 
     async def settled(self) -> None:
         """Until the endpoints have caught up with the regions' states: the connections of a

@@ -12,7 +12,9 @@ import http.client
 import json
 import socket
 import threading
+import urllib.error
 import urllib.parse
+import urllib.request
 
 from azure.cosmos import CosmosClient, PartitionKey
 from azure.cosmos.aio import CosmosClient as AioCosmosClient
@@ -171,3 +173,27 @@ def wait_replicated(emu, db: str, coll: str, region: str, timeout_s: float = 5.0
     emu.call(arm)
     for done in events:
         assert done.wait(timeout_s), f"{region} did not catch up within {timeout_s} s"
+
+
+# ---- the control port -----------------------------------------------------------------------
+def control(emu, method: str, path: str, body=None):
+    """(status, JSON reply) of one control-port request."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(emu.control_endpoint.rstrip("/") + path, data=data, method=method,
+                                 headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as reply:
+            return reply.status, json.loads(reply.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def inject_fault(emu, **spec) -> dict:
+    status, fault = control(emu, "POST", "/faults", spec)
+    assert status == 201, fault
+    return fault
+
+
+def heal_fault(emu, fault_id: int) -> None:
+    status, reply = control(emu, "DELETE", f"/faults/{fault_id}")
+    assert status == 200, reply

@@ -69,10 +69,11 @@ def test_inject_json_list_and_heal(capsys, emu):
 
 
 def test_region_outage_by_flags_then_heal_all(capsys, emu):
-    rc, fault, _ = regionlab(capsys, emu, "fault", "region-outage", "West US", "--duration-ms", "30000")
+    rc, fault, _ = regionlab(capsys, emu, "fault", "region-outage", "West US", "--mode", "blackhole",
+                             "--duration-ms", "30000")
     assert rc == 0
-    assert {k: fault[k] for k in ("type", "region", "duration_ms")} == \
-        {"type": "region_outage", "region": "West US", "duration_ms": 30000}
+    assert {k: fault[k] for k in ("type", "region", "mode", "duration_ms")} == \
+        {"type": "region_outage", "region": "West US", "mode": "blackhole", "duration_ms": 30000}
     assert regionlab(capsys, emu, "health")[1]["regions"]["West US"] == "down"
     rc, _, _ = regionlab(capsys, emu, "fault", "link-cut", "East US", "East US 2", "--one-way")
     assert rc == 0

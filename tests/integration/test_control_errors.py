@@ -89,7 +89,7 @@ def test_adding_a_region_on_a_port_in_use_is_a_409_and_adds_nothing(emu, owner):
             outside.listen(1)
             port = outside.getsockname()[1]
         elif owner == "down region":
-            ok(emu, "POST", "/faults", {"type": "region_outage", "region": "West US"})
+            ok(emu, "POST", "/faults", {"type": "region_outage", "region": "West US", "mode": "refuse"})
             port = emu.emulator.topology.region_ports["West US"]   # closed now, but West US comes back to it
         else:
             port = _ports(emu)[owner]

@@ -56,7 +56,8 @@ def fuzzed():
         logging.getLogger().removeHandler(log)
 
 
-SPECS = [("/faults", list(FAULTS.values()) + [dict(FAULTS["region_outage"], duration_ms=50)]),
+SPECS = [("/faults", list(FAULTS.values()) + [dict(FAULTS["region_outage"], duration_ms=50)]
+          + [dict(FAULTS["region_outage"], mode=m) for m in ("refuse", "reset", "unavailable", "blackhole")]),
          ("/regions", [{"name": "North Europe", "port": 0}, {"name": "Brazil South"},
                        {"name": "$new", "port": "$port"}]),   # a fresh name, a port the emulator already uses
          ("/failover", [{"region": "East US 2", "kind": "forced"}, {"region": "West US", "kind": "graceful"}]),

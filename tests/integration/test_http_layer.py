@@ -432,7 +432,7 @@ def test_a_region_outage_closes_open_keep_alive_connections_before_the_control_c
     with raw_socket(regionlab, url) as sock:
         sock.sendall(_signed(regionlab, "GET", "/"))
         assert _Replies(sock).next().status == 200         # the connection is open and served
-        _inject_fault(regionlab, type="region_outage", region=region)
+        _inject_fault(regionlab, type="region_outage", region=region, mode="refuse")
         sock.setblocking(False)                            # no waiting: it must be closed already
         try:
             data = sock.recv(65536)

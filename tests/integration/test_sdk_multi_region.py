@@ -57,7 +57,9 @@ def heal(emu, fault_id: int) -> None:
 
 
 def outage(emu, region: str) -> int:
-    fault_id = inject(emu, type="region_outage", region=region)
+    """A region outage that closes the region's port (mode refuse: what these tests were written
+    for; test_sdk_outage_modes.py covers every mode)."""
+    fault_id = inject(emu, type="region_outage", region=region, mode="refuse")
     wait_listening(emu, region, False)
     return fault_id
 

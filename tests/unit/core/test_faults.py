@@ -68,3 +68,35 @@ def test_bools_are_not_numbers_and_values_are_bounded(field, value):
     with pytest.raises(CosmosError) as e:
         account.faults.inject(spec)
     assert e.value.status == 400 and account.faults.active == {}
+
+
+def test_a_region_outage_carries_its_mode_and_defaults_to_unavailable():
+    account, *_ = _setup()
+    listened = []
+    account.region_listeners.append(lambda name, state: listened.append((name, state, account.region(name).outage_mode)))
+    fid = account.faults.inject({"type": "region_outage", "region": "West US"})
+    assert account.faults.active[fid]["mode"] == "unavailable"
+    assert listened == [("West US", "down", "unavailable")]      # the shell reads the mode when told
+    account.faults.heal(fid)
+    assert account.region("West US").outage_mode is None and account.region_state("West US") == "up"
+    fid = account.faults.inject({"type": "region_outage", "region": "West US", "mode": "blackhole"})
+    assert listened[-1] == ("West US", "down", "blackhole") and account.faults.active[fid]["mode"] == "blackhole"
+
+
+@pytest.mark.parametrize("mode", ["sideways", None, 1, ["refuse"], {"m": 1}])
+def test_an_unknown_outage_mode_is_400_and_changes_nothing(mode):
+    account, *_ = _setup()
+    with pytest.raises(CosmosError) as e:
+        account.faults.inject({"type": "region_outage", "region": "West US", "mode": mode})
+    assert e.value.status == 400 and "refuse, reset, unavailable, blackhole" in e.value.message
+    assert account.region_state("West US") == "up" and account.region("West US").outage_mode is None
+    assert account.faults.active == {}
+
+
+def test_a_second_outage_of_a_region_already_down_keeps_the_first_mode():
+    account, *_ = _setup()
+    first = account.faults.inject({"type": "region_outage", "region": "West US", "mode": "refuse"})
+    account.faults.inject({"type": "region_outage", "region": "West US", "mode": "blackhole"})
+    assert account.region("West US").outage_mode == "refuse"
+    account.faults.heal(first)
+    assert account.region_state("West US") == "up"

@@ -212,3 +212,23 @@ def test_a_scenario_is_the_same_from_json_text_and_from_data():
     a = run(5, SimConfig.from_scenario(data))
     b = run(5, SimConfig.from_scenario(json.dumps(data)))
     assert a.history_json() == b.history_json() and a.ok
+
+
+@pytest.mark.parametrize("mode", ["refuse", "reset", "unavailable", "blackhole"])
+def test_every_region_outage_mode_is_the_same_down_region_to_the_simulator(mode):
+    """The simulator has no sockets: each mode is accepted, recorded with the fault, and runs
+    exactly as the default mode does."""
+    def outage(**extra):
+        return [{"at_ms": 500, "fault": {"type": "region_outage", "region": WEST, **extra}, "as": "out"},
+                {"at_ms": 2500, "heal": "out"}]
+    h, _, _ = scenario(outage(mode=mode))
+    faults = [e for e in h["events"] if e.get("kind") == "fault"]
+    assert [e["spec"]["mode"] for e in faults] == [mode] and "refused" not in faults[0]
+    plain, _, _ = scenario(outage())
+    assert h["ops"] == plain["ops"]
+
+
+def test_a_scenario_with_an_unknown_outage_mode_is_refused_before_it_runs():
+    from emulator.sim.scenario import ScenarioError, parse
+    with pytest.raises(ScenarioError, match="mode 'sideways' is not one of refuse, reset, unavailable, blackhole"):
+        parse([{"at_ms": 0, "fault": {"type": "region_outage", "region": WEST, "mode": "sideways"}}])

@@ -1,0 +1,170 @@
+"""The official JavaScript SDK (@azure/cosmos, pinned in tests/js/package.json) works against
+regionlab as the Python one does: real Node processes run the scripts in tests/js/ against a
+real emulator on loopback, print what the SDK returned as JSON, and each test judges one part
+(CRUD, patch, bulk, batch, queries, change feed, preferred-region routing, session consistency
+across regions, and what an app sees under each region_outage mode). The SDK is installed from
+npm into tests/js/node_modules once per session; without Node and npm the tests are skipped."""
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from emulator.testing import running_emulator
+
+JS_DIR = Path(__file__).resolve().parents[1] / "js"
+NODE = shutil.which("node")
+NPM = shutil.which("npm")
+NPM_TIMEOUT_S = 300
+SCRIPT_TIMEOUT_S = 120
+EAST, EAST2, WEST = "East US", "East US 2", "West US"
+REGIONS = (EAST, EAST2, WEST)
+NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
+
+
+def _installed_as_locked() -> bool:
+    """Whether node_modules holds every package of package-lock.json at its locked version."""
+    locked = json.loads((JS_DIR / "package-lock.json").read_text())["packages"]
+    for path, entry in locked.items():
+        manifest = JS_DIR / path / "package.json"
+        if path and (not manifest.exists() or json.loads(manifest.read_text()).get("version") != entry["version"]):
+            return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def js_sdk() -> Path:
+    """tests/js with its node_modules installed exactly as package-lock.json says (npm ci, once
+    per session, and only when what is installed differs from the lock)."""
+    if NODE is None or NPM is None:
+        pytest.skip("Node.js and npm are not on PATH (Debian: apt-get install nodejs npm); "
+                    "the JavaScript SDK tests need them")
+    if not _installed_as_locked():
+        done = subprocess.run([NPM, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True,
+                              text=True, timeout=NPM_TIMEOUT_S)
+        assert done.returncode == 0, f"npm ci in {JS_DIR} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    assert _installed_as_locked()
+    pinned = json.loads((JS_DIR / "package.json").read_text())["dependencies"]["@azure/cosmos"]
+    assert json.loads((JS_DIR / "node_modules/@azure/cosmos/package.json").read_text())["version"] == pinned
+    return JS_DIR
+
+
+def run_node(js_dir: Path, script: str, emu, **env) -> dict:
+    """Run one script against the emulator; its JSON report (the last line it prints)."""
+    full_env = dict(os.environ, REGIONLAB_ENDPOINT=emu.endpoint, REGIONLAB_KEY=emu.key,
+                    REGIONLAB_CONTROL=emu.control_endpoint, **{k: str(v) for k, v in env.items()})
+    done = subprocess.run([NODE, script], cwd=js_dir, env=full_env, capture_output=True, text=True,
+                          timeout=SCRIPT_TIMEOUT_S)
+    assert done.returncode == 0, f"node {script} exited {done.returncode}:\n{done.stderr[-3000:]}"
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def ok(report: dict, case: str) -> dict:
+    result = report[case]
+    assert "error" not in result, f"{case}: the SDK raised {result}"
+    return result
+
+
+# ---- the typical operations: one emulator (4 partitions), one node run ------------------------
+@pytest.fixture(scope="module")
+def cases(js_sdk) -> dict:
+    with running_emulator(partitions=4, lag_ms=NO_LAG) as emu:
+        return run_node(js_sdk, "cases.mjs", emu)
+
+
+def test_crud_and_the_content_path_the_sdk_keys_sessions_on(cases):
+    r = ok(cases, "crud")
+    assert r["create"] == 201 and r["contentPath"] == r["containerRid"]
+    assert r["read"] == [200, 1] and r["replace"] == [200, 2] and r["upsert"] == [201, 200, 4]
+    assert (r["duplicate"], r["stale"], r["delete"], r["readDeleted"]) == (409, 412, 204, 404)
+
+
+def test_patch_with_a_bare_array_body_and_with_a_condition(cases):
+    r = ok(cases, "patch")
+    assert r["status"] == 200
+    assert r["doc"] == {"n": 6, "tags": ["a", "b"], "name": "x", "gone": None}
+    assert (r["condition"], r["invalid"]) == (412, 400)
+
+
+def test_bulk_applies_each_operation_on_its_own(cases):
+    r = ok(cases, "bulk")
+    assert r["statuses"] == [201] * 20 + [409, 200, 201, 200, 200, 204]
+    assert r["charged"] and r["etags"] and r["readBody"] == 0
+    assert r["exec"] == [201, 404]
+    assert r["after"] == {"b0": 0, "b1": 100, "b2": 42, "b3": None, "bup": 1, "e1": 1}
+
+
+def test_transactional_batch_all_or_nothing(cases):
+    r = ok(cases, "batch")
+    assert (r["status"], r["ops"]) == (200, [201, 201, 200])
+    assert r["failed"] == {"status": 207, "ops": [424, 409]} and r["notApplied"] == 404
+
+
+def test_queries_filter_order_scope_aggregate_and_page(cases):
+    r = ok(cases, "queries")
+    assert r["where"] == ["q5", "q4", "q3"] and r["scoped"] == [1, 3, 5] and r["count"] == [6]
+    assert r["pages"] == [2, 2, 2]
+
+
+def test_change_feed_for_one_partition_key_and_for_the_container(cases):
+    r = ok(cases, "changeFeed")
+    assert r["key"] == ["f1", "f4"] and r["keyLast"] == 304     # only that key, then "nothing new"
+    assert r["keyNext"] == ["f-new"]                             # continues, still only that key
+    assert r["whole"] == ["f-new", "f-other", "f0", "f1", "f2", "f3", "f4", "f5"]
+
+
+def test_reads_go_to_the_preferred_region_and_writes_to_the_write_region(cases):
+    r = ok(cases, "routing")
+    assert r[WEST] == {WEST: {"GET 200": 1}, EAST: {"POST 201": 1}}
+    assert r[EAST2] == {EAST2: {"GET 200": 1}, EAST: {"POST 201": 1}}
+
+
+def test_session_reads_in_a_lagging_region_see_the_clients_own_writes(cases):
+    r = ok(cases, "session")
+    assert r["seen"] == [0, 1, 2] and (r["created"], r["fresh"]) == (201, 200)
+    assert r["hits"] == {EAST: {"POST 201": 2, "POST 200": 2}, WEST: {"GET 200": 4}}
+
+
+# ---- region outages: what the app sees in each mode --------------------------------------------
+# A read region (West US, preferred) or the write region (East US) is out; the client prefers
+# West US, then East US, with a 2 s request timeout. Measured with @azure/cosmos 4.9.3; the table
+# in docs/control-api.md says the same.
+def _outage(js_sdk, mode: str) -> dict:
+    with running_emulator(lag_ms=NO_LAG, detection_delay_ms=600_000) as emu:
+        return run_node(js_sdk, "outage.mjs", emu, REGIONLAB_OUTAGE_MODE=mode)
+
+
+def _served_by(step: dict, region: str, op: str) -> bool:
+    return step["ok"] and step["hits"].get(region, {}).get(op, 0) == 1
+
+
+@pytest.mark.parametrize("mode", ["unavailable", "blackhole"])
+def test_js_rides_through_a_read_region_outage_in_modes_that_answer_503_or_time_out(js_sdk, mode):
+    r = _outage(js_sdk, mode)
+    read_out = ok(r, "readRegionOut")
+    assert read_out["read"] == {"ok": True, "status": 200, "ms": read_out["read"]["ms"]}
+    assert read_out["write"] == {"ok": True, "status": 201, "ms": read_out["write"]["ms"]}
+    west = {"GET 503": 1} if mode == "unavailable" else None     # tried, answered 503, moved on
+    assert read_out["hits"] == {EAST: {"GET 200": 1, "POST 201": 1}, **({WEST: west} if west else {})}
+    write_out = ok(r, "writeRegionOut")
+    assert _served_by(write_out["read"], WEST, "GET 200")
+    assert _served_by(write_out["freshRead"], WEST, "GET 200")   # discovery still works
+    error = write_out["write"]["error"]                           # no other write region yet
+    if mode == "unavailable":
+        assert (error["code"], error["substatus"]) == (503, 0)
+    else:
+        assert error["code"] == "TimeoutError"
+
+
+@pytest.mark.parametrize("mode, code", [("refuse", "ECONNREFUSED"), ("reset", "ECONNRESET")])
+def test_js_fails_the_app_when_a_region_refuses_or_resets_connections(js_sdk, mode, code):
+    r = _outage(js_sdk, mode)
+    read_out = ok(r, "readRegionOut")
+    assert not read_out["read"]["ok"] and read_out["read"]["error"]["code"] == code
+    assert not read_out["write"]["ok"] and read_out["write"]["error"]["code"] == code
+    write_out = ok(r, "writeRegionOut")
+    assert _served_by(write_out["read"], WEST, "GET 200")
+    assert _served_by(write_out["freshRead"], WEST, "GET 200")   # discovery still works
+    assert write_out["write"]["error"]["code"] == code
