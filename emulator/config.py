@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import defaults
-from .core.account import AccountConfig
+from .core.account import REGION_NAME_CHARS_MAX, AccountConfig
 from .core.consistency import LEVELS, canonical
 from .core.errors import CosmosError
 from .core.throttle import CREDITS_PER_S_DEFAULT, SERVERLESS_RU_PER_S_DEFAULT, ThrottleConfig
@@ -28,7 +28,6 @@ from .gateway.server import WRITE_ACK_TIMEOUT_S
 ENV_PREFIX = "REGIONLAB_"
 PORT_MAX = 65_535
 PARTITIONS_MAX = 256                       # physical partitions per container
-REGION_NAME_CHARS_MAX = 64
 INTRA_REGION_DELAY_MS_MAX = 60_000
 DELAY_MS_MAX = 24 * 3600 * 1000          # lags and delays: a day is "never" in a test
 # Bounded staleness: the service's ceilings. Its floors (10 writes / 5 s for one region,
