@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import defaults
-from .core.account import AccountConfig
+from .core.account import REGION_NAME_CHARS_MAX, AccountConfig
 from .core.consistency import LEVELS, canonical
 from .core.errors import CosmosError
 from .core.placement import NODES_PER_REGION_DEFAULT, NODES_PER_REGION_MAX, NODES_PER_REGION_MIN
@@ -29,7 +29,6 @@ from .gateway.server import WRITE_ACK_TIMEOUT_S
 ENV_PREFIX = "REGIONLAB_"
 PORT_MAX = 65_535
 PARTITIONS_MAX = 256                       # physical partitions per container
-REGION_NAME_CHARS_MAX = 64
 INTRA_REGION_DELAY_MS_MAX = 60_000
 DELAY_MS_MAX = 24 * 3600 * 1000          # lags and delays: a day is "never" in a test
 # Bounded staleness: the service's ceilings. Its floors (10 writes / 5 s for one region,
@@ -224,6 +223,9 @@ OPTIONS = (
            "global (account) endpoint port; region i listens on port+1+i; 0 picks free ports"),
     Option("control_port", integer(0, PORT_MAX, "0: a free port"), defaults.CONTROL_PORT, "--control-port",
            "CONTROL_PORT", "control port: health, topology, faults, failover, metrics; 0 picks a free port"),
+    Option("control_token", optional(text), None, "--control-token", "CONTROL_TOKEN",
+           "require 'Authorization: Bearer TOKEN' on the control port (all but GET /health and GET /)",
+           metavar="TOKEN"),
     Option("regions", regions, defaults.REGIONS, "--regions", "REGIONS",
            "comma-separated region names, write region first"),
     Option("consistency", consistency, defaults.CONSISTENCY, "--consistency", "CONSISTENCY",
@@ -373,7 +375,8 @@ def _build(v: dict):
     return ServerConfig(account=account, host=host, advertise_host=advertise, global_port=v["port"],
                         control_port=v["control_port"], key=v["key"] if v["auth"] else None, seed=v["seed"],
                         header_timeout_s=v["header_timeout_s"], write_ack_timeout_s=v["write_ack_timeout_s"],
-                        direct_port_range=v["direct_ports"], direct_limits=v["direct_limits"])
+                        direct_port_range=v["direct_ports"], direct_limits=v["direct_limits"],
+                        control_token=v["control_token"])
 
 
 def environment_help() -> str:

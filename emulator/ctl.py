@@ -10,7 +10,9 @@
     regionlab throttle [show] | set | container | database | storm   (ctl_throttle.py)
 
 Each command is one HTTP request to a running emulator's control port: --control URL, else
-$REGIONLAB_CONTROL, else http://127.0.0.1:8090. It prints the reply's JSON to stdout and exits
+$REGIONLAB_CONTROL, else http://127.0.0.1:8090; with --control-token (or $REGIONLAB_CONTROL_TOKEN)
+it sends "Authorization: Bearer TOKEN", and every mutating request is sent as application/json
+(the control port refuses anything else). It prints the reply's JSON to stdout and exits
 0; a refused request prints the server's message to stderr and exits 1 (2 for a usage error).
 Standard library only (urllib), so it works wherever the server is installed.
 """
@@ -46,11 +48,17 @@ def control_url(explicit: str | None) -> str:
     return (explicit or os.environ.get("REGIONLAB_CONTROL") or DEFAULT_CONTROL).rstrip("/")
 
 
-def call(base: str, method: str, path: str, body=None):
+def control_token(explicit: str | None) -> str | None:
+    return explicit or os.environ.get("REGIONLAB_CONTROL_TOKEN") or None
+
+
+def call(base: str, method: str, path: str, body=None, token: str | None = None):
     """The reply's JSON; ControlError for an error reply or an unreachable port."""
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base + path, data=data, method=method,
-                                 headers={"Content-Type": "application/json"} if data else {})
+    headers = {} if method in ("GET", "HEAD") else {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(base + path, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as resp:
             return json.loads(resp.read() or b"null")
@@ -70,6 +78,8 @@ def call(base: str, method: str, path: str, body=None):
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--control", help=f"control port URL (default $REGIONLAB_CONTROL or {DEFAULT_CONTROL})")
+    common.add_argument("--control-token", help="the control port's token, if it has one (default "
+                                                "$REGIONLAB_CONTROL_TOKEN); sent as 'Authorization: Bearer'")
     p = argparse.ArgumentParser(prog="regionlab", description="Talk to a running regionlab's control port.")
     sub = p.add_subparsers(dest="command", required=True)
     for name, text in (("topology", "regions, links, partitions and replicas"), ("health", "liveness"),
@@ -164,15 +174,28 @@ def main(argv: list, out=None) -> int:
         from .sim.__main__ import main as sim_main
         return sim_main(argv[1:], out=out, prog="regionlab sim")
     args = build_parser().parse_args(argv)
-    base = control_url(args.control)
+    base, token = control_url(args.control), control_token(getattr(args, "control_token", None))
     try:
         if getattr(args, "action", None) == "heal" and args.id == "all":
-            active = call(base, "GET", "/faults")["faults"]
-            reply = {"healed": [call(base, "DELETE", f"/faults/{f['id']}")["healed"] for f in active]}
+            active = call(base, "GET", "/faults", token=token)["faults"]
+            reply = {"healed": [call(base, "DELETE", f"/faults/{f['id']}", token=token)["healed"] for f in active]}
         else:
-            reply = call(base, *request_for(args))
+            reply = call(base, *request_for(args), token=token)
     except ControlError as e:
         print(f"regionlab: {e.message}", file=sys.stderr)
         return 2 if e.status == -2 else 1
-    print(json.dumps(reply, indent=2), file=out)
+    return _print(json.dumps(reply, indent=2), out)
+
+
+def _print(text: str, out) -> int:
+    """Write the reply; a reader that went away (`regionlab lost-writes | head`) is no error."""
+    try:
+        print(text, file=out)
+        out.flush()
+    except BrokenPipeError:
+        # Point stdout at /dev/null so the interpreter's final flush does not fail again.
+        if out is sys.stdout:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
     return 0

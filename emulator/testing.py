@@ -26,6 +26,7 @@ class RunningEmulator:
         self.region_endpoints = {name: t.region_endpoint(name) for name in emu.account.config.regions}
         self.control_endpoint = t.url(t.control_port)
         self.key = emu.config.key or defaults.EMULATOR_KEY
+        self.control_token = emu.config.control_token     # send as "Authorization: Bearer ..."
         self.regions = list(emu.account.config.regions)
 
     @property

@@ -23,6 +23,8 @@ from .replica_set import LOG_RETAINED_COMMITS_MAX, ReplicaSet
 from .throttle import Throttle, ThrottleConfig
 from .validation import ValidationError, check_id
 
+REGION_NAME_CHARS_MAX = 64          # a runtime-added region's display name ("North Europe")
+
 # One-way lag defaults by geography: same metro area, same continent, across continents.
 LAG_SAME_AREA_MS = 2
 LAG_SAME_CONTINENT_MS = 30
@@ -295,9 +297,7 @@ class Account:
         """A new region joins: every partition gets a replica set seeded with a snapshot of the
         write region's committed state, and links to and from every region. Later commits reach
         it by ordinary log shipping."""
-        if any(r.name.lower() == name.lower() for r in self.regions) or not name.strip():
-            raise conflict(f"The account already has a region named '{name}'.") if name.strip() else \
-                bad_request("A region needs a non-empty name.")
+        self.check_new_region(name)
         region = Region(name, max(r.id for r in self.regions) + 1)
         for other in self.regions:
             self.links[(other.name, name)] = self._link(other.name, name, default_lag_ms(other.name, name))
@@ -311,6 +311,16 @@ class Account:
         for fn in self.region_listeners:
             fn(name, "added")
         return region
+
+    def check_new_region(self, name: str) -> None:
+        """Refuse (400/409) a region that add_region would refuse, without changing anything."""
+        if not name.strip():
+            raise bad_request("A region needs a non-empty name.")
+        if len(name) > REGION_NAME_CHARS_MAX or not name.isprintable() or "/" in name or name != name.strip():
+            raise bad_request(f"A region name is 1-{REGION_NAME_CHARS_MAX} printable characters without '/' "
+                              f"or surrounding spaces, like 'North Europe'; got {name!r}.")
+        if any(r.name.lower() == name.lower() for r in self.regions):
+            raise conflict(f"The account already has a region named '{name}'.")
 
     def _join_partition(self, c, p, name: str) -> None:
         seed = p.replica_sets[self.hub_region]
@@ -355,6 +365,7 @@ class Account:
             p.links = self.links
             p.drop_region_id(name)
             p.detach(name)
+        self.throttle.clear_storm(name)       # a region re-added under this name starts without it
         self._regions_changed()
         for fn in self.region_listeners:
             fn(name, "removed")

@@ -14,12 +14,18 @@ Partition selectors (database, container, partition) are optional: a missing one
 `duration_ms` heals the fault by itself after that long on the account's clock. Healing puts
 back exactly what the fault changed (a recovered replica catches up; a healed link drains its
 backlog in order).
+
+A fault remembers the regions it names. If one of them has left the account by the time the
+fault is healed (by id or by its duration), the fault just ends: what it changed left with the
+region, so nothing is put back, and the healed spec says so in `note`.
 """
 from .direct_faults import DIRECT_FAULT_TYPES, DirectFaults
 from .errors import bad_request, not_found
 from .link import ACTIVE, CUT
 from .replica import DOWN, UP
 
+FAULT_MS_MAX = 7 * 24 * 3600 * 1000      # a week: every duration, lag and delay field
+REGION_FIELDS = ("region", "from", "to")
 FAULT_TYPES = ("region_outage", "link_cut", "link_lag", "primary_crash", "replica_crash", "replica_slow",
                "throttle_storm")
 # How a region's endpoint fails during a region_outage (the runtime carries it out; the core and
@@ -37,14 +43,17 @@ class FaultRegistry(DirectFaults):
         self.account = account
         self.active: dict[int, dict] = {}
         self._undo: dict[int, list] = {}
+        self._regions: dict[int, list] = {}    # fault id -> [(name, Region)] it names
         self._seq = 0
 
     def inject(self, spec: dict) -> int:
         if not isinstance(spec, dict) or spec.get("type") not in FAULT_TYPES:
             raise bad_request(f"A fault needs a 'type', one of: {', '.join(FAULT_TYPES)}.")
         duration = spec.get("duration_ms")
-        if duration is not None and (not isinstance(duration, int) or duration < 0):
-            raise bad_request("duration_ms must be a non-negative integer.")
+        if duration is not None and not _ms_ok(duration):
+            raise bad_request(f"duration_ms must be an integer 0-{FAULT_MS_MAX}.")
+        if not isinstance(spec.get("one_way", False), bool):
+            raise bad_request("one_way must be true or false.")
         if spec["type"] == "region_outage":
             spec = dict(spec, mode=spec.get("mode", OUTAGE_MODE_DEFAULT))    # listed with its mode
         # A fault is checked whole before any of it applies: a refused fault changes nothing.
@@ -53,6 +62,8 @@ class FaultRegistry(DirectFaults):
         fid = self._seq
         self.active[fid] = dict(spec, id=fid, started_ms=self.account.clock.now_ms())
         self._undo[fid] = undo
+        self._regions[fid] = [(spec[k], self.account.region(spec[k])) for k in REGION_FIELDS if k in spec
+                              and self.account.region_state(spec[k]) is not None]
         if duration is not None:
             self.account.scheduler.call_at(self.account.clock.now_ms() + duration, self._expire, fid)
         return fid
@@ -61,7 +72,13 @@ class FaultRegistry(DirectFaults):
         if fid not in self.active:
             raise not_found(f"No active fault with id {fid}.")
         spec = self.active.pop(fid)
-        for fn in reversed(self._undo.pop(fid)):
+        undo = self._undo.pop(fid)
+        gone = [name for name, region in self._regions.pop(fid)         # by identity: a region re-added
+                if not any(r is region for r in self.account.regions)]  # under the name is another one
+        if gone:
+            return dict(spec, note=f"Region {gone[0]!r} was removed from the account after this fault was "
+                                   f"injected; the fault ended with nothing to put back.")
+        for fn in reversed(undo):
             fn()
         return spec
 
@@ -93,7 +110,7 @@ class FaultRegistry(DirectFaults):
 
     def _replica_index(self, spec) -> int:
         idx = spec.get("replica")
-        if not isinstance(idx, int) or not 0 <= idx < 4:
+        if type(idx) is not int or not 0 <= idx < 4:
             raise bad_request("'replica' must be a replica index 0-3 (see GET /topology).")
         return idx
 
@@ -124,8 +141,8 @@ class FaultRegistry(DirectFaults):
 
     def _link_lag(self, spec) -> list:
         lag, jitter = spec.get("lag_ms"), spec.get("jitter_ms", 0)
-        if not isinstance(lag, int) or lag < 0 or not isinstance(jitter, int) or jitter < 0:
-            raise bad_request("link_lag needs integer lag_ms >= 0 (and optional jitter_ms >= 0).")
+        if not _ms_ok(lag) or not _ms_ok(jitter):
+            raise bad_request(f"link_lag needs an integer lag_ms 0-{FAULT_MS_MAX} (and optional jitter_ms, the same).")
         undo = []
         for link in self._links(spec):
             undo.append(lambda l=link, old=(link.lag_ms, link.jitter_ms): _set_lag(l, *old))
@@ -156,11 +173,8 @@ class FaultRegistry(DirectFaults):
         region = self._region(spec)
         throttle = self.account.throttle
         previous = throttle.storms.get(region)
-        share = spec.get("share", 1.0)
-        if isinstance(share, bool) or not isinstance(share, (int, float)):
-            raise bad_request("throttle_storm needs a numeric 'share' between 0 and 1.")
         try:
-            throttle.set_storm(region, float(share), spec.get("op"),
+            throttle.set_storm(region, spec.get("share", 1.0), spec.get("op"),
                                spec.get("retry_after_ms", 100), spec.get("seed", 0))
         except ValueError as e:
             raise bad_request(f"Invalid throttle_storm: {e}") from None
@@ -169,14 +183,19 @@ class FaultRegistry(DirectFaults):
     def _replica_slow(self, spec) -> list:
         idx = self._replica_index(spec)
         delay = spec.get("delay_ms")
-        if not isinstance(delay, int) or delay < 0:
-            raise bad_request("replica_slow needs an integer delay_ms >= 0.")
+        if not _ms_ok(delay):
+            raise bad_request(f"replica_slow needs an integer delay_ms 0-{FAULT_MS_MAX}.")
         undo = []
         for rs in self._replica_sets(spec):
             r = rs.replicas[idx]
             undo.append(lambda r=r, old=r.extra_delay_ms: setattr(r, "extra_delay_ms", old))
             r.extra_delay_ms = delay
         return undo
+
+
+def _ms_ok(value) -> bool:
+    """An integer (not a bool, which JSON would make 1) of milliseconds in 0..FAULT_MS_MAX."""
+    return type(value) is int and 0 <= value <= FAULT_MS_MAX
 
 
 def _storm_undo(throttle, region: str, previous) -> None:

@@ -54,6 +54,7 @@ CREDITS_PER_S_DEFAULT = 1000
 CREDITS_RETRY_AFTER_MS = 2000
 MANAGEMENT_CREDITS = 10
 STORM_RETRY_AFTER_MS_DEFAULT = 100
+STORM_RETRY_AFTER_MS_MAX = 60 * 60 * 1000       # an hour: longer is no retry-after a client honours
 RETRY_AFTER_WINDOWS_MAX = 100_000     # bounds the retry-after search (a debt of ~1 day at 1 RU/s)
 CREDIT_HISTORY_MAX = 64               # closed credit windows kept for the control port
 
@@ -359,15 +360,17 @@ class Throttle:
 
     def set_storm(self, region: str, share: float, op: str | None = None,
                   retry_after_ms: int = STORM_RETRY_AFTER_MS_DEFAULT, seed: int = 0) -> Storm:
-        if not 0.0 <= share <= 1.0:
-            raise ValueError(f"a storm's share must be between 0 and 1, got {share}")
-        if op is not None and op not in OP_KINDS and op not in OP_CLASSES:
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+            raise ValueError(f"a storm's share must be a number between 0 and 1, got {share!r}")
+        if op is not None and (not isinstance(op, str) or (op not in OP_KINDS and op not in OP_CLASSES)):
             raise ValueError(f"unknown operation kind {op!r}; use one of "
                              f"{', '.join(OP_KINDS + tuple(OP_CLASSES))}")
-        if not isinstance(retry_after_ms, int) or retry_after_ms < 0:
-            raise ValueError("retry_after_ms must be a non-negative integer")
+        if type(retry_after_ms) is not int or not 0 <= retry_after_ms <= STORM_RETRY_AFTER_MS_MAX:
+            raise ValueError(f"retry_after_ms must be an integer 0-{STORM_RETRY_AFTER_MS_MAX}")
+        if type(seed) is not int:
+            raise ValueError(f"a storm's seed must be an integer, got {seed!r}")
         self.account.region(region)             # KeyError for an unknown region
-        storm = Storm(region, share, op, retry_after_ms, seed, self._rng_type(seed))
+        storm = Storm(region, float(share), op, retry_after_ms, seed, self._rng_type(seed))
         self.storms[region] = storm
         return storm
 

@@ -19,8 +19,9 @@ def add_chaos_routes(app: web.Application, emu) -> None:
 
     async def fault_inject(request):
         fid = emu.account.faults.inject(await _body(request))
+        fault = emu.account.faults.active[fid]     # now: a duration_ms of 0 may end it while we settle
         await emu.settled()
-        return _json(emu.account.faults.active[fid], status=201)
+        return _json(fault, status=201)
 
     async def fault_heal(request):
         try:
@@ -33,11 +34,13 @@ def add_chaos_routes(app: web.Application, emu) -> None:
 
     async def failover(request):
         body = await _body(request)
-        kind = body.get("kind", "graceful")
+        kind, region, wait = body.get("kind", "graceful"), body.get("region"), body.get("wait", True)
         if kind not in ("graceful", "forced"):
             raise CosmosError(400, 0, "kind must be 'graceful' or 'forced'.")
-        f = emu.account.failover(body.get("region"), forced=kind == "forced")
-        if f.state == "draining" and body.get("wait", True):
+        if not isinstance(region, str) or not isinstance(wait, bool):
+            raise CosmosError(400, 0, 'Fail over with {"region": "East US 2", "kind": "graceful", "wait": true}.')
+        f = emu.account.failover(region, forced=kind == "forced")
+        if f.state == "draining" and wait:
             done = asyncio.get_running_loop().create_future()
             f.listeners.append(lambda _: done.done() or done.set_result(None))
             try:
@@ -56,13 +59,15 @@ def add_chaos_routes(app: web.Application, emu) -> None:
     async def region_add(request):
         body = await _body(request)
         name, port = body.get("name"), body.get("port", 0)
-        if not isinstance(name, str) or not isinstance(port, int) or not 0 <= port < 65536:
-            raise CosmosError(400, 0, 'Add a region with {"name": "North Europe", "port": 0}.')
-        emu.pending_ports[name] = port
+        if not isinstance(name, str) or type(port) is not int or not 0 <= port < 65536:
+            raise CosmosError(400, 0, 'Add a region with {"name": "North Europe", "port": 0} '
+                                      '(port: an integer 0-65535, 0 for any free one).')
+        emu.account.check_new_region(name)       # refuse a duplicate before binding its port
+        emu.reserve_port(name, port)
         try:
             region = emu.account.add_region(name)
         finally:
-            emu.pending_ports.pop(name, None)
+            emu.release_port(name)               # a no-op once the region serves on it
         await emu.settled()
         return _json({"name": region.name, "id": region.id,
                       "endpoint": emu.topology.region_endpoint(region.name)}, status=201)

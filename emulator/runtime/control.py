@@ -1,17 +1,43 @@
-"""The control port: health and topology (faults, failover and metrics grow here).
+"""The control port: health, topology, the route index, and the access checks in front of all of
+it (faults, failover and throughput live in chaos_api.py and throughput_api.py).
 
 JSON over HTTP on its own port, which no fault ever touches, so tests and the CLI can always
-reach it. See docs/control-api.md.
+reach it. Every request first passes control_access.py (Host, Origin, token, content type); any
+HTTP error aiohttp raises (404, 405, 413) is answered as JSON like the routes' own errors.
+See docs/control-api.md.
 """
+import html
+
 from aiohttp import web
 
 from ..core.consistency import BOUNDED
 from .chaos_api import add_chaos_routes
+from .control_access import ControlAccess
+from .control_json import CONTROL_BODY_BYTES_MAX, json_reply as _json
 from .throughput_api import add_throughput_routes, describe as describe_throttling
 
-
-def _json(data, status: int = 200) -> web.Response:
-    return web.json_response(data, status=status)
+# The index `GET /` serves (until the dashboard lives there): (method, path, what).
+ROUTES = (
+    ("GET", "/", "this index (JSON, or HTML for a browser)"),
+    ("GET", "/health", "liveness and each region's state (open without the token)"),
+    ("GET", "/topology", "regions, links, faults, failovers, partitions and replicas"),
+    ("GET", "/faults", "the active faults"),
+    ("POST", "/faults", "inject a fault"),
+    ("DELETE", "/faults/{id}", "heal a fault"),
+    ("POST", "/failover", "move the write region (graceful or forced)"),
+    ("GET", "/failovers", "every failover so far"),
+    ("GET", "/lost-writes", "the writes forced failovers discarded"),
+    ("POST", "/regions", "add a region"),
+    ("DELETE", "/regions/{name}", "remove a region"),
+    ("GET", "/throttle", "throughput knobs, storms and counters"),
+    ("PUT", "/throttle", "change the account-wide throughput knobs"),
+    ("PUT", "/throttle/containers/{db}/{coll}", "provision a container's throughput"),
+    ("PUT", "/throttle/databases/{db}", "provision a database's shared throughput"),
+    ("PUT", "/throttle/storms/{region}", "start a throttle storm in a region"),
+    ("DELETE", "/throttle/storms/{region}", "end a region's throttle storm"),
+    ("GET", "/metrics", "Prometheus text metrics"),
+)
+DOCS = "docs/control-api.md"
 
 
 def topology(emu) -> dict:
@@ -66,8 +92,65 @@ def served(gw) -> dict:
     return out
 
 
+def _index(request) -> web.Response:
+    routes = [{"method": m, "path": p, "what": w} for m, p, w in ROUTES]
+    if not _wants_html(request.headers.get("Accept", "")):
+        return _json({"service": "regionlab control port", "docs": DOCS, "routes": routes})
+    rows = "\n".join(f"<tr><td>{m}</td><td><code>{html.escape(p)}</code></td><td>{html.escape(w)}</td></tr>"
+                     for m, p, w in ROUTES)
+    page = (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>regionlab control port</title></head>"
+            f"<body><h1>regionlab control port</h1><p>JSON over HTTP; see {DOCS}. Mutating routes need "
+            f"<code>Content-Type: application/json</code>.</p><table>\n{rows}\n</table></body></html>")
+    return web.Response(text=page, content_type="text/html")
+
+
+def _wants_html(accept: str) -> bool:
+    """Whether the client ranks text/html above JSON (a browser does; curl sends */*)."""
+    def quality(kind: str) -> float:
+        best = 0.0
+        for part in accept.split(","):
+            media, *params = [s.strip() for s in part.split(";")]
+            if media.lower() in (kind, kind.split("/")[0] + "/*", "*/*"):
+                q = next((p[2:] for p in params if p.lower().startswith("q=")), "1")
+                try:
+                    best = max(best, float(q) if media.lower() == kind else float(q) - 0.001)
+                except ValueError:
+                    continue
+        return best
+    return quality("text/html") > quality("application/json")
+
+
+def _access_middleware(access: ControlAccess):
+    @web.middleware
+    async def check(request, handler):
+        refusal = access.refusal(request.method, request.path, request.headers)
+        if refusal is not None:
+            status, message, headers = refusal
+            return web.json_response({"error": message}, status=status, headers=headers)
+        try:
+            return await handler(request)
+        except web.HTTPException as e:
+            if e.status < 400:
+                raise
+            return web.json_response({"error": _http_error(request, e)}, status=e.status,
+                                     headers={k: v for k, v in e.headers.items() if k.lower() == "allow"})
+    return check
+
+
+def _http_error(request, e: web.HTTPException) -> str:
+    if e.status == 404:
+        return f"No control route {request.path!r}; GET / lists them."
+    if e.status == 405:
+        return f"{request.method} is not allowed on {request.path} (allowed: {e.headers.get('Allow', '')})."
+    if e.status == 413:
+        return f"The body is larger than {CONTROL_BODY_BYTES_MAX} bytes."
+    return e.reason
+
+
 def control_app(emu) -> web.Application:
-    app = web.Application()
+    cfg = emu.config
+    access = ControlAccess(cfg.host, cfg.advertise_host, cfg.control_token)
+    app = web.Application(middlewares=[_access_middleware(access)], client_max_size=CONTROL_BODY_BYTES_MAX)
 
     async def health_route(request):
         status, body = health(emu.account)
@@ -76,6 +159,10 @@ def control_app(emu) -> web.Application:
     async def topo(request):
         return _json(topology(emu))
 
+    async def index(request):
+        return _index(request)
+
+    app.router.add_get("/", index)
     app.router.add_get("/health", health_route)
     app.router.add_get("/topology", topo)
     add_chaos_routes(app, emu)

@@ -5,6 +5,7 @@ document can advertise the real addresses, then serves. `ready_info()` is the on
 machine-readable line the CLI prints when everything is up.
 """
 import asyncio
+import errno
 import logging
 import random
 import socket
@@ -14,6 +15,7 @@ from aiohttp import web
 
 from .. import defaults
 from ..core.account import Account, AccountConfig
+from ..core.errors import CosmosError
 from ..core.faults import OUTAGE_MODE_DEFAULT
 from ..core.scheduler import Scheduler
 from ..gateway.http import BLACKHOLE, RESET, HttpServer, HEADER_TIMEOUT_S_DEFAULT
@@ -21,6 +23,7 @@ from ..gateway.server import Gateway, WRITE_ACK_TIMEOUT_S
 from .clock import LoopClock, SchedulerDriver
 from .control import control_app
 from .direct_server import DirectPlane
+from .control_access import is_loopback
 
 log = logging.getLogger("regionlab")
 
@@ -42,6 +45,7 @@ class ServerConfig:
     write_ack_timeout_s: float = WRITE_ACK_TIMEOUT_S   # then a write is answered 408 (indefinite)
     direct_port_range: tuple = (defaults.DIRECT_PORT_MIN, defaults.DIRECT_PORT_MAX)   # (0, 0): free ports
     direct_limits: dict = field(default_factory=dict)   # DirectPlane keyword limits (tests shorten timeouts)
+    control_token: str | None = None          # Bearer token the control port requires (None: none)
 
     def ports(self) -> list[int]:
         n = len(self.account.regions)
@@ -101,7 +105,7 @@ class Emulator:
         self._sweeper = None
         self._control_runner = None
         self._listeners: dict = {}               # region (None = global) -> (HttpServer, asyncio.Server)
-        self.pending_ports: dict = {}            # region being added -> the port it should listen on
+        self.pending_sockets: dict = {}          # region being added -> its already bound socket
         self._settling: set = set()              # endpoint changes not yet complete (see settled)
         self.direct: DirectPlane | None = None   # the backend nodes' TCP listeners (direct mode)
         self.started = asyncio.Event()
@@ -137,6 +141,11 @@ class Emulator:
         await self._control_runner.setup()
         site = web.SockSite(self._control_runner, control_sock)
         await site.start()
+        if not is_loopback(cfg.host) and not cfg.control_token:
+            log.warning("the control port listens on %s:%d without a token: anyone who can reach it can "
+                        "inject faults and fail over regions; pass --control-token (or "
+                        "$REGIONLAB_CONTROL_TOKEN) or listen on 127.0.0.1",
+                        cfg.host, self.topology.control_port)
         self._sweeper = loop.call_later(SWEEP_INTERVAL_S, self._sweep)
         self.started.set()
 
@@ -148,7 +157,7 @@ class Emulator:
         added region gets a new endpoint; a removed one loses it."""
         loop = asyncio.get_running_loop()
         if state == "added":
-            self._add_endpoint(name, self.pending_ports.pop(name, 0))
+            self._add_endpoint(name, self.pending_sockets.pop(name))
         elif state == "removed":
             self._stop_listening(name)
             self.topology.region_ports.pop(name, None)
@@ -197,8 +206,30 @@ class Emulator:
         self._http_servers.append(http)
         return http
 
-    def _add_endpoint(self, name: str, port: int) -> None:
-        sock = _bind(self.config.host, port)
+    def reserve_port(self, name: str, port: int) -> None:
+        """Bind the listener of a region about to be added, before the account changes at all:
+        a port that cannot be had refuses the whole add (409 or 400) and nothing is half-added.
+        The region's "added" event then serves on this socket (release_port if the add fails)."""
+        t = self.topology
+        owners = {t.global_port: "the global endpoint", t.control_port: "the control port",
+                  **{p: f"region '{n}'" for n, p in t.region_ports.items()}}
+        if port in owners:
+            raise CosmosError(409, 0, f"Port {port} is taken by {owners[port]}; pick another port, "
+                                      f"or 0 for any free one.")
+        try:
+            sock = _bind(self.config.host, port)
+        except OSError as e:
+            status = 409 if e.errno == errno.EADDRINUSE else 400
+            raise CosmosError(status, 0, f"Cannot add region '{name}': {e.strerror}; "
+                                         f"pick another port, or 0 for any free one.") from None
+        self.pending_sockets[name] = sock
+
+    def release_port(self, name: str) -> None:
+        sock = self.pending_sockets.pop(name, None)
+        if sock is not None:
+            sock.close()
+
+    def _add_endpoint(self, name: str, sock: socket.socket) -> None:
         self.topology.region_ports[name] = sock.getsockname()[1]
         http = self._endpoint(name)
         self._listeners[name] = (http, None)

@@ -350,7 +350,8 @@ def test_the_docker_health_check_follows_regions_on_the_port_the_variable_names(
                 faults.append(json.loads(resp.read())["id"])
             assert check(port) == (0 if region != defaults.REGIONS[-1] else 1), \
                 "healthy while any region serves; unhealthy when none does"
-        req = urllib.request.Request(f"{control}faults/{faults[0]}", method="DELETE")
+        req = urllib.request.Request(f"{control}faults/{faults[0]}", method="DELETE",
+                                     headers={"Content-Type": "application/json"})
         urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S).close()
         assert check(port) == 0
         assert cli.terminate()[0] == 0

@@ -1,12 +1,12 @@
 """The fault catalogue as data: every fault type is injected and healed by id, and a bad spec is a
-400 that changes nothing."""
+400 that changes nothing; a fault whose region left the account ends cleanly (in virtual time)."""
 import random
 
 import pytest
 
 from emulator.core.account import Account, AccountConfig
 from emulator.core.errors import CosmosError
-from emulator.core.scheduler import ManualClock, Scheduler
+from emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
 
 
 def _setup():
@@ -27,6 +27,47 @@ def test_a_throttle_storm_is_a_fault_like_any_other():
     with pytest.raises(CosmosError) as e:
         account.faults.inject({"type": "throttle_storm", "region": "West US", "share": 2})
     assert e.value.status == 400
+
+
+@pytest.mark.parametrize("spec", [
+    {"type": "region_outage", "region": "West US"},
+    {"type": "link_cut", "from": "West US", "to": "East US"},
+    {"type": "replica_slow", "region": "West US", "replica": 1, "delay_ms": 5},
+    {"type": "throttle_storm", "region": "West US"},
+], ids=lambda s: s["type"])
+def test_a_fault_whose_region_left_ends_with_a_note_by_id_or_by_duration(spec):
+    account, c, clock, scheduler = _setup()
+    by_id = account.faults.inject(spec)
+    timed = account.faults.inject(dict(spec, type="region_outage", region="West US", duration_ms=100)) \
+        if spec["type"] != "region_outage" else account.faults.inject(dict(spec, duration_ms=100))
+    account.remove_region("West US")
+    assert "West US" not in account.throttle.storms
+    assert "'West US' was removed" in account.faults.heal(by_id)["note"]
+    run_until_idle(clock, scheduler)            # the timed fault's expiry must not raise
+    assert timed not in account.faults.active and account.faults.active == {}
+
+
+def test_a_region_re_added_under_the_name_is_not_the_faults_region():
+    account, c, clock, scheduler = _setup()
+    fid = account.faults.inject({"type": "region_outage", "region": "West US"})
+    account.remove_region("West US")
+    account.add_region("West US")
+    account.faults.inject({"type": "region_outage", "region": "West US"})
+    assert "note" in account.faults.heal(fid)
+    assert account.region("West US").state == "down"      # the new region's own outage stays
+
+
+@pytest.mark.parametrize("field,value", [("duration_ms", True), ("duration_ms", 10 ** 20), ("one_way", "yes"),
+                                         ("lag_ms", False), ("replica", True), ("seed", [1]), ("op", {"a": 1}),
+                                         ("share", True), ("retry_after_ms", 10 ** 12)])
+def test_bools_are_not_numbers_and_values_are_bounded(field, value):
+    account, c, clock, scheduler = _setup()
+    kind = {"lag_ms": "link_lag", "one_way": "link_cut", "replica": "replica_crash", "seed": "throttle_storm",
+            "op": "throttle_storm", "share": "throttle_storm", "retry_after_ms": "throttle_storm"}.get(field, "region_outage")
+    spec = {"type": kind, "region": "West US", "from": "East US", "to": "West US", "lag_ms": 5, "replica": 2, field: value}
+    with pytest.raises(CosmosError) as e:
+        account.faults.inject(spec)
+    assert e.value.status == 400 and account.faults.active == {}
 
 
 def test_a_region_outage_carries_its_mode_and_defaults_to_unavailable():
