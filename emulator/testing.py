@@ -53,7 +53,7 @@ def make_config(*, regions=defaults.REGIONS, consistency=defaults.CONSISTENCY, p
                 lag_ms=None, seed=0, header_timeout_s=None, primary_accepts_reads=True,
                 detection_delay_ms=None, election_ms=None, write_ack_timeout_s=None,
                 ru_limits=True, credits_per_s=None, burst=False, serverless=False,
-                serverless_ru_per_s=SERVERLESS_RU_PER_S_DEFAULT):
+                serverless_ru_per_s=SERVERLESS_RU_PER_S_DEFAULT, connections_max=None):
     """Throughput knobs (docs/throughput.md): ru_limits enforces provisioned RU/s (429/3200),
     credits_per_s an account-wide credit budget (429/50009; True means the default 1000),
     burst the 300 s burst capacity, serverless a per-partition ceiling without offers."""
@@ -75,6 +75,8 @@ def make_config(*, regions=defaults.REGIONS, consistency=defaults.CONSISTENCY, p
         cfg.header_timeout_s = header_timeout_s
     if write_ack_timeout_s is not None:
         cfg.write_ack_timeout_s = write_ack_timeout_s
+    if connections_max is not None:
+        cfg.connections_max = connections_max       # per listener (gateway/refusal.py)
     return cfg
 
 

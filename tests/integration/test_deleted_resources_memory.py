@@ -7,15 +7,13 @@ Deterministic: replication is waited for (commit callbacks, not sleeps) before t
 in-flight shipment holds a replica set; the check is by weakref, not by RSS.
 """
 import gc
-import threading
 import weakref
 
 import pytest
 from azure.cosmos import PartitionKey
 
-from sdk_harness import make_client
+from sdk_harness import make_client, wait_replicated
 
-WAIT_S = 10.0
 ITEMS = 60
 
 
@@ -38,26 +36,8 @@ def _replica_sets(emu, db: str, coll: str) -> list:
 
 def _replicated(emu, db: str, coll: str) -> None:
     """Until every region has committed everything its write region committed."""
-    done = threading.Event()
-
-    def register(account):
-        sets = [rs for p in account.databases[db].containers[coll].partitions
-                for rs in p.replica_sets.values()]
-        waits = []
-        for p in account.databases[db].containers[coll].partitions:
-            lsn = p.replica_sets[account.write_regions[0]].committed_lsn
-            waits += [(rs, lsn) for rs in p.replica_sets.values()]
-        left = [len(waits)]
-
-        def one(_ok):
-            left[0] -= 1
-            if left[0] == 0:
-                done.set()
-        for rs, lsn in waits:
-            rs.when_committed(lsn, one)
-        return len(sets)
-    assert emu.call(register) > 0
-    assert done.wait(WAIT_S), "replication did not catch up"
+    for region in emu.call(lambda a: [r.name for r in a.regions]):
+        wait_replicated(emu, db, coll, region)
 
 
 def _weak(sets: list) -> list:
