@@ -17,6 +17,7 @@ from .core.account import AccountConfig
 from .core.consistency import canonical
 from .core.errors import CosmosError
 from .core.throttle import CREDITS_PER_S_DEFAULT, SERVERLESS_RU_PER_S_DEFAULT, ThrottleConfig
+from .gateway.refusal import CONNECTIONS_PER_LISTENER_MAX
 
 
 def _env(name: str, default):
@@ -60,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the serverless per-partition ceiling (default %(default)s)")
     t.add_argument("--no-ru-limits", action="store_true", default=_env("NO_RU_LIMITS", "") == "1",
                    help="do not enforce provisioned RU/s (charges are still reported)")
+    p.add_argument("--connections-max", type=int, default=int(_env("CONNECTIONS_MAX", CONNECTIONS_PER_LISTENER_MAX)),
+                   help="connections each listener (gateway port, control port) serves at once; one more "
+                        "is answered 503 (default %(default)s)")
     p.add_argument("--log-level", default=_env("LOG_LEVEL", "WARNING"))
     return p
 
@@ -79,6 +83,8 @@ def config_from_args(args):
     if args.multi_write and consistency == "Strong":
         _usage_error("Strong consistency cannot be combined with multi-write regions "
                      "(the service does not offer it either); pick another --consistency.")
+    if args.connections_max < 1:
+        _usage_error(f"--connections-max must be at least 1, got {args.connections_max}.")
     throttle = ThrottleConfig(ru=not args.no_ru_limits, credits_per_s=args.credits_per_s, burst=args.burst,
                               serverless=args.serverless, serverless_ru_per_s=args.serverless_ru_per_s)
     account = AccountConfig(regions=regions, multi_write=args.multi_write, consistency=consistency,
@@ -86,7 +92,8 @@ def config_from_args(args):
                             throttle=throttle)
     advertise = args.advertise_host or ("127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host)
     return ServerConfig(account=account, host=args.host, advertise_host=advertise, global_port=args.port,
-                        control_port=args.control_port, key=None if args.no_auth else args.key, seed=args.seed)
+                        control_port=args.control_port, key=None if args.no_auth else args.key, seed=args.seed,
+                        connections_max=args.connections_max)
 
 
 async def serve(config) -> None:
