@@ -414,6 +414,9 @@ class Account:
         gone = set(map(id, c.partitions))
         for region, cuts in list(self.pending_cuts.items()):
             self.pending_cuts[region] = [(p, keep) for p, keep in cuts if id(p) not in gone]
+        sets = {id(rs) for p in c.partitions for rs in p.replica_sets.values()}
+        for link in self.links.values():
+            link.forget(sets)
 
     # ---- offers ------------------------------------------------------------------------
     def _add_offer(self, resource_self: str, resource_rid: str, throughput, autoscale_max) -> Offer:

@@ -1,7 +1,8 @@
 """Deleting a container, a database or a region frees its replica sets (and with them every item
 version they store): after the SDK has written, read (session tokens), queried (paged) and been
 metered through it, weak references to its replica sets are dead once the emulator's loop has run
-gc.collect(), and the throttle keeps no buckets of a deleted container.
+gc.collect(), and the throttle keeps no buckets of a deleted container. A cut replication link
+does not keep a deleted container's unshipped commits either.
 
 Deterministic: replication is waited for (commit callbacks, not sleeps) before the delete, so no
 in-flight shipment holds a replica set; the check is by weakref, not by RSS.
@@ -97,3 +98,18 @@ def test_a_removed_region_frees_its_replica_sets(regionlab):
         c = client.get_database_client("db").get_container_client("items")
         c.upsert_item({"id": "after", "pk": "a"})
         assert c.read_item("after", "a")["id"] == "after"
+
+
+@pytest.mark.regionlab_config(partitions=2)
+def test_a_cut_link_does_not_keep_a_deleted_containers_backlog(regionlab):
+    with make_client(regionlab) as client:
+        db = client.create_database("db")
+        c = db.create_container("items", PartitionKey(path="/pk"))
+        _replicated(regionlab, "db", "items")
+        regionlab.call(lambda a: a.links[("East US", "West US")].set_state("cut"))
+        _fill(c)                                            # West US never gets these
+        assert regionlab.call(lambda a: a.links[("East US", "West US")].backlog) > 0
+        refs = _weak(_replica_sets(regionlab, "db", "items"))
+        db.delete_container("items")
+        assert _alive_after_gc(regionlab, refs) == 0
+        assert regionlab.call(lambda a: a.links[("East US", "West US")].backlog) == 0
