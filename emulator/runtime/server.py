@@ -180,6 +180,8 @@ class Emulator:
             self._stop_listening(name)
             self.topology.region_ports.pop(name, None)
             self.gateways.pop(name, None)
+            http, _server = self._listeners.pop(name)       # nothing of the region is kept
+            self._http_servers.remove(http)
         elif state == "down":
             self._stop_listening(name)      # at once: the next request must already be refused
         else:
