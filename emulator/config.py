@@ -24,6 +24,7 @@ from .core.errors import CosmosError
 from .core.placement import NODES_PER_REGION_DEFAULT, NODES_PER_REGION_MAX, NODES_PER_REGION_MIN
 from .core.throttle import CREDITS_PER_S_DEFAULT, SERVERLESS_RU_PER_S_DEFAULT, ThrottleConfig
 from .gateway.http import HEADER_TIMEOUT_S_DEFAULT
+from .gateway.refusal import CONNECTIONS_PER_LISTENER_MAX
 from .gateway.server import WRITE_ACK_TIMEOUT_S
 
 ENV_PREFIX = "REGIONLAB_"
@@ -250,6 +251,9 @@ OPTIONS = (
     Option("max_interval_s", integer(1, STALENESS_INTERVAL_S_MAX), _ACCOUNT.staleness_s,
            "--max-interval-s", "MAX_INTERVAL_S",
            "T: how many seconds a region may lag before writes get 429/3200", group=STALENESS, metavar="T"),
+    Option("connections_max", integer(1, 1_000_000), CONNECTIONS_PER_LISTENER_MAX, "--connections-max",
+           "CONNECTIONS_MAX", "connections each listener (gateway port, control port) serves at once; one more "
+           "is answered 503 and closed"),
     Option("ru_limits", boolean, True, "--no-ru-limits", "NO_RU_LIMITS",
            "do not enforce provisioned RU/s (charges are still reported)", switch=True, negated=True, group=THROUGHPUT),
     Option("credits_per_s", credits, None, "--credits-per-s", "CREDITS_PER_S",
@@ -376,7 +380,7 @@ def _build(v: dict):
                         control_port=v["control_port"], key=v["key"] if v["auth"] else None, seed=v["seed"],
                         header_timeout_s=v["header_timeout_s"], write_ack_timeout_s=v["write_ack_timeout_s"],
                         direct_port_range=v["direct_ports"], direct_limits=v["direct_limits"],
-                        control_token=v["control_token"])
+                        control_token=v["control_token"], connections_max=v["connections_max"])
 
 
 def environment_help() -> str:

@@ -482,10 +482,19 @@ class Account:
         return c
 
     def delete_container(self, c: Container) -> None:
+        """Forget the container everywhere the account keeps per-container state, so that its
+        partitions, and every item version they hold, can be freed."""
         if c.offer_rid:
             self.offers.pop(c.offer_rid, None)
         del c.db.containers[c.id]
         del self.colls_by_rid[c.rid]
+        self.throttle.forget_container(c.rid)
+        gone = set(map(id, c.partitions))
+        for region, cuts in list(self.pending_cuts.items()):
+            self.pending_cuts[region] = [(p, keep) for p, keep in cuts if id(p) not in gone]
+        sets = {id(rs) for p in c.partitions for rs in p.replica_sets.values()}
+        for link in self.links.values():
+            link.forget(sets)
 
     # ---- offers ------------------------------------------------------------------------
     def _add_offer(self, resource_self: str, resource_rid: str, throughput, autoscale_max) -> Offer:

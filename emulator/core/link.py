@@ -115,6 +115,12 @@ class Link:
         self._queue = deque(e for e in self._queue if e[1] is not target_rs or e[2] <= above_lsn)
         return before - len(self._queue)
 
+    def forget(self, targets: set) -> None:
+        """Drop queued commits for the replica sets in targets (by id: a deleted container's),
+        so a paused or cut link does not keep them, and all they store, alive until healed."""
+        if self._queue:
+            self._queue = deque(e for e in self._queue if id(e[1]) not in targets)
+
     @property
     def backlog(self) -> int:
         return len(self._queue)

@@ -34,7 +34,8 @@ class ReplicaSet:
     __slots__ = ("region", "range_id", "scheduler", "clock", "delay_ms", "routing", "replicas", "primary",
                  "store", "lsn", "committed_lsn", "epoch", "epoch_start_lsn", "epoch_starts", "log", "commit_listeners",
                  "_waiters", "_early", "electing", "partition", "own_seq", "progress", "progress_seq", "multi_write",
-                 "resolver", "on_conflict", "discard_tail", "pins", "_etag_prefix", "log_retained_commits")
+                 "resolver", "on_conflict", "discard_tail", "pins", "_etag_prefix", "log_retained_commits",
+                 "token_vector", "__weakref__")
 
     def __init__(self, region: str, range_id: str, scheduler, clock, *, delay_ms: int = 0,
                  routing: ReadRoutingPolicy | None = None):
@@ -76,6 +77,10 @@ class ReplicaSet:
         self.resolver = None               # fn(current, incoming) -> True when incoming wins
         self.on_conflict = None            # fn(loser, winner)
         self._etag_prefix = (None, "")     # (epoch, the etag up to the LSN) for that epoch
+        # The gateway's session-token vector text for this set (gateway/sessions.py owns it).
+        # Kept here, not in a table keyed by replica set, so it dies with the set: a table
+        # would keep a deleted container's partitions, and all their items, alive.
+        self.token_vector = None
 
     # ---- state -------------------------------------------------------------------------
     def floor_lsn(self) -> int:

@@ -210,6 +210,14 @@ class Throttle:
         b.accepted += 1
         b.charged_ru += ru
 
+    def forget_container(self, rid: str) -> None:
+        """Drop a deleted container's buckets and 429 counters (nothing reports them any more),
+        so that creating and deleting containers does not grow these tables without end."""
+        for key in [k for k in self.buckets if k[1] == rid]:
+            del self.buckets[key]
+        for key in [k for k in self.throttled if k[1] == rid]:
+            del self.throttled[key]
+
     # ---- admission -------------------------------------------------------------------------
     def admit(self, region: str, container, range_id: str, ru: float, credits: int, op: str,
               filters: int = 0) -> None:

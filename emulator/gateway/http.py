@@ -11,6 +11,18 @@ UTF-8 values), then the body is collected whole (Content-Length or chunked) befo
 runs, so a client that stalls or vanishes mid-body never reaches the core. One request runs at a
 time per connection; pipelined requests wait in the buffer and are answered in order.
 
+Framing is linear in the bytes received, however a client splits them: the search for a head's
+end resumes where the last one stopped, a growing head is appended in place (a bytearray), a
+Content-Length body is a list of pieces joined once, and a chunked body goes through an
+incremental decoder (gateway/chunked.py) that keeps its place between reads. A client
+trickling a request byte by byte thus costs the shared event loop no more than one sending it
+at once.
+
+Each listener serves at most `connections_max` connections (gateway/refusal.py); one more is
+answered 503 and closed at once. A new connection must complete its first head within
+`header_timeout_s` like any other, so a socket that never sends a byte is closed by the
+sweep too (silently: it asked nothing).
+
 The handler is a coroutine. Its first step runs at once, outside any task: a point read never
 suspends, so it costs no task and no scheduling. If it does suspend (a write waiting for its
 quorum), a task carries it on. So handlers may await only futures and coroutines that
@@ -31,13 +43,14 @@ both (the "refuse" mode is the runtime closing it).
 """
 import asyncio
 import logging
-import re
 import socket
 import struct
 
 from ..core.errors import CosmosError
 from ..core.validation import ITEM_BYTES_MAX
 from . import responses
+from .chunked import ChunkedBody
+from .refusal import CONNECTIONS_PER_LISTENER_MAX, Refusals, TurnedAway
 
 log = logging.getLogger("regionlab.http")
 
@@ -52,7 +65,6 @@ _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _CLOSE = "Connection: close\r\n"
 _KEEP_ALIVE = "Connection: keep-alive\r\n"
 _ASCII_UPPER = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
-_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 _LINGER_RESET = struct.pack("ii", 1, 0)     # SO_LINGER on, 0 s: close() sends RST, not FIN
 RESET, BLACKHOLE = "reset", "blackhole"
 
@@ -182,37 +194,6 @@ def looks_like_http(prefix: bytes) -> str | None:
     return None
 
 
-def dechunk(buf: bytes) -> tuple[bytes, int] | None:
-    """The body of a chunked message at the start of buf and the bytes it took, or None if
-    incomplete. Raises BadRequest for malformed framing."""
-    pos, parts, total = 0, [], 0
-    while True:
-        eol = buf.find(b"\r\n", pos)
-        if eol < 0:
-            if len(buf) - pos > 1024:
-                raise BadRequest(400, "Malformed chunked body: a chunk size line is too long.")
-            return None
-        size_text = buf[pos:eol].split(b";", 1)[0].strip(b" \t")
-        if not _CHUNK_SIZE.fullmatch(size_text):
-            raise BadRequest(400, f"Malformed chunked body: bad chunk size {size_text[:20]!r}.")
-        size = int(size_text, 16)
-        if size == 0:
-            end = buf.find(b"\r\n\r\n", eol)          # trailers, if any, end with a blank line
-            if end < 0:
-                return None
-            return b"".join(parts), end + 4
-        total += size
-        if total > BODY_BYTES_MAX:
-            raise BadRequest(413, f"Request size is too large: more than {BODY_BYTES_MAX} bytes.")
-        start = eol + 2
-        if len(buf) < start + size + 2:
-            return None
-        if buf[start + size:start + size + 2] != b"\r\n":
-            raise BadRequest(400, "Malformed chunked body: a chunk does not end with CRLF.")
-        parts.append(buf[start:start + size])
-        pos = start + size + 2
-
-
 def _relay(coro, waiting):
     """The rest of a coroutine whose first step already ran and yielded `waiting` (a future):
     hand that to the task driving us, then relay every later step (as `yield from` would, had
@@ -253,16 +234,20 @@ class HttpServer:
 
     def __init__(self, handler, *, header_timeout_s: float = HEADER_TIMEOUT_S_DEFAULT,
                  body_timeout_s: float = BODY_TIMEOUT_S_DEFAULT,
-                 keepalive_timeout_s: float = KEEPALIVE_TIMEOUT_S_DEFAULT):
+                 keepalive_timeout_s: float = KEEPALIVE_TIMEOUT_S_DEFAULT,
+                 connections_max: int = CONNECTIONS_PER_LISTENER_MAX):
         self.handler = handler
         self.header_timeout_s = header_timeout_s
         self.body_timeout_s = body_timeout_s
         self.keepalive_timeout_s = keepalive_timeout_s
         self.connections: set = set()
-        self._closing = None          # a future set when a connection closes (wait_closed)
         self.outage: str | None = None    # RESET or BLACKHOLE while a region outage is on
+        self.refusals = Refusals(connections_max)    # connections past the cap (gateway/refusal.py)
+        self._closing = None          # a future set when a connection closes (wait_closed)
 
-    def __call__(self) -> "Connection":
+    def __call__(self) -> "Connection | TurnedAway":
+        if len(self.connections) >= self.refusals.connections_max:
+            return self.refusals.protocol()
         return Connection(self)
 
     def sweep(self, now: float) -> int:
@@ -276,6 +261,7 @@ class HttpServer:
     def abort_all(self) -> None:
         for conn in list(self.connections):
             conn.abort()
+        self.refusals.abort_all()
 
     async def wait_all_closed(self) -> None:
         """Until every connection is closed (after abort_all: its sockets are really shut, so a
@@ -327,15 +313,19 @@ class HttpServer:
 
 
 class Connection(asyncio.Protocol):
-    __slots__ = ("server", "loop", "transport", "buf", "request", "body_parts", "body_have",
-                 "since", "idle_since", "discard", "task", "busy", "closing", "paused_reading", "paused_writing")
+    __slots__ = ("server", "loop", "transport", "buf", "head_scanned", "line_checked", "request", "chunks",
+                 "body_parts", "body_have", "since", "idle_since", "discard", "task", "busy", "closing",
+                 "paused_reading", "paused_writing")
 
     def __init__(self, server: HttpServer):
         self.server = server
         self.loop = asyncio.get_running_loop()
         self.transport = None
-        self.buf = b""                 # bytes not yet framed into a request
+        self.buf = b""                 # bytes not yet framed into a request (bytearray while growing)
+        self.head_scanned = 0          # how much of buf was searched for the head's end
+        self.line_checked = False      # the request line in buf was checked
         self.request: Request | None = None     # head parsed, body still arriving
+        self.chunks: ChunkedBody | None = None  # the decoder of the request's chunked body
         self.body_parts: list = []
         self.body_have = 0
         self.since = 0.0               # when the incomplete request in the buffer began, or 0
@@ -351,11 +341,13 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport) -> None:
         self.transport = transport
         self.server.connections.add(self)
+        self.since = self.loop.time()  # a socket that never sends a head is reaped like a stalled one
 
     def connection_lost(self, exc) -> None:
         self.server._closed(self)
         self.transport = None
         self.buf = b""
+        self.chunks = None
         self.body_parts = []
         # A running handler is not cancelled: a write it already applied stays applied (and
         # acknowledged in the core); only its reply has nobody to go to.
@@ -378,11 +370,21 @@ class Connection(asyncio.Protocol):
             if self.discard <= 0:
                 self.transport.close()
             return
-        if self.request is not None and not self.request.chunked:
+        req = self.request
+        if req is None or (req.chunked and self.chunks.done):
+            buf = self.buf
+            if not buf:
+                self.buf = data                 # the common case: a whole request in one read
+            elif type(buf) is bytes:
+                self.buf = bytearray(buf) + data    # a head arriving in pieces: append, not copy
+            else:
+                buf += data
+        elif req.chunked:
+            if not self._feed_chunks(data):
+                return
+        else:
             self.body_parts.append(data)
             self.body_have += len(data)
-        else:
-            self.buf = self.buf + data if self.buf else data
         if self.busy or self.paused_writing:
             if len(self.buf) + self.body_have > HEAD_BYTES_MAX + BODY_BYTES_MAX and not self.paused_reading:
                 self.paused_reading = True
@@ -421,48 +423,80 @@ class Connection(asyncio.Protocol):
 
     def _take_head(self) -> Request | None:
         buf = self.buf
-        end = buf.find(b"\r\n\r\n")
+        # Search only the bytes not searched before (less the 3 that may begin the blank line),
+        # so a head trickled in byte by byte is still scanned once, not once per byte.
+        end = buf.find(b"\r\n\r\n", max(0, self.head_scanned - 3))
         if end < 0:
             if not buf:
                 return None
-            if len(buf) > HEAD_BYTES_MAX:
-                raise BadRequest(431, f"The request head is larger than {HEAD_BYTES_MAX} bytes.",
-                                 discard=DISCARD_BYTES_MAX)
-            first = buf.split(b"\r\n", 1)
-            why = looks_like_http(first[0][:METHOD_CHARS_MAX + 1])
-            if why is not None:
-                raise BadRequest(400, why)
-            if len(first) == 2:
-                parse_request_line(_text(first[0]))    # a bad request line fails at once
+            self._check_partial_head(buf)
+            self.head_scanned = len(buf)
             self._waiting()
             return None
         if end > HEAD_BYTES_MAX:
             raise BadRequest(431, f"The request head is larger than {HEAD_BYTES_MAX} bytes.",
                              discard=DISCARD_BYTES_MAX)
         req = parse_head(_text(buf[:end]))
-        rest = buf[end + 4:]
+        rest = bytes(buf[end + 4:])
+        self.head_scanned = 0
+        self.line_checked = False
         if req.length > BODY_BYTES_MAX:
             raise BadRequest(413, f"Request size is too large: {req.length} bytes; the limit is "
                                   f"{BODY_BYTES_MAX} bytes (an item may be at most {ITEM_BYTES_MAX}).",
                              discard=req.length - len(rest))
         self.request = req
+        self.buf = b""
         if req.chunked:
-            self.buf = rest
+            self.chunks = ChunkedBody(BODY_BYTES_MAX, BadRequest)
+            if rest:
+                self._take_chunks(rest)
         else:
-            self.buf = b""
             self.body_parts = [rest] if rest else []
             self.body_have = len(rest)
         return req
 
+    def _check_partial_head(self, buf) -> None:
+        """Refuse an incomplete head as soon as it cannot become a valid one: too large, not
+        HTTP (e.g. TLS), or a bad request line. Each check runs once per request or looks at a
+        fixed number of bytes, so waiting for the rest of a head is linear in its size."""
+        if len(buf) > HEAD_BYTES_MAX:
+            raise BadRequest(431, f"The request head is larger than {HEAD_BYTES_MAX} bytes.",
+                             discard=DISCARD_BYTES_MAX)
+        if self.line_checked:
+            return
+        why = looks_like_http(bytes(buf[:METHOD_CHARS_MAX + 1]))
+        if why is not None:
+            raise BadRequest(400, why)
+        eol = buf.find(b"\r\n", max(0, self.head_scanned - 1))
+        if eol >= 0:
+            parse_request_line(_text(bytes(buf[:eol])))    # a bad request line fails at once
+            self.line_checked = True
+
+    def _take_chunks(self, data: bytes) -> None:
+        """Feed body bytes to the chunked decoder; what follows a completed body is the next
+        request. Raises BadRequest."""
+        end = self.chunks.feed(data)
+        if end is not None and end < len(data):
+            self.buf = data[end:]
+
+    def _feed_chunks(self, data: bytes) -> bool:
+        """_take_chunks from data_received: a refusal is answered here. False if refused."""
+        try:
+            self._take_chunks(data)
+        except BadRequest as e:
+            self._refuse(e.status, e.message, e.discard)
+            return False
+        return True
+
     def _take_body(self, req: Request) -> bool:
         if req.chunked:
-            framed = dechunk(self.buf)
-            if framed is None:
+            chunks = self.chunks
+            if not chunks.done:
                 self._expect_continue(req)
                 self._waiting()
                 return False
-            req.body, used = framed
-            self.buf = self.buf[used:]
+            req.body = chunks.body()
+            self.chunks = None
             return True
         need = req.length
         if self.body_have < need:
@@ -475,6 +509,7 @@ class Connection(asyncio.Protocol):
             req.body = whole[:need]
             if len(whole) > need:
                 self.buf = whole[need:]         # the next pipelined request
+                self.head_scanned = 0
         self.body_parts = []
         self.body_have = 0
         return True
@@ -541,7 +576,9 @@ class Connection(asyncio.Protocol):
         sending it gets to read the answer instead of a reset connection."""
         self.busy = False
         self.request = None
+        self.chunks = None
         self.buf = b""
+        self.head_scanned = 0
         self.body_parts = []
         transport = self.transport
         if transport is None:
@@ -574,8 +611,13 @@ class Connection(asyncio.Protocol):
                 self._refuse(408, f"The request body did not arrive within {server.body_timeout_s:g} s; "
                                   "send the whole request promptly.")
                 return True
-        elif self.buf:
+        elif self.buf or self.since > 0.0:
+            # An incomplete head, or a new connection that has sent nothing yet (since is its
+            # connect time): both must finish a head within header_timeout_s.
             if self.since > 0.0 and now - self.since > server.header_timeout_s:
+                if not self.buf:
+                    self.transport.close()     # nothing was asked, so nothing to answer
+                    return True
                 self._refuse(408, "The request head was not completed in time; send the whole request promptly.")
                 return True
         elif self.idle_since <= 0.0:

@@ -13,7 +13,6 @@ from ..core.errors import bad_request
 
 SESSION_CACHE_MAX = 16_384
 _parsed: dict = {}            # raw header -> parsed tokens (never mutated by readers)
-_vectors: dict = {}           # replica set -> (its progress_seq, region order, vector text, "#id=" prefixes)
 
 
 def parse_session(call) -> dict | None:
@@ -45,9 +44,11 @@ def token(rs, lsn: int) -> str:
 
 def _vector(rs) -> str:
     """The region vector's text, kept per replica set until its progress or the account's
-    regions change (formatting its numbers anew costs more than the rest of a point read)."""
+    regions change (formatting its numbers anew costs more than the rest of a point read).
+    It is kept on the replica set itself (`token_vector`: its progress_seq, region order,
+    vector text, "#id=" prefixes), so a deleted container takes it along."""
     order = rs.partition.region_order
-    hit = _vectors.get(rs)
+    hit = rs.token_vector
     if hit is not None and hit[1] is order:
         if hit[0] == rs.progress_seq:
             return hit[2]
@@ -56,9 +57,7 @@ def _vector(rs) -> str:
         prefixed = tuple((name, f"#{rid}=") for name, rid in order)
     progress = rs.progress
     text = "".join([f"{prefix}{progress.get(name, 0)}" for name, prefix in prefixed])
-    if len(_vectors) >= SESSION_CACHE_MAX:
-        _vectors.clear()
-    _vectors[rs] = (rs.progress_seq, order, text, prefixed)
+    rs.token_vector = (rs.progress_seq, order, text, prefixed)
     return text
 
 

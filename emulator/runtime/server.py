@@ -8,6 +8,7 @@ import asyncio
 import errno
 import logging
 import random
+import resource
 import socket
 from dataclasses import dataclass, field
 
@@ -19,6 +20,7 @@ from ..core.errors import CosmosError
 from ..core.faults import OUTAGE_MODE_DEFAULT
 from ..core.scheduler import Scheduler
 from ..gateway.http import BLACKHOLE, RESET, HttpServer, HEADER_TIMEOUT_S_DEFAULT
+from ..gateway.refusal import CONNECTIONS_PER_LISTENER_MAX, Refusals
 from ..gateway.server import Gateway, WRITE_ACK_TIMEOUT_S
 from .clock import LoopClock, SchedulerDriver
 from .control import control_app
@@ -29,6 +31,9 @@ log = logging.getLogger("regionlab")
 
 SWEEP_INTERVAL_S = 1.0
 LISTEN_BACKLOG = 1024
+# The control port (aiohttp) closes a connection idle this long, a new one that never sent a
+# request included (aiohttp starts the timer at connect).
+CONTROL_KEEPALIVE_TIMEOUT_S = 15.0
 
 
 @dataclass
@@ -42,6 +47,7 @@ class ServerConfig:
     key: str | None = defaults.EMULATOR_KEY   # None turns auth off
     seed: int = 0
     header_timeout_s: float = HEADER_TIMEOUT_S_DEFAULT
+    connections_max: int = CONNECTIONS_PER_LISTENER_MAX    # per listener: each gateway port and the control port
     write_ack_timeout_s: float = WRITE_ACK_TIMEOUT_S   # then a write is answered 408 (indefinite)
     direct_port_range: tuple = (defaults.DIRECT_PORT_MIN, defaults.DIRECT_PORT_MAX)   # (0, 0): free ports
     direct_limits: dict = field(default_factory=dict)   # DirectPlane keyword limits (tests shorten timeouts)
@@ -80,6 +86,32 @@ class Topology:
         return self.url(self.region_ports[name])
 
 
+def raise_file_limit() -> int:
+    """Raise the soft limit on open files to the hard one (the default soft limit is often
+    1,024, shared by every listener and connection of the process); the limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft >= hard:
+        return soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as e:
+        log.debug("cannot raise the open-file limit from %d to %d: %s", soft, hard, e)
+        return soft
+    return hard
+
+
+def _control_protocols(runner, refusals: Refusals):
+    """The control port's protocol factory: aiohttp's, until it serves connections_max
+    connections; past that, a refusal (gateway/refusal.py), as on the gateway ports."""
+    server = runner.server
+
+    def factory():
+        if len(server.connections) >= refusals.connections_max:
+            return refusals.protocol()
+        return server()
+    return factory
+
+
 def _bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -104,6 +136,8 @@ class Emulator:
         self._driver = None
         self._sweeper = None
         self._control_runner = None
+        self._control_server = None
+        self.control_refusals: Refusals | None = None
         self._listeners: dict = {}               # region (None = global) -> (HttpServer, asyncio.Server)
         self.pending_sockets: dict = {}          # region being added -> its already bound socket
         self._settling: set = set()              # endpoint changes not yet complete (see settled)
@@ -113,6 +147,7 @@ class Emulator:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         cfg = self.config
+        raise_file_limit()
         clock = LoopClock(loop)
         scheduler = Scheduler()
         self._driver = SchedulerDriver(loop, clock, scheduler)
@@ -137,10 +172,12 @@ class Emulator:
             self._listeners[name] = (http, server)
         self.account.region_listeners.append(self._on_region_state)
         await self.direct.start()
-        self._control_runner = web.AppRunner(control_app(self), access_log=None)
+        self._control_runner = web.AppRunner(control_app(self), access_log=None,
+                                             keepalive_timeout=CONTROL_KEEPALIVE_TIMEOUT_S)
         await self._control_runner.setup()
-        site = web.SockSite(self._control_runner, control_sock)
-        await site.start()
+        self.control_refusals = Refusals(cfg.connections_max)
+        self._control_server = await loop.create_server(
+            _control_protocols(self._control_runner, self.control_refusals), sock=control_sock)
         if not is_loopback(cfg.host) and not cfg.control_token:
             log.warning("the control port listens on %s:%d without a token: anyone who can reach it can "
                         "inject faults and fail over regions; pass --control-token (or "
@@ -162,6 +199,8 @@ class Emulator:
             self._stop_listening(name)
             self.topology.region_ports.pop(name, None)
             self.gateways.pop(name, None)
+            http, _server = self._listeners.pop(name)       # nothing of the region is kept
+            self._http_servers.remove(http)
         elif state == "down":
             mode = self.account.region(name).outage_mode or OUTAGE_MODE_DEFAULT
             self._begin_outage(name, mode)  # at once: the next request must already meet it
@@ -202,7 +241,7 @@ class Emulator:
         gw = Gateway(self.account, self.topology, name, cfg.key)
         gw.write_ack_timeout_s = cfg.write_ack_timeout_s
         self.gateways[name] = gw
-        http = HttpServer(gw.handle, header_timeout_s=cfg.header_timeout_s)
+        http = HttpServer(gw.handle, header_timeout_s=cfg.header_timeout_s, connections_max=cfg.connections_max)
         self._http_servers.append(http)
         return http
 
@@ -267,6 +306,9 @@ class Emulator:
             await http.shutdown(1.0)
         for s in self._servers:
             await s.wait_closed()
+        if self._control_server is not None:
+            self._control_server.close()
+            self.control_refusals.abort_all()
         if self._control_runner is not None:
             await self._control_runner.cleanup()
         if self._driver is not None:

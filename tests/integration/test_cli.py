@@ -67,8 +67,13 @@ def _read_line(stream, timeout_s: float) -> str | None:
         return None
 
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
 def _clean_env(**overrides: str) -> dict:
-    """The test's environment without any REGIONLAB_* setting of the developer's, plus overrides."""
+    """The test's environment without any REGIONLAB_* setting of the developer's, plus overrides.
+    The child imports this checkout's emulator (not whichever one is installed): it runs in
+    tmp_path, so the repository root goes first on PYTHONPATH."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("REGIONLAB_")}
     # This checkout's code, whatever the venv has installed (the process runs in tmp_path).
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
@@ -367,3 +372,22 @@ def test_readme_throttle_example_runs_after_its_sdk_example(tmp_path):
         proc = _run(*shlex.split(throttle.group(1)), "--control", cli.info["control_endpoint"])
         assert proc.returncode == 0, proc.stderr
         assert cli.terminate()[0] == 0
+
+
+def test_connections_max_caps_each_listener_and_must_be_positive(tmp_path):
+    with spawn(tmp_path, "--port", "0", "--control-port", "0", "--connections-max", "1") as cli:
+        host, port = urlsplit(cli.info["account_endpoint"]).netloc.split(":")
+        with socket.create_connection((host, int(port)), timeout=5) as first:      # holds the one slot
+            with socket.create_connection((host, int(port)), timeout=5) as second:
+                second.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                reply = b""
+                while chunk := second.recv(65536):
+                    reply += chunk
+            assert reply.startswith(b"HTTP/1.1 503 ") and b"at most 1 at once" in reply
+            first.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert first.recv(65536).startswith(b"HTTP/1.1 ")      # the first is served (401: unsigned)
+        rc, _ = cli.terminate()
+        assert rc == 0
+    proc = subprocess.run([sys.executable, "-m", "emulator", "--connections-max", "0"],
+                          capture_output=True, text=True, timeout=EXIT_TIMEOUT_S, env=_clean_env())
+    assert proc.returncode == 2 and "--connections-max '0': must be an integer from 1" in proc.stderr

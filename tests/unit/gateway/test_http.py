@@ -1,0 +1,170 @@
+"""The gateway's HTTP connection (emulator/gateway/http.py) frames requests in work linear in
+the bytes received, however a client splits them: a chunked body trickled byte by byte is handed
+to the decoder as it comes (nothing piles up to be re-parsed, and each byte is scanned a bounded
+number of times), and a trickled head is searched only where it grew. A new connection that
+never sends a byte is closed by the sweep after the header timeout, and a listener at its cap
+turns the next connection away with a 503 that says why.
+
+Deterministic: the Connection is driven by direct data_received calls on a recording transport,
+and the sweep by explicit `now` values; the loop only exists because protocols want one.
+"""
+import asyncio
+import json
+
+from emulator.gateway import responses
+from emulator.gateway.http import HttpServer
+from emulator.gateway.refusal import TurnedAway
+
+SCANS_PER_BYTE_MAX = 2
+HEADER_TIMEOUT_S = 10.0
+
+
+class _Transport:
+    """The transport side of a connection: records what the server writes and whether it closed."""
+
+    def __init__(self):
+        self.written = b""
+        self.closed = False
+        self.eof = False
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def close(self) -> None:
+        self.closed = True
+
+    abort = close
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        self.eof = True
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def get_extra_info(self, name, default=None):
+        return default
+
+
+def _server(**kwargs) -> tuple[HttpServer, list]:
+    seen = []
+
+    async def handler(req):
+        seen.append(req)
+        return responses.Reply(200, {}, b"%d" % len(req.body))
+    return HttpServer(handler, header_timeout_s=HEADER_TIMEOUT_S, **kwargs), seen
+
+
+def _connect(server):
+    conn = server()
+    transport = _Transport()
+    conn.connection_made(transport)
+    return conn, transport
+
+
+def _run(fn):
+    async def main():
+        return fn()
+    return asyncio.run(main())
+
+
+def _chunked_request(pieces) -> tuple[bytes, bytes]:
+    head = b"POST /dbs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    body = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
+    return head, body
+
+
+def test_a_chunked_body_trickled_byte_by_byte_is_framed_in_linear_work():
+    pieces = [b"ab"] * 3000
+
+    def run():
+        server, seen = _server()
+        conn, transport = _connect(server)
+        head, body = _chunked_request(pieces)
+        conn.data_received(head)
+        held_max, scanned = 0, 0
+        for i in range(len(body)):
+            conn.data_received(body[i:i + 1])
+            held_max = max(held_max, len(conn.buf))       # bytes waiting to be re-parsed
+            chunks = getattr(conn, "chunks", None)
+            if chunks is not None:
+                scanned = chunks.scanned
+        return seen, transport, held_max, scanned, len(body)
+    seen, transport, held_max, scanned, fed = _run(run)
+    assert [len(r.body) for r in seen] == [6000] and seen[0].body == b"ab" * 3000
+    assert held_max == 0
+    assert 0 < scanned <= SCANS_PER_BYTE_MAX * fed
+    assert transport.written.startswith(b"HTTP/1.1 200 ") and transport.written.endswith(b"6000")
+
+
+def test_a_head_trickled_byte_by_byte_is_searched_only_where_it_grew():
+    head = b"GET /dbs HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-H%d: %s\r\n" % (i, b"v" * 40) for i in range(200)) + b"\r\n"
+
+    def run():
+        server, seen = _server()
+        conn, transport = _connect(server)
+        resumes = []
+        for i in range(len(head) - 1):
+            conn.data_received(head[i:i + 1])
+            resumes.append(getattr(conn, "head_scanned", -1) == len(conn.buf) and isinstance(conn.buf, bytearray))
+        conn.data_received(head[-1:])
+        return seen, transport, resumes
+    seen, transport, resumes = _run(run)
+    assert all(resumes[1:])            # every later search starts where the last one stopped
+    assert len(seen) == 1 and seen[0].headers["x-h199"] == "v" * 40
+    assert transport.written.startswith(b"HTTP/1.1 200 ")
+
+
+def test_a_bad_request_line_trickled_is_refused_when_its_line_ends():
+    def run():
+        server, seen = _server()
+        conn, transport = _connect(server)
+        for b in b"GET /x HTTP/9.9\r":
+            conn.data_received(bytes([b]))
+        before = transport.written
+        conn.data_received(b"\n")
+        return seen, before, transport
+    seen, before, transport = _run(run)
+    assert seen == [] and before == b""
+    assert transport.written.startswith(b"HTTP/1.1 400 ") and b"Unsupported HTTP version" in transport.written
+
+
+def test_a_connection_that_never_sends_is_closed_silently_after_the_header_timeout():
+    def run():
+        server, _seen = _server()
+        conn, transport = _connect(server)
+        t0 = conn.since
+        early = server.sweep(t0 + HEADER_TIMEOUT_S - 1), transport.closed
+        late = server.sweep(t0 + HEADER_TIMEOUT_S + 1), transport.closed
+        return t0, early, late, transport.written
+    t0, early, late, written = _run(run)
+    assert t0 > 0
+    assert early == (0, False)
+    assert late == (1, True)
+    assert written == b""
+
+
+def test_a_listener_at_its_cap_turns_the_next_connection_away_with_a_503_until_one_closes():
+    def run():
+        server, _seen = _server(connections_max=2)
+        (a, _), (b, _) = _connect(server), _connect(server)
+        refused = server()
+        refused_transport = _Transport()
+        refused.connection_made(refused_transport)
+        a.connection_lost(None)
+        after = server()
+        refused.connection_lost(None)
+        return refused, refused_transport, after, server.refusals
+    refused, transport, after, refusals = _run(run)
+    assert isinstance(refused, TurnedAway)
+    head, _, body = transport.written.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 503 ") and b"Connection: close" in head
+    assert "at most 2 at once" in json.loads(body)["message"]
+    assert transport.eof and not transport.closed           # lingering: reads and drops the request
+    assert not isinstance(after, TurnedAway)
+    assert refusals.turned_away == 1 and not refusals.lingering
