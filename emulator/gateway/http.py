@@ -61,7 +61,7 @@ class BadRequest(Exception):
 class Request:
     """One request, complete: what the gateway's Call reads."""
     __slots__ = ("method", "raw_path", "version", "headers", "body", "keep_alive", "chunked", "length",
-                 "connection")
+                 "connection", "lost")
 
     def __init__(self, method: str, raw_path: str, version: str, headers: dict):
         self.method = method
@@ -78,6 +78,7 @@ class Request:
             self.connection = _KEEP_ALIVE if self.keep_alive else _CLOSE
         self.chunked = False
         self.length = 0
+        self.lost = False       # the connection closed while this request ran (nobody to answer)
 
     @property
     def content_length(self) -> int | None:
@@ -291,7 +292,8 @@ class HttpServer:
 
 class Connection(asyncio.Protocol):
     __slots__ = ("server", "loop", "transport", "buf", "request", "body_parts", "body_have",
-                 "since", "idle_since", "discard", "task", "busy", "closing", "paused_reading", "paused_writing")
+                 "since", "idle_since", "discard", "task", "busy", "closing", "paused_reading", "paused_writing",
+                 "running")
 
     def __init__(self, server: HttpServer):
         self.server = server
@@ -305,6 +307,7 @@ class Connection(asyncio.Protocol):
         self.idle_since = 0.0          # when the sweep first saw this connection idle, or 0
         self.discard = 0               # body bytes of a refused request still to drop
         self.task = None               # the task of a handler that suspended
+        self.running = None            # the request whose handler is running
         self.busy = False
         self.closing = False           # answer what is running, then close
         self.paused_reading = False
@@ -321,7 +324,10 @@ class Connection(asyncio.Protocol):
         self.buf = b""
         self.body_parts = []
         # A running handler is not cancelled: a write it already applied stays applied (and
-        # acknowledged in the core); only its reply has nobody to go to.
+        # acknowledged in the core); only its reply has nobody to go to. It is told, so work
+        # done only for the reply (a query running in slices) can stop.
+        if self.busy and self.running is not None:
+            self.running.lost = True
 
     def pause_writing(self) -> None:
         self.paused_writing = True
@@ -451,6 +457,7 @@ class Connection(asyncio.Protocol):
     # ---- running a request -----------------------------------------------------------------
     def _run(self, req: Request) -> None:
         self.busy = True
+        self.running = req
         self.since = 0.0
         coro = self.server.handler(req)
         try:
