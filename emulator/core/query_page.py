@@ -40,11 +40,12 @@ import json
 from typing import Callable, NamedTuple
 
 from .errors import bad_request
+from .feed import PAGE_BYTES_MAX
 from .query.ordering import sort_rows
 from .query.sources import expand_rows
 from .query.values import UNDEFINED, canonical, sort_key
 
-QUERY_PAGE_BYTES_MAX = 4 * 1024 * 1024     # results per page, as the service caps them
+QUERY_PAGE_BYTES_MAX = PAGE_BYTES_MAX      # results per page (4 MB), as the service caps them
 QUERY_SLICE_WORK_MAX = 20_000              # work units per page (streaming) or slice (blocking)
 QUERY_REQUEST_WORK_MAX = 2_000 * QUERY_SLICE_WORK_MAX   # one blocking page, all slices together
 
