@@ -151,7 +151,7 @@ class OrderState(NamedTuple):
 def order_key(values: list, descending: list, at: Position) -> tuple:
     """The total order of ORDER BY pages: the terms in their directions, then the position."""
     terms = tuple(_Desc(sort_key(v)) if d else sort_key(v) for v, d in zip(values, descending))
-    return terms + (at.part, at.key, at.rows or ())
+    return terms + (at.part, at.key, at.rows)
 
 
 class BlockingRun:
@@ -175,7 +175,8 @@ class BlockingRun:
         self.skip = plan.offset if returned == 0 and not isinstance(state, OrderState) else 0
         self.keep = self.skip + page + 1        # one more than the page tells whether more follow
         self.page_items = page
-        self.best: list = []                    # ORDER BY: (total key, value, values, position, version)
+        self.best: list = []                    # ORDER BY: (total key, value, row, version)
+        self.bound = None                       # ORDER BY: the worst key kept once best is full
         self.rows: list = []                    # ORDER BY + DISTINCT: (row, version)
         self.groups: dict = {}
         self.seen: set = set()                  # DISTINCT without ORDER BY
@@ -230,20 +231,22 @@ class BlockingRun:
 
     def _take_ordered(self, part, v, row, cursor) -> bool:
         plan = self.plan
-        value = plan.project(row)
-        if value is UNDEFINED:
-            return False
-        values = [k(row) for k, _ in plan.order]
-        at = Position(part, v.key, tuple(cursor))
-        key = order_key(values, [d for _, d in plan.order], at)
+        terms = tuple(_Desc(sort_key(k(row))) if d else sort_key(k(row)) for k, d in plan.order)
+        key = terms + (part, v.key, tuple(cursor))
         if self.after is not None and not self.after < key:
             self.before += 1        # at or before the last row returned: an earlier page's
             return False
+        if self.bound is not None and not key < self.bound:
+            return False            # behind the rows already kept: it cannot make this page
+        value = plan.project(row)
+        if value is UNDEFINED:
+            return False
         best = self.best
-        best.append((key, value, values, at, v))
+        best.append((key, value, row, v))
         if len(best) >= 2 * self.keep + 64:     # keep the best few, amortised
             best.sort(key=_first)
             del best[self.keep:]
+            self.bound = best[-1][0]
         return False
 
     def _take_distinct(self, part, v, row, cursor) -> bool:
@@ -267,7 +270,7 @@ class BlockingRun:
         if self.by_position:
             self.best.sort(key=_first)
             ranked = self.best[self.skip:self.skip + self.page_items + 1]
-            items = [(value, v) for _, value, _, _, v in ranked]
+            items = [(value, v) for _, value, _, v in ranked]
         elif plan.group_keys is not None:
             results = plan.finish(plan.group_rows(self.groups, ()), self.returned + self.page_items + 1)
             items = [(r, None) for r in results[self.returned:]]
@@ -287,8 +290,9 @@ class BlockingRun:
         state = None
         if len(items) > len(raw) and (self.want is None or len(raw) < self.want):
             if self.by_position:        # items is not empty, so neither is raw
-                _, _, values, at, _ = ranked[len(raw) - 1]
-                state = OrderState(self.returned + len(raw), values, at)
+                key, _, row, v = ranked[len(raw) - 1]
+                values = [k(row) for k, _ in plan.order]
+                state = OrderState(self.returned + len(raw), values, Position(key[-3], key[-2], key[-1]))
             else:
                 state = self.returned + len(raw)
         return Page(raw, self.loaded, state, self.work)
@@ -353,7 +357,7 @@ def _state_of(query, data: dict, parts: int):
     if plan.order and not plan.distinct and plan.group_keys is None:
         returned, values, *at = data["o"]
         position = _position_of(*at, parts)
-        if not _count(returned) or position is None or len(values) != len(plan.order):
+        if not _count(returned) or position is None or position.rows is None or len(values) != len(plan.order):
             return None
         return OrderState(returned, [v[0] if v else UNDEFINED for v in values], position)
     n = data["n"]
