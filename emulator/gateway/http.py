@@ -78,7 +78,7 @@ class Request:
             self.connection = _KEEP_ALIVE if self.keep_alive else _CLOSE
         self.chunked = False
         self.length = 0
-        self.lost = False       # the connection closed while this request ran (nobody to answer)
+        self.lost = False       # the client closed (or half-closed) the connection while this ran
 
     @property
     def content_length(self) -> int | None:
@@ -361,6 +361,10 @@ class Connection(asyncio.Protocol):
             self.transport.close()
             return False
         self.closing = True
+        if self.running is not None:
+            # As Go's net/http cancels a request's context on EOF: work done only for the reply
+            # (a query running in slices) stops; a write or read that completes is still answered.
+            self.running.lost = True
         return True
 
     # ---- framing ---------------------------------------------------------------------------
