@@ -46,7 +46,7 @@ from .query.sources import expand_rows
 from .query.values import UNDEFINED, canonical, sort_key
 
 QUERY_PAGE_BYTES_MAX = PAGE_BYTES_MAX      # results per page (4 MB), as the service caps them
-QUERY_SLICE_WORK_MAX = 20_000              # work units per page (streaming) or slice (blocking)
+QUERY_SLICE_WORK_MAX = 16_000              # work units per page (streaming) or slice (blocking)
 QUERY_REQUEST_WORK_MAX = 2_000 * QUERY_SLICE_WORK_MAX   # one blocking page, all slices together
 
 
@@ -93,13 +93,22 @@ def stream_page(query, inputs, state: StreamState, max_items: int, encode: Encod
     at, skip, take = state
     out, nbytes, loaded = [], 0, 0
     cursor = [0] * len(levels)
+    # One FROM and no JOIN (most queries): its values are the rows, walked without a generator.
+    single = levels[0] if len(levels) == 1 else None
     if take == 0:
         return Page(out, 0, None, 0)
     for part, v in inputs:
         loaded += 1
-        work[0] += 1
         start = at.rows if at is not None and part == at.part and v.key == at.key else None
-        for row in expand_rows(levels, v.doc, start, cursor, work):
+        values = single(v.doc) if single is not None else None
+        if values is not None and start is None and len(values) == 1:
+            rows = ((values[0],),)
+            cursor[0] = 0
+            work[0] += 2                # the document and its one row
+        else:
+            work[0] += 1
+            rows = expand_rows(levels, v.doc, start, cursor, work)
+        for row in rows:
             if where is None or where(row) is True:
                 value = project(row)
                 if value is not UNDEFINED:
