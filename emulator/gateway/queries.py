@@ -6,6 +6,10 @@ the partition key header (one logical partition), the partition key range id hea
 range headers; with none of them the query spans the whole container, whatever the
 cross-partition flag says (the sync SDK never sends it).
 
+Pages are cut by core/query_page.py: at the item count, before 4 MB, or at the work budget,
+with a continuation that resumes by position (nothing is pinned between pages). Queries that
+must read every input (ORDER BY, aggregates, GROUP BY, DISTINCT) run a page in slices of that
+budget, yielding to the event loop between slices and stopping when the client has gone.
 Each partition's documents come from its index planner (core/query_plan.py) when an index on
 a hinted path beats a scan, and lazily, so a page stops loading documents once it has enough
 results; the charge counts the documents loaded. Compiled queries are cached by request body
