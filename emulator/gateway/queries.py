@@ -147,6 +147,7 @@ class _Inputs:
         self.now_ms = call.gw.clock.now_ms()
         self.implied = container.pk_def.path_steps if self.pk_json is not None else ()
         self.tested = 0             # documents the planner loaded beyond those it yields
+        self.walked = False         # an ORDER BY index walk chose some partition's documents
 
     def documents(self, at=None, cap=None, planned=True):
         """From position `at` (None: the first document). With `planned`, each partition's
@@ -166,6 +167,7 @@ class _Inputs:
                                             self.accept, cap, implied=self.implied)
             if chosen is not None:
                 self.tested += chosen.loaded - len(chosen.versions)
+                self.walked = self.walked or chosen.plan == "order"
                 versions = chosen.versions
                 if start is not None:
                     i = (bisect.bisect_left if inclusive else bisect.bisect_right)(versions, start, key=_key_of)
@@ -253,7 +255,7 @@ async def _blocking_page(call, q, inputs, state, size):
         # An ORDER BY walk narrowed each partition to the rows that decide the first `cap`
         # results; if more rows now precede the position than earlier pages returned (writes
         # since), that may not cover this page: read everything instead.
-        if planned and run.before > q.plan.offset + returned:
+        if planned and inputs.walked and run.before > q.plan.offset + returned:
             planned = False
             continue
         return run.page()

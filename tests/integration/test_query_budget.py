@@ -180,3 +180,19 @@ def test_a_query_whose_client_disconnects_stops(regionlab, container):
     later = _query_work(regionlab)
     assert later["slices"] == stopped["slices"]                      # nothing runs on for nobody
     assert stopped["slices"] - start.get("slices", 0) < full_slices // 2
+
+
+@pytest.mark.regionlab_config(**ONE_REGION)
+def test_order_by_pages_resume_by_position_when_rows_are_written_behind_the_cursor(container):
+    """The index walk narrows a page to the rows deciding the first results; writes ahead of the
+    position in ORDER BY order must not make a later page miss rows (it then reads everything)."""
+    _fill(container, [{"id": f"n{i:03d}", "pk": f"p{i % 4}", "n": i} for i in range(200)])
+    pages = container.query_items("SELECT c.id FROM c ORDER BY c.n", enable_cross_partition_query=True,
+                                  max_item_count=20).by_page()
+    seen = [r["id"] for r in next(pages)]
+    assert seen == [f"n{i:03d}" for i in range(20)]
+    _fill(container, [{"id": f"m{i:02d}", "pk": "p0", "n": -1 - i} for i in range(30)])   # behind
+    container.create_item({"id": "z", "pk": "p1", "n": 1000})                            # ahead
+    for page in pages:
+        seen.extend(r["id"] for r in page)
+    assert seen == [f"n{i:03d}" for i in range(200)] + ["z"]
