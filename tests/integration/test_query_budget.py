@@ -9,6 +9,7 @@ completion order, never by timing); and a heavy query whose client disconnects s
 Expected results are computed here from the documents the test wrote. Waiting is a bounded
 loop of calls on the emulator's own loop (each is answered between two query slices), never a
 sleep."""
+import asyncio
 import itertools
 import json
 import threading
@@ -17,7 +18,7 @@ import pytest
 
 from emulator.core import query_page as qp
 from emulator.core.store import versions_of
-from sdk_harness import host_port, make_client, raw_socket, signed_headers
+from sdk_harness import host_port, make_aio_client, make_client, raw_socket, signed_headers
 
 ONE_REGION = dict(regions=("East US",), ru_limits=False)
 PAGE_BYTES_MAX = 4 * 1024 * 1024          # the service's page cap, restated: the test states it
@@ -70,6 +71,12 @@ def test_a_five_join_query_pages_at_its_budget_and_the_sdk_gets_the_whole_result
     assert served > len(pages) == 3                      # the SDK followed the empty ones through
     spent = after["work"] - before.get("work", 0)
     assert spent <= units + 7 * served                   # each page resumed at its cursor, none redone
+
+    async def aio_query():                               # the aio client follows them too
+        async with make_aio_client(regionlab) as client:
+            c = client.get_database_client("db").get_container_client("items")
+            return [r async for r in c.query_items(FIVE_JOINS)]
+    assert sorted(asyncio.run(aio_query())) == expected
 
 
 def _big_docs(n: int) -> list:
