@@ -203,3 +203,15 @@ def test_order_by_pages_resume_by_position_when_rows_are_written_behind_the_curs
     for page in pages:
         seen.extend(r["id"] for r in page)
     assert seen == [f"n{i:03d}" for i in range(200)] + ["z"]
+
+
+@pytest.mark.regionlab_config(**ONE_REGION)
+def test_a_blocking_page_past_its_total_budget_is_a_clear_400(container, monkeypatch):
+    """The in-process emulator reads the limit at run time; lowering it stands for a query ten
+    thousand times this size without spending minutes of CPU on it."""
+    from azure.cosmos.exceptions import CosmosHttpResponseError
+    _heavy_docs(container)
+    monkeypatch.setattr(qp, "QUERY_REQUEST_WORK_MAX", 5 * qp.QUERY_SLICE_WORK_MAX)
+    with pytest.raises(CosmosHttpResponseError) as e:
+        list(container.query_items(HEAVY, enable_cross_partition_query=True))
+    assert e.value.status_code == 400 and "work units" in e.value.message
