@@ -5,11 +5,15 @@ in LSN order, the newest version (visible at the serving replica) of every item 
 the position; intermediate versions may be skipped, deletes are not shown. All-versions-and-
 deletes mode walks the replica set's retained log and returns every create, replace and
 delete with its metadata. A page never splits one commit (a batch shares its LSN), so the next
-position is always a whole LSN. A region serves exactly what it has replicated.
+position is always a whole LSN. A page ends at max_items, or before a commit whose entries would
+take it past PAGE_BYTES_MAX (`size_of` tells an entry's size as the caller will send it; a page
+always holds at least one commit, and a commit is at most about one request body). A region
+serves exactly what it has replicated.
 """
 import json
 
 from .errors import CosmosError
+from .feed import PAGE_BYTES_MAX
 
 
 def in_epk_range(epk_of, lo: str, hi: str):
@@ -22,20 +26,32 @@ def of_partition_key(pk_json: str):
     return lambda key: key[0] == pk_json
 
 
-def latest_versions(store, after_lsn: int, upto_lsn: int, max_items: int, accept=None):
-    """(versions, position after them). `accept(key)` narrows the feed (None: every key)."""
+def _body_size(v) -> int:
+    return len(v.body) if v.body is not None else 0
+
+
+def latest_versions(store, after_lsn: int, upto_lsn: int, max_items: int, accept=None,
+                    size_of=_body_size, bytes_max: int = PAGE_BYTES_MAX):
+    """(versions, position after them): at most max_items versions and about bytes_max bytes
+    (at least one version). `accept(key)` narrows the feed (None: every key)."""
     out = []
     last = after_lsn
+    nbytes = 0
     for v in store.changes_after(after_lsn, upto_lsn):
-        if len(out) >= max_items and v.lsn != last:
+        if v.lsn != last and out and (len(out) >= max_items or nbytes >= bytes_max):
             return out, last
-        last = v.lsn
         if accept is None or accept(v.key):
+            size = size_of(v)
+            if v.lsn != last and out and nbytes + size > bytes_max:
+                return out, last
             out.append(v)
+            nbytes += size
+        last = v.lsn
     return out, upto_lsn
 
 
-def all_versions(rs, after_lsn: int, upto_lsn: int, max_items: int, accept=None):
+def all_versions(rs, after_lsn: int, upto_lsn: int, max_items: int, accept=None,
+                 size_of=_body_size, bytes_max: int = PAGE_BYTES_MAX):
     """(versions incl. tombstones, position after them) from the retained log."""
     first = rs.log_first_lsn()
     if after_lsn + 1 < first:             # (an empty log after a snapshot or a join retains nothing)
@@ -44,12 +60,16 @@ def all_versions(rs, after_lsn: int, upto_lsn: int, max_items: int, accept=None)
                                   "mode can only continue from a recent position. Start from now instead.")
     out = []
     last = after_lsn
+    nbytes = 0
     for lsn, versions in rs.commits_between(after_lsn, upto_lsn):
         if len(out) >= max_items:
             return out, last
-        for v in versions:
-            if accept is None or accept(v.key):
-                out.append(v)
+        commit = [v for v in versions if accept is None or accept(v.key)]
+        size = sum(map(size_of, commit))
+        if out and nbytes + size > bytes_max:
+            return out, last
+        out.extend(commit)
+        nbytes += size
         last = lsn
     return out, upto_lsn
 

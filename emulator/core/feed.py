@@ -4,7 +4,9 @@ Theory of operation: items are visited partition by partition, and inside a part
 order (partition key JSON, then id). The continuation names the partition index and the last
 key returned, so a page boundary survives concurrent writes: an item created behind the
 cursor is not returned, one ahead of it is, and nothing is returned twice. Each partition is
-read at one replica chosen by the consistency level, like a point read.
+read at one replica chosen by the consistency level, like a point read. A page ends at
+max_items or before an item that would take it past PAGE_BYTES_MAX (a page always holds at
+least one item), as the service caps its pages.
 """
 import base64
 import json
@@ -14,6 +16,7 @@ from .errors import bad_request
 
 PAGE_ITEMS_DEFAULT = 100
 PAGE_ITEMS_MAX = 1000
+PAGE_BYTES_MAX = 4 * 1024 * 1024        # items per read-feed, change-feed or query page
 
 
 def encode_continuation(partition_index: int, key: tuple) -> str:
@@ -38,12 +41,13 @@ def page_size(max_item_count: int | None) -> int:
 
 def read_page(container, region: str, consistency: str, session: dict | None,
               continuation: str | None, max_items: int, partition_indexes=None,
-              pk_json: str | None = None):
+              pk_json: str | None = None, bytes_max: int = PAGE_BYTES_MAX):
     """(versions, next continuation or None, replica sets read)."""
     indexes = list(partition_indexes) if partition_indexes is not None else list(range(len(container.partitions)))
     start_pidx, after_key = (indexes[0], None) if continuation is None else decode_continuation(continuation)
     out = []
     touched = []
+    nbytes, last = 0, None
     for pidx in indexes:
         if pidx < start_pidx:
             continue
@@ -52,7 +56,11 @@ def read_page(container, region: str, consistency: str, session: dict | None,
         touched.append(rs)
         after = after_key if pidx == start_pidx else None
         for v in rs.store.scan(lsn, after_key=after, prefix=pk_json):
+            if out and nbytes + len(v.body) > bytes_max:
+                return out, encode_continuation(*last), touched
             out.append(v)
+            nbytes += len(v.body)
+            last = (pidx, v.key)
             if len(out) >= max_items:
                 return out, encode_continuation(pidx, v.key), touched
     return out, None, touched

@@ -26,7 +26,6 @@ from .store import VersionStore, versions_of
 REPLICA_COUNT = 4
 WRITE_QUORUM = 3
 LOG_RETAINED_COMMITS_MAX = 10_000
-PINS_MAX = 1024                          # distinct snapshot LSNs kept per replica set
 NO_CUT_LSN = 2 ** 62                     # an epoch that began without cutting history
 
 
@@ -34,7 +33,7 @@ class ReplicaSet:
     __slots__ = ("region", "range_id", "scheduler", "clock", "delay_ms", "routing", "replicas", "primary",
                  "store", "lsn", "committed_lsn", "epoch", "epoch_start_lsn", "epoch_starts", "log", "commit_listeners",
                  "_waiters", "_early", "electing", "partition", "own_seq", "progress", "progress_seq", "multi_write",
-                 "resolver", "on_conflict", "discard_tail", "pins", "_etag_prefix", "log_retained_commits",
+                 "resolver", "on_conflict", "discard_tail", "_etag_prefix", "log_retained_commits",
                  "token_vector", "__weakref__")
 
     def __init__(self, region: str, range_id: str, scheduler, clock, *, delay_ms: int = 0,
@@ -68,7 +67,6 @@ class ReplicaSet:
         self._early: dict = {}             # shipped commits that arrived ahead of a gap
         self.electing = False              # a primary crashed and no new one is elected yet
         self.discard_tail = True           # an election in a write region drops the unacked tail
-        self.pins: dict = {}               # snapshot LSN -> until_ms (paged queries)
         self.partition = None              # set by Partition.attach
         self.own_seq = 0                   # how many commits this region originated
         self.progress: dict = {}           # origin region -> highest oseq of it applied here
@@ -93,8 +91,6 @@ class ReplicaSet:
         floor = min(self.committed_lsn, min(r.applied_lsn for r in self.replicas))
         if self.partition is not None and not self.multi_write:
             floor = min(floor, self.partition.global_lsn, self._lowest_region_lsn())
-        if self.pins:
-            floor = min(floor, self._pinned_floor())
         return floor
 
     def _lowest_region_lsn(self) -> int:
@@ -110,28 +106,6 @@ class ReplicaSet:
                     lsn = min(lsn, cut)
             low = min(low, lsn)
         return low
-
-    # ---- snapshots: query continuations read every page at the LSN of the first ------------
-    def pin(self, lsn: int, until_ms: int) -> None:
-        """Keep what is visible at lsn until until_ms (a paged query's snapshot)."""
-        if lsn not in self.pins and len(self.pins) >= PINS_MAX:
-            self._pinned_floor()             # drop expired pins first
-            if len(self.pins) >= PINS_MAX:
-                return                       # too many snapshots: this one is not kept
-        if self.pins.get(lsn, 0) < until_ms:
-            self.pins[lsn] = until_ms
-
-    def pinned(self, lsn: int) -> bool:
-        """Whether a snapshot at lsn is still intact (pinned, or nothing was pruned below it)."""
-        now = self.clock.now_ms()
-        return self.pins.get(lsn, 0) >= now
-
-    def _pinned_floor(self) -> int:
-        now = self.clock.now_ms()
-        expired = [lsn for lsn, until in self.pins.items() if until < now]
-        for lsn in expired:
-            del self.pins[lsn]
-        return min(self.pins, default=self.lsn)
 
     def up_count(self) -> int:
         n = 0

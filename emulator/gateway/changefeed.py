@@ -103,22 +103,28 @@ async def change_feed(call, container):
                                  (call.header(H.END_EPK) or MAX_EPK).upper())
     after = _start(call, rs, upto)
     max_items = feeds.page_size(call.int_header(H.MAX_ITEM_COUNT))
+    entries = {}                # id(version) -> its wire bytes, made once while sizing the page
+    if full:
+        names = [path.rsplit("/", 1)[-1].strip("\"'") for path in container.pk_def.paths]
+        encode = lambda v: responses.dumps(cf.avad_entry(v, names))        # noqa: E731
+    else:
+        encode = lambda v: v.body[:-1] + b',"_lsn":' + str(v.lsn).encode() + b"}"  # noqa: E731
+
+    def size_of(v) -> int:
+        raw = entries[id(v)] = encode(v)
+        return len(raw)
     if after >= upto:
         versions, nxt = [], after
     elif full:
-        versions, nxt = cf.all_versions(rs, after, upto, max_items, accept)
+        versions, nxt = cf.all_versions(rs, after, upto, max_items, accept, size_of)
     else:
-        versions, nxt = cf.latest_versions(rs.store, after, upto, max_items, accept)
+        versions, nxt = cf.latest_versions(rs.store, after, upto, max_items, accept, size_of)
     hdrs = session_headers(call, container, rs, upto)
     hdrs[H.ETAG] = f'"{nxt}"'
     if not versions:
         admission.read(call, container, rs, charge.NOT_MODIFIED_RU, th.CHANGE_FEED)
         return responses.reply(304, None, call.activity_id, charge.NOT_MODIFIED_RU, hdrs)
-    if full:
-        names = [path.rsplit("/", 1)[-1].strip("\"'") for path in container.pk_def.paths]
-        raw = [responses.dumps(cf.avad_entry(v, names)) for v in versions]
-    else:
-        raw = [v.body[:-1] + b',"_lsn":' + str(v.lsn).encode() + b"}" for v in versions]
+    raw = [entries[id(v)] for v in versions]
     hdrs[H.ITEM_COUNT] = str(len(raw))
     ru = charge.feed(len(raw), sum(map(len, raw)))
     admission.read(call, container, rs, ru, th.CHANGE_FEED, len(raw))

@@ -83,7 +83,7 @@ class BadRequest(Exception):
 class Request:
     """One request, complete: what the gateway's Call reads."""
     __slots__ = ("method", "raw_path", "version", "headers", "body", "keep_alive", "chunked", "length",
-                 "connection")
+                 "connection", "lost")
 
     def __init__(self, method: str, raw_path: str, version: str, headers: dict):
         self.method = method
@@ -100,6 +100,7 @@ class Request:
             self.connection = _KEEP_ALIVE if self.keep_alive else _CLOSE
         self.chunked = False
         self.length = 0
+        self.lost = False       # the client closed (or half-closed) the connection while this ran
 
     @property
     def content_length(self) -> int | None:
@@ -315,7 +316,7 @@ class HttpServer:
 class Connection(asyncio.Protocol):
     __slots__ = ("server", "loop", "transport", "buf", "head_scanned", "line_checked", "request", "chunks",
                  "body_parts", "body_have", "since", "idle_since", "discard", "task", "busy", "closing",
-                 "paused_reading", "paused_writing")
+                 "paused_reading", "paused_writing", "running")
 
     def __init__(self, server: HttpServer):
         self.server = server
@@ -332,6 +333,7 @@ class Connection(asyncio.Protocol):
         self.idle_since = 0.0          # when the sweep first saw this connection idle, or 0
         self.discard = 0               # body bytes of a refused request still to drop
         self.task = None               # the task of a handler that suspended
+        self.running = None            # the request whose handler is running
         self.busy = False
         self.closing = False           # answer what is running, then close
         self.paused_reading = False
@@ -350,7 +352,10 @@ class Connection(asyncio.Protocol):
         self.chunks = None
         self.body_parts = []
         # A running handler is not cancelled: a write it already applied stays applied (and
-        # acknowledged in the core); only its reply has nobody to go to.
+        # acknowledged in the core); only its reply has nobody to go to. It is told, so work
+        # done only for the reply (a query running in slices) can stop.
+        if self.busy and self.running is not None:
+            self.running.lost = True
 
     def pause_writing(self) -> None:
         self.paused_writing = True
@@ -399,6 +404,10 @@ class Connection(asyncio.Protocol):
             self.transport.close()
             return False
         self.closing = True
+        if self.running is not None:
+            # As Go's net/http cancels a request's context on EOF: work done only for the reply
+            # (a query running in slices) stops; a write or read that completes is still answered.
+            self.running.lost = True
         return True
 
     # ---- framing ---------------------------------------------------------------------------
@@ -528,6 +537,7 @@ class Connection(asyncio.Protocol):
     # ---- running a request -----------------------------------------------------------------
     def _run(self, req: Request) -> None:
         self.busy = True
+        self.running = req
         self.since = 0.0
         coro = self.server.handler(req)
         try:

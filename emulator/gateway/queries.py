@@ -6,6 +6,10 @@ the partition key header (one logical partition), the partition key range id hea
 range headers; with none of them the query spans the whole container, whatever the
 cross-partition flag says (the sync SDK never sends it).
 
+Pages are cut by core/query_page.py: at the item count, before 4 MB, or at the work budget,
+with a continuation that resumes by position (nothing is pinned between pages). Queries that
+must read every input (ORDER BY, aggregates, GROUP BY, DISTINCT) run a page in slices of that
+budget, yielding to the event loop between slices and stopping when the client has gone.
 Each partition's documents come from its index planner (core/query_plan.py) when an index on
 a hinted path beats a scan, and lazily, so a page stops loading documents once it has enough
 results; the charge counts the documents loaded. Compiled queries are cached by request body
@@ -13,13 +17,16 @@ bytes (a repeated body is neither parsed nor compiled again) and by text and par
 (COMPILED_QUERIES_MAX entries, oldest evicted first; queries over CACHED_QUERY_BYTES_MAX are
 compiled every time, so the cache stays small).
 """
-import base64
+import asyncio
+import bisect
+import itertools
 import json
 
 from client.protocol import headers as H
 
 from ..core import charge
 from ..core import feed as feeds
+from ..core import query_page as qp
 from ..core import query_plan as planner
 from ..core import throttle as th
 from ..core.consistency import effective
@@ -30,7 +37,7 @@ from . import admission, partition_keys, responses
 from .sessions import parse_session, token as session_token
 
 QUERY_TEXT_BYTES_MAX = 512 * 1024
-QUERY_SNAPSHOT_TTL_MS = 5 * 60 * 1000     # how long a paged query's snapshot is kept between pages
+QUERY_SCAN_CHUNK_DOCS = 256               # keys one ordered walk of a store takes at a time
 COMPILED_QUERIES_MAX = 1024
 CACHED_QUERY_BYTES_MAX = 8 * 1024
 
@@ -81,55 +88,12 @@ def _compile(body):
     return q
 
 
-def _execute(q, items, now_ms, cap=None):
+def run_metadata_query(call, body, items: list) -> list:
     from ..core.query import QueryError
     try:
-        return q.execute(items, now_ms, cap)
+        return _compile(body).execute(items, call.gw.clock.now_ms())
     except QueryError as e:
         raise bad_request(f"Query failed: {e}") from None
-
-
-def run_metadata_query(call, body, items: list) -> list:
-    return _execute(_compile(body), items, call.gw.clock.now_ms())
-
-
-def _encode_continuation(offset: int, snapshot: dict) -> str:
-    """The offset into the results, and the (epoch, LSN) each partition was read at: later pages
-    read the same snapshot, so writes between pages cannot shift, skip or repeat results."""
-    snap = ",".join([f'"{range_id}":[{epoch},{lsn}]' for range_id, (epoch, lsn) in snapshot.items()])
-    raw = f'{{"offset":{offset},"snap":{{{snap}}}}}'       # JSON; range ids are digits
-    return base64.urlsafe_b64encode(raw.encode()).decode()
-
-
-def _decode_continuation(token: str | None) -> tuple[int, dict | None]:
-    if not token:
-        return 0, None
-    try:
-        data = json.loads(base64.urlsafe_b64decode(token.encode()))
-        n, snap = data["offset"], data.get("snap")
-        if isinstance(n, int) and n >= 0 and (snap is None or isinstance(snap, dict)):
-            return n, snap
-    except (ValueError, KeyError, TypeError):
-        pass
-    raise bad_request(f"Invalid query continuation '{token[:60]}': pass back the x-ms-continuation "
-                      "value of the previous page unchanged.")
-
-
-def _snapshot_lsn(rs, snapshot: dict) -> int:
-    """The LSN a continued query reads partition rs at; errors if that snapshot is gone."""
-    entry = snapshot.get(rs.range_id)
-    if not (isinstance(entry, list) and len(entry) == 2 and all(isinstance(x, int) for x in entry)):
-        raise bad_request("The query continuation does not match this container's partitions; "
-                          "restart the query.")
-    epoch, lsn = entry
-    if epoch != rs.epoch or not (rs.pinned(lsn) or lsn >= rs.floor_lsn()):
-        raise bad_request(f"The query continuation has expired (its snapshot of partition {rs.range_id} "
-                          f"is older than {QUERY_SNAPSHOT_TTL_MS // 1000} s, or a failover rewrote "
-                          "history since); restart the query.")
-    if rs.committed_lsn < lsn:
-        raise CosmosError(404, 1002, f"{rs.region} has not caught up with this query's snapshot of "
-                                     f"partition {rs.range_id} (LSN {lsn}); retry.")
-    return lsn
 
 
 def _scope(call, container):
@@ -154,83 +118,166 @@ def _scope(call, container):
     return indexes, None, epk_range
 
 
-def scoped_documents(call, container, consistency, session, query=None, cap=None, snapshot=None):
-    """(visible versions in scope, replica sets read, [documents the planner loaded beyond
-    those it yields]). The versions come lazily, partition by partition in key order; with a
-    query, each partition's planner may narrow them to index candidates (`cap` results
-    wanted, None for all)."""
+def _reads(call, container, consistency, session):
+    """(partitions in scope as [(replica set, visible LSN)], pk_json or None, key filter or None)."""
     indexes, pk_json, epk_range = _scope(call, container)
     reads = []
     for i in indexes:
         rs = container.partitions[i].for_read(call.region)
-        lsn = _snapshot_lsn(rs, snapshot) if snapshot else choose_replica(rs, consistency, session)[1]
-        reads.append((rs, lsn))
+        reads.append((rs, choose_replica(rs, consistency, session)[1]))
     accept = None
     if epk_range is not None:
         lo, hi = epk_range
         accept = lambda key: lo <= container.epk_of(key[0], pk_values_of(key[0])) < hi  # noqa: E731
-    policy, now_ms, tested = container.definition.get("indexingPolicy"), call.gw.clock.now_ms(), [0]
-    implied = container.pk_def.path_steps if pk_json is not None else ()
+    return reads, pk_json, accept
 
-    def versions():
-        merged = None           # one ORDER BY walk across all partitions, when it applies
-        if query is not None and len(reads) > 1 and query.leading_order is not None:
-            merged = planner.merged_walk(query, [(rs.store, lsn) for rs, lsn in reads], policy, now_ms,
-                                         pk_json, accept, cap, implied=implied)
-        for i, (rs, lsn) in enumerate(reads):
-            if merged is not None:
-                chosen = merged[i]
-            else:
-                chosen = None if query is None else planner.candidates(
-                    query, rs.store, lsn, policy, now_ms, pk_json, accept, cap, implied=implied)
+
+class _Inputs:
+    """The documents a query page reads, as (partition ordinal, version) in input order
+    (core/query_page.py), from a position on. Stores are scanned QUERY_SCAN_CHUNK_DOCS keys at
+    a time, each chunk by a fresh ordered walk after the last key at the replica's LSN of the
+    moment, so a page that runs across event-loop slices sees writes made between them as
+    they are, never a key list changing under its walk nor a version pruned under its LSN."""
+
+    def __init__(self, call, container, query, consistency, session):
+        self.container, self.query = container, query
+        self.consistency, self.session = consistency, session
+        self.reads, self.pk_json, self.accept = _reads(call, container, consistency, session)
+        self.policy = container.definition.get("indexingPolicy")
+        self.now_ms = call.gw.clock.now_ms()
+        self.implied = container.pk_def.path_steps if self.pk_json is not None else ()
+        self.tested = 0             # documents the planner loaded beyond those it yields
+        self.walked = False         # an ORDER BY index walk chose some partition's documents
+
+    def documents(self, at=None, cap=None, planned=True):
+        """From position `at` (None: the first document). With `planned`, each partition's
+        planner may narrow its documents to index candidates (`cap` results wanted)."""
+        merged = None
+        query, reads = self.query, self.reads
+        if planned and at is None and len(reads) > 1 and query.leading_order is not None:
+            merged = planner.merged_walk(query, [(rs.store, lsn) for rs, lsn in reads], self.policy,
+                                         self.now_ms, self.pk_json, self.accept, cap, implied=self.implied)
+        first = 0 if at is None else at.part
+        for part in range(first, len(reads)):
+            rs, lsn = reads[part]
+            start, inclusive = (None, False) if at is None or part != at.part else (at.key, at.rows is not None)
+            chosen = merged[part] if merged is not None else None
+            if chosen is None and planned:
+                chosen = planner.candidates(query, rs.store, lsn, self.policy, self.now_ms, self.pk_json,
+                                            self.accept, cap, implied=self.implied)
             if chosen is not None:
-                tested[0] += chosen.loaded - len(chosen.versions)
-                yield from chosen.versions
-            elif accept is None:
-                yield from rs.store.scan(lsn, prefix=pk_json)
+                self.tested += chosen.loaded - len(chosen.versions)
+                self.walked = self.walked or chosen.plan == "order"
+                versions = chosen.versions
+                if start is not None:
+                    i = (bisect.bisect_left if inclusive else bisect.bisect_right)(versions, start, key=_key_of)
+                    versions = versions[i:]
+                yield from ((part, v) for v in versions)
             else:
-                yield from (v for v in rs.store.scan(lsn, prefix=pk_json) if accept(v.key))
-    return versions(), reads, tested
+                yield from ((part, v) for v in self._scan(rs, lsn, start, inclusive))
+
+    def _scan(self, rs, lsn: int, after, inclusive: bool):
+        store, prefix, accept = rs.store, self.pk_json, self.accept
+        if inclusive:
+            v = store.get(after, lsn)
+            if v is not None and (accept is None or accept(v.key)):
+                yield v
+        while True:
+            chunk = list(itertools.islice(store.scan(lsn, after_key=after, prefix=prefix), QUERY_SCAN_CHUNK_DOCS))
+            for v in chunk:
+                if accept is None or accept(v.key):
+                    yield v
+            if len(chunk) < QUERY_SCAN_CHUNK_DOCS:
+                return
+            after = chunk[-1].key
+            try:
+                lsn = max(lsn, choose_replica(rs, self.consistency, self.session)[1])
+            except CosmosError:
+                pass                # keep reading where we were: that LSN is still retained
+
+
+def _key_of(version):
+    return version.key
+
+
+def _encoder(q):
+    if q.returns_documents:
+        return lambda value, v: v.body if v is not None else responses.dumps(value)
+    return lambda value, v: responses.dumps(value)
 
 
 async def query_documents(call, container):
     q = _query_of(call)
     consistency = effective(call.gw.account.consistency, call.header(H.CONSISTENCY_LEVEL))
-    session = parse_session(call)
-    start, snapshot = _decode_continuation(call.header(H.CONTINUATION))
+    inputs = _Inputs(call, container, q, consistency, parse_session(call))
+    state = qp.decode_state(q, call.header(H.CONTINUATION), len(inputs.reads))
     size = feeds.page_size(call.int_header(H.MAX_ITEM_COUNT))
-    cap = start + size + 1              # one more than the page tells whether another follows
-    versions, reads, tested = scoped_documents(call, container, consistency, session, q, cap, snapshot)
+    stats = call.gw.query_work
+    from ..core.query import QueryError
+    try:
+        if q.plan.levels is None:
+            page = qp.constant_page(q, _encoder(q), call.gw.clock.now_ms())
+        elif q.streams:
+            page = qp.stream_page(q, inputs.documents(state.at), state, size, _encoder(q), call.gw.clock.now_ms())
+            stats["slices"] += 1
+        else:
+            page = await _blocking_page(call, q, inputs, state, size)
+    except QueryError as e:
+        raise bad_request(f"Query failed: {e}") from None
+    if page is None:
+        return responses.reply(499, None, call.activity_id)     # nobody is listening any more
+    stats["work"] += page.work
+    reads = inputs.reads
     touched = [rs for rs, _ in reads]
-    bodies = {}                         # id(document) -> its stored serialisation
-    loaded = 0
-
-    def docs():
-        nonlocal loaded
-        keep_bodies = q.returns_documents
-        for v in versions:
-            loaded += 1
-            if keep_bodies:
-                bodies[id(v.doc)] = v.body
-            yield v.doc
-    results = _execute(q, docs(), call.gw.clock.now_ms(), cap)
-    page = results[start:start + size]
-    raw = [bodies.get(id(r)) or responses.dumps(r) for r in page]
-    hdrs = {H.ITEM_COUNT: str(len(raw))}
-    if start + size < len(results):
-        until_ms = call.gw.clock.now_ms() + QUERY_SNAPSHOT_TTL_MS
-        for rs, lsn in reads:
-            rs.pin(lsn, until_ms)
-        hdrs[H.CONTINUATION] = _encode_continuation(start + size, {rs.range_id: [rs.epoch, lsn]
-                                                                   for rs, lsn in reads})
+    hdrs = {H.ITEM_COUNT: str(len(page.raw))}
+    if page.state is not None:
+        hdrs[H.CONTINUATION] = qp.encode_state(page.state)
     if touched:
         hdrs[H.SESSION_TOKEN] = ",".join(session_token(rs, lsn) for rs, lsn in reads)
         hdrs[H.ALT_CONTENT_PATH] = container.name_path
         hdrs[H.CONTENT_PATH] = container.rid
-    loaded += tested[0]
+    loaded = page.loaded + inputs.tested
+    raw = page.raw
     ru = charge.query(loaded, len(raw), sum(map(len, raw)))
     admission.spread(call, container, touched, ru, len(raw), th.QUERY, loaded if q.has_filter else 0)
     return responses.reply(200, responses.feed_body(container.rid, "Documents", raw), call.activity_id, ru, hdrs)
+
+
+async def _blocking_page(call, q, inputs, state, size):
+    """A page of a query that must read all its inputs, in slices of the core's work budget,
+    yielding to the event loop between them; None when the client went away meanwhile."""
+    returned = state.returned if isinstance(state, qp.OrderState) else state
+    cap = returned + size + 1
+    planned = True
+    while True:
+        run = qp.BlockingRun(q, inputs.documents(None, cap, planned), state, size, _encoder(q))
+        if not await _run_slices(call, run):
+            return None
+        # An ORDER BY walk narrowed each partition to the rows that decide the first `cap`
+        # results; if more rows now precede the position than earlier pages returned (writes
+        # since), that may not cover this page: read everything instead.
+        if planned and inputs.walked and run.before > q.plan.offset + returned:
+            planned = False
+            continue
+        return run.page()
+
+
+async def _run_slices(call, run) -> bool:
+    stats = call.gw.query_work
+    while True:
+        done = run.step(call.gw.clock.now_ms())
+        stats["slices"] += 1
+        if done:
+            return True
+        if run.work > qp.QUERY_REQUEST_WORK_MAX:
+            raise CosmosError(400, 0, f"The query needs more than {qp.QUERY_REQUEST_WORK_MAX} work units "
+                                      "(documents read and JOIN rows made) for one page of ORDER BY, "
+                                      "aggregate, GROUP BY or DISTINCT results; narrow it with a filter "
+                                      "or a partition key.")
+        await asyncio.sleep(0)                 # let every other request in before the next slice
+        if call.req.lost:
+            stats["abandoned"] += 1
+            return False
 
 
 async def query_plan(call, container):

@@ -50,6 +50,9 @@ class Gateway:
         # what, for tests and the control port's topology.
         self.requests_served: collections.Counter = collections.Counter()
         self.write_ack_timeout_s = WRITE_ACK_TIMEOUT_S     # ServerConfig may shorten it (tests)
+        # Query execution (gateway/queries.py): work units spent, slices run (a streaming page is
+        # one), and queries stopped because their client went away between slices.
+        self.query_work: collections.Counter = collections.Counter()
         # Decided once, when the endpoint starts: with DEBUG off a request pays nothing for it.
         if log.isEnabledFor(logging.DEBUG):
             self.handle = self._handle_logged

@@ -129,6 +129,14 @@ def metrics(emu) -> str:
     if getattr(emu, "direct", None) is not None:
         family("regionlab_direct_requests_total", "counter", "Replies sent by the direct-mode nodes, by region.",
                [(_labels(region=r, op=op, status=st, substatus=sub), n) for r, op, st, sub, n in emu.direct.counts()])
+    query_work = [(kind, [(_labels(endpoint=name or "global"), getattr(gw, "query_work", {}).get(kind, 0))
+                          for name, gw in emu.gateways.items()]) for kind in ("work", "slices", "abandoned")]
+    family("regionlab_query_work_units_total", "counter",
+           "Query work units spent (documents loaded and FROM/JOIN rows made).", query_work[0][1])
+    family("regionlab_query_slices_total", "counter",
+           "Query slices run: a streaming page is one, a blocking page one per work budget.", query_work[1][1])
+    family("regionlab_queries_abandoned_total", "counter",
+           "Queries stopped between slices because their client closed the connection.", query_work[2][1])
     return "\n".join(out) + "\n"
 
 

@@ -48,6 +48,7 @@ class Context:
     parameters: dict
     clock: list  # [now_ms], filled by execute before any closure runs
     compile_subquery: Callable | None = None
+    work: list = field(default_factory=lambda: [0])  # rows made by FROM/JOIN (sources.py)
 
     def error(self, node: n.Node, what: str) -> QueryError:
         return QueryError.at(self.text, node.pos, what)

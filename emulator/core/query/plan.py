@@ -39,6 +39,7 @@ class Plan:
     distinct: bool
     offset: int
     take: int | None
+    levels: list | None = None  # the top level's FROM/JOIN expanders (sources.expand_rows)
 
     def run(self, outer_row: tuple, documents, cap: int | None) -> list:
         rows = self.produce(outer_row, documents)
@@ -53,18 +54,31 @@ class Plan:
 
     def _grouped(self, outer_row: tuple, rows) -> list:
         groups: dict = {}
-        keys, calls = self.group_keys, self.aggregate_calls
         for row in rows:
-            key = tuple(canonical(k(row)) for k in keys)
-            group = groups.get(key)
-            if group is None:
-                group = groups[key] = (row, new_accumulators(calls))
-            for accumulator, (_, argument) in zip(group[1], calls):
-                accumulator.add(argument(row))
+            self.group_add(groups, row)
+        return self.group_rows(groups, outer_row)
+
+    def group_add(self, groups: dict, row: tuple) -> None:
+        """Feed one row (past WHERE) to its group's accumulators."""
+        calls = self.aggregate_calls
+        key = tuple(canonical(k(row)) for k in self.group_keys)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = (row, new_accumulators(calls))
+        for accumulator, (_, argument) in zip(group[1], calls):
+            accumulator.add(argument(row))
+
+    def group_rows(self, groups: dict, outer_row: tuple) -> list:
+        """One row per group, its aggregates' results appended, in order of first appearance."""
+        keys = self.group_keys
         if not groups and not keys:
             empty_row = outer_row + (UNDEFINED,) * self.local_slots
-            groups[()] = (empty_row, new_accumulators(calls))
+            groups[()] = (empty_row, new_accumulators(self.aggregate_calls))
         return [row + tuple(acc.result() for acc in accs) for row, accs in groups.values()]
+
+    def finish(self, rows, cap: int | None) -> list:
+        """Projection, DISTINCT, OFFSET and LIMIT/TOP (and cap) over rows in final order."""
+        return self._finish(rows, cap)
 
     def _finish(self, rows, cap: int | None) -> list:
         take = self.take if cap is None else (cap if self.take is None else min(cap, self.take))
@@ -91,7 +105,7 @@ class Plan:
 
 
 def compile_plan(query: n.Query, outer: Scope, ctx: Context, top_level: bool) -> Plan:
-    scope, produce = compile_sources(query, outer, ctx, top_level)
+    scope, produce, levels = compile_sources(query, outer, ctx, top_level)
     where = compile_expr(query.where, scope, ctx) if query.where is not None else None
     aggs = AggregateSlots(base=scope.size)
     project = compile_projection(query, scope, ctx, aggs)
@@ -102,7 +116,7 @@ def compile_plan(query: n.Query, outer: Scope, ctx: Context, top_level: bool) ->
     group_keys = [compile_expr(key, scope, ctx) for key in query.group_by] if is_aggregate else None
     offset, take = _paging(query, ctx)
     return Plan(produce, where, project, order, group_keys, aggs.calls, scope.size - outer.size,
-                query.select.distinct, offset, take)
+                query.select.distinct, offset, take, levels)
 
 
 def _paging(query: n.Query, ctx: Context) -> tuple[int, int | None]:

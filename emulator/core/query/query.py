@@ -47,6 +47,24 @@ class CompiledQuery:
         self.returns_documents = self._tree.select.star and self._doc_filter is not None
         # A WHERE clause: each document loaded is one filter evaluation (the credits model).
         self.has_filter = self._plan.where is not None
+        # Each result depends on one row and results come in input order, so a page can stop
+        # anywhere and resume at a row's position (core/query_page.py); otherwise every input
+        # row may matter to the first result.
+        self.streams = not (self.is_aggregate or self.has_order_by or self._tree.select.distinct)
+
+    @property
+    def plan(self):
+        """The compiled pipeline (query/plan.py), for callers that run it in pages."""
+        return self._plan
+
+    @property
+    def work(self) -> list:
+        """The cell counting rows made by FROM/JOIN across every run of this query."""
+        return self._ctx.work
+
+    def set_clock(self, now_ms: int) -> None:
+        """What GetCurrentDateTime() and friends read during the next evaluation steps."""
+        self._ctx.clock[0] = now_ms
 
     def _simple_filter(self):
         """The WHERE closure when a document maps to exactly one row (FROM c)."""
