@@ -19,9 +19,9 @@ the load runs open-loop at fixed rates:
 Verdict: the RSS at the end of the warm-up is the baseline; the run is flat if no later
 sample exceeds it by more than 10 %. The warm-up must outlast what the server keeps by design
 for a while: each replica set retains its last LOG_RETAINED_COMMITS_MAX (10,000) commits (250 s
-to fill at 200 writes/s over 4 partitions), and a paged query's snapshot is kept for
-QUERY_SNAPSHOT_TTL_MS (5 min) after its last page. By default the warm-up is 1.25 times the
-longer of the two (375 s), and the measured part lasts `--measure-s` after it. The RSS series, the verdict, the request counts, errors
+to fill at 200 writes/s over 4 partitions); a paged query pins nothing (its continuation
+resumes by position). By default the warm-up is 1.25 times the log's fill time (313 s), and the
+measured part lasts `--measure-s` after it. The RSS series, the verdict, the request counts, errors
 and the machine are printed, and written to bench/results/soak-*.json. Never an assert.
 
 `--delete-cycles N` also runs N cycles of: create a container, fill it with `--cycle-mb` of
@@ -43,7 +43,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from emulator.core.replica_set import LOG_RETAINED_COMMITS_MAX  # noqa: E402
-from emulator.gateway import queries as gateway_queries  # noqa: E402
 from gateway_bench import machine  # noqa: E402
 from rest_load import request, setup, signed_headers  # noqa: E402
 from server_proc import ServerProcess  # noqa: E402
@@ -58,7 +57,6 @@ LOAD_CONCURRENCY = 8
 IN_FLIGHT_MAX = 64                  # open-loop pacing, but never more than this many requests at once
 FLAT_GROWTH_MAX = 0.10              # the verdict: RSS within 10 % of the end of the warm-up
 WARMUP_FACTOR = 1.25                # default warm-up: this many times the longest retention window
-SNAPSHOT_TTL_MS = getattr(gateway_queries, "QUERY_SNAPSHOT_TTL_MS", 5 * 60 * 1000)
 PK_PAGE_ITEMS, RANGE_PAGE_ITEMS, RANGE_SPAN = 10, 25, 200
 
 
@@ -244,7 +242,7 @@ def main() -> None:
     ap.add_argument("--duration-s", type=float, default=None,
                     help="steady load, warm-up included (default: warm-up + --measure-s; 0: no soak)")
     ap.add_argument("--warmup-s", type=float, default=None,
-                    help="default: 1.25 x the longer of the log fill time and the query snapshot TTL")
+                    help="default: 1.25 x the time the retained log takes to fill")
     ap.add_argument("--measure-s", type=float, default=180.0)
     ap.add_argument("--write-rate", type=float, default=200.0, help="upserts per second")
     ap.add_argument("--query-rate", type=float, default=5.0, help="paged queries per second")
@@ -257,8 +255,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.warmup_s is None:
         fill_s = LOG_RETAINED_COMMITS_MAX * PARTITIONS / args.write_rate if args.write_rate > 0 else 0.0
-        ttl_s = SNAPSHOT_TTL_MS / 1000 if args.query_rate > 0 else 0.0
-        args.warmup_s = round(max(30.0, WARMUP_FACTOR * max(fill_s, ttl_s)))
+        args.warmup_s = round(max(30.0, WARMUP_FACTOR * fill_s))
     if args.duration_s is None:
         args.duration_s = args.warmup_s + args.measure_s
     info = machine()
