@@ -185,15 +185,13 @@ class Pipeline:
     # ---- a retry chain -------------------------------------------------------------------
     async def _chain(self, req, diag, pinned=None, hedge=False, reason="initial") -> Result:
         state = retry.RetryState()
-        index, to_write_region = 0, False
+        tried: list[str] = []
+        region, to_write_region = pinned, False
         while True:
-            if pinned is not None:
-                region = pinned
-            elif to_write_region:
-                region = self.router.primary()
-            else:
-                regions = self._regions(req)
-                region = regions[index % len(regions)]
+            if pinned is None:
+                region = self.router.primary() if to_write_region else self._pick(req, region, tried)
+            if region.name not in tried:
+                tried.append(region.name)
             result, outcome = await self._attempt(req, diag, region, reason, hedge)
             kind = retry.RequestKind(req.is_write, req.idempotent, self.router.multi_write,
                                      len(self._regions(req)))
@@ -211,7 +209,18 @@ class Pipeline:
                 await self._refresh_quietly(diag)
             to_write_region = decision.route == "write"
             if decision.route == "next":
-                index += 1
+                region = None
+
+    def _pick(self, req, current, tried):
+        """The region for the next attempt: `current` again (a local retry), or, after a move
+        (current None), the best region in the current order this chain has not tried yet."""
+        regions = self._regions(req)
+        if current is not None and current in regions:
+            return current
+        for r in regions:
+            if r.name not in tried:
+                return r
+        return regions[0]
 
     async def _refresh_quietly(self, diag) -> None:
         try:
