@@ -136,6 +136,12 @@ class Pipeline:
             raise CosmosHttpResponseError(S.SERVICE_UNAVAILABLE, f"no region answered: {result.error}",
                                           diagnostics=diag, request_charge=diag.request_charge)
         if result.reply.status >= 400:
+            if (result.status, result.sub_status) == (S.NOT_FOUND, S.SUB_READ_SESSION_NOT_AVAILABLE) \
+                    and req.collection:
+                # The session names writes no region has (a forced failover lost them): as the
+                # SDKs do, forget the container's tokens so the next read is served again.
+                self.sessions.clear(req.collection)
+                diag.event(self.now(), "session", f"404/1002 after every retry: {req.collection}'s tokens dropped")
             raise self._error(result.reply, diag)
         return result.reply, diag
 
