@@ -37,7 +37,7 @@ def _start_of(start_time) -> str:
     raise ValueError(f"start_time must be 'Beginning', 'Now' or a datetime, not {start_time!r}")
 
 
-def _scopes(ranges: list[dict], partition_key, feed_range, paths) -> list[dict]:
+def _scopes(ranges: list[dict], partition_key, feed_range, paths=None) -> list[dict]:
     """One scope per range to read: its id and, when narrower than the range, EPK bounds."""
     if partition_key is not None:
         values = list(partition_key) if isinstance(partition_key, (list, tuple)) else [partition_key]
@@ -61,29 +61,30 @@ def _scopes(ranges: list[dict], partition_key, feed_range, paths) -> list[dict]:
 
 
 class ChangeFeed:
-    def __init__(self, container, state: dict):
-        self.container = container
-        self.state = state
+    """One change feed iteration; its state is opened on the first page (the partition key
+    ranges are read then), so building one costs nothing, as the SDK's."""
 
-    @classmethod
-    async def open(cls, container, *, partition_key=None, feed_range=None, start_time=None,
-                   continuation=None, max_item_count=None, mode=None, **kwargs):
-        if continuation is not None:
-            state = decode_token(continuation)
-        else:
-            ranges = await container._partition_key_ranges()
-            state = {"v": 1, "start": _start_of(start_time), "mode": mode or "LatestVersion",
-                     "scopes": _scopes(ranges, partition_key, feed_range, None)}
-        state["max"] = max_item_count
-        feed = cls(container, state)
-        feed.options = kwargs
-        return feed
+    def __init__(self, container, *, partition_key=None, feed_range=None, start_time=None,
+                 continuation=None, max_item_count=None, mode=None, **kwargs):
+        self.container = container
+        self.scope = (partition_key, feed_range)
+        self.start = _start_of(start_time)
+        self.mode = mode or "LatestVersion"
+        self.max_item_count = max_item_count
+        self.continuation = continuation
+        self.options = kwargs
 
     def pages(self) -> AsyncItemPaged:
-        return AsyncItemPaged(self._fetch, encode_token(self.state))
+        return AsyncItemPaged(self._fetch, self.continuation)
+
+    async def _open(self) -> str:
+        ranges = await self.container._partition_key_ranges()
+        return encode_token({"v": 1, "start": self.start, "mode": self.mode,
+                             "scopes": _scopes(ranges, *self.scope, None)})
 
     async def _fetch(self, token):
-        state = decode_token(token)
+        state = decode_token(token or await self._open())
+        state["max"] = self.max_item_count
         scopes = state["scopes"]
         quiet = 0
         cursor = state.get("cursor", 0)

@@ -164,11 +164,10 @@ class ContainerProxy(Throughput):
         return [{"Range": {"isMaxInclusive": False, "isMinInclusive": True, "max": r["maxExclusive"],
                            "min": r["minInclusive"]}} for r in await self._partition_key_ranges()]
 
-    async def query_items_change_feed(self, **kwargs) -> AsyncItemPaged:
+    def query_items_change_feed(self, **kwargs) -> AsyncItemPaged:
         """partition_key= or feed_range=, start_time="Beginning"|"Now"|datetime, continuation=,
         max_item_count=, mode="LatestVersion"|"AllVersionsAndDeletes"."""
-        feed = await ChangeFeed.open(self, **kwargs)
-        return feed.pages()
+        return ChangeFeed(self, **kwargs).pages()
 
     # ---- transactional batch -------------------------------------------------------------
     async def execute_item_batch(self, batch_operations: list, partition_key, **kwargs) -> CosmosList:
