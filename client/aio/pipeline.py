@@ -8,11 +8,12 @@ Every attempt, decision and hedge lands in the operation's Diagnostics; the answ
 or the error for it, both carrying the diagnostics and the total charge.
 
 The policies are sans-IO (client/policies/); this module only sends, sleeps and keeps time
-(`clock`, seconds, injected: the loop's monotonic clock by default).
+(`clock`, seconds, injected: time.perf_counter by default; virtual-time tests pass the loop's).
 """
 import asyncio
 import json
 import logging
+import time
 
 from client.diagnostics import Attempt, Diagnostics, FEED_LATENCY_THRESHOLD_MS, POINT_LATENCY_THRESHOLD_MS
 from client.exceptions import CosmosClientTimeoutError, CosmosHttpResponseError, error_for
@@ -61,12 +62,13 @@ class Pipeline:
         self.breaker = breaker or cb.PartitionCircuitBreaker()
         self.sessions = sessions or SessionContainer()
         self.latency_threshold_ms = latency_threshold_ms
-        self._clock = clock
+        # perf_counter, not the loop's clock: uvloop's ticks in whole milliseconds
+        self._clock = clock or time.perf_counter
         self._refreshing: asyncio.Future | None = None
         self._breaker_task: asyncio.Task | None = None
 
     def now(self) -> float:
-        return self._clock() if self._clock else asyncio.get_running_loop().time()
+        return self._clock()
 
     def now_ms(self) -> float:
         return self.now() * 1000.0

@@ -5,6 +5,7 @@ answer and cancel the first; the end-to-end timeout cancels the attempt in fligh
 region; per-request exclusions route reads; repeated 503s open the circuit breaker so the next
 read of that partition goes elsewhere first; reads carry the region-scoped session token; every
 attempt, hedge and decision is in the diagnostics with its charge."""
+import asyncio
 import base64
 
 import pytest
@@ -29,7 +30,7 @@ def serve(items):
 
 
 async def container(transport, **kwargs):
-    client = CosmosClient(GLOBAL, KEY, transport=transport, **kwargs)
+    client = CosmosClient(GLOBAL, KEY, transport=transport, clock=asyncio.get_running_loop().time, **kwargs)
     await client.__aenter__()
     c = client.get_database_client("d").get_container_client("c")
     await c.read()
