@@ -5,7 +5,7 @@ import uuid
 
 from client import partition_key as pkmod
 from client.exceptions import CosmosBatchOperationError, CosmosResourceNotFoundError
-from client.protocol import headers as H, status as S
+from client.protocol import auth, headers as H, status as S
 
 from .changefeed import ChangeFeed
 from .feed import AsyncItemPaged
@@ -28,6 +28,7 @@ class ContainerProxy(Throughput):
         self.link = f"{database.link}/colls/{id}"
         self._props: dict | None = None
         self._ranges: list | None = None
+        self._name_based = auth.is_name_based(self.link)     # then an item's signed link is its path
 
     def __repr__(self):
         return f"<ContainerProxy [{self.link}]>"
@@ -49,11 +50,14 @@ class ContainerProxy(Throughput):
 
     async def _doc(self, method, path, operation, pk, body=None, headers=None, is_write=False,
                    idempotent=True, **kwargs):
+        item_id = kwargs.pop("_item_id", None)
+        signed = {} if item_id is None or not self._name_based else {"resource_type": "docs",
+                                              "resource_link": f"{self.link}/docs/{item_id}"}
         req = Request(method, path, operation, dict(headers or {}),
                       None if body is None else dumps(body), is_write=is_write, is_document=True,
                       idempotent=idempotent, collection=self.link,
                       partition_key=None if pk is None else pkmod.header_value(pk),
-                      **self._request_options(kwargs))
+                      **self._request_options(kwargs), **signed)
         reply, diag = await self._send(req)
         return as_dict(reply, diag)
 
@@ -102,7 +106,8 @@ class ContainerProxy(Throughput):
 
     async def read_item(self, item, partition_key, **kwargs) -> CosmosDict:
         item_id = item["id"] if isinstance(item, dict) else item
-        return await self._doc("GET", item_path(self.link, item_id), "read", partition_key, **kwargs)
+        return await self._doc("GET", item_path(self.link, item_id), "read", partition_key,
+                               _item_id=item_id, **kwargs)
 
     async def delete_item(self, item, partition_key, **kwargs) -> CosmosDict:
         item_id = item["id"] if isinstance(item, dict) else item

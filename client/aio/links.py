@@ -1,5 +1,13 @@
 """Resource links and request paths: ids are percent-encoded in paths, kept raw in links."""
-from urllib.parse import quote
+from functools import lru_cache
+from urllib.parse import quote as _quote
+
+QUOTED_SEGMENTS_CACHED_MAX = 4096
+
+
+@lru_cache(maxsize=QUOTED_SEGMENTS_CACHED_MAX)
+def quote(segment: str, safe: str = "") -> str:
+    return _quote(segment, safe=safe)
 
 
 def database_link(db: str) -> str:
@@ -15,8 +23,9 @@ def path(*segments: str) -> str:
 
 
 def item_path(coll_link: str, item_id: str) -> str:
-    return "/" + "/".join(quote(s, safe="") for s in coll_link.split("/")) + "/docs/" + quote(item_id, safe="")
+    return link_path(coll_link, "docs") + "/" + _quote(item_id, safe="")
 
 
+@lru_cache(maxsize=QUOTED_SEGMENTS_CACHED_MAX)
 def link_path(link: str, *tail: str) -> str:
     return "/" + "/".join(quote(s, safe="") for s in link.split("/") + list(tail))

@@ -22,7 +22,7 @@ from client.policies import hedging, retry
 from client.policies.regions import parse_account
 from client.policies.session import SessionContainer
 from client.protocol import headers as H, status as S
-from client.protocol.auth import authorization_header
+from client.protocol.auth import MasterKeySigner
 
 from .request import API_VERSION, USE_CLIENT_DEFAULT, Request, http_date
 from .transport import TransportError
@@ -52,7 +52,7 @@ class Pipeline:
                  consistency_level=None, availability_strategy=None, timeout_s=None,
                  breaker=None, sessions=None, latency_threshold_ms=None, clock=None):
         self.global_endpoint = global_endpoint
-        self.key = key
+        self.signer = MasterKeySigner(key)
         self.transport = transport
         self.router = router
         self.retry_options = retry_options
@@ -105,7 +105,7 @@ class Pipeline:
         for endpoint in endpoints[:ACCOUNT_FETCH_ATTEMPTS_MAX + 1]:
             date = http_date()
             headers = {"x-ms-date": date, "x-ms-version": API_VERSION,
-                       "authorization": authorization_header(self.key, "GET", "", "", date)}
+                       "authorization": self.signer.header("GET", "", "", date)}
             try:
                 reply = await self.transport.send(endpoint, "GET", "/", headers, None)
             except TransportError as e:
@@ -201,6 +201,8 @@ class Pipeline:
             if region.name not in tried:
                 tried.append(region.name)
             result, outcome = await self._attempt(req, diag, region, reason, hedge)
+            if outcome.status is not None and outcome.status < 400:
+                return result
             kind = retry.RequestKind(req.is_write, req.idempotent, self.router.multi_write,
                                      len(self._regions(req)))
             decision = retry.decide(self.retry_options, state, outcome, kind)
@@ -239,7 +241,7 @@ class Pipeline:
     async def _attempt(self, req, diag, region, reason, hedge):
         attempt = Attempt(region.name, region.endpoint, round(diag.elapsed_ms(self.now()), 3), reason, hedge)
         diag.attempts.append(attempt)
-        headers = req.signed_headers(self.key)
+        headers = req.signed_headers(self.signer)
         self._add_consistency(req, headers, diag)
         started = self.now()
         try:

@@ -36,17 +36,19 @@ class Request:
     excluded_locations: list | None = None
     availability_strategy: object = USE_CLIENT_DEFAULT
     timeout_s: object = USE_CLIENT_DEFAULT
+    resource_type: str | None = None     # what is signed; derived from the path when not given
+    resource_link: str | None = None
 
     def __post_init__(self):
-        self.resource_type, self.resource_link = auth.resource_type_and_link(self.path)
+        if self.resource_type is None:
+            self.resource_type, self.resource_link = auth.resource_type_and_link(self.path)
         if self.partition_key is not None:
             self.headers["x-ms-documentdb-partitionkey"] = self.partition_key
 
-    def signed_headers(self, key: str) -> dict:
+    def signed_headers(self, signer: auth.MasterKeySigner) -> dict:
         date = http_date()
         headers = dict(self.headers)
         headers["x-ms-date"] = date
         headers["x-ms-version"] = API_VERSION
-        headers["authorization"] = auth.authorization_header(key, self.method, self.resource_type,
-                                                             self.resource_link, date)
+        headers["authorization"] = signer.header(self.method, self.resource_type, self.resource_link, date)
         return headers

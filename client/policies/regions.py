@@ -66,6 +66,7 @@ class RegionRouter:
         self.refreshed_ms: float | None = None
         self.refresh_reason: str | None = "start"
         self._unavailable: dict[str, float] = {}     # endpoint -> until_ms
+        self._plain: dict[bool, list[Region]] = {}    # the order without exclusions or marks
 
     # ---- excluded locations: a list, or a callable that returns one, changeable at any time ----
     @property
@@ -80,6 +81,7 @@ class RegionRouter:
     # ---- the account ---------------------------------------------------------------------
     def update(self, account: AccountView, now_ms: float) -> None:
         self.account = account
+        self._plain = {}
         self.refreshed_ms = now_ms
         self.refresh_reason = None
 
@@ -123,9 +125,16 @@ class RegionRouter:
         account = self.account
         if is_write and not self.multi_write:
             return list(account.write_regions)
+        client_excluded = self.excluded_locations
+        if not client_excluded and not excluded and not self._unavailable:
+            plain = self._plain.get(is_write)
+            if plain is None:
+                plain = self._plain[is_write] = self._preferred_order(
+                    account.write_regions if is_write else account.read_regions)
+            return list(plain)
         candidates = account.write_regions if is_write else account.read_regions
         ordered = self._preferred_order(candidates)
-        dropped = {normalise(n) for n in self.excluded_locations} | {normalise(n) for n in excluded or ()}
+        dropped = {normalise(n) for n in client_excluded} | {normalise(n) for n in excluded or ()}
         kept = [r for r in ordered if normalise(r.name) not in dropped]
         if not kept:
             return [self.primary()]

@@ -39,6 +39,7 @@ class _Collection:
         self.region_tokens: dict[tuple[str, str], st.VectorToken] = {}
         self.pk_range: OrderedDict[str, str] = OrderedDict()
         self.regions_seen: set[str] = set()
+        self.last_capture: tuple | None = None
 
 
 def _merged(old, new):
@@ -74,10 +75,14 @@ class SessionContainer:
         """Remember a reply's token(s); `pk` is the request's partition key header, if any."""
         if not header:
             return
-        tokens = st.parse_session_header(header)
         c = self._collections.get(collection)
         if c is None:
             c = self._collections[collection] = _Collection()
+        seen = (header, pk, region, is_write)
+        if c.last_capture == seen:            # the same reply again (a hot key): nothing to merge
+            return
+        c.last_capture = seen
+        tokens = st.parse_session_header(header)
         for range_id, token in tokens.items():
             c.global_tokens[range_id] = _merged(c.global_tokens.get(range_id), token)
             if is_write and self.region_scoped:

@@ -139,6 +139,19 @@ def authorization_header(
     return urllib.parse.quote(token, safe=_HEADER_SAFE_CHARS)
 
 
+class MasterKeySigner:
+    """Client-side signing with one account key, decoded once: ``header(...)`` equals
+    ``authorization_header(key, ...)`` without decoding the key on every request."""
+
+    def __init__(self, key_b64: str):
+        self._key = _decode_key(key_b64)
+
+    def header(self, verb: str, resource_type: str, resource_link: str, x_ms_date: str) -> str:
+        sig = _signature(self._key, string_to_sign(verb, resource_type, resource_link, x_ms_date))
+        return urllib.parse.quote(f"type={MASTER_TOKEN_TYPE}&ver={TOKEN_VERSION}&sig={sig}",
+                                  safe=_HEADER_SAFE_CHARS)
+
+
 def _parse_token(header_value: str) -> dict[str, str]:
     decoded = urllib.parse.unquote(header_value)
     fields: dict[str, str] = {}
