@@ -223,9 +223,10 @@ class Pipeline:
 
     def _pick(self, req, current, tried):
         """The region for the next attempt: `current` again (a local retry), or, after a move
-        (current None), the best region in the current order this chain has not tried yet."""
+        (current None, or its partition's breaker just opened), the best region in the current
+        order this chain has not tried yet."""
         regions = self._regions(req)
-        if current is not None and current in regions:
+        if current is not None and current in regions and not self._breaker_open(req, current):
             return current
         for r in regions:
             if r.name not in tried:
@@ -292,6 +293,11 @@ class Pipeline:
                                   req.is_write and reply.status < 400)
 
     # ---- the circuit breaker -----------------------------------------------------------------
+    def _breaker_open(self, req, region) -> bool:
+        partition = self._partition(req)
+        return partition is not None and \
+            self.breaker.state(partition, region.name, self.now_ms()) == cb.UNAVAILABLE
+
     def _record_breaker(self, req, diag, region, status, transport_error) -> None:
         partition = self._partition(req)
         if partition is None or status == S.TOO_MANY_REQUESTS:

@@ -202,3 +202,26 @@ def test_a_spent_credit_window_is_backed_off_and_the_write_lands(regionlab):
         windows = [credits] + credits["recent_windows"]
         assert sum(w["throttled"] for w in windows) == len(refused)
         assert sorted(int(i["id"]) for i in c.read_all_items()) == list(range(n + 1))
+
+
+@pytest.mark.regionlab_config(multi_write=True, lag_ms=NO_LAG, election_ms=600_000)
+def test_a_burst_of_503s_opens_the_circuit_breaker_for_the_partition(regionlab):
+    """Multi-write: East US's primary is down (no election within the test), so its writes get
+    503. Each upsert fails twice there (once plus the local retry) and lands in West US; the 5th
+    failure opens the breaker, and from then on the partition's writes go to West US first."""
+    emu = regionlab
+    with client_for(emu, preferred_locations=[EAST, WEST]) as client:
+        c = client.create_database("db").create_container("c", PartitionKey(path="/pk"))
+        c.upsert_item({"id": "warm", "pk": "p"})
+        status, _ = control(emu, "POST", "/faults", {"type": "primary_crash", "region": EAST})
+        assert status == 201
+        before = served(emu)
+        ops = [c.upsert_item({"id": str(i), "pk": "p"}) for i in range(4)]
+        hits = doc_hits(emu, before)
+    assert [[(a.region, a.status) for a in op.diagnostics.attempts] for op in ops] == [
+        [(EAST, 503), (EAST, 503), (WEST, 201)],
+        [(EAST, 503), (EAST, 503), (WEST, 201)],
+        [(EAST, 503), (WEST, 201)],            # the 5th failure opened it: straight to West US
+        [(WEST, 201)]]
+    assert any(e.kind == "breaker" and "Unavailable" in e.detail for e in ops[2].diagnostics.events)
+    assert hits == {EAST: {"POST 503": 5}, WEST: {"POST 201": 4}}
