@@ -23,7 +23,7 @@ def path(*segments: str) -> str:
 
 
 def item_path(coll_link: str, item_id: str) -> str:
-    return link_path(coll_link, "docs") + "/" + _quote(item_id, safe="")
+    return link_path(coll_link, "docs") + "/" + quote(item_id)
 
 
 @lru_cache(maxsize=QUOTED_SEGMENTS_CACHED_MAX)
