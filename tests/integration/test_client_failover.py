@@ -5,7 +5,9 @@ after a forced failover the writer's lost session gets 404/1002 retried in the w
 its tokens are dropped and reads serve again; reads leave a region in outage (connection refused)
 for the next preferred region; a throttle storm's 429/3200s are waited out by their retry-after,
 one attempt per throttled request the storm counted; a spent credit window's 429/50009 is backed
-off 2 s and the write lands in the next window. Real sockets, sync and aio faces; no sleeps."""
+off 2 s and the write lands in the next window; a 503 burst on a multi-write account opens the
+partition's circuit breaker; a read in a lagging region is hedged to the next one. Real sockets,
+sync and aio faces; no sleeps."""
 import asyncio
 import json
 import socket
@@ -225,3 +227,30 @@ def test_a_burst_of_503s_opens_the_circuit_breaker_for_the_partition(regionlab):
         [(WEST, 201)]]
     assert any(e.kind == "breaker" and "Unavailable" in e.detail for e in ops[2].diagnostics.events)
     assert hits == {EAST: {"POST 503": 5}, WEST: {"POST 201": 4}}
+
+
+@pytest.mark.regionlab_config(lag_ms={**NO_LAG, (EAST, WEST): NEVER_MS})
+def test_a_lagging_region_is_hedged_and_the_next_region_answers(regionlab):
+    """West US never receives East US's writes, so a session read there waits for it (the
+    gateway's 200 ms) and then answers 404/1002. Hedged at 100 ms, the copy in East US 2 (no lag)
+    answers first and the West US attempt is cancelled; without hedging the read pays West US's
+    wait and its 1002 before the write region serves it."""
+    emu = regionlab
+    hedged = {"threshold_ms": 100, "threshold_steps_ms": 50}
+    with client_for(emu, preferred_locations=[WEST, EAST2], availability_strategy=hedged) as client:
+        c = client.create_database("db").create_container("c", PartitionKey(path="/pk"))
+        c.create_item({"id": "1", "pk": "p"})
+        before = served(emu)
+        item = c.read_item("1", partition_key="p")
+        hits = doc_hits(emu, before)
+        plain = c.read_item("1", partition_key="p", availability_strategy=False)
+    d = item.diagnostics
+    assert [(a.region, a.hedge) for a in d.attempts] == [(WEST, False), (EAST2, True)]
+    # West US is cancelled when the copy wins first; on a loaded machine its 1002 may come back
+    # before East US 2 answers, which is transient and so still not the answer.
+    assert d.attempts[0].error == "cancelled" or (d.attempts[0].status, d.attempts[0].sub_status) == (404, 1002)
+    assert d.attempts[1].status == 200 and d.status == 200
+    assert d.attempts[1].started_ms >= 100 and d.attempts[1].reason == "hedge after 100 ms"
+    assert hits[EAST2] == {"GET 200": 1}
+    assert [(a.region, a.status, a.sub_status) for a in plain.diagnostics.attempts] == \
+        [(WEST, 404, 1002), (EAST, 200, 0)]
