@@ -150,7 +150,12 @@ class CosmosClient:
     def __init__(self, url: str, credential, **kwargs):
         self._loop = _LoopThread()
         self._run = self._loop.run
-        self._inner = self._run(self._make(url, credential, kwargs))
+        try:
+            self._inner = self._run(self._make(url, credential, kwargs))
+        except BaseException:                 # no client: do not leave its loop thread behind
+            self._loop.stop()
+            self._loop = None
+            raise
 
     @staticmethod
     async def _make(url, credential, kwargs):

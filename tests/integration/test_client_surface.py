@@ -3,15 +3,19 @@ does not reach: change feed from now, from a time and from a continuation, per p
 per feed range on a four-partition container, all versions and deletes; query paging resumed
 from a continuation token; per-request excluded locations on a query, judged by the emulator's
 reply counters; every response and error carrying diagnostics with its charge, as JSON; the
-latency-threshold log; connection pools kept per endpoint and reused."""
+latency-threshold log; connection pools kept per endpoint and reused; a client that cannot
+discover its account raises 503 and leaves no thread behind."""
+import base64
 import json
 import logging
+import socket
+import threading
 import urllib.request
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from client import CosmosClient, CosmosResourceNotFoundError, PartitionKey
+from client import CosmosClient, CosmosHttpResponseError, CosmosResourceNotFoundError, PartitionKey
 
 REGIONS = ("East US", "East US 2", "West US")
 NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
@@ -132,3 +136,14 @@ def test_one_connection_pool_per_endpoint_reused(items):
         assert session.connector.limit == transport.pool_connections_max
     east = next(s for e, s in transport._sessions.items() if e != c.client.url)
     assert sum(len(v) for v in east.connector._conns.values()) == 1     # one kept-alive connection
+
+
+def test_a_client_that_cannot_discover_the_account_raises_and_leaves_no_thread():
+    with socket.socket() as s:                    # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    threads = set(threading.enumerate())
+    with pytest.raises(CosmosHttpResponseError) as e:
+        CosmosClient(f"http://127.0.0.1:{port}/", credential=base64.b64encode(b"k" * 32).decode())
+    assert e.value.status_code == 503 and "account discovery" in e.value.message
+    assert set(threading.enumerate()) == threads
