@@ -66,6 +66,7 @@ class Pipeline:
         self._clock = clock or time.perf_counter
         self._refreshing: asyncio.Future | None = None
         self._breaker_task: asyncio.Task | None = None
+        self._background: asyncio.Task | None = None
 
     def now(self) -> float:
         return self._clock()
@@ -75,8 +76,20 @@ class Pipeline:
 
     # ---- the account ---------------------------------------------------------------------
     async def ensure_account(self, diag: Diagnostics | None = None) -> None:
-        if self.router.needs_refresh(self.now_ms()):
-            await self.refresh_account(diag)
+        """The account must be known before a request; a periodic refresh of a known one runs in
+        the background (as the SDKs'), so no request waits for it."""
+        if not self.router.needs_refresh(self.now_ms()):
+            return
+        if self.router.account is None or self.router.refresh_reason is not None:
+            return await self.refresh_account(diag)
+        if self._refreshing is None and (self._background is None or self._background.done()):
+            self._background = asyncio.get_running_loop().create_task(self._refresh_in_background())
+
+    async def _refresh_in_background(self) -> None:
+        try:
+            await self.refresh_account()
+        except CosmosHttpResponseError as e:       # keep the known account; the next request tries again
+            LOG.warning("periodic account refresh failed: %s", e)
 
     async def refresh_account(self, diag: Diagnostics | None = None) -> None:
         """Re-read the account document; concurrent callers share one fetch."""
@@ -350,7 +363,8 @@ class Pipeline:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def close(self) -> None:
-        if self._breaker_task is not None:
-            self._breaker_task.cancel()
-            await asyncio.gather(self._breaker_task, return_exceptions=True)
+        for task in (self._breaker_task, self._background):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         await self.transport.close()

@@ -3,7 +3,8 @@ transport (client_world): hedged reads start the second region at exactly 500 ms
 answer and cancel the first; the end-to-end timeout cancels the attempt in flight at exactly 3 s;
 429s are waited out by their retry-after; 403/3 refreshes the account and follows the new write
 region; per-request exclusions route reads; repeated 503s open the circuit breaker so the next
-read of that partition goes elsewhere first; reads carry the region-scoped session token; every
+read of that partition goes elsewhere first; reads carry the region-scoped session token; the
+periodic account refresh runs in the background without holding a request; every
 attempt, hedge and decision is in the diagnostics with its charge."""
 import asyncio
 import base64
@@ -185,3 +186,20 @@ def test_reads_carry_the_region_scoped_session_token():
     assert t.sent[-1][4]["x-ms-session-token"] == "0:-1#7"
     assert any(e.kind == "session" and "region-scoped" in e.detail for e in d.events)
     assert "x-ms-session-token" not in t.sent[-2][4]          # single-write writes send none
+
+
+def test_the_periodic_account_refresh_runs_in_the_background():
+    t = ScriptedTransport(serve(lambda r, m, h: (0.005, reply())))
+
+    async def main():
+        client, c = await container(t, account_refresh_interval_ms=1000)
+        reads_at_start = t.account_reads
+        await asyncio.sleep(1.5)
+        item = await c.read_item("1", partition_key="a")
+        await asyncio.sleep(0)                      # let the background refresh run
+        await client.close()
+        return reads_at_start, item
+    reads_at_start, item = run(main())
+    assert t.account_reads == reads_at_start + 1
+    assert not any(e.kind == "account" for e in item.diagnostics.events)
+    assert item.diagnostics.latency_ms == pytest.approx(5.0)
