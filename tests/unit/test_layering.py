@@ -1,6 +1,8 @@
 """Proves the import rules of STYLE.md hold, by parsing every module with `ast` (relative imports
 resolved, imports inside functions included): the sans-IO core imports no I/O, clock, randomness
-or threading module and nothing of the shells; the bundled client never imports the emulator;
+or threading module and nothing of the shells; the bundled client never imports the emulator
+(nor the official SDK), its policies are sans-IO like the core, the wire contract imports nothing
+of the client around it;
 the emulator never imports the azure SDK (it is test-only)."""
 import ast
 from pathlib import Path
@@ -65,6 +67,22 @@ def test_core_is_sans_io():
 
 def test_client_never_imports_the_emulator():
     assert violations("client", ("emulator",)) == []
+
+
+# The client's policies are sans-IO state machines driven in virtual time, like the core.
+POLICIES_FORBIDDEN = CORE_FORBIDDEN + ("aiohttp", "client.aio", "client.sync")
+
+
+def test_client_policies_are_sans_io():
+    assert violations("client/policies", POLICIES_FORBIDDEN) == []
+
+
+def test_the_wire_contract_imports_nothing_of_the_client():
+    assert violations("client/protocol", ("client.aio", "client.sync", "client.policies", "aiohttp")) == []
+
+
+def test_client_never_imports_the_sdk():
+    assert violations("client", ("azure",)) == []
 
 
 def test_emulator_never_imports_the_sdk():

@@ -335,3 +335,9 @@ def test_real_sdk_traffic_verifies():
         verifier.verify(method, path, headers["authorization"], headers["x-ms-date"])
         with pytest.raises(auth.AuthError):
             stranger.verify(method, path, headers["authorization"], headers["x-ms-date"])
+
+
+def test_the_signer_signs_as_authorization_header():
+    signer = auth.MasterKeySigner(KEY)
+    for verb, rtype, link in (("GET", "", ""), ("PUT", "docs", "dbs/db/colls/c/docs/x"), ("POST", "offers", "")):
+        assert signer.header(verb, rtype, link, DATE) == auth.authorization_header(KEY, verb, rtype, link, DATE)

@@ -1,0 +1,92 @@
+"""The bundled client against the official azure-cosmos aio SDK: client CPU per point read and
+point reads/s at a given concurrency, same emulator, same run, alternating rounds.
+
+    python bench/client_bench.py [--concurrency 16] [--seconds 5] [--rounds 3]
+
+The emulator runs as its own process (bench/server_proc.py), so this process's CPU time
+(time.process_time) over a round is the client's alone: our client.aio.CosmosClient in gateway
+mode, or azure.cosmos.aio.CosmosClient, each on a uvloop loop, `concurrency` tasks reading one
+item each in a loop. Each client reads its own item first (and discovers the account) before a
+round is timed. Prints one JSON line per round and a summary with the medians; numbers go to
+docs/performance.md, never into tests.
+"""
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import uvloop  # noqa: E402
+from azure.cosmos import PartitionKey as SdkPartitionKey  # noqa: E402
+from azure.cosmos.aio import CosmosClient as SdkClient  # noqa: E402
+
+from client.aio import CosmosClient, PartitionKey  # noqa: E402
+from gateway_bench import machine  # noqa: E402
+from server_proc import ServerProcess  # noqa: E402
+
+
+async def setup(endpoint: str, key: str) -> None:
+    async with CosmosClient(endpoint, credential=key) as client:
+        db = await client.create_database_if_not_exists("bench")
+        c = await db.create_container_if_not_exists("c", partition_key=PartitionKey(path="/pk"))
+        await c.upsert_item({"id": "item", "pk": "p", "payload": "x" * 100})
+
+
+def make(kind: str, endpoint: str, key: str):
+    if kind == "ours":
+        return CosmosClient(endpoint, credential=key)
+    return SdkClient(endpoint, key)
+
+
+async def one_round(kind: str, endpoint: str, key: str, concurrency: int, seconds: float) -> dict:
+    async with make(kind, endpoint, key) as client:
+        c = client.get_database_client("bench").get_container_client("c")
+        await c.read_item("item", partition_key="p")           # warm: caches, pools
+        done = 0
+        stop = time.perf_counter() + seconds
+
+        async def worker():
+            nonlocal done
+            while time.perf_counter() < stop:
+                await c.read_item("item", partition_key="p")
+                done += 1
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+    return {"client": kind, "concurrency": concurrency, "reads": done, "reads_per_s": round(done / wall),
+            "client_cpu_us_per_read": round(cpu / done * 1e6, 1)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument("--seconds", type=float, default=5.0)
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args()
+    runs = []
+    with ServerProcess("--consistency", "Session") as server:
+        endpoint, key = server.ready["account_endpoint"], server.ready["key"]
+        uvloop.run(setup(endpoint, key))
+        for _ in range(args.rounds):
+            for kind in ("ours", "sdk"):
+                run = uvloop.run(one_round(kind, endpoint, key, args.concurrency, args.seconds))
+                print(json.dumps(run), flush=True)
+                runs.append(run)
+    summary = {"machine": machine()}
+    for kind in ("ours", "sdk"):
+        mine = [r for r in runs if r["client"] == kind]
+        summary[kind] = {"reads_per_s": statistics.median(r["reads_per_s"] for r in mine),
+                         "client_cpu_us_per_read": statistics.median(r["client_cpu_us_per_read"] for r in mine)}
+    summary["cpu_ratio_ours_to_sdk"] = round(summary["ours"]["client_cpu_us_per_read"]
+                                             / summary["sdk"]["client_cpu_us_per_read"], 3)
+    summary["throughput_ratio_ours_to_sdk"] = round(summary["ours"]["reads_per_s"] / summary["sdk"]["reads_per_s"], 2)
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,13 @@
+"""The asyncio core of the bundled client: `from client.aio import CosmosClient`."""
+from client.exceptions import (CosmosAccessConditionFailedError, CosmosBatchOperationError,
+                               CosmosClientTimeoutError, CosmosHttpResponseError,
+                               CosmosResourceExistsError, CosmosResourceNotFoundError)
+from client.partition_key import PartitionKey
+
+from .client import CosmosClient
+from .container import ContainerProxy
+from .database import DatabaseProxy
+
+__all__ = ["CosmosClient", "DatabaseProxy", "ContainerProxy", "PartitionKey", "CosmosHttpResponseError",
+           "CosmosResourceNotFoundError", "CosmosResourceExistsError", "CosmosAccessConditionFailedError",
+           "CosmosBatchOperationError", "CosmosClientTimeoutError"]

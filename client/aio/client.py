@@ -1,0 +1,137 @@
+"""The asyncio CosmosClient: the account's databases, over a pipeline of policies and a transport.
+
+    async with CosmosClient(url, credential=KEY, preferred_locations=["West US"]) as client:
+        db = await client.create_database_if_not_exists("shop")
+
+The constructor mirrors azure.cosmos.aio.CosmosClient's (url, credential, preferred_locations,
+excluded_locations, consistency_level, connection_mode, multiple_write_locations) and adds the
+policies' knobs: availability_strategy (hedging), timeout (end-to-end seconds),
+non_idempotent_write_retry, retry limits, region-scoped session capture and its Bloom filter,
+the diagnostics latency threshold, the account refresh interval and the gateway pool. A custom
+`transport=` (anything with the GatewayTransport interface) replaces the gateway one.
+"""
+from client.exceptions import CosmosResourceExistsError, CosmosResourceNotFoundError
+from client.policies.breaker import PartitionCircuitBreaker
+from client.policies.regions import ACCOUNT_REFRESH_MS, RegionRouter
+from client.policies.retry import RetryOptions
+from client.policies.session import BLOOM_EXPECTED_INSERTIONS, BLOOM_FALSE_POSITIVE_RATE, SessionContainer
+
+from .database import DatabaseProxy, offer_headers
+from .feed import AsyncItemPaged
+from .links import link_path
+from .pipeline import Pipeline
+from .request import Request
+from .responses import as_dict, body_json, dumps
+from .transport import GatewayTransport, IDLE_TIMEOUT_S, POOL_CONNECTIONS_MAX
+
+GATEWAY, DIRECT = "gateway", "direct"
+
+
+def _retry_options(kwargs) -> RetryOptions:
+    names = {"retry_total": "throttle_retries_max", "throttle_retries_max": "throttle_retries_max",
+             "throttle_wait_ms_max": "throttle_wait_ms_max", "local_retries_max": "local_retries_max",
+             "local_retry_wait_ms": "local_retry_wait_ms",
+             "credits_wait_ms_max": "credits_wait_ms_max",
+             "non_idempotent_write_retry": "non_idempotent_write_retry"}
+    return RetryOptions(**{names[k]: v for k, v in kwargs.items() if k in names and v is not None})
+
+
+class CosmosClient:
+    def __init__(self, url: str, credential, *, preferred_locations=None, excluded_locations=None,
+                 consistency_level=None, connection_mode: str = GATEWAY, multiple_write_locations=True,
+                 availability_strategy=None, timeout=None, region_scoped_session_capturing=True,
+                 session_bloom_expected_insertions=BLOOM_EXPECTED_INSERTIONS,
+                 session_bloom_false_positive_rate=BLOOM_FALSE_POSITIVE_RATE,
+                 diagnostics_latency_threshold_ms=None, account_refresh_interval_ms=ACCOUNT_REFRESH_MS,
+                 pool_connections_max=POOL_CONNECTIONS_MAX, idle_timeout_s=IDLE_TIMEOUT_S,
+                 transport=None, clock=None, **kwargs):
+        if connection_mode not in (GATEWAY, DIRECT):
+            raise ValueError(f"connection_mode must be 'gateway' or 'direct', not {connection_mode!r}")
+        if connection_mode == DIRECT and transport is None:
+            raise ValueError("connection_mode='direct' needs the direct transport, which this build "
+                             "does not have yet; use connection_mode='gateway'")
+        key = credential if isinstance(credential, str) else credential["masterKey"]
+        self.url = url if url.endswith("/") else url + "/"
+        self.connection_mode = connection_mode
+        self._router = RegionRouter(preferred_locations, excluded_locations, multiple_write_locations,
+                                    account_refresh_interval_ms)
+        self._pipeline = Pipeline(
+            self.url, key, transport or GatewayTransport(pool_connections_max, idle_timeout_s),
+            self._router, retry_options=_retry_options(kwargs), consistency_level=consistency_level,
+            availability_strategy=availability_strategy, timeout_s=timeout,
+            breaker=PartitionCircuitBreaker(),
+            sessions=SessionContainer(region_scoped_session_capturing, session_bloom_expected_insertions,
+                                      session_bloom_false_positive_rate),
+            latency_threshold_ms=diagnostics_latency_threshold_ms, clock=clock)
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+    async def __aenter__(self):
+        await self._pipeline.ensure_account()
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    async def close(self) -> None:
+        await self._pipeline.close()
+
+    # ---- regions ---------------------------------------------------------------------------------
+    @property
+    def excluded_locations(self) -> list[str]:
+        return self._router.excluded_locations
+
+    @excluded_locations.setter
+    def excluded_locations(self, value) -> None:
+        """A list of region names, or a callable returning one (read at every request)."""
+        self._router.excluded_locations = value
+
+    @property
+    def session_container(self) -> SessionContainer:
+        return self._pipeline.sessions
+
+    @property
+    def circuit_breaker(self) -> PartitionCircuitBreaker:
+        return self._pipeline.breaker
+
+    async def get_database_account(self) -> dict:
+        await self._pipeline.refresh_account()
+        return self._router.account
+
+    # ---- databases -------------------------------------------------------------------------------
+    def get_database_client(self, database) -> DatabaseProxy:
+        return DatabaseProxy(self, database if isinstance(database, str) else database["id"])
+
+    async def create_database(self, id: str, *, offer_throughput=None, **kwargs) -> DatabaseProxy:
+        req = Request("POST", "/dbs", "create_database", offer_headers(offer_throughput),
+                      dumps({"id": id}), is_write=True, idempotent=False)
+        reply, diag = await self._pipeline.execute(req)
+        proxy = self.get_database_client(id)
+        proxy._props = as_dict(reply, diag)
+        return proxy
+
+    async def create_database_if_not_exists(self, id: str, **kwargs) -> DatabaseProxy:
+        proxy = self.get_database_client(id)
+        try:
+            await proxy.read()
+            return proxy
+        except CosmosResourceNotFoundError:
+            pass
+        try:
+            return await self.create_database(id, **kwargs)
+        except CosmosResourceExistsError:
+            await proxy.read()
+            return proxy
+
+    async def delete_database(self, database, **kwargs) -> None:
+        did = database if isinstance(database, str) else database.id
+        await self._pipeline.execute(Request("DELETE", link_path("dbs", did), "delete_database", is_write=True))
+
+    def list_databases(self, max_item_count=None, **kwargs) -> AsyncItemPaged:
+        async def fetch(continuation):
+            h = {"x-ms-max-item-count": str(max_item_count)} if max_item_count else {}
+            if continuation:
+                h["x-ms-continuation"] = continuation
+            reply, diag = await self._pipeline.execute(Request("GET", "/dbs", "list_databases", h))
+            return (body_json(reply) or {}).get("Databases", []), reply.headers.get("x-ms-continuation"), \
+                diag, reply.headers
+        return AsyncItemPaged(fetch)

@@ -1,0 +1,217 @@
+"""A container's items: point operations, queries, read-all, delete by partition key,
+transactional batch, change feed and throughput. Names and arguments follow
+azure.cosmos.aio.ContainerProxy."""
+import uuid
+
+from client import partition_key as pkmod
+from client.exceptions import CosmosBatchOperationError, CosmosResourceNotFoundError
+from client.protocol import auth, headers as H, status as S
+
+from .changefeed import ChangeFeed
+from .feed import AsyncItemPaged
+from .links import item_path, link_path
+from .offers import Throughput
+from .request import Request, USE_CLIENT_DEFAULT
+from .responses import CosmosDict, CosmosList, as_dict, body_json, dumps
+
+QUERY_CONTENT_TYPE = "application/query+json"
+PATCH_CONTENT_TYPE = "application/json-patch+json"
+_BATCH_TYPES = {"create": "Create", "upsert": "Upsert", "read": "Read", "replace": "Replace",
+                "delete": "Delete", "patch": "Patch"}
+
+
+class ContainerProxy(Throughput):
+    def __init__(self, client, database, id: str):
+        self.client = client
+        self.database = database
+        self.id = id
+        self.link = f"{database.link}/colls/{id}"
+        self._props: dict | None = None
+        self._ranges: list | None = None
+        self._name_based = auth.is_name_based(self.link)     # then an item's signed link is its path
+
+    def __repr__(self):
+        return f"<ContainerProxy [{self.link}]>"
+
+    # ---- plumbing ----------------------------------------------------------------------
+    @staticmethod
+    def _request_options(kwargs) -> dict:
+        out = {}
+        if "excluded_locations" in kwargs:
+            out["excluded_locations"] = kwargs["excluded_locations"]
+        if "availability_strategy" in kwargs:
+            out["availability_strategy"] = kwargs["availability_strategy"]
+        if "timeout" in kwargs:
+            out["timeout_s"] = kwargs["timeout"]
+        return out
+
+    async def _send(self, req: Request):
+        return await self.client._pipeline.execute(req)
+
+    async def _doc(self, method, path, operation, pk, body=None, headers=None, is_write=False,
+                   idempotent=True, **kwargs):
+        item_id = kwargs.pop("_item_id", None)
+        signed = {} if item_id is None or not self._name_based else {"resource_type": "docs",
+                                              "resource_link": f"{self.link}/docs/{item_id}"}
+        req = Request(method, path, operation, dict(headers or {}),
+                      None if body is None else dumps(body), is_write=is_write, is_document=True,
+                      idempotent=idempotent, collection=self.link,
+                      partition_key=None if pk is None else pkmod.header_value(pk),
+                      **self._request_options(kwargs), **signed)
+        reply, diag = await self._send(req)
+        return as_dict(reply, diag)
+
+    async def read(self, **kwargs) -> CosmosDict:
+        req = Request("GET", link_path(self.link), "read_container", **self._request_options(kwargs))
+        reply, diag = await self._send(req)
+        self._props = as_dict(reply, diag)
+        return self._props
+
+    async def _properties(self) -> dict:
+        return self._props if self._props is not None else await self.read()
+
+    async def _pk_of(self, body: dict):
+        paths = (await self._properties())["partitionKey"]["paths"]
+        try:
+            return pkmod.value_in(body, paths)
+        except (KeyError, TypeError):
+            return [{}] if len(paths) == 1 else [{} for _ in paths]
+
+    @staticmethod
+    def _write_headers(kwargs, upsert=False) -> dict:
+        h = {H.CONTENT_TYPE: "application/json"}
+        if upsert:
+            h[H.IS_UPSERT] = "True"
+        if kwargs.get("etag") and kwargs.get("match_condition") is not None:
+            h[H.IF_MATCH] = kwargs["etag"]
+        if kwargs.get("no_response"):
+            h[H.PREFER] = H.PREFER_RETURN_MINIMAL
+        return h
+
+    # ---- items -----------------------------------------------------------------------------
+    async def create_item(self, body: dict, **kwargs) -> CosmosDict:
+        body = body if "id" in body or not kwargs.get("enable_automatic_id_generation") else \
+            {**body, "id": str(uuid.uuid4())}
+        return await self._doc("POST", link_path(self.link, "docs"), "create", await self._pk_of(body),
+                               body, self._write_headers(kwargs), True, False, **kwargs)
+
+    async def upsert_item(self, body: dict, **kwargs) -> CosmosDict:
+        return await self._doc("POST", link_path(self.link, "docs"), "upsert", await self._pk_of(body),
+                               body, self._write_headers(kwargs, upsert=True), True, True, **kwargs)
+
+    async def replace_item(self, item, body: dict, **kwargs) -> CosmosDict:
+        item_id = item["id"] if isinstance(item, dict) else item
+        return await self._doc("PUT", item_path(self.link, item_id), "replace", await self._pk_of(body),
+                               body, self._write_headers(kwargs), True, True, **kwargs)
+
+    async def read_item(self, item, partition_key, **kwargs) -> CosmosDict:
+        item_id = item["id"] if isinstance(item, dict) else item
+        return await self._doc("GET", item_path(self.link, item_id), "read", partition_key,
+                               _item_id=item_id, **kwargs)
+
+    async def delete_item(self, item, partition_key, **kwargs) -> CosmosDict:
+        item_id = item["id"] if isinstance(item, dict) else item
+        return await self._doc("DELETE", item_path(self.link, item_id), "delete", partition_key,
+                               headers=self._write_headers(kwargs), is_write=True, idempotent=False, **kwargs)
+
+    async def patch_item(self, item, partition_key, patch_operations: list, *, filter_predicate=None,
+                         **kwargs) -> CosmosDict:
+        item_id = item["id"] if isinstance(item, dict) else item
+        body = {"operations": patch_operations}
+        if filter_predicate:
+            body["condition"] = filter_predicate
+        headers = self._write_headers(kwargs)
+        headers[H.CONTENT_TYPE] = PATCH_CONTENT_TYPE
+        return await self._doc("PATCH", item_path(self.link, item_id), "patch", partition_key, body,
+                               headers, True, False, **kwargs)
+
+    async def delete_all_items_by_partition_key(self, partition_key, **kwargs) -> CosmosDict:
+        return await self._doc("POST", link_path(self.link, "operations", "partitionkeydelete"),
+                               "delete_by_partition_key", partition_key, None,
+                               {H.CONTENT_TYPE: "application/json"}, True, True, **kwargs)
+
+    # ---- feeds -------------------------------------------------------------------------------
+    def query_items(self, query: str, parameters=None, partition_key=None,
+                    enable_cross_partition_query=None, max_item_count=None, **kwargs) -> AsyncItemPaged:
+        body = dumps({"query": query, "parameters": list(parameters or [])})
+        headers = {H.CONTENT_TYPE: QUERY_CONTENT_TYPE, H.IS_QUERY: "True"}
+        if partition_key is None:
+            headers[H.ENABLE_CROSS_PARTITION] = "True"
+        return self._paged("POST", "query", body, headers, partition_key, max_item_count, kwargs)
+
+    def read_all_items(self, max_item_count=None, **kwargs) -> AsyncItemPaged:
+        return self._paged("GET", "read_feed", None, {}, None, max_item_count, kwargs)
+
+    def _paged(self, method, operation, body, headers, pk, max_item_count, kwargs) -> AsyncItemPaged:
+        if max_item_count:
+            headers[H.MAX_ITEM_COUNT] = str(max_item_count)
+        pk_text = None if pk is None else pkmod.header_value(pk)
+        options = self._request_options(kwargs)
+
+        async def fetch(continuation):
+            h = dict(headers)
+            if continuation:
+                h[H.CONTINUATION] = continuation
+            req = Request(method, link_path(self.link, "docs"), operation, h, body, is_document=True,
+                          is_feed=True, collection=self.link, partition_key=pk_text, **options)
+            reply, diag = await self._send(req)
+            return (body_json(reply) or {}).get("Documents", []), reply.headers.get(H.CONTINUATION), \
+                diag, reply.headers
+        return AsyncItemPaged(fetch, kwargs.get("continuation_token"))
+
+    async def _partition_key_ranges(self) -> list:
+        req = Request("GET", link_path(self.link, "pkranges"), "read_pkranges", {H.MAX_ITEM_COUNT: "-1"})
+        reply, _ = await self._send(req)
+        self._ranges = (body_json(reply) or {}).get("PartitionKeyRanges", [])
+        return self._ranges
+
+    async def read_feed_ranges(self, **kwargs) -> list[dict]:
+        return [{"Range": {"isMaxInclusive": False, "isMinInclusive": True, "max": r["maxExclusive"],
+                           "min": r["minInclusive"]}} for r in await self._partition_key_ranges()]
+
+    def query_items_change_feed(self, **kwargs) -> AsyncItemPaged:
+        """partition_key= or feed_range=, start_time="Beginning"|"Now"|datetime, continuation=,
+        max_item_count=, mode="LatestVersion"|"AllVersionsAndDeletes"."""
+        return ChangeFeed(self, **kwargs).pages()
+
+    # ---- transactional batch -------------------------------------------------------------
+    async def execute_item_batch(self, batch_operations: list, partition_key, **kwargs) -> CosmosList:
+        ops = [self._batch_op(op) for op in batch_operations]
+        headers = {H.IS_BATCH: "True", H.BATCH_ATOMIC: "True", H.BATCH_CONTINUE_ON_ERROR: "False",
+                   H.CONTENT_TYPE: "application/json"}
+        req = Request("POST", link_path(self.link, "docs"), "batch", headers, dumps(ops), is_write=True,
+                      is_document=True, idempotent=False, collection=self.link,
+                      partition_key=pkmod.header_value(partition_key), **self._request_options(kwargs))
+        reply, diag = await self._send(req)
+        results = body_json(reply) or []
+        if reply.status == S.MULTI_STATUS:
+            index = next((i for i, r in enumerate(results) if r.get("statusCode", 0) >= 400
+                          and r.get("statusCode") != S.FAILED_DEPENDENCY), 0)
+            raise CosmosBatchOperationError(index, results, status_code=results[index].get("statusCode"),
+                                            message=f"batch operation {index} failed",
+                                            sub_status=results[index].get("subStatusCode", 0),
+                                            diagnostics=diag, request_charge=diag.request_charge)
+        return CosmosList(results, reply.headers, diag)
+
+    @staticmethod
+    def _batch_op(op) -> dict:
+        kind, args = op[0], op[1]
+        options = op[2] if len(op) > 2 else {}
+        out = {"operationType": _BATCH_TYPES[kind.lower()]}
+        if kind.lower() in ("create", "upsert"):
+            out["resourceBody"] = args[0]
+        elif kind.lower() in ("read", "delete"):
+            out["id"] = args[0]
+        elif kind.lower() == "replace":
+            out["id"], out["resourceBody"] = args[0], args[1]
+        else:
+            out["id"], out["resourceBody"] = args[0], {"operations": args[1]}
+            if options.get("filter_predicate"):
+                out["resourceBody"]["condition"] = options["filter_predicate"]
+        if options.get("if_match_etag"):
+            out["ifMatch"] = options["if_match_etag"]
+        return out
+
+    # ---- throughput ----------------------------------------------------------------------------
+    async def _offer_resource(self) -> str:
+        return (await self._properties())["_self"]

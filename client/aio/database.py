@@ -1,0 +1,86 @@
+"""A database: its containers and throughput. Names follow azure.cosmos.aio.DatabaseProxy."""
+from client.exceptions import CosmosResourceExistsError, CosmosResourceNotFoundError
+from client.protocol import headers as H
+
+from .container import ContainerProxy
+from .feed import AsyncItemPaged
+from .links import link_path
+from .offers import Throughput
+from .request import Request
+from .responses import CosmosDict, as_dict, body_json, dumps
+
+
+def offer_headers(offer_throughput) -> dict:
+    h = {H.CONTENT_TYPE: "application/json"}
+    if offer_throughput is not None:
+        h[H.OFFER_THROUGHPUT] = str(int(offer_throughput))
+    return h
+
+
+class DatabaseProxy(Throughput):
+    def __init__(self, client, id: str):
+        self.client = client
+        self.id = id
+        self.link = f"dbs/{id}"
+        self._props: dict | None = None
+
+    def __repr__(self):
+        return f"<DatabaseProxy [{self.link}]>"
+
+    async def _send(self, req):
+        return await self.client._pipeline.execute(req)
+
+    async def read(self, **kwargs) -> CosmosDict:
+        reply, diag = await self._send(Request("GET", link_path(self.link), "read_database"))
+        self._props = as_dict(reply, diag)
+        return self._props
+
+    async def _offer_resource(self) -> str:
+        return (self._props or await self.read())["_self"]
+
+    def get_container_client(self, container) -> ContainerProxy:
+        return ContainerProxy(self.client, self, container if isinstance(container, str) else container["id"])
+
+    async def create_container(self, id: str, partition_key, *, offer_throughput=None, default_ttl=None,
+                               indexing_policy=None, unique_key_policy=None,
+                               conflict_resolution_policy=None, **kwargs) -> ContainerProxy:
+        body = {"id": id, "partitionKey": dict(partition_key)}
+        for key, value in (("defaultTtl", default_ttl), ("indexingPolicy", indexing_policy),
+                           ("uniqueKeyPolicy", unique_key_policy),
+                           ("conflictResolutionPolicy", conflict_resolution_policy)):
+            if value is not None:
+                body[key] = value
+        req = Request("POST", link_path(self.link, "colls"), "create_container",
+                      offer_headers(offer_throughput), dumps(body), is_write=True, idempotent=False)
+        reply, diag = await self._send(req)
+        proxy = self.get_container_client(id)
+        proxy._props = as_dict(reply, diag)
+        return proxy
+
+    async def create_container_if_not_exists(self, id: str, partition_key, **kwargs) -> ContainerProxy:
+        proxy = self.get_container_client(id)
+        try:
+            await proxy.read()
+            return proxy
+        except CosmosResourceNotFoundError:
+            pass
+        try:
+            return await self.create_container(id, partition_key, **kwargs)
+        except CosmosResourceExistsError:      # created meanwhile by someone else
+            await proxy.read()
+            return proxy
+
+    async def delete_container(self, container, **kwargs) -> None:
+        cid = container if isinstance(container, str) else getattr(container, "id", None) or container["id"]
+        req = Request("DELETE", link_path(self.link, "colls", cid), "delete_container", is_write=True)
+        await self._send(req)
+
+    def list_containers(self, max_item_count=None, **kwargs) -> AsyncItemPaged:
+        async def fetch(continuation):
+            h = {H.MAX_ITEM_COUNT: str(max_item_count)} if max_item_count else {}
+            if continuation:
+                h[H.CONTINUATION] = continuation
+            reply, diag = await self._send(Request("GET", link_path(self.link, "colls"), "list_containers", h))
+            return (body_json(reply) or {}).get("DocumentCollections", []), \
+                reply.headers.get(H.CONTINUATION), diag, reply.headers
+        return AsyncItemPaged(fetch)

@@ -1,0 +1,370 @@
+"""The request pipeline: runs one operation through the policies over a transport.
+
+Theory of operation. `execute(request)` refreshes the account when the region router asks, then
+either runs one *retry chain* (attempt → retry decision → maybe another region → ...) or, when
+hedging applies, a race of chains, one pinned to each region, started on the hedge schedule. The
+whole operation runs under the end-to-end timeout, which cancels every attempt still in flight.
+Every attempt, decision and hedge lands in the operation's Diagnostics; the answer is the reply,
+or the error for it, both carrying the diagnostics and the total charge.
+
+The policies are sans-IO (client/policies/); this module only sends, sleeps and keeps time
+(`clock`, seconds, injected: time.perf_counter by default; virtual-time tests pass the loop's).
+"""
+import asyncio
+import json
+import logging
+import time
+
+from client.diagnostics import Attempt, Diagnostics, FEED_LATENCY_THRESHOLD_MS, POINT_LATENCY_THRESHOLD_MS
+from client.exceptions import CosmosClientTimeoutError, CosmosHttpResponseError, error_for
+from client.policies import breaker as cb
+from client.policies import hedging, retry
+from client.policies.regions import parse_account
+from client.policies.session import SessionContainer
+from client.protocol import headers as H, status as S
+from client.protocol.auth import MasterKeySigner
+
+from .request import API_VERSION, USE_CLIENT_DEFAULT, Request, http_date
+from .transport import TransportError
+
+LOG = logging.getLogger("client")
+ACCOUNT_FETCH_ATTEMPTS_MAX = 3
+
+
+class Result:
+    """What a chain ended with: a reply, or the last transport error."""
+    __slots__ = ("reply", "error", "region")
+
+    def __init__(self, reply, error, region):
+        self.reply, self.error, self.region = reply, error, region
+
+    @property
+    def status(self):
+        return None if self.reply is None else self.reply.status
+
+    @property
+    def sub_status(self) -> int:
+        return 0 if self.reply is None else int(self.reply.headers.get(H.SUBSTATUS) or 0)
+
+
+class Pipeline:
+    def __init__(self, global_endpoint: str, key: str, transport, router, *, retry_options,
+                 consistency_level=None, availability_strategy=None, timeout_s=None,
+                 breaker=None, sessions=None, latency_threshold_ms=None, clock=None):
+        self.global_endpoint = global_endpoint
+        self.signer = MasterKeySigner(key)
+        self.transport = transport
+        self.router = router
+        self.retry_options = retry_options
+        self.consistency_level = consistency_level
+        self.availability_strategy = hedging.AvailabilityStrategy.of(availability_strategy)
+        self.timeout_s = timeout_s
+        self.breaker = breaker or cb.PartitionCircuitBreaker()
+        self.sessions = sessions or SessionContainer()
+        self.latency_threshold_ms = latency_threshold_ms
+        # perf_counter, not the loop's clock: uvloop's ticks in whole milliseconds
+        self._clock = clock or time.perf_counter
+        self._refreshing: asyncio.Future | None = None
+        self._breaker_task: asyncio.Task | None = None
+        self._background: asyncio.Task | None = None
+
+    def now(self) -> float:
+        return self._clock()
+
+    def now_ms(self) -> float:
+        return self.now() * 1000.0
+
+    # ---- the account ---------------------------------------------------------------------
+    async def ensure_account(self, diag: Diagnostics | None = None) -> None:
+        """The account must be known before a request; a periodic refresh of a known one runs in
+        the background (as the SDKs'), so no request waits for it."""
+        if not self.router.needs_refresh(self.now_ms()):
+            return
+        if self.router.account is None or self.router.refresh_reason is not None:
+            return await self.refresh_account(diag)
+        if self._refreshing is None and (self._background is None or self._background.done()):
+            self._background = asyncio.get_running_loop().create_task(self._refresh_in_background())
+
+    async def _refresh_in_background(self) -> None:
+        try:
+            await self.refresh_account()
+        except CosmosHttpResponseError as e:       # keep the known account; the next request tries again
+            LOG.warning("periodic account refresh failed: %s", e)
+
+    async def refresh_account(self, diag: Diagnostics | None = None) -> None:
+        """Re-read the account document; concurrent callers share one fetch."""
+        if self._refreshing is not None:
+            return await asyncio.shield(self._refreshing)
+        self._refreshing = asyncio.get_running_loop().create_future()
+        try:
+            reason = self.router.refresh_reason or "periodic"
+            self.router.update(parse_account(await self._fetch_account()), self.now_ms())
+            if diag is not None:
+                diag.event(self.now(), "account", f"refreshed ({reason}): write regions "
+                           f"{[r.name for r in self.router.account.write_regions]}")
+            self._refreshing.set_result(None)
+        except BaseException as e:
+            self._refreshing.set_exception(e)
+            self._refreshing.exception()        # retrieved: waiters re-raise it
+            raise
+        finally:
+            self._refreshing = None
+
+    async def _fetch_account(self) -> dict:
+        endpoints = [self.global_endpoint]
+        if self.router.account is not None:
+            endpoints += [r.endpoint for r in self.router.account.read_regions]
+        last = None
+        for endpoint in endpoints[:ACCOUNT_FETCH_ATTEMPTS_MAX + 1]:
+            date = http_date()
+            headers = {"x-ms-date": date, "x-ms-version": API_VERSION,
+                       "authorization": self.signer.header("GET", "", "", date)}
+            try:
+                reply = await self.transport.send(endpoint, "GET", "/", headers, None)
+            except TransportError as e:
+                last = CosmosHttpResponseError(S.SERVICE_UNAVAILABLE, f"account discovery: {e}")
+                continue
+            if reply.status == 200:
+                return json.loads(reply.body)
+            last = error_for(reply.status, f"account discovery at {endpoint}: {reply.body[:300]!r}",
+                             sub_status=int(reply.headers.get(H.SUBSTATUS) or 0))
+        raise last
+
+    # ---- one operation -----------------------------------------------------------------
+    async def execute(self, req: Request):
+        """(reply, diagnostics) of a successful operation; raises the error for a failed one."""
+        diag = Diagnostics(req.operation, req.path, self.now())
+        timeout_s = self.timeout_s if req.timeout_s is USE_CLIENT_DEFAULT else req.timeout_s
+        try:
+            if timeout_s:
+                async with asyncio.timeout(timeout_s):
+                    result = await self._run(req, diag)
+            else:
+                result = await self._run(req, diag)
+        except TimeoutError:
+            self._finish(diag, req, S.REQUEST_TIMEOUT, 0)
+            raise CosmosClientTimeoutError(
+                f"the end-to-end timeout of {timeout_s} s passed; every attempt was cancelled",
+                diagnostics=diag, request_charge=diag.request_charge) from None
+        self._finish(diag, req, result.status, result.sub_status)
+        if result.reply is None:
+            raise CosmosHttpResponseError(S.SERVICE_UNAVAILABLE, f"no region answered: {result.error}",
+                                          diagnostics=diag, request_charge=diag.request_charge)
+        if result.reply.status >= 400:
+            if (result.status, result.sub_status) == (S.NOT_FOUND, S.SUB_READ_SESSION_NOT_AVAILABLE) \
+                    and req.collection:
+                # The session names writes no region has (a forced failover lost them): as the
+                # SDKs do, forget the container's tokens so the next read is served again.
+                self.sessions.clear(req.collection)
+                diag.event(self.now(), "session", f"404/1002 after every retry: {req.collection}'s tokens dropped")
+            raise self._error(result.reply, diag)
+        return result.reply, diag
+
+    def _finish(self, diag, req, status, sub_status) -> None:
+        diag.latency_ms = diag.elapsed_ms(self.now())
+        diag.status, diag.sub_status = status, sub_status
+        threshold = self.latency_threshold_ms
+        if threshold is None:
+            threshold = FEED_LATENCY_THRESHOLD_MS if req.is_feed else POINT_LATENCY_THRESHOLD_MS
+        diag.maybe_log(threshold)
+
+    @staticmethod
+    def _error(reply, diag) -> CosmosHttpResponseError:
+        try:
+            body = json.loads(reply.body) if reply.body else {}
+            message = body.get("message", "") if isinstance(body, dict) else str(body)
+        except ValueError:
+            body, message = None, reply.body[:500].decode("utf-8", "replace")
+        return error_for(reply.status, message, sub_status=int(reply.headers.get(H.SUBSTATUS) or 0),
+                         headers=reply.headers, diagnostics=diag, request_charge=diag.request_charge,
+                         body=body)
+
+    async def _run(self, req: Request, diag: Diagnostics) -> Result:
+        await self.ensure_account(diag)
+        strategy = (self.availability_strategy if req.availability_strategy is USE_CLIENT_DEFAULT
+                    else hedging.AvailabilityStrategy.of(req.availability_strategy))
+        if hedging.applies(strategy, req.is_document, req.is_write, self.router.multi_write,
+                           self.retry_options.non_idempotent_write_retry):
+            regions = self._regions(req)
+            if len(regions) > 1:
+                return await self._hedged(req, diag, regions, strategy)
+        return await self._chain(req, diag)
+
+    # ---- routing ---------------------------------------------------------------------------
+    def _partition(self, req):
+        if not (req.is_document and req.partition_key is not None and self.router.multi_write):
+            return None
+        return req.collection, req.partition_key
+
+    def _regions(self, req) -> list:
+        regions = self.router.applicable(req.is_write, self.now_ms(), req.excluded_locations)
+        partition = self._partition(req)
+        if partition is not None:
+            regions = self.breaker.order(partition, regions, self.now_ms(), name=lambda r: r.name)
+        return regions
+
+    # ---- a retry chain -------------------------------------------------------------------
+    async def _chain(self, req, diag, pinned=None, hedge=False, reason="initial") -> Result:
+        state = retry.RetryState()
+        tried: list[str] = []
+        region, to_write_region = pinned, False
+        while True:
+            if pinned is None:
+                region = self.router.primary() if to_write_region else self._pick(req, region, tried)
+            if region.name not in tried:
+                tried.append(region.name)
+            result, outcome = await self._attempt(req, diag, region, reason, hedge)
+            if outcome.status is not None and outcome.status < 400:
+                return result
+            kind = retry.RequestKind(req.is_write, req.idempotent, self.router.multi_write,
+                                     len(self._regions(req)))
+            decision = retry.decide(self.retry_options, state, outcome, kind)
+            if not decision.retry or (pinned is not None and decision.route != "same"):
+                return result
+            reason = decision.reason
+            if decision.mark_unavailable:
+                self.router.mark_unavailable(region.endpoint, self.now_ms())
+            if decision.refresh_account:
+                self.router.request_refresh(reason)
+            if decision.delay_ms:
+                await asyncio.sleep(decision.delay_ms / 1000.0)
+            if decision.refresh_account:
+                await self._refresh_quietly(diag)
+            to_write_region = decision.route == "write"
+            if decision.route == "next":
+                region = None
+
+    def _pick(self, req, current, tried):
+        """The region for the next attempt: `current` again (a local retry), or, after a move
+        (current None, or its partition's breaker just opened), the best region in the current
+        order this chain has not tried yet."""
+        regions = self._regions(req)
+        if current is not None and current in regions and not self._breaker_open(req, current):
+            return current
+        for r in regions:
+            if r.name not in tried:
+                return r
+        return regions[0]
+
+    async def _refresh_quietly(self, diag) -> None:
+        try:
+            await self.refresh_account(diag)
+        except CosmosHttpResponseError as e:       # keep the known regions; retry routes anyway
+            diag.event(self.now(), "account", f"refresh failed: {e}")
+
+    async def _attempt(self, req, diag, region, reason, hedge):
+        attempt = Attempt(region.name, region.endpoint, round(diag.elapsed_ms(self.now()), 3), reason, hedge)
+        diag.attempts.append(attempt)
+        headers = req.signed_headers(self.signer)
+        self._add_consistency(req, headers, diag)
+        started = self.now()
+        try:
+            reply = await self.transport.send(region.endpoint, req.method, req.path, headers, req.body)
+        except TransportError as e:
+            attempt.latency_ms = (self.now() - started) * 1000.0
+            attempt.error = str(e)
+            self._record_breaker(req, diag, region, None, e.kind)
+            return Result(None, str(e), region), retry.Outcome(None, transport_error=e.kind)
+        except asyncio.CancelledError:
+            attempt.latency_ms = (self.now() - started) * 1000.0
+            attempt.error = "cancelled"
+            raise
+        attempt.latency_ms = (self.now() - started) * 1000.0
+        h = reply.headers
+        attempt.status = reply.status
+        attempt.sub_status = int(h.get(H.SUBSTATUS) or 0)
+        attempt.request_charge = float(h.get(H.REQUEST_CHARGE) or 0.0)
+        self._capture_session(req, region, reply)
+        self._record_breaker(req, diag, region, reply.status, None)
+        retry_after = h.get(H.RETRY_AFTER_MS)
+        return (Result(reply, None, region),
+                retry.Outcome(reply.status, attempt.sub_status, int(retry_after) if retry_after else None))
+
+    # ---- sessions --------------------------------------------------------------------------
+    def _session_consistency(self) -> bool:
+        level = self.consistency_level or (self.router.account and self.router.account.consistency)
+        return level == "Session"
+
+    def _add_consistency(self, req, headers, diag) -> None:
+        if self.consistency_level:
+            headers[H.CONSISTENCY_LEVEL] = self.consistency_level
+        if not (req.is_document and req.collection and self._session_consistency()):
+            return
+        if req.is_write and not self.router.multi_write and req.operation != "batch":
+            return
+        token, decision = self.sessions.token_for(req.collection, req.partition_key)
+        diag.event(self.now(), "session", decision)
+        if token:
+            headers[H.SESSION_TOKEN] = token
+
+    def _capture_session(self, req, region, reply) -> None:
+        if req.collection is None:
+            return
+        token = reply.headers.get(H.SESSION_TOKEN)
+        if token:
+            self.sessions.capture(req.collection, token, req.partition_key, region.name,
+                                  req.is_write and reply.status < 400)
+
+    # ---- the circuit breaker -----------------------------------------------------------------
+    def _breaker_open(self, req, region) -> bool:
+        partition = self._partition(req)
+        return partition is not None and \
+            self.breaker.state(partition, region.name, self.now_ms()) == cb.UNAVAILABLE
+
+    def _record_breaker(self, req, diag, region, status, transport_error) -> None:
+        partition = self._partition(req)
+        if partition is None or status == S.TOO_MANY_REQUESTS:
+            return
+        failed = cb.is_failure(status, transport_error)
+        changed = self.breaker.record(partition, region.name, req.is_write, failed, self.now_ms())
+        if changed is not None:
+            diag.event(self.now(), "breaker", f"partition {partition[1]} in {region.name}: {changed}")
+        if failed and self._breaker_task is None:
+            self._breaker_task = asyncio.get_running_loop().create_task(self._breaker_sweep())
+
+    async def _breaker_sweep(self) -> None:
+        while True:
+            await asyncio.sleep(cb.CHECK_INTERVAL_MS / 1000.0)
+            for partition, region in self.breaker.check(self.now_ms()):
+                LOG.info("circuit breaker: partition %s in %s is HealthyTentative", partition, region)
+
+    # ---- hedging ---------------------------------------------------------------------------
+    async def _hedged(self, req, diag, regions, strategy) -> Result:
+        race = hedging.HedgeRace(strategy, len(regions))
+        tasks: dict[asyncio.Task, int] = {}
+        results: dict[int, Result] = {}
+        started = self.now()
+
+        def start(i: int) -> None:
+            if i > 0:
+                diag.event(self.now(), "hedge", f"copy {i} to {regions[i].name}")
+            reason = "initial" if i == 0 else f"hedge after {strategy.start_ms(i)} ms"
+            tasks[asyncio.ensure_future(self._chain(req, diag, regions[i], i > 0, reason))] = i
+
+        try:
+            for i in race.due(0):
+                start(i)
+            while not race.done:
+                due_ms = race.next_due_ms()
+                wait_s = None if due_ms is None else max(0.0, due_ms / 1000.0 - (self.now() - started))
+                pending = [t for t in tasks if not t.done()]
+                done, _ = await asyncio.wait(pending, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
+                for t in done:
+                    i = tasks[t]
+                    results[i] = t.result()
+                    for j in race.on_reply(i, results[i].status, results[i].sub_status, results[i]):
+                        start(j)
+                for i in race.due((self.now() - started) * 1000.0):
+                    start(i)
+            return results[race.result_index()]
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def close(self) -> None:
+        for task in (self._breaker_task, self._background):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        await self.transport.close()

@@ -1,0 +1,152 @@
+"""Region resolution: which regional endpoints a request may go to, in which order.
+
+Theory of operation. The account document (`GET /` on the global endpoint) lists write and read
+regions. The router keeps the latest one and answers `applicable(is_write, excluded)`:
+
+* reads: the preferred locations the account has, in preference order (names compared as the
+  SDK compares them: lower case without spaces, '-' and '_'); a preferred region the account
+  lacks is skipped and used once a refresh shows it; the primary (first write) region follows
+  them as the last resort, as the SDKs fall back to the hub; no preference → the account's order;
+* writes: single-write accounts write to the write region (preferences and exclusions do not
+  apply, as in the SDK); multi-write accounts follow the preference like reads;
+* excluded regions (the client's, a list or a supplier callable read at every request, plus the
+  request's own) are dropped; when nothing is left the request goes to the primary (first
+  write) region;
+* an endpoint marked unavailable (connection failure, 403/1008) moves to the end of every list
+  for UNAVAILABLE_MS.
+
+Refresh: every `refresh_interval_ms` (5 min by default), and at once after `request_refresh`
+(403/3, 403/1008, a regional 503). The pipeline asks `needs_refresh(now_ms)` before a request.
+"""
+from dataclasses import dataclass
+
+ACCOUNT_REFRESH_MS = 5 * 60 * 1000
+UNAVAILABLE_MS = 5 * 60 * 1000           # as the SDK's location cache expiry
+
+
+@dataclass(frozen=True)
+class Region:
+    name: str
+    endpoint: str
+
+
+@dataclass(frozen=True)
+class AccountView:
+    write_regions: tuple[Region, ...]
+    read_regions: tuple[Region, ...]
+    multi_write: bool
+    consistency: str
+
+
+def parse_account(doc: dict) -> AccountView:
+    def regions(key):
+        return tuple(Region(loc["name"], loc["databaseAccountEndpoint"])
+                     for loc in doc.get(key) or () if loc.get("name"))
+    writes = regions("writableLocations")
+    if not writes:
+        raise ValueError("the account document lists no writable location")
+    policy = doc.get("userConsistencyPolicy") or {}
+    return AccountView(writes, regions("readableLocations") or writes,
+                       bool(doc.get("enableMultipleWriteLocations")),
+                       policy.get("defaultConsistencyLevel", "Session"))
+
+
+def normalise(name: str) -> str:
+    return name.lower().replace(" ", "").replace("-", "").replace("_", "")
+
+
+class RegionRouter:
+    def __init__(self, preferred=(), excluded=None, multi_write_enabled: bool = True,
+                 refresh_interval_ms: int = ACCOUNT_REFRESH_MS):
+        self.preferred = [normalise(p) for p in preferred or ()]
+        self.excluded_locations = excluded
+        self.multi_write_enabled = multi_write_enabled
+        self.refresh_interval_ms = refresh_interval_ms
+        self.account: AccountView | None = None
+        self.refreshed_ms: float | None = None
+        self.refresh_reason: str | None = "start"
+        self._unavailable: dict[str, float] = {}     # endpoint -> until_ms
+        self._plain: dict[bool, list[Region]] = {}    # the order without exclusions or marks
+
+    # ---- excluded locations: a list, or a callable that returns one, changeable at any time ----
+    @property
+    def excluded_locations(self) -> list[str]:
+        value = self._excluded() if callable(self._excluded) else self._excluded
+        return list(value or ())
+
+    @excluded_locations.setter
+    def excluded_locations(self, value) -> None:
+        self._excluded = value
+
+    # ---- the account ---------------------------------------------------------------------
+    def update(self, account: AccountView, now_ms: float) -> None:
+        self.account = account
+        self._plain = {}
+        self.refreshed_ms = now_ms
+        self.refresh_reason = None
+
+    def request_refresh(self, reason: str) -> None:
+        self.refresh_reason = reason
+
+    def needs_refresh(self, now_ms: float) -> bool:
+        if self.refresh_reason is not None or self.refreshed_ms is None:
+            return True
+        return now_ms - self.refreshed_ms >= self.refresh_interval_ms
+
+    @property
+    def multi_write(self) -> bool:
+        return bool(self.account and self.account.multi_write and self.multi_write_enabled)
+
+    def primary(self) -> Region:
+        return self.account.write_regions[0]
+
+    def region_of(self, endpoint: str) -> str:
+        for r in self.account.read_regions + self.account.write_regions:
+            if r.endpoint == endpoint:
+                return r.name
+        return endpoint
+
+    # ---- availability ----------------------------------------------------------------------
+    def mark_unavailable(self, endpoint: str, now_ms: float) -> None:
+        self._unavailable[endpoint] = now_ms + UNAVAILABLE_MS
+
+    def is_unavailable(self, endpoint: str, now_ms: float) -> bool:
+        until = self._unavailable.get(endpoint)
+        if until is None:
+            return False
+        if now_ms >= until:
+            del self._unavailable[endpoint]
+            return False
+        return True
+
+    # ---- the effective order ---------------------------------------------------------------
+    def applicable(self, is_write: bool, now_ms: float, excluded=()) -> list[Region]:
+        """The regions a request may use, best first; never empty."""
+        account = self.account
+        if is_write and not self.multi_write:
+            return list(account.write_regions)
+        client_excluded = self.excluded_locations
+        if not client_excluded and not excluded and not self._unavailable:
+            plain = self._plain.get(is_write)
+            if plain is None:
+                plain = self._plain[is_write] = self._preferred_order(
+                    account.write_regions if is_write else account.read_regions)
+            return list(plain)
+        candidates = account.write_regions if is_write else account.read_regions
+        ordered = self._preferred_order(candidates)
+        dropped = {normalise(n) for n in client_excluded} | {normalise(n) for n in excluded or ()}
+        kept = [r for r in ordered if normalise(r.name) not in dropped]
+        if not kept:
+            return [self.primary()]
+        up = [r for r in kept if not self.is_unavailable(r.endpoint, now_ms)]
+        return up + [r for r in kept if r not in up]
+
+    def _preferred_order(self, candidates) -> list[Region]:
+        if not self.preferred:
+            return list(candidates)
+        by_name = {normalise(r.name): r for r in candidates}
+        ordered = [by_name[p] for p in self.preferred if p in by_name]
+        if not ordered:
+            return list(candidates)
+        hub = self.account.write_regions[0]
+        return ordered if hub in ordered else ordered + [hub]

@@ -1,0 +1,149 @@
+"""Proves the bundled client's surface against the real emulator where the conformance script
+does not reach: change feed from now, from a time and from a continuation, per partition key and
+per feed range on a four-partition container, all versions and deletes; query paging resumed
+from a continuation token; per-request excluded locations on a query, judged by the emulator's
+reply counters; every response and error carrying diagnostics with its charge, as JSON; the
+latency-threshold log; connection pools kept per endpoint and reused; a client that cannot
+discover its account raises 503 and leaves no thread behind."""
+import base64
+import json
+import logging
+import socket
+import threading
+import urllib.request
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from client import CosmosClient, CosmosHttpResponseError, CosmosResourceNotFoundError, PartitionKey
+
+REGIONS = ("East US", "East US 2", "West US")
+NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
+
+
+def served(emu) -> dict:
+    with urllib.request.urlopen(emu.control_endpoint.rstrip("/") + "/topology", timeout=10) as r:
+        return json.loads(r.read())["requests"]
+
+
+def doc_hits(emu, before) -> dict:
+    out = {}
+    for region, counts in served(emu).items():
+        for key, n in counts.items():
+            method, kind, status = key.split(" ")
+            n -= before.get(region, {}).get(key, 0)
+            if kind == "docs" and n:
+                out[region] = out.get(region, 0) + n
+    return out
+
+
+@pytest.fixture
+def items(regionlab):
+    with CosmosClient(regionlab.endpoint, credential=regionlab.key) as client:
+        yield client.create_database("db").create_container("c", partition_key=PartitionKey(path="/pk"))
+
+
+@pytest.mark.regionlab_config(partitions=4)
+def test_change_feed_starts_and_continues_per_key_and_feed_range(items):
+    c = items
+    for i in range(12):
+        c.create_item({"id": str(i), "pk": f"k{i % 4}"})
+    now_feed = c.query_items_change_feed(start_time="Now")
+    assert list(now_feed) == []
+    everything = c.query_items_change_feed(start_time="Beginning")
+    assert sorted(int(i["id"]) for i in everything) == list(range(12))
+    ranges = c.read_feed_ranges()
+    assert len(ranges) == 4
+    per_range = [sorted(int(i["id"]) for i in c.query_items_change_feed(feed_range=r, start_time="Beginning"))
+                 for r in ranges]
+    assert sorted(x for ids in per_range for x in ids) == list(range(12))
+    assert sorted(int(i["id"]) for i in c.query_items_change_feed(partition_key="k1", start_time="Beginning")) \
+        == [1, 5, 9]
+    c.upsert_item({"id": "1", "pk": "k1", "v": 2})
+    c.create_item({"id": "12", "pk": "k0"})
+    assert sorted(i["id"] for i in c.query_items_change_feed(continuation=everything.continuation_token)) \
+        == ["1", "12"]
+    assert [i["id"] for i in c.query_items_change_feed(continuation=now_feed.continuation_token)] != []
+    later = datetime.now(timezone.utc) + timedelta(seconds=5)
+    assert list(c.query_items_change_feed(start_time=later)) == []
+
+
+def test_change_feed_all_versions_and_deletes(items):
+    c = items
+    start = c.query_items_change_feed(start_time="Now", mode="AllVersionsAndDeletes")
+    assert list(start) == []
+    c.create_item({"id": "a", "pk": "p", "v": 1})
+    c.replace_item("a", {"id": "a", "pk": "p", "v": 2})
+    c.delete_item("a", partition_key="p")
+    feed = c.query_items_change_feed(continuation=start.continuation_token, mode="AllVersionsAndDeletes")
+    assert [e["metadata"]["operationType"] for e in feed] == ["create", "replace", "delete"]
+
+
+def test_query_paging_resumes_from_a_continuation_token(items):
+    c = items
+    for i in range(7):
+        c.create_item({"id": str(i), "pk": "p", "n": i})
+    pages = c.query_items("SELECT VALUE c.n FROM c ORDER BY c.n", partition_key="p", max_item_count=3).by_page()
+    first = list(next(pages))
+    token = pages.continuation_token
+    rest = [n for page in c.query_items("SELECT VALUE c.n FROM c ORDER BY c.n", partition_key="p",
+                                        max_item_count=3).by_page(token) for n in page]
+    assert first == [0, 1, 2] and rest == [3, 4, 5, 6]
+    assert first and token
+
+
+@pytest.mark.regionlab_config(lag_ms=NO_LAG)
+def test_queries_honour_per_request_excluded_locations(regionlab):
+    emu = regionlab
+    with CosmosClient(emu.endpoint, credential=emu.key, preferred_locations=["East US 2", "West US"]) as client:
+        c = client.create_database("db").create_container("c", partition_key=PartitionKey(path="/pk"))
+        c.create_item({"id": "1", "pk": "p"})
+        before = served(emu)
+        page = next(c.query_items("SELECT * FROM c", excluded_locations=["East US 2"]).by_page())
+        assert [i["id"] for i in page] == ["1"]
+        assert page.diagnostics.regions_contacted == ["West US"]
+        assert doc_hits(emu, before) == {"West US": 1}
+        client.excluded_locations = lambda: ["West US", "East US 2"]     # all preferred excluded
+        before = served(emu)
+        assert c.read_item("1", partition_key="p").diagnostics.regions_contacted == ["East US"]
+        assert doc_hits(emu, before) == {"East US": 1}
+
+
+def test_responses_and_errors_carry_diagnostics_and_charge(items, caplog):
+    c = items
+    created = c.create_item({"id": "1", "pk": "p"})
+    d = created.diagnostics.to_dict()
+    assert created.request_charge == d["request_charge"] > 0
+    assert d["status"] == 201 and d["regions_contacted"] == ["East US"]
+    assert json.loads(created.diagnostics.to_json())["attempts"][0]["status"] == 201
+    with pytest.raises(CosmosResourceNotFoundError) as e:
+        c.read_item("nope", partition_key="p")
+    assert e.value.diagnostics.to_dict()["status"] == 404
+    assert e.value.request_charge == e.value.diagnostics.request_charge
+    with caplog.at_level(logging.WARNING, logger="client.diagnostics"):
+        c.client._pipeline.latency_threshold_ms = 0
+        c.read_item("1", partition_key="p")
+    assert any('"operation":"read"' in r.getMessage() for r in caplog.records)
+
+
+def test_one_connection_pool_per_endpoint_reused(items):
+    c = items
+    for i in range(5):
+        c.upsert_item({"id": str(i), "pk": "p"})
+    transport = c.client._pipeline.transport
+    assert len(transport._sessions) == len(set(transport._sessions))
+    for endpoint, session in transport._sessions.items():
+        assert session.connector.limit == transport.pool_connections_max
+    east = next(s for e, s in transport._sessions.items() if e != c.client.url)
+    assert sum(len(v) for v in east.connector._conns.values()) == 1     # one kept-alive connection
+
+
+def test_a_client_that_cannot_discover_the_account_raises_and_leaves_no_thread():
+    with socket.socket() as s:                    # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    threads = set(threading.enumerate())
+    with pytest.raises(CosmosHttpResponseError) as e:
+        CosmosClient(f"http://127.0.0.1:{port}/", credential=base64.b64encode(b"k" * 32).decode())
+    assert e.value.status_code == 503 and "account discovery" in e.value.message
+    assert set(threading.enumerate()) == threads

@@ -1,0 +1,205 @@
+"""Proves the pipeline applies the policies as they decide, in virtual time over a scripted
+transport (client_world): hedged reads start the second region at exactly 500 ms, take its
+answer and cancel the first; the end-to-end timeout cancels the attempt in flight at exactly 3 s;
+429s are waited out by their retry-after; 403/3 refreshes the account and follows the new write
+region; per-request exclusions route reads; repeated 503s open the circuit breaker so the next
+read of that partition goes elsewhere first; reads carry the region-scoped session token; the
+periodic account refresh runs in the background without holding a request; every
+attempt, hedge and decision is in the diagnostics with its charge."""
+import asyncio
+import base64
+
+import pytest
+
+from client.aio import CosmosClient, CosmosClientTimeoutError, CosmosHttpResponseError
+from client.aio.transport import TransportError
+from client.policies.retry import CONNECT_ERROR
+
+from client_world import GLOBAL, ScriptedTransport, account_doc, reply, run
+
+KEY = base64.b64encode(b"k" * 32).decode()
+CONTAINER = {"id": "c", "_self": "dbs/x/colls/y/", "partitionKey": {"paths": ["/pk"], "kind": "Hash"}}
+
+
+def serve(items):
+    """A script: container reads answer CONTAINER; item requests answer items(region, method, headers)."""
+    def script(region, method, path, headers):
+        if path.endswith("/colls/c"):
+            return 0.001, reply(body=CONTAINER)
+        return items(region, method, headers)
+    return script
+
+
+async def container(transport, **kwargs):
+    client = CosmosClient(GLOBAL, KEY, transport=transport, clock=asyncio.get_running_loop().time, **kwargs)
+    await client.__aenter__()
+    c = client.get_database_client("d").get_container_client("c")
+    await c.read()
+    return client, c
+
+
+def test_a_slow_region_is_hedged_at_500_ms_and_the_hedge_wins():
+    t = ScriptedTransport(serve(lambda r, m, h: (2.0, reply(charge=1.0)) if r == "East US"
+                                else (0.010, reply(charge=1.5))))
+
+    async def main():
+        client, c = await container(t, availability_strategy=True)
+        item = await c.read_item("1", partition_key="a")
+        await client.close()
+        return item
+    item = run(main())
+    d = item.diagnostics
+    assert [(a.region, a.started_ms, a.hedge) for a in d.attempts] == [("East US", 0.0, False),
+                                                                       ("West US", 500.0, True)]
+    assert d.attempts[0].error == "cancelled" and t.cancelled == 1
+    assert d.latency_ms == pytest.approx(510.0)
+    assert d.hedges == 1 and any(e.kind == "hedge" for e in d.events)
+
+
+def test_no_hedge_after_a_fast_non_transient_error():
+    t = ScriptedTransport(serve(lambda r, m, h: (0.010, reply(404, 0)) if r == "East US" else (0.010, reply())))
+
+    async def main():
+        client, c = await container(t, availability_strategy=True)
+        try:
+            await c.read_item("1", partition_key="a")
+        finally:
+            await client.close()
+    with pytest.raises(CosmosHttpResponseError) as e:
+        run(main())
+    assert e.value.status_code == 404 and [a.region for a in e.value.diagnostics.attempts] == ["East US"]
+
+
+def test_the_end_to_end_timeout_cancels_every_attempt():
+    t = ScriptedTransport(serve(lambda r, m, h: (10.0, reply())))
+
+    async def main():
+        client, c = await container(t, timeout=3)
+        try:
+            await c.read_item("1", partition_key="a")
+        finally:
+            await client.close()
+    with pytest.raises(CosmosClientTimeoutError) as e:
+        run(main())
+    assert e.value.status_code == 408 and e.value.diagnostics.latency_ms == pytest.approx(3000.0)
+    assert t.cancelled == 1 and e.value.diagnostics.attempts[0].error == "cancelled"
+
+
+def test_throttling_is_waited_out_by_the_retry_after():
+    answers = iter([reply(429, 3200, retry_after_ms=100, charge=0)] * 3 + [reply(charge=2.0)])
+    t = ScriptedTransport(serve(lambda r, m, h: (0.0, next(answers))))
+
+    async def main():
+        client, c = await container(t)
+        item = await c.read_item("1", partition_key="a")
+        await client.close()
+        return item
+    d = run(main()).diagnostics
+    assert [a.status for a in d.attempts] == [429, 429, 429, 200]
+    assert [a.started_ms for a in d.attempts] == pytest.approx([0, 100, 200, 300])
+    assert d.attempts[1].reason.startswith("429/3200 throttled: retry-after 100 ms")
+    assert d.request_charge == 2.0
+
+
+def test_write_forbidden_refreshes_the_account_and_follows_the_new_write_region():
+    t = ScriptedTransport(None)
+
+    def items(region, method, headers):
+        if region == "East US":
+            t.account = account_doc(write=("West US",), read=("West US", "East US"))
+            return 0.0, reply(403, 3)
+        return 0.0, reply(201)
+    t.script = serve(items)
+
+    async def main():
+        client, c = await container(t)
+        item = await c.create_item({"id": "1", "pk": "a"})
+        await client.close()
+        return item
+    d = run(main()).diagnostics
+    assert [(a.region, a.status) for a in d.attempts] == [("East US", 403), ("West US", 201)]
+    assert "403/3" in d.attempts[1].reason and any(e.kind == "account" for e in d.events)
+
+
+def test_a_request_can_exclude_regions():
+    t = ScriptedTransport(serve(lambda r, m, h: (0.0, reply())))
+
+    async def main():
+        client, c = await container(t, preferred_locations=["East US", "West US"])
+        item = await c.read_item("1", partition_key="a", excluded_locations=["East US"])
+        client.excluded_locations = lambda: ["West US"]
+        other = await c.read_item("1", partition_key="a")
+        await client.close()
+        return item, other
+    item, other = run(main())
+    assert item.diagnostics.regions_contacted == ["West US"]
+    assert other.diagnostics.regions_contacted == ["East US"]
+
+
+def test_a_refused_connection_moves_the_read_to_the_next_region():
+    refused = TransportError(CONNECT_ERROR, "refused")
+    t = ScriptedTransport(serve(lambda r, m, h: (0.0, refused) if r == "East US" else (0.0, reply())))
+
+    async def main():
+        client, c = await container(t)
+        item = await c.read_item("1", partition_key="a")
+        await client.close()
+        return item
+    d = run(main()).diagnostics
+    assert [(a.region, a.error is not None) for a in d.attempts] == [("East US", True), ("East US", True),
+                                                                      ("West US", False)]
+
+
+def test_repeated_failures_open_the_breaker_for_that_partition():
+    doc = account_doc(write=("East US", "West US"), read=("East US", "West US"), multi_write=True)
+    t = ScriptedTransport(serve(lambda r, m, h: (0.0, reply(503)) if r == "East US" and
+                                h.get("x-ms-documentdb-partitionkey") == '["a"]' else (0.0, reply())), doc)
+
+    async def main():
+        client, c = await container(t)
+        for _ in range(5):                      # each read fails twice in East US, then West US answers
+            last = await c.read_item("1", partition_key="a")
+        after = await c.read_item("1", partition_key="a")
+        other = await c.read_item("1", partition_key="b")
+        await client.close()
+        return last, after, other
+    last, after, other = run(main())
+    assert any(e.kind == "breaker" and "Unavailable" in e.detail for e in last.diagnostics.events)
+    assert [a.region for a in after.diagnostics.attempts] == ["West US"]
+    assert [a.region for a in other.diagnostics.attempts] == ["East US"]
+
+
+def test_reads_carry_the_region_scoped_session_token():
+    def items(region, method, headers):
+        if method == "POST":
+            return 0.0, reply(201, session="0:-1#7")
+        return 0.0, reply()
+    t = ScriptedTransport(serve(items))
+
+    async def main():
+        client, c = await container(t)
+        await c.create_item({"id": "1", "pk": "a"})
+        item = await c.read_item("1", partition_key="a")
+        await client.close()
+        return item
+    d = run(main()).diagnostics
+    assert t.sent[-1][4]["x-ms-session-token"] == "0:-1#7"
+    assert any(e.kind == "session" and "region-scoped" in e.detail for e in d.events)
+    assert "x-ms-session-token" not in t.sent[-2][4]          # single-write writes send none
+
+
+def test_the_periodic_account_refresh_runs_in_the_background():
+    t = ScriptedTransport(serve(lambda r, m, h: (0.005, reply())))
+
+    async def main():
+        client, c = await container(t, account_refresh_interval_ms=1000)
+        reads_at_start = t.account_reads
+        await asyncio.sleep(1.5)
+        item = await c.read_item("1", partition_key="a")
+        await asyncio.sleep(0)                      # let the background refresh run
+        await client.close()
+        return reads_at_start, item
+    reads_at_start, item = run(main())
+    assert t.account_reads == reads_at_start + 1
+    assert not any(e.kind == "account" for e in item.diagnostics.events)
+    assert item.diagnostics.latency_ms == pytest.approx(5.0)

@@ -1,0 +1,101 @@
+"""Proves the retry policy's schedules, by calling decide() with outcomes in sequence (pure, no
+clock): 429/3200 waits the retry-after for at most 9 retries and 30 s; 429/50009 waits 2 s then
+doubles up to 8 s, bounded; 403/3 refreshes and goes to the write region; 403/1008 marks the region
+and moves on; 404/1002 goes to the write region once (single-write) or through the regions
+(multi-write); 503/408/connection errors retry locally then move region for reads, while writes
+retry only when unsent, or on multi-write accounts when idempotent or opted in."""
+import pytest
+
+from client.policies.retry import (CONNECT_ERROR, RESPONSE_ERROR, Outcome, RequestKind, RetryOptions,
+                                   RetryState, decide)
+
+READ = RequestKind(is_write=False, regions=3)
+CREATE = RequestKind(is_write=True, idempotent=False, regions=1)
+MW_CREATE = RequestKind(is_write=True, idempotent=False, multi_write=True, regions=3)
+MW_UPSERT = RequestKind(is_write=True, idempotent=True, multi_write=True, regions=3)
+
+
+def schedule(outcome, kind=READ, options=RetryOptions(), limit=100):
+    state, out = RetryState(), []
+    for _ in range(limit):
+        d = decide(options, state, outcome, kind)
+        if not d.retry:
+            return out
+        out.append(d)
+    raise AssertionError("no bound")
+
+
+def test_throttled_waits_the_retry_after_nine_times_at_most():
+    ds = schedule(Outcome(429, 3200, 100))
+    assert [d.delay_ms for d in ds] == [100] * 9
+    assert all(d.route == "same" for d in ds) and "429/3200" in ds[0].reason
+
+
+def test_throttled_stops_after_thirty_seconds_of_waiting():
+    ds = schedule(Outcome(429, 3200, 12_000))
+    assert [d.delay_ms for d in ds] == [12_000, 12_000, 12_000]     # checked before adding, as the SDK
+
+
+def test_credits_back_off_from_two_seconds_doubling_to_a_bound():
+    ds = schedule(Outcome(429, 50009, 1000))
+    assert [d.delay_ms for d in ds] == [2000, 4000, 8000, 8000, 8000]
+    assert sum(d.delay_ms for d in ds[:-1]) < 30_000 <= sum(d.delay_ms for d in ds)
+
+
+def test_write_forbidden_refreshes_and_retries_in_the_write_region():
+    state = RetryState()
+    first = decide(RetryOptions(), state, Outcome(403, 3), CREATE)
+    second = decide(RetryOptions(), state, Outcome(403, 3), CREATE)
+    assert (first.retry, first.route, first.refresh_account, first.delay_ms) == (True, "write", True, 0)
+    assert second.delay_ms == 1000
+    assert len(schedule(Outcome(403, 3), CREATE, RetryOptions(write_forbidden_retries_max=4))) == 4
+
+
+def test_account_not_found_marks_the_region_and_moves_on():
+    ds = schedule(Outcome(403, 1008))
+    assert [(d.route, d.mark_unavailable, d.refresh_account) for d in ds] == [("next", True, True)] * 2
+
+
+def test_session_not_available_single_write_goes_once_to_the_write_region():
+    ds = schedule(Outcome(404, 1002))
+    assert [d.route for d in ds] == ["write"]
+
+
+def test_session_not_available_multi_write_walks_the_regions():
+    ds = schedule(Outcome(404, 1002), RequestKind(False, multi_write=True, regions=3))
+    assert [d.route for d in ds] == ["next"] * 3
+
+
+@pytest.mark.parametrize("outcome", [Outcome(503), Outcome(408), Outcome(None, transport_error=CONNECT_ERROR),
+                                     Outcome(None, transport_error=RESPONSE_ERROR)])
+def test_reads_retry_locally_then_move_region(outcome):
+    ds = schedule(outcome)
+    assert [d.route for d in ds] == ["same", "next", "same", "next", "same"]
+    assert ds[0].delay_ms == 100
+
+
+def test_a_regional_503_refreshes_the_account():
+    assert schedule(Outcome(503))[0].refresh_account
+    assert not schedule(Outcome(408))[0].refresh_account
+
+
+def test_a_sent_single_write_write_is_not_retried():
+    assert schedule(Outcome(503), CREATE) == []
+    assert schedule(Outcome(None, transport_error=RESPONSE_ERROR), CREATE) == []
+
+
+def test_an_unsent_write_is_retried_locally():
+    assert [d.route for d in schedule(Outcome(None, transport_error=CONNECT_ERROR), CREATE)] == ["same"]
+
+
+def test_multi_write_crosses_regions_for_idempotent_writes_and_opted_in_creates():
+    assert schedule(Outcome(503), MW_CREATE) == []
+    assert [d.route for d in schedule(Outcome(503), MW_UPSERT)] == ["same", "next", "same", "next", "same"]
+    opted = RetryOptions(non_idempotent_write_retry=True)
+    assert [d.route for d in schedule(Outcome(503), MW_CREATE, opted)] == ["same", "next", "same", "next", "same"]
+
+
+@pytest.mark.parametrize("status, sub", [(400, 0), (401, 0), (404, 0), (409, 0), (412, 0), (413, 0),
+                                         (449, 0), (410, 1002), (403, 0)])
+def test_errors_about_the_request_are_raised(status, sub):
+    assert schedule(Outcome(status, sub)) == []
