@@ -74,6 +74,7 @@ async def inject_through_form(page, fault_type: str, fields: dict) -> None:
 def test_the_dashboard_injects_shows_and_heals_faults_and_fails_over(regionlab):
     emu = regionlab
     shot = os.path.join(artifact_dir(), "dashboard.png")
+    after = os.path.join(artifact_dir(), "dashboard-after-failover.png")
 
     async def drive():
         async with chromium_page(CHROMIUM) as page:
@@ -114,11 +115,13 @@ def test_the_dashboard_injects_shows_and_heals_faults_and_fails_over(regionlab):
             await page.wait_for(region(EAST2, "write") + " === 'true'")
             assert emu.topology()["write_regions"] == [EAST2]
             assert await page.evaluate(region(EAST, "write")) == "false"
+            await page.wait_for("document.querySelector('#failovers .badge.completed')")
+            await page.screenshot(after)
             assert page.errors == []
 
     with Traffic(emu):
         asyncio.run(drive())
-    assert os.path.getsize(shot) > 10_000
+    assert os.path.getsize(shot) > 10_000 and os.path.getsize(after) > 10_000
 
 
 @pytest.mark.regionlab_config(control_token=TOKEN)
