@@ -3,6 +3,8 @@
 Options come from the `regionlab_config` marker, e.g.
 `@pytest.mark.regionlab_config(partitions=4, consistency="Strong")`: the keywords of
 `running_emulator` (emulator/config.py checks them; a bad or unknown one is a ConfigError).
+The handle is emulator.testing.RunningEmulator: endpoints and key, and `faults` (one method per
+fault type, each a context manager that heals on exit), `failover`, `lost_writes`, `topology`.
 """
 import pytest
 

@@ -3,7 +3,14 @@ event loop (uvloop) in a background thread, started and stopped in milliseconds.
 
     with running_emulator(partitions=4) as emu:
         client = CosmosClient(emu.endpoint, emu.key)
+        with emu.faults.region_outage("East US", mode="unavailable"):
+            ...                              # East US is down here; healed on exit
+        emu.failover("East US 2", forced=True)
+        emu.lost_writes()                    # what the forced failover discarded
         emu.call(lambda account: ...)        # touch the core safely, on the emulator's loop
+
+Faults, failovers, topology and lost writes go through the control port's HTTP API (the same
+JSON and validation as curl or the CLI; see emulator/fault_handle.py and docs/control-api.md).
 
 The pytest plugin (emulator/pytest_plugin.py) wraps this in the `regionlab` fixture.
 """
@@ -12,6 +19,10 @@ import threading
 from contextlib import contextmanager
 
 from . import config as options_config, defaults
+from .ctl import ControlError
+from .fault_handle import Fault, Faults
+
+__all__ = ["ControlError", "Fault", "Faults", "RunningEmulator", "make_config", "running_emulator", "start"]
 
 START_TIMEOUT_S = 10.0
 
@@ -28,6 +39,33 @@ class RunningEmulator:
         self.key = emu.config.key or defaults.EMULATOR_KEY
         self.control_token = emu.config.control_token     # send as "Authorization: Bearer ..."
         self.regions = list(emu.account.config.regions)
+        self.faults = Faults(self.control_endpoint, self.control_token)
+
+    def control(self, method: str, path: str, body=None):
+        """One request to the control port (with the token, as JSON); its JSON reply.
+        ControlError (with .status and the server's message) if it is refused."""
+        return self.faults.control(method, path, body)
+
+    def topology(self) -> dict:
+        """GET /topology: regions, links, faults, failovers, partitions and replicas."""
+        return self.control("GET", "/topology")
+
+    def failover(self, region: str, forced: bool = False, wait: bool = True) -> dict:
+        """POST /failover: make `region` the write region, gracefully (nothing acknowledged is
+        lost; with wait, returns once the drain finished) or forced (at once, at whatever the
+        region has applied: lost_writes() lists what it discards). The failover as the control
+        port describes it ({"id", "from", "to", "kind", "state", "lost_writes", ...})."""
+        body = {"region": region, "kind": "forced" if forced else "graceful", "wait": wait}
+        return self.control("POST", "/failover", body)
+
+    def failovers(self) -> list[dict]:
+        """GET /failovers: every failover so far."""
+        return self.control("GET", "/failovers")["failovers"]
+
+    def lost_writes(self) -> list[dict]:
+        """GET /lost-writes: every write forced failovers discarded, in LSN order, each with
+        database, container, partition, lsn, id, partition_key, operation, region and reason."""
+        return self.control("GET", "/lost-writes")["writes"]
 
     @property
     def account(self):

@@ -1,24 +1,24 @@
-"""The control port: health, topology, the route index, and the access checks in front of all of
-it (faults, failover and throughput live in chaos_api.py and throughput_api.py).
+"""The control port: health, topology, the route index and dashboard, and the access checks in
+front of all of it (faults, failover and throughput live in chaos_api.py and throughput_api.py;
+the dashboard page is dashboard_page.py).
 
 JSON over HTTP on its own port, which no fault ever touches, so tests and the CLI can always
 reach it. Every request first passes control_access.py (Host, Origin, token, content type); any
 HTTP error aiohttp raises (404, 405, 413) is answered as JSON like the routes' own errors.
 See docs/control-api.md.
 """
-import html
-
 from aiohttp import web
 
 from ..core.consistency import BOUNDED
 from .chaos_api import add_chaos_routes
 from .control_access import ControlAccess
 from .control_json import CONTROL_BODY_BYTES_MAX, json_reply as _json
+from .dashboard_page import dashboard_response
 from .throughput_api import add_throughput_routes, describe as describe_throttling
 
-# The index `GET /` serves (until the dashboard lives there): (method, path, what).
+# The index `GET /` serves to a JSON client: (method, path, what). A browser gets the dashboard.
 ROUTES = (
-    ("GET", "/", "this index (JSON, or HTML for a browser)"),
+    ("GET", "/", "this index (JSON), or the live dashboard for a browser (text/html)"),
     ("GET", "/health", "liveness and each region's state (open without the token)"),
     ("GET", "/topology", "regions, links, faults, failovers, partitions and replicas"),
     ("GET", "/faults", "the active faults"),
@@ -48,7 +48,8 @@ def topology(emu) -> dict:
                                  "max_interval_s": account.config.staleness_s,
                                  "enforced": account.consistency == BOUNDED},
            "write_regions": list(account.write_regions),
-           "regions": [{"name": r.name, "id": r.id, "state": r.state, "endpoint": t.region_endpoint(r.name)}
+           "regions": [{"name": r.name, "id": r.id, "state": r.state, "endpoint": t.region_endpoint(r.name),
+                        "outage_mode": r.outage_mode if r.state != "up" else None}
                        for r in account.regions],
            "links": [link.describe() for link in account.links.values()],
            "failovers": [f.describe() for f in account.failovers],
@@ -96,12 +97,7 @@ def _index(request) -> web.Response:
     routes = [{"method": m, "path": p, "what": w} for m, p, w in ROUTES]
     if not _wants_html(request.headers.get("Accept", "")):
         return _json({"service": "regionlab control port", "docs": DOCS, "routes": routes})
-    rows = "\n".join(f"<tr><td>{m}</td><td><code>{html.escape(p)}</code></td><td>{html.escape(w)}</td></tr>"
-                     for m, p, w in ROUTES)
-    page = (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>regionlab control port</title></head>"
-            f"<body><h1>regionlab control port</h1><p>JSON over HTTP; see {DOCS}. Mutating routes need "
-            f"<code>Content-Type: application/json</code>.</p><table>\n{rows}\n</table></body></html>")
-    return web.Response(text=page, content_type="text/html")
+    return dashboard_response(routes, DOCS)
 
 
 def _wants_html(accept: str) -> bool:

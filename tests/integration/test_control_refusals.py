@@ -125,7 +125,7 @@ def test_the_token_guards_reads_but_not_health_or_the_index(shared_token):
     assert request(shared_token, "GET", "/")[0] == 200
 
 
-def test_the_index_lists_the_routes_as_json_or_html(shared):
+def test_the_index_lists_the_routes_as_json_or_serves_the_dashboard(shared):
     status, reply, headers = request(shared, "GET", "/")
     assert status == 200 and headers["Content-Type"].startswith("application/json")
     listed = {(r["method"], r["path"]) for r in reply["routes"]}
@@ -136,7 +136,8 @@ def test_the_index_lists_the_routes_as_json_or_html(shared):
     browser = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
     status, page, headers = request(shared, "GET", "/", headers={"Accept": browser})
     assert status == 200 and headers["Content-Type"].startswith("text/html")
-    assert "<table>" in page and "/lost-writes" in page
+    assert "regionlab" in page and 'id="fault-form"' in page and "/lost-writes" in page   # the dashboard
+    assert "frame-ancestors 'none'" in headers["Content-Security-Policy"]
 
 
 def test_unknown_routes_and_methods_answer_json(shared):
