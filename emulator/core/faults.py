@@ -8,6 +8,7 @@ id, the same in the live control API, the CLI and scenario files.
     {"type": "replica_crash", "region": ..., "replica": 2, ...same partition selectors}
     {"type": "replica_slow", "region": ..., "replica": 1, "delay_ms": 200, ...}
     {"type": "throttle_storm", "region": "West US", "share": 0.3, "op": "read", "retry_after_ms": 100}
+    latency, error, timeout_after_apply, tcp_reset, clock_skew: see request_faults.py
 
 Partition selectors (database, container, partition) are optional: a missing one selects all.
 `duration_ms` heals the fault by itself after that long on the account's clock. Healing puts
@@ -17,9 +18,10 @@ backlog in order).
 from .errors import bad_request, not_found
 from .link import ACTIVE, CUT
 from .replica import DOWN, UP
+from . import request_faults
 
 FAULT_TYPES = ("region_outage", "link_cut", "link_lag", "primary_crash", "replica_crash", "replica_slow",
-               "throttle_storm")
+               "throttle_storm") + request_faults.REQUEST_FAULT_TYPES
 
 
 class FaultRegistry:
@@ -28,6 +30,7 @@ class FaultRegistry:
         self.active: dict[int, dict] = {}
         self._undo: dict[int, list] = {}
         self._seq = 0
+        self.requests = request_faults.RequestFaults()     # the request faults, per region
 
     def inject(self, spec: dict) -> int:
         if not isinstance(spec, dict) or spec.get("type") not in FAULT_TYPES:
@@ -36,7 +39,8 @@ class FaultRegistry:
         if duration is not None and (not isinstance(duration, int) or duration < 0):
             raise bad_request("duration_ms must be a non-negative integer.")
         # A fault is checked whole before any of it applies: a refused fault changes nothing.
-        undo = getattr(self, "_" + spec["type"])(spec)
+        handler = getattr(self, "_" + spec["type"], None)
+        undo = handler(spec) if handler is not None else request_faults.inject(self, spec)
         self._seq += 1
         fid = self._seq
         self.active[fid] = dict(spec, id=fid, started_ms=self.account.clock.now_ms())

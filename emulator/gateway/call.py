@@ -15,7 +15,7 @@ from .responses import activity_id
 
 
 class Call:
-    __slots__ = ("gw", "req", "method", "segs", "headers", "activity_id", "region", "raw")
+    __slots__ = ("gw", "req", "method", "segs", "headers", "activity_id", "region", "raw", "serving")
 
     def __init__(self, gw, req):
         self.gw = gw
@@ -33,6 +33,7 @@ class Call:
         self.activity_id = headers.get(H.ACTIVITY_ID) or activity_id()
         self.region = gw.region or gw.account.hub_region
         self.raw = req.body
+        self.serving = ()          # replicas serving this call's read, in flight until its reply goes out
 
     def header(self, name: str, default=None):
         return self.headers.get(name, default)

@@ -53,7 +53,7 @@ async def _write_reply(call, container, writer, status: int, version) -> "respon
 
 
 def _writer(call, container, pk_json, pk_values):
-    return docs.Writer(container, call.region, pk_json, pk_values, call.gw.clock.now_ms())
+    return docs.Writer(container, call.region, pk_json, pk_values, call.gw.now_ms(call.region))
 
 
 # ---- /docs ---------------------------------------------------------------------------------
@@ -170,7 +170,9 @@ async def read(call, container, id_seg: str, by_rid: bool):
     waiting = call.gw.readable(rs, consistency, session)
     if waiting is not None:
         await waiting
-    version, lsn = docs.read_in(rs, pk_json, id, consistency, session)
+    replica, lsn = docs.choose_replica(rs, consistency, session)
+    version = rs.store.get((pk_json, id), lsn)
+    _serving(call, replica)
     ru = charge.read(len(version.body) if version is not None else 0)
     admission.read(call, container, rs, ru)
     if version is None:
@@ -183,6 +185,15 @@ async def read(call, container, id_seg: str, by_rid: bool):
     if inm is not None and inm in (version.etag, "*"):
         return responses.reply(304, None, call.activity_id, ru, hdrs)
     return responses.reply(200, version.body, call.activity_id, ru, hdrs)
+
+
+def _serving(call, replica) -> None:
+    """replica serves this read: in flight from here until the reply goes out (server.release)."""
+    replica.in_flight += 1
+    replica.reads_served += 1
+    if replica.in_flight > replica.in_flight_peak:
+        replica.in_flight_peak = replica.in_flight
+    call.serving = (replica,)
 
 
 async def delete_by_partition_key(call, container):

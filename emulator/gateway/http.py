@@ -26,8 +26,11 @@ and closes keep-alive connections idle longer than `keepalive_timeout_s`.
 import asyncio
 import logging
 import re
+import socket
+import struct
 
 from ..core.errors import CosmosError
+from ..core.request_faults import RESET
 from ..core.validation import ITEM_BYTES_MAX
 from . import responses
 
@@ -45,6 +48,7 @@ _CLOSE = "Connection: close\r\n"
 _KEEP_ALIVE = "Connection: keep-alive\r\n"
 _ASCII_UPPER = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+_LINGER_RESET = struct.pack("ii", 1, 0)     # SO_LINGER on, 0 s: close() sends RST, not FIN
 
 
 class BadRequest(Exception):
@@ -483,6 +487,9 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         if transport is None:
             return
+        if reply.fault is not None:
+            self._drop(reply)
+            return
         transport.write(reply.encode(req.connection, req.method == "HEAD"))
         if not req.keep_alive:
             transport.close()
@@ -492,6 +499,22 @@ class Connection(asyncio.Protocol):
         if self.paused_reading:
             self.paused_reading = False
             transport.resume_reading()
+
+    def _drop(self, reply) -> None:
+        """A request fault's end of a request that ran: close without an answer (the client
+        cannot know whether it was applied), or send part of the reply and reset the connection
+        (RST: SO_LINGER 0, then close)."""
+        transport = self.transport
+        self.transport = None
+        if reply.fault == RESET:
+            data = reply.encode("", False)
+            transport.write(data[:max(1, len(data) // 2)])
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+            transport.abort()
+            return
+        transport.close()
 
     def _refuse(self, status: int, message: str, discard: int = 0) -> None:
         """Answer a request the gateway never saw, then close: its framing cannot be trusted.
