@@ -291,6 +291,8 @@ class HttpServer:
         if busy:
             await asyncio.wait(busy, timeout=timeout_s)
         self.abort_all()
+        for task in busy:
+            task.cancel()           # still running (a reply a latency fault holds): end it here
 
 
 class Connection(asyncio.Protocol):
