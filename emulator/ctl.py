@@ -3,6 +3,8 @@
     regionlab topology | health | faults [list] | failovers | lost-writes
     regionlab fault inject '{"type": "region_outage", "region": "East US", "duration_ms": 30000}'
     regionlab fault region-outage "East US" --duration-ms 30000
+    regionlab fault latency "East US" --delay-ms 1000 [--jitter-ms 50] [--op read]   (and error,
+        timeout-after-apply, tcp-reset, clock-skew: docs/control-api.md)
     regionlab fault heal 3
     regionlab failover "East US 2" [--forced]
     regionlab region add "North Europe" [--port N] | regionlab region remove "West US"
@@ -32,6 +34,12 @@ COMMANDS = ("topology", "health", "faults", "fault", "failover", "failovers", "l
 FAULT_FLAGS = {"region-outage": ("region_outage", ("region",)), "link-cut": ("link_cut", ("from", "to")),
                "link-lag": ("link_lag", ("from", "to")), "primary-crash": ("primary_crash", ("region",)),
                "replica-crash": ("replica_crash", ("region",)), "replica-slow": ("replica_slow", ("region",))}
+# The request faults (core/request_faults.py): what a region going bad does to each request.
+REQUEST_FAULT_FLAGS = {"latency": ("latency", ("region",)), "error": ("error", ("region",)),
+                       "timeout-after-apply": ("timeout_after_apply", ("region",)),
+                       "tcp-reset": ("tcp_reset", ("region",)), "clock-skew": ("clock_skew", ("region",))}
+FAULT_FLAGS.update(REQUEST_FAULT_FLAGS)
+REQUEST_FAULT_OPS = ("read", "write", "query", "metadata", "all")
 
 
 class ControlError(Exception):
@@ -112,7 +120,28 @@ def _fault_flags(p, name: str, positionals: tuple) -> None:
         p.add_argument("--replica", type=int, required=True, help="replica index 0-3 (see topology)")
     if name == "replica-slow":
         p.add_argument("--delay-ms", type=int, required=True)
+    if name in REQUEST_FAULT_FLAGS:
+        _request_fault_flags(p, name)
     p.add_argument("--duration-ms", type=int, help="heal by itself after this long")
+
+
+def _request_fault_flags(p, name: str) -> None:
+    if name in ("latency", "error", "timeout-after-apply"):
+        p.add_argument("--op", choices=REQUEST_FAULT_OPS, help="only this class of request (default: all)")
+        for sel in ("database", "container", "partition"):
+            p.add_argument(f"--{sel}", help=f"only this {sel} (default: all)")
+    if name in ("error", "timeout-after-apply", "tcp-reset"):
+        p.add_argument("--share", type=float, help="share of matching requests, 0-1 (default 1)")
+    if name == "latency":
+        p.add_argument("--delay-ms", type=int, required=True)
+        p.add_argument("--jitter-ms", type=int, help="plus a seeded 0..jitter_ms (default 0)")
+    if name == "error":
+        p.add_argument("--status", type=int, required=True, help="e.g. 503, 500, 408, 410, 429, 449")
+        p.add_argument("--substatus", type=int, help="default 0")
+        p.add_argument("--count", type=int, help="stop (heal) after this many errors")
+    if name == "clock-skew":
+        p.add_argument("--offset-ms", type=int, required=True, help="how far the region's clock runs ahead (<0: behind)")
+    p.add_argument("--seed", type=int, help="seed of its share and jitter draws (default: drawn, and shown)")
 
 
 def fault_spec(args) -> dict:
@@ -122,7 +151,7 @@ def fault_spec(args) -> dict:
     for field in positionals:
         spec[field] = getattr(args, field.replace("from", "source").replace("to", "target"))
     for flag in ("one_way", "lag_ms", "jitter_ms", "database", "container", "partition", "replica",
-                 "delay_ms", "duration_ms"):
+                 "delay_ms", "duration_ms", "op", "share", "status", "substatus", "count", "offset_ms", "seed"):
         value = getattr(args, flag, None)
         if value is not None and value is not False:
             spec[flag] = value
