@@ -39,6 +39,7 @@ class FaultRegistry:
         if duration is not None and (not isinstance(duration, int) or duration < 0):
             raise bad_request("duration_ms must be a non-negative integer.")
         # A fault is checked whole before any of it applies: a refused fault changes nothing.
+        spec = dict(spec)        # its handler may fill in what it drew (a request fault's seed)
         handler = getattr(self, "_" + spec["type"], None)
         undo = handler(spec) if handler is not None else request_faults.inject(self, spec)
         self._seq += 1
