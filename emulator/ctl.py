@@ -10,6 +10,7 @@
     regionlab region add "North Europe" [--port N] | regionlab region remove "West US"
     regionlab sim --seed 7            (the deterministic simulator; no server needed)
     regionlab throttle [show] | set | container | database | storm   (ctl_throttle.py)
+    regionlab routing [show] | set | weights                          (ctl_routing.py)
 
 Each command is one HTTP request to a running emulator's control port: --control URL, else
 $REGIONLAB_CONTROL, else http://127.0.0.1:8090. It prints the reply's JSON to stdout and exits
@@ -24,12 +25,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from . import ctl_throttle
+from . import ctl_routing, ctl_throttle
 
 DEFAULT_CONTROL = "http://127.0.0.1:8090"
 HTTP_TIMEOUT_S = 90.0          # a graceful failover waits for the drain (up to 60 s) before it answers
 COMMANDS = ("topology", "health", "faults", "fault", "failover", "failovers", "lost-writes", "region", "sim",
-            "throttle")
+            "throttle", "routing")
 # CLI fault name -> (fault type, its positional region arguments)
 FAULT_FLAGS = {"region-outage": ("region_outage", ("region",)), "link-cut": ("link_cut", ("from", "to")),
                "link-lag": ("link_lag", ("from", "to")), "primary-crash": ("primary_crash", ("region",)),
@@ -102,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     region.add_parser("remove", parents=[common], help="a region leaves the account").add_argument("name")
     sub.add_parser("sim", add_help=False, help="run the deterministic simulator (see `regionlab sim --help`)")
     ctl_throttle.add_parser(sub, common)
+    ctl_routing.add_parser(sub, common)
     return p
 
 
@@ -164,6 +166,8 @@ def request_for(args) -> tuple:
     c = args.command
     if c == "throttle":
         return ctl_throttle.request_for(args)
+    if c == "routing":
+        return ctl_routing.request_for(args)
     if c in ("topology", "health", "failovers", "lost-writes", "faults"):
         return "GET", "/" + c, None
     if c == "failover":

@@ -7,6 +7,7 @@ from aiohttp import web
 
 from ..core.consistency import BOUNDED
 from .chaos_api import add_chaos_routes
+from .routing_api import add_routing_routes
 from .throughput_api import add_throughput_routes, describe as describe_throttling
 
 
@@ -31,6 +32,7 @@ def topology(emu) -> dict:
            "faults": list(account.faults.active.values()),
            "requests": {name or "global": served(gw) for name, gw in emu.gateways.items()},
            "throttling": describe_throttling(account),
+           "routing": account.routing.describe(),
            "databases": []}
     for db in account.databases.values():
         d = {"id": db.id, "containers": []}
@@ -78,4 +80,5 @@ def control_app(emu) -> web.Application:
     app.router.add_get("/topology", topo)
     add_chaos_routes(app, emu)
     add_throughput_routes(app, emu)
+    add_routing_routes(app, emu)
     return app

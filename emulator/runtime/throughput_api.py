@@ -8,6 +8,7 @@ from aiohttp import web
 
 from ..core import throttle as th
 from ..core.errors import CosmosError
+from .routing_api import metrics as replica_metrics
 from .control_json import guarded, json_body as _body, json_reply as _json
 
 KNOBS = {"ru": bool, "burst": bool, "serverless": bool, "credits_per_s": int, "serverless_ru_per_s": int}
@@ -126,6 +127,7 @@ def metrics(emu) -> str:
             served.append((_labels(endpoint=name or "global", method=method, resource=kind,
                                    status=status, substatus=sub), n))
     family("regionlab_requests_total", "counter", "Replies sent by each gateway endpoint.", served)
+    out.extend(replica_metrics(emu))
     return "\n".join(out) + "\n"
 
 
