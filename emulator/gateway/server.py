@@ -94,7 +94,8 @@ class Gateway:
             resp = await self._faulted(call, effect, resp)
         elif call.serving:
             release(call)
-        self.requests_served[(call.method, _resource_kind(call.segs), resp.status, resp.substatus)] += 1
+        # A reply a request fault lost is counted as such ("POST docs 201/drop_after_apply").
+        self.requests_served[(call.method, _resource_kind(call.segs), resp.status, resp.fault or resp.substatus)] += 1
         return resp
 
     async def _faulted(self, call: Call, effect, resp) -> responses.Reply:
