@@ -35,7 +35,7 @@ class Writer:
         self.pk_values = pk_values
         epk = container.epk_of(pk_json, pk_values)
         self.partition_index = container.partition_index(epk)
-        self.rs = container.partitions[self.partition_index].for_write(region)
+        self.rs = container.partitions[self.partition_index].for_write(region, now_ms)
         self.lsn = self.rs.next_lsn()
         self.now_ms = now_ms
         self.pending: dict = {}          # key -> Version (a tombstone for a delete)

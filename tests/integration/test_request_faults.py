@@ -203,3 +203,17 @@ def test_the_global_endpoint_still_answers_discovery(regionlab):
     _inject(regionlab, {"type": "error", "region": EAST, "status": 503})
     assert raw_request(regionlab, "GET", "/").status == 200
     assert raw_request(regionlab, "GET", "/", url=regionlab.region_endpoints[EAST]).status == 503
+
+
+@pytest.mark.regionlab_config(consistency="BoundedStaleness", max_interval_s=30)
+def test_clock_skew_moves_the_bounded_staleness_t_bound(regionlab):
+    _setup(regionlab)
+    _inject(regionlab, {"type": "link_cut", "from": EAST, "to": "West US", "one_way": True})
+    assert _create(regionlab, {"id": "a", "pk": "p"})[0] == 201     # West US now lags by one write
+    assert _create(regionlab, {"id": "b", "pk": "p"})[0] == 201     # ... well within T = 30 s
+    fid = _inject(regionlab, {"type": "clock_skew", "region": EAST, "offset_ms": 60_000})["id"]
+    status, headers, _ = _create(regionlab, {"id": "c", "pk": "p"})
+    assert (status, headers["x-ms-substatus"]) == (429, "3200")      # East US's clock: 60 s behind
+    assert _stored(regionlab, "c") is None
+    _heal(regionlab, fid)
+    assert _create(regionlab, {"id": "c", "pk": "p"})[0] == 201
