@@ -247,6 +247,9 @@ OPTIONS = (
     Option("primary_accepts_reads", boolean, _ACCOUNT.primary_accepts_reads, "--primary-accepts-reads",
            "PRIMARY_ACCEPTS_READS", "whether primaries serve reads too (true/false; change it later with "
            "`regionlab routing set`)"),
+    Option("read_only_endpoints", boolean, False, "--read-only-endpoints", "READ_ONLY_ENDPOINTS",
+           "one more endpoint per region that reads from secondaries only (listed in the ready line)",
+           switch=True),
     Option("read_weights", optional(read_weights), None, "--read-weights", "READ_WEIGHTS",
            "replica read weights by index 0-3, 0-100 each, e.g. 0,1,2,3 (default 1 each; "
            "`regionlab routing weights`)", metavar="W0,W1,W2,W3"),
@@ -343,7 +346,8 @@ def _build(v: dict):
     advertise = v["advertise_host"] or ("127.0.0.1" if host in ("0.0.0.0", "::") else host)
     return ServerConfig(account=account, host=host, advertise_host=advertise, global_port=v["port"],
                         control_port=v["control_port"], key=v["key"] if v["auth"] else None, seed=v["seed"],
-                        header_timeout_s=v["header_timeout_s"], write_ack_timeout_s=v["write_ack_timeout_s"])
+                        header_timeout_s=v["header_timeout_s"], write_ack_timeout_s=v["write_ack_timeout_s"],
+                        read_only_endpoints=v["read_only_endpoints"])
 
 
 def environment_help() -> str:

@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("name")
     add.add_argument("--port", type=int, default=0, help="its gateway port (default: any free one)")
     region.add_parser("remove", parents=[common], help="a region leaves the account").add_argument("name")
+    ro = region.add_parser("read-only-endpoint", parents=[common], help="open a region's read-only endpoint")
+    ro.add_argument("name")
+    ro.add_argument("--port", type=int, default=0, help="its port (default: any free one)")
     sub.add_parser("sim", add_help=False, help="run the deterministic simulator (see `regionlab sim --help`)")
     ctl_throttle.add_parser(sub, common)
     ctl_routing.add_parser(sub, common)
@@ -176,6 +179,8 @@ def request_for(args) -> tuple:
     if c == "region":
         if args.action == "add":
             return "POST", "/regions", {"name": args.name, "port": args.port}
+        if args.action == "read-only-endpoint":
+            return "POST", f"/regions/{urllib.parse.quote(args.name)}/read-only-endpoint", {"port": args.port}
         return "DELETE", "/regions/" + urllib.parse.quote(args.name), None
     if args.action == "inject":
         try:

@@ -29,6 +29,12 @@ class RunningEmulator:
         self.regions = list(emu.account.config.regions)
 
     @property
+    def read_only_endpoints(self) -> dict:
+        """{region: URL} of the read-only endpoints open now (read_only_endpoints=True, or opened
+        later on the control port)."""
+        return self.emulator.topology.read_only_endpoints()
+
+    @property
     def account(self):
         return self.emulator.account
 

@@ -8,7 +8,8 @@ applied at least `min_lsn`, the policy picks the one with the highest dynamic we
 is counted by the shell serving the read, from admission to reply (a `latency` fault makes it
 real). A replica of weight 0 serves only when nothing else can. The primary takes reads only
 when `primary_accepts_reads` is on, or when no secondary qualifies (the primary always has every
-committed write, so a session read that the secondaries cannot serve yet goes there).
+committed write, so a session read that the secondaries cannot serve yet goes there) — except
+through a region's read-only endpoint (`primary_ok=False`), which never reads from the primary.
 Ties go to the lowest index, so routing is deterministic.
 
 The knobs, changed at runtime by the control API (PUT /routing, PUT /routing/weights):
@@ -53,13 +54,15 @@ class ReadRoutingPolicy:
                 "region_weights": {r: list(w) for r, w in sorted(self.region_weights.items())}}
 
     # ---- choosing ---------------------------------------------------------------------------
-    def choose(self, replicas: list[Replica], min_lsn: int, region: str | None = None) -> Replica | None:
+    def choose(self, replicas: list[Replica], min_lsn: int, region: str | None = None,
+               primary_ok: bool = True) -> Replica | None:
+        """The replica to serve a read; primary_ok=False (a read-only endpoint) never picks the primary."""
         primary_reads = self.setting(region, "primary_accepts_reads")
         best = None
         best_score = -1.0
         fallback = None           # weight-0 replicas and a reluctant primary
         for r in replicas:
-            if r.state != UP or r.applied_lsn < min_lsn:
+            if r.state != UP or r.applied_lsn < min_lsn or (r.role == PRIMARY and not primary_ok):
                 continue
             if r.weight == 0 or (r.role == PRIMARY and not primary_reads):
                 if fallback is None or _score(r) > _score(fallback):

@@ -354,10 +354,10 @@ class ReplicaSet:
             yield first + i, versions_of(log[i])
 
     # ---- reads -------------------------------------------------------------------------
-    def readable_replica(self, min_lsn: int) -> Replica | None:
+    def readable_replica(self, min_lsn: int, primary_ok: bool = True) -> Replica | None:
         if self.committed_lsn < min_lsn:
             return None
-        return self.routing.choose(self.replicas, min_lsn, self.region)
+        return self.routing.choose(self.replicas, min_lsn, self.region, primary_ok)
 
     def visible_lsn(self, r: Replica) -> int:
         return min(r.applied_lsn, self.committed_lsn)

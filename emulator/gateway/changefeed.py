@@ -65,7 +65,7 @@ async def change_feed(call, container):
     waiting = call.gw.readable(rs, consistency, session)
     if waiting is not None:
         await waiting
-    _, upto = choose_replica(rs, consistency, session)
+    _, upto = choose_replica(rs, consistency, session, call.gw.primary_ok)
     epk_range = None
     if (call.header(H.READ_KEY_TYPE) or "") == H.READ_KEY_TYPE_EPK_RANGE:
         epk_range = ((call.header(H.START_EPK) or "").upper(), (call.header(H.END_EPK) or "FF").upper())

@@ -112,7 +112,8 @@ async def read_feed(call, container):
         if waiting is not None:
             await waiting
     versions, cont, touched = feeds.read_page(container, call.region, consistency, session,
-                                              call.header(H.CONTINUATION), max_items, indexes, pk_json)
+                                              call.header(H.CONTINUATION), max_items, indexes, pk_json,
+                                              call.gw.primary_ok)
     bodies = [v.body for v in versions]
     ru = charge.feed(len(bodies), sum(map(len, bodies)))
     admission.spread(call, container, touched, ru, len(bodies), th.READ_FEED)
@@ -170,7 +171,7 @@ async def read(call, container, id_seg: str, by_rid: bool):
     waiting = call.gw.readable(rs, consistency, session)
     if waiting is not None:
         await waiting
-    replica, lsn = docs.choose_replica(rs, consistency, session)
+    replica, lsn = docs.choose_replica(rs, consistency, session, call.gw.primary_ok)
     version = rs.store.get((pk_json, id), lsn)
     _serving(call, replica)
     ru = charge.read(len(version.body) if version is not None else 0)

@@ -163,7 +163,7 @@ def scoped_documents(call, container, consistency, session, query=None, cap=None
     reads = []
     for i in indexes:
         rs = container.partitions[i].for_read(call.region)
-        lsn = _snapshot_lsn(rs, snapshot) if snapshot else choose_replica(rs, consistency, session)[1]
+        lsn = _snapshot_lsn(rs, snapshot) if snapshot else choose_replica(rs, consistency, session, call.gw.primary_ok)[1]
         reads.append((rs, lsn))
     accept = None
     if epk_range is not None:

@@ -19,7 +19,7 @@ from client.protocol.auth import AuthError, MasterKeyVerifier, is_name_based
 
 from ..core.consistency import STRONG, SESSION
 from ..core.documents import min_lsn_for
-from ..core.errors import CosmosError, not_found
+from ..core.errors import SUB_WRITE_FORBIDDEN, CosmosError, not_found
 from . import account as account_doc
 from . import admission, documents, metadata, request_faults, responses
 from .call import Call
@@ -39,8 +39,12 @@ UNSUPPORTED_CHILDREN = ("sprocs", "udfs", "triggers", "users", "permissions", "a
 
 
 class Gateway:
-    def __init__(self, account, topology, region: str | None, key: str | None):
+    def __init__(self, account, topology, region: str | None, key: str | None, read_only: bool = False):
         self.account = account
+        # A region's read-only endpoint: serves reads and queries from secondaries only (never
+        # the primary) and refuses writes with 403/3.
+        self.read_only = read_only
+        self.primary_ok = not read_only
         self.topology = topology
         self.clock = account.clock
         self.region = region
@@ -73,6 +77,10 @@ class Gateway:
                 raise CosmosError(503, 0, f"Region {call.region} is unavailable (a region outage, "
                                           "or it was removed from the account).")
             self._authenticate(call)
+            if self.read_only and call.method not in ("GET", "HEAD") and call.segs \
+                    and request_faults.op_of(call) != "query":
+                raise CosmosError(403, SUB_WRITE_FORBIDDEN, f"This is {call.region}'s read-only endpoint: it "
+                                  "serves reads and queries only. Send writes to the region's endpoint.")
             # Request faults (latency, error, drops); the global endpoint's GET / is spared, as
             # by an outage, so that clients can always discover the account.
             if self.account.faults.requests.by_region and (call.segs or self.region is not None):

@@ -33,6 +33,7 @@ def topology(emu) -> dict:
            "requests": {name or "global": served(gw) for name, gw in emu.gateways.items()},
            "throttling": describe_throttling(account),
            "routing": account.routing.describe(),
+           "read_only_endpoints": t.read_only_endpoints(),
            "databases": []}
     for db in account.databases.values():
         d = {"id": db.id, "containers": []}

@@ -7,6 +7,7 @@ created later); a refused change (a 400) changes nothing.
 from aiohttp import web
 
 from ..core import read_routing
+from ..core.errors import CosmosError
 from .control_json import guarded, json_body, json_reply
 
 
@@ -20,6 +21,23 @@ def add_routing_routes(app: web.Application, emu) -> None:
     async def put_weights(request):
         return json_reply(read_routing.change_weights(emu.account, await json_body(request)))
 
+    async def read_only_endpoint(request):
+        name = request.match_info["name"]
+        try:
+            emu.account.region(name)
+        except KeyError:
+            raise CosmosError(404, 0, f"No region named '{name}'.") from None
+        body = await json_body(request) if request.can_read_body else {}
+        port = body.get("port", 0)
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 65536:
+            raise CosmosError(400, 0, 'Open a read-only endpoint with {"port": N} (0 or none: a free port).')
+        try:
+            url = await emu.add_read_only_endpoint(name, port)
+        except OSError as e:
+            raise CosmosError(400, 0, str(e)) from None
+        return json_reply({"region": name, "read_only_endpoint": url}, status=201)
+
+    app.router.add_post("/regions/{name}/read-only-endpoint", guarded(read_only_endpoint))
     app.router.add_get("/routing", guarded(show))
     app.router.add_put("/routing", guarded(put_settings))
     app.router.add_put("/routing/weights", guarded(put_weights))
