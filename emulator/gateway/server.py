@@ -93,6 +93,7 @@ class Gateway:
         except AuthError as e:
             resp = responses.error(CosmosError(401, 0, str(e)), call.activity_id)
         except asyncio.CancelledError:
+            release(call)
             raise
         except Exception:
             log.exception("internal error on %s %s", call.method, call.req.raw_path)
@@ -103,7 +104,8 @@ class Gateway:
         elif call.serving:
             release(call)
         # A reply a request fault lost is counted as such ("POST docs 201/drop_after_apply").
-        self.requests_served[(call.method, _resource_kind(call.segs), resp.status, resp.fault or resp.substatus)] += 1
+        kind = _resource_kind(call.segs)
+        self.requests_served[(call.method, kind, resp.status, resp.fault or resp.substatus)] += 1
         return resp
 
     async def _faulted(self, call: Call, effect, resp) -> responses.Reply:
