@@ -22,6 +22,7 @@ from .core.account import REGION_NAME_CHARS_MAX, AccountConfig
 from .core.consistency import LEVELS, canonical
 from .core.errors import CosmosError
 from .core.placement import NODES_PER_REGION_DEFAULT, NODES_PER_REGION_MAX, NODES_PER_REGION_MIN
+from .core.read_routing import check_weights
 from .core.throttle import CREDITS_PER_S_DEFAULT, SERVERLESS_RU_PER_S_DEFAULT, ThrottleConfig
 from .gateway.http import HEADER_TIMEOUT_S_DEFAULT
 from .gateway.refusal import CONNECTIONS_PER_LISTENER_MAX
@@ -189,6 +190,19 @@ def limits(value) -> dict:
     return dict(value)
 
 
+def read_weights(value):
+    """Replica weights: "0,1,2,3" (a flag or variable) or a list of four integers 0-100."""
+    if isinstance(value, str):
+        try:
+            value = [int(w) for w in value.split(",")]
+        except ValueError:
+            value = None
+    try:
+        return tuple(check_weights(list(value) if isinstance(value, (list, tuple)) else value))
+    except ValueError:
+        raise ValueError("must be four replica weights 0-100, one per replica index 0-3, e.g. 0,1,2,3") from None
+
+
 # ---- the settings -------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -277,7 +291,15 @@ OPTIONS = (
     # Options of running_emulator() and the marker only.
     Option("direct_limits", limits, {}),
     Option("lag_ms", lag_matrix, {}),
-    Option("primary_accepts_reads", boolean, _ACCOUNT.primary_accepts_reads),
+    Option("primary_accepts_reads", boolean, _ACCOUNT.primary_accepts_reads, "--primary-accepts-reads",
+           "PRIMARY_ACCEPTS_READS", "whether primaries serve reads too (true/false; change it later with "
+           "`regionlab routing set`)"),
+    Option("read_only_endpoints", boolean, False, "--read-only-endpoints", "READ_ONLY_ENDPOINTS",
+           "one more endpoint per region that reads from secondaries only (listed in the ready line)",
+           switch=True),
+    Option("read_weights", optional(read_weights), None, "--read-weights", "READ_WEIGHTS",
+           "replica read weights by index 0-3, 0-100 each, e.g. 0,1,2,3 (default 1 each; "
+           "`regionlab routing weights`)", metavar="W0,W1,W2,W3"),
     Option("detection_delay_ms", integer(0, DELAY_MS_MAX), _ACCOUNT.detection_delay_ms),
     Option("election_ms", integer(0, DELAY_MS_MAX), _ACCOUNT.election_ms),
     Option("header_timeout_s", seconds, HEADER_TIMEOUT_S_DEFAULT),
@@ -370,6 +392,7 @@ def _build(v: dict):
     account = AccountConfig(regions=v["regions"], multi_write=v["multi_write"], consistency=v["consistency"],
                             partition_count=v["partitions"], intra_region_delay_ms=v["intra_region_delay_ms"],
                             lag_ms=dict(v["lag_ms"]), primary_accepts_reads=v["primary_accepts_reads"],
+                            read_weights=v["read_weights"],
                             detection_delay_ms=v["detection_delay_ms"], election_ms=v["election_ms"],
                             staleness_ops=v["max_staleness_prefix"], staleness_s=v["max_interval_s"],
                             log_retained_commits=v["log_retained_commits"], throttle=throttle,
@@ -380,7 +403,8 @@ def _build(v: dict):
                         control_port=v["control_port"], key=v["key"] if v["auth"] else None, seed=v["seed"],
                         header_timeout_s=v["header_timeout_s"], write_ack_timeout_s=v["write_ack_timeout_s"],
                         direct_port_range=v["direct_ports"], direct_limits=v["direct_limits"],
-                        control_token=v["control_token"], connections_max=v["connections_max"])
+                        control_token=v["control_token"], connections_max=v["connections_max"],
+                        read_only_endpoints=v["read_only_endpoints"])
 
 
 def environment_help() -> str:

@@ -3,11 +3,14 @@
     regionlab topology | health | faults [list] | failovers | lost-writes
     regionlab fault inject '{"type": "region_outage", "region": "East US", "duration_ms": 30000}'
     regionlab fault region-outage "East US" --mode blackhole --duration-ms 30000
+    regionlab fault latency "East US" --delay-ms 1000 [--jitter-ms 50] [--op read]   (and error,
+        timeout-after-apply, tcp-reset, clock-skew: docs/control-api.md)
     regionlab fault heal 3
     regionlab failover "East US 2" [--forced]
     regionlab region add "North Europe" [--port N] | regionlab region remove "West US"
     regionlab sim --seed 7            (the deterministic simulator; no server needed)
     regionlab throttle [show] | set | container | database | storm   (ctl_throttle.py)
+    regionlab routing [show] | set | weights                          (ctl_routing.py)
 
 Each command is one HTTP request to a running emulator's control port: --control URL, else
 $REGIONLAB_CONTROL, else http://127.0.0.1:8090; with --control-token (or $REGIONLAB_CONTROL_TOKEN)
@@ -24,17 +27,23 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from . import ctl_throttle
+from . import ctl_routing, ctl_throttle
 from .core.faults import OUTAGE_MODE_DEFAULT, OUTAGE_MODES
 
 DEFAULT_CONTROL = "http://127.0.0.1:8090"
 HTTP_TIMEOUT_S = 90.0          # a graceful failover waits for the drain (up to 60 s) before it answers
 COMMANDS = ("topology", "health", "faults", "fault", "failover", "failovers", "lost-writes", "region", "sim",
-            "throttle")
+            "throttle", "routing")
 # CLI fault name -> (fault type, its positional region arguments)
 FAULT_FLAGS = {"region-outage": ("region_outage", ("region",)), "link-cut": ("link_cut", ("from", "to")),
                "link-lag": ("link_lag", ("from", "to")), "primary-crash": ("primary_crash", ("region",)),
                "replica-crash": ("replica_crash", ("region",)), "replica-slow": ("replica_slow", ("region",))}
+# The request faults (core/request_faults.py): what a region going bad does to each request.
+REQUEST_FAULT_FLAGS = {"latency": ("latency", ("region",)), "error": ("error", ("region",)),
+                       "timeout-after-apply": ("timeout_after_apply", ("region",)),
+                       "tcp-reset": ("tcp_reset", ("region",)), "clock-skew": ("clock_skew", ("region",))}
+FAULT_FLAGS.update(REQUEST_FAULT_FLAGS)
+REQUEST_FAULT_OPS = ("read", "write", "query", "metadata", "all")
 
 
 class ControlError(Exception):
@@ -103,8 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("name")
     add.add_argument("--port", type=int, default=0, help="its gateway port (default: any free one)")
     region.add_parser("remove", parents=[common], help="a region leaves the account").add_argument("name")
+    ro = region.add_parser("read-only-endpoint", parents=[common], help="open a region's read-only endpoint")
+    ro.add_argument("name")
+    ro.add_argument("--port", type=int, default=0, help="its port (default: any free one)")
     sub.add_parser("sim", add_help=False, help="run the deterministic simulator (see `regionlab sim --help`)")
     ctl_throttle.add_parser(sub, common)
+    ctl_routing.add_parser(sub, common)
     return p
 
 
@@ -126,7 +139,28 @@ def _fault_flags(p, name: str, positionals: tuple) -> None:
     if name == "region-outage":
         p.add_argument("--mode", choices=OUTAGE_MODES,
                        help=f"how the endpoint fails (default {OUTAGE_MODE_DEFAULT}; see docs/control-api.md)")
+    if name in REQUEST_FAULT_FLAGS:
+        _request_fault_flags(p, name)
     p.add_argument("--duration-ms", type=int, help="heal by itself after this long")
+
+
+def _request_fault_flags(p, name: str) -> None:
+    if name in ("latency", "error", "timeout-after-apply"):
+        p.add_argument("--op", choices=REQUEST_FAULT_OPS, help="only this class of request (default: all)")
+        for sel in ("database", "container", "partition"):
+            p.add_argument(f"--{sel}", help=f"only this {sel} (default: all)")
+    if name in ("error", "timeout-after-apply", "tcp-reset"):
+        p.add_argument("--share", type=float, help="share of matching requests, 0-1 (default 1)")
+    if name == "latency":
+        p.add_argument("--delay-ms", type=int, required=True)
+        p.add_argument("--jitter-ms", type=int, help="plus a seeded 0..jitter_ms (default 0)")
+    if name == "error":
+        p.add_argument("--status", type=int, required=True, help="e.g. 503, 500, 408, 410, 429, 449")
+        p.add_argument("--substatus", type=int, help="default 0")
+        p.add_argument("--count", type=int, help="stop (heal) after this many errors")
+    if name == "clock-skew":
+        p.add_argument("--offset-ms", type=int, required=True, help="how far the region's clock runs ahead (<0: behind)")
+    p.add_argument("--seed", type=int, help="seed of its share and jitter draws (default: drawn, and shown)")
 
 
 def fault_spec(args) -> dict:
@@ -136,7 +170,7 @@ def fault_spec(args) -> dict:
     for field in positionals:
         spec[field] = getattr(args, field.replace("from", "source").replace("to", "target"))
     for flag in ("one_way", "lag_ms", "jitter_ms", "database", "container", "partition", "replica",
-                 "delay_ms", "mode", "duration_ms"):
+                 "delay_ms", "mode", "duration_ms", "op", "share", "status", "substatus", "count", "offset_ms", "seed"):
         value = getattr(args, flag, None)
         if value is not None and value is not False:
             spec[flag] = value
@@ -149,6 +183,8 @@ def request_for(args) -> tuple:
     c = args.command
     if c == "throttle":
         return ctl_throttle.request_for(args)
+    if c == "routing":
+        return ctl_routing.request_for(args)
     if c in ("topology", "health", "failovers", "lost-writes", "faults"):
         return "GET", "/" + c, None
     if c == "failover":
@@ -157,6 +193,8 @@ def request_for(args) -> tuple:
     if c == "region":
         if args.action == "add":
             return "POST", "/regions", {"name": args.name, "port": args.port}
+        if args.action == "read-only-endpoint":
+            return "POST", f"/regions/{urllib.parse.quote(args.name)}/read-only-endpoint", {"port": args.port}
         return "DELETE", "/regions/" + urllib.parse.quote(args.name), None
     if args.action == "inject":
         try:

@@ -68,6 +68,12 @@ class RunningEmulator:
         return self.control("GET", "/lost-writes")["writes"]
 
     @property
+    def read_only_endpoints(self) -> dict:
+        """{region: URL} of the read-only endpoints open now (read_only_endpoints=True, or opened
+        later on the control port)."""
+        return self.emulator.topology.read_only_endpoints()
+
+    @property
     def account(self):
         return self.emulator.account
 

@@ -62,6 +62,7 @@ class AccountConfig:
     lag_ms: dict = field(default_factory=dict)   # {(src, dst): ms}; missing pairs use default_lag_ms
     jitter_ms: int = 0
     primary_accepts_reads: bool = True
+    read_weights: tuple | None = None         # replica weights by index 0-3 (None: 1 each); read_routing.py
     account_id: str = "regionlab"
     auto_failover: bool = True                # service-managed failover when the write region is down
     detection_delay_ms: int = 10_000          # how long the write region must be down, without a break,
@@ -105,7 +106,7 @@ class Account:
         self.regions = [Region(name, i) for i, name in enumerate(config.regions)]
         self.write_regions = tuple(config.regions) if config.multi_write else (config.regions[0],)
         self.consistency = config.consistency
-        self.routing = ReadRoutingPolicy(config.primary_accepts_reads)
+        self.routing = ReadRoutingPolicy(config.primary_accepts_reads, weights=config.read_weights)
         self.databases: dict[str, Database] = {}
         self.dbs_by_rid: dict[str, Database] = {}
         self.colls_by_rid: dict[str, Container] = {}

@@ -35,7 +35,7 @@ class Writer:
         self.pk_values = pk_values
         epk = container.epk_of(pk_json, pk_values)
         self.partition_index = container.partition_index(epk)
-        self.rs = container.partitions[self.partition_index].for_write(region)
+        self.rs = container.partitions[self.partition_index].for_write(region, now_ms)
         self.lsn = self.rs.next_lsn()
         self.now_ms = now_ms
         self.pending: dict = {}          # key -> Version (a tombstone for a delete)
@@ -249,11 +249,17 @@ def _multi_write_floor(rs, token) -> int:
     return rs.lsn
 
 
-def choose_replica(rs, consistency: str, session: dict | None):
-    """(replica, visible LSN) for a read, or 404/1002 when no replica has the session yet."""
+def choose_replica(rs, consistency: str, session: dict | None, primary_ok: bool = True):
+    """(replica, visible LSN) for a read, or 404/1002 when no replica has the session yet.
+    primary_ok=False (a read-only endpoint): only a secondary may serve; when none can, a
+    session read is 404/1002 and any other 503, never the primary."""
     need = min_lsn_for(rs, consistency, session)
-    replica = rs.readable_replica(need)
+    replica = rs.readable_replica(need, primary_ok)
     if replica is None:
+        if not primary_ok and consistency != SESSION:
+            raise CosmosError(503, 0, f"No secondary replica of partition {rs.range_id} in {rs.region} can "
+                                      f"serve this {consistency} read (it needs LSN {need}); a read-only "
+                                      "endpoint never reads from the primary. Retry, or use the regional endpoint.")
         raise session_not_available(rs.region, need, rs.committed_lsn)
     lsn = rs.visible_lsn(replica)
     if consistency == STRONG and rs.partition is not None:

@@ -9,6 +9,7 @@ id, the same in the live control API, the CLI and scenario files.
     {"type": "replica_slow", "region": ..., "replica": 1, "delay_ms": 200, ...}
     {"type": "throttle_storm", "region": "West US", "share": 0.3, "op": "read", "retry_after_ms": 100}
     {"type": "replica_move" | "node_crash" | "direct_ports_blocked", ...}   (see direct_faults.py)
+    latency, error, timeout_after_apply, tcp_reset, clock_skew: see request_faults.py
 
 Partition selectors (database, container, partition) are optional: a missing one selects all.
 `duration_ms` heals the fault by itself after that long on the account's clock. Healing puts
@@ -23,11 +24,12 @@ from .direct_faults import DIRECT_FAULT_TYPES, DirectFaults
 from .errors import bad_request, not_found
 from .link import ACTIVE, CUT
 from .replica import DOWN, UP
+from . import request_faults
 
 FAULT_MS_MAX = 7 * 24 * 3600 * 1000      # a week: every duration, lag and delay field
 REGION_FIELDS = ("region", "from", "to")
 FAULT_TYPES = ("region_outage", "link_cut", "link_lag", "primary_crash", "replica_crash", "replica_slow",
-               "throttle_storm")
+               "throttle_storm") + request_faults.REQUEST_FAULT_TYPES
 # How a region's endpoint fails during a region_outage (the runtime carries it out; the core and
 # the simulator see one state, "down"): refuse = the port is closed; reset = connections are
 # accepted, then reset; unavailable = every request is answered 503, connections stay open;
@@ -45,6 +47,7 @@ class FaultRegistry(DirectFaults):
         self._undo: dict[int, list] = {}
         self._regions: dict[int, list] = {}    # fault id -> [(name, Region)] it names
         self._seq = 0
+        self.requests = request_faults.RequestFaults()     # the request faults, per region
 
     def inject(self, spec: dict) -> int:
         if not isinstance(spec, dict) or spec.get("type") not in FAULT_TYPES:
@@ -57,7 +60,9 @@ class FaultRegistry(DirectFaults):
         if spec["type"] == "region_outage":
             spec = dict(spec, mode=spec.get("mode", OUTAGE_MODE_DEFAULT))    # listed with its mode
         # A fault is checked whole before any of it applies: a refused fault changes nothing.
-        undo = getattr(self, "_" + spec["type"])(spec)
+        spec = dict(spec)        # its handler may fill in what it drew (a request fault's seed)
+        handler = getattr(self, "_" + spec["type"], None)
+        undo = handler(spec) if handler is not None else request_faults.inject(self, spec)
         self._seq += 1
         fid = self._seq
         self.active[fid] = dict(spec, id=fid, started_ms=self.account.clock.now_ms())

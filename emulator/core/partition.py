@@ -89,20 +89,23 @@ class Partition:
         rs.commit_listeners.remove(self._on_commit)
         self._recompute_global()
 
-    def for_write(self, region: str) -> ReplicaSet:
+    def for_write(self, region: str, now_ms: int | None = None) -> ReplicaSet:
+        """The replica set that takes a write in region; `now_ms` is the writer's clock (the
+        region's, which a clock_skew fault offsets), which the T bound is judged by."""
         if region not in self.write_regions:
             raise write_forbidden(region)
         rs = self.replica_sets[region]
         rs.check_writable()
         if self.staleness_s is not None:
-            self._check_staleness(rs)
+            self._check_staleness(rs, now_ms)
         return rs
 
-    def _check_staleness(self, hub: ReplicaSet) -> None:
+    def _check_staleness(self, hub: ReplicaSet, now_ms: int | None = None) -> None:
         """Bounded staleness: while any region lags the write region by more than K operations or
         T seconds, writes are throttled (429) instead of letting the bound break. A region in an
         outage is taken out of the bound (as the service takes it offline) so it cannot stop writes."""
-        now_ms = hub.clock.now_ms()
+        if now_ms is None:
+            now_ms = hub.clock.now_ms()
         for region, rs in self.replica_sets.items():
             behind = hub.committed_lsn - rs.committed_lsn
             if rs is hub or behind <= 0 or not self.region_up(region):

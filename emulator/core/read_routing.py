@@ -1,32 +1,70 @@
-"""Which replica of a region serves a read (after PolarDB's proxy).
+"""Which replica of a region serves a read (after PolarDB's proxy), and the knobs that steer it.
 
 Theory of operation: the consistency level decides the lowest LSN a replica must have applied
 (`min_lsn`): 0 for eventual and consistent prefix, the session token's LSN for session, the
 committed LSN for strong and bounded staleness. Among the replicas that are up and have
 applied at least `min_lsn`, the policy picks the one with the highest dynamic weight
-`weight / (in_flight + 1)`; with equal weights that is "fewest active requests". A replica of
-weight 0 serves only when nothing else can. The primary takes reads only when
-`primary_accepts_reads` is on, or when no secondary qualifies (the primary always has every
-committed write, so a session read that the secondaries cannot serve yet goes there).
+`weight / (in_flight + 1)`; with equal weights that is "fewest active requests". `in_flight`
+is counted by the shell serving the read, from admission to reply (a `latency` fault makes it
+real). A replica of weight 0 serves only when nothing else can. The primary takes reads only
+when `primary_accepts_reads` is on, or when no secondary qualifies (the primary always has every
+committed write, so a session read that the secondaries cannot serve yet goes there) — except
+through a region's read-only endpoint (`primary_ok=False`), which never reads from the primary.
 Ties go to the lowest index, so routing is deterministic.
+
+The knobs, changed at runtime by the control API (PUT /routing, PUT /routing/weights):
+`primary_accepts_reads` and `strategy` for the account, each overridable per region; replica
+weights (by replica index 0-3, 0-100, default 1) for the account, a region's list overriding
+it. Weights live on the replicas themselves (`Replica.weight`, what `choose` reads); the policy
+keeps what was asked for so that replica sets created later (new containers, joining regions)
+start with it (`weights_for`).
 """
-from .replica import Replica, PRIMARY, UP
+from .replica import PRIMARY, UP, WEIGHT_DEFAULT, WEIGHT_MAX, Replica
+
+ACTIVE_REQUESTS = "active_requests"
+STRATEGIES = (ACTIVE_REQUESTS,)           # connection pinning ("connections") is not built yet
+REPLICAS_PER_SET = 4
 
 
 class ReadRoutingPolicy:
-    __slots__ = ("primary_accepts_reads",)
+    __slots__ = ("primary_accepts_reads", "strategy", "overrides", "weights", "region_weights")
 
-    def __init__(self, primary_accepts_reads: bool = True):
+    def __init__(self, primary_accepts_reads: bool = True, strategy: str = ACTIVE_REQUESTS,
+                 weights: list | None = None):
         self.primary_accepts_reads = primary_accepts_reads
+        self.strategy = strategy
+        self.overrides: dict[str, dict] = {}          # region -> {"primary_accepts_reads"?, "strategy"?}
+        self.weights = list(weights) if weights else [WEIGHT_DEFAULT] * REPLICAS_PER_SET
+        self.region_weights: dict[str, list] = {}     # region -> weights by replica index
 
-    def choose(self, replicas: list[Replica], min_lsn: int) -> Replica | None:
+    # ---- knobs ------------------------------------------------------------------------------
+    def setting(self, region: str | None, name: str):
+        o = self.overrides.get(region) if region is not None else None
+        if o is not None and name in o:
+            return o[name]
+        return getattr(self, name)
+
+    def weights_for(self, region: str) -> list:
+        return self.region_weights.get(region, self.weights)
+
+    def describe(self) -> dict:
+        return {"primary_accepts_reads": self.primary_accepts_reads, "strategy": self.strategy,
+                "weights": list(self.weights),
+                "regions": {r: dict(o) for r, o in sorted(self.overrides.items())},
+                "region_weights": {r: list(w) for r, w in sorted(self.region_weights.items())}}
+
+    # ---- choosing ---------------------------------------------------------------------------
+    def choose(self, replicas: list[Replica], min_lsn: int, region: str | None = None,
+               primary_ok: bool = True) -> Replica | None:
+        """The replica to serve a read; primary_ok=False (a read-only endpoint) never picks the primary."""
+        primary_reads = self.setting(region, "primary_accepts_reads")
         best = None
         best_score = -1.0
         fallback = None           # weight-0 replicas and a reluctant primary
         for r in replicas:
-            if r.state != UP or r.applied_lsn < min_lsn:
+            if r.state != UP or r.applied_lsn < min_lsn or (r.role == PRIMARY and not primary_ok):
                 continue
-            if r.weight == 0 or (r.role == PRIMARY and not self.primary_accepts_reads):
+            if r.weight == 0 or (r.role == PRIMARY and not primary_reads):
                 if fallback is None or _score(r) > _score(fallback):
                     fallback = r
                 continue
@@ -39,3 +77,87 @@ class ReadRoutingPolicy:
 def _score(r: Replica) -> float:
     # Among fallbacks prefer the primary (it has everything), then fewest in flight.
     return (1.0 if r.role == PRIMARY else 0.0) + 1.0 / (r.in_flight + 1)
+
+
+def check_weights(weights) -> list:
+    """weights as a list of REPLICAS_PER_SET integers 0..WEIGHT_MAX, or ValueError saying why."""
+    if (not isinstance(weights, list) or len(weights) != REPLICAS_PER_SET
+            or any(isinstance(w, bool) or not isinstance(w, int) or not 0 <= w <= WEIGHT_MAX for w in weights)):
+        raise ValueError(f"weights are {REPLICAS_PER_SET} integers from 0 to {WEIGHT_MAX}, one per replica "
+                         f"index 0-3 (0: only when no other replica can serve), e.g. [0, 1, 2, 3]; got {weights!r}")
+    return list(weights)
+
+
+# ---- runtime changes (the control API's PUT /routing and PUT /routing/weights) ---------------
+SETTING_NAMES = ("primary_accepts_reads", "strategy")
+
+
+def change_settings(account, body: dict) -> dict:
+    """Apply {"primary_accepts_reads"?, "strategy"?, "region"?} to the account's policy (or one
+    region's override: null for a key removes that region's override of it). All or nothing."""
+    from .errors import bad_request
+    policy = account.routing
+    if not isinstance(body, dict):
+        raise bad_request('PUT /routing takes {"primary_accepts_reads": bool, "strategy": '
+                          '"active_requests", "region"?: name}.')
+    unknown = sorted(set(body) - set(SETTING_NAMES) - {"region"})
+    if unknown:
+        raise bad_request(f"Unknown routing key {unknown[0]!r}; the keys are: {', '.join(SETTING_NAMES)}, region.")
+    region = _region(account, body.get("region"))
+    for name, value in body.items():
+        if name == "primary_accepts_reads" and not (isinstance(value, bool) or (value is None and region)):
+            raise bad_request(f"primary_accepts_reads must be true or false; got {value!r}.")
+        if name == "strategy" and not (value in STRATEGIES or (value is None and region)):
+            raise bad_request(f"strategy must be one of {', '.join(STRATEGIES)}; got {value!r} "
+                              "(connection-based balancing is not available in regionlab yet).")
+    for name in SETTING_NAMES:
+        if name not in body:
+            continue
+        if region is None:
+            setattr(policy, name, body[name])
+        elif body[name] is None:
+            policy.overrides.get(region, {}).pop(name, None)
+        else:
+            policy.overrides.setdefault(region, {})[name] = body[name]
+    if region is not None and not policy.overrides.get(region):
+        policy.overrides.pop(region, None)
+    return policy.describe()
+
+
+def change_weights(account, body: dict) -> dict:
+    """Apply {"weights": [w0..w3], "region"?: name} (a region's `null` weights drop its
+    override) to every replica set at once, and to those created later."""
+    from .errors import bad_request
+    policy = account.routing
+    if not isinstance(body, dict) or "weights" not in body or set(body) - {"weights", "region"}:
+        raise bad_request('PUT /routing/weights takes {"weights": [w0, w1, w2, w3], "region"?: name}.')
+    region = _region(account, body.get("region"))
+    weights = body["weights"]
+    if weights is None and region is not None:
+        policy.region_weights.pop(region, None)
+    else:
+        try:
+            weights = check_weights(weights)
+        except ValueError as e:
+            raise bad_request(str(e)) from None
+        if region is None:
+            policy.weights = weights
+        else:
+            policy.region_weights[region] = weights
+    for _, p in account.partitions():
+        for name, rs in p.replica_sets.items():
+            for r, w in zip(rs.replicas, policy.weights_for(name)):
+                r.weight = w
+    return policy.describe()
+
+
+def _region(account, name):
+    from .errors import bad_request
+    if name is None:
+        return None
+    try:
+        account.region(name)
+    except KeyError:
+        raise bad_request(f"Unknown region {name!r}; the regions are: "
+                          f"{', '.join(r.name for r in account.regions)}.") from None
+    return name

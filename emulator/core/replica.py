@@ -12,13 +12,13 @@ SECONDARY = "secondary"
 UP = "up"
 DOWN = "down"
 
-WEIGHT_DEFAULT = 100
+WEIGHT_DEFAULT = 1
 WEIGHT_MAX = 100
 
 
 class Replica:
     __slots__ = ("index", "role", "applied_lsn", "in_flight", "weight", "state", "port",
-                 "extra_delay_ms", "next_apply_ms")
+                 "extra_delay_ms", "next_apply_ms", "reads_served", "in_flight_peak")
 
     def __init__(self, index: int, role: str):
         self.index = index
@@ -30,6 +30,8 @@ class Replica:
         self.port = 0
         self.extra_delay_ms = 0      # a "slow replica" fault adds to every apply
         self.next_apply_ms = 0       # applies stay in LSN order even when the delay changes
+        self.reads_served = 0        # reads routed here (counted by the shell that serves them)
+        self.in_flight_peak = 0      # the most reads in flight here at once
 
     @property
     def up(self) -> bool:
@@ -38,4 +40,5 @@ class Replica:
     def describe(self) -> dict:
         return {"index": self.index, "role": self.role, "lsn": self.applied_lsn, "state": self.state,
                 "port": self.port, "in_flight": self.in_flight, "weight": self.weight,
-                "extra_delay_ms": self.extra_delay_ms}
+                "extra_delay_ms": self.extra_delay_ms, "reads_served": self.reads_served,
+                "in_flight_peak": self.in_flight_peak}

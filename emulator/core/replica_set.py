@@ -45,6 +45,8 @@ class ReplicaSet:
         self.delay_ms = delay_ms
         self.routing = routing or ReadRoutingPolicy()
         self.replicas = [Replica(0, PRIMARY)] + [Replica(i, SECONDARY) for i in range(1, REPLICA_COUNT)]
+        for r, w in zip(self.replicas, self.routing.weights_for(region)):
+            r.weight = w                   # the weights asked for at runtime (PUT /routing/weights)
         self.primary = self.replicas[0]    # the replica whose role is PRIMARY; only elect() changes it
         self.store = VersionStore()
         self.lsn = 0
@@ -331,10 +333,10 @@ class ReplicaSet:
             yield first + i, versions_of(log[i])
 
     # ---- reads -------------------------------------------------------------------------
-    def readable_replica(self, min_lsn: int) -> Replica | None:
+    def readable_replica(self, min_lsn: int, primary_ok: bool = True) -> Replica | None:
         if self.committed_lsn < min_lsn:
             return None
-        return self.routing.choose(self.replicas, min_lsn)
+        return self.routing.choose(self.replicas, min_lsn, self.region, primary_ok)
 
     def visible_lsn(self, r: Replica) -> int:
         return min(r.applied_lsn, self.committed_lsn)

@@ -15,7 +15,7 @@ from .responses import activity_id
 
 
 class Call:
-    __slots__ = ("gw", "req", "method", "segs", "headers", "activity_id", "region", "raw", "replica")
+    __slots__ = ("gw", "req", "method", "segs", "headers", "activity_id", "region", "raw", "replica", "serving")
 
     def __init__(self, gw, req):
         self.gw = gw
@@ -34,6 +34,7 @@ class Call:
         self.region = gw.region or gw.account.hub_region
         self.raw = req.body
         self.replica = None          # direct mode names the replica that serves a read (runtime/direct_server.py)
+        self.serving = ()          # replicas serving this call's read, in flight until its reply goes out
 
     def header(self, name: str, default=None):
         return self.headers.get(name, default)

@@ -60,7 +60,7 @@ async def _write_reply(call, container, writer, status: int, version) -> "respon
 
 
 def _writer(call, container, pk_json, pk_values):
-    return docs.Writer(container, call.region, pk_json, pk_values, call.gw.clock.now_ms())
+    return docs.Writer(container, call.region, pk_json, pk_values, call.gw.now_ms(call.region))
 
 
 # ---- /docs ---------------------------------------------------------------------------------
@@ -125,7 +125,8 @@ async def read_feed(call, container):
         if waiting is not None:
             await waiting
     versions, cont, touched = feeds.read_page(container, call.region, consistency, session,
-                                              call.header(H.CONTINUATION), max_items, indexes, pk_json)
+                                              call.header(H.CONTINUATION), max_items, indexes, pk_json,
+                                              primary_ok=call.gw.primary_ok)
     bodies = [v.body for v in versions]
     ru = charge.feed(len(bodies), sum(map(len, bodies)))
     admission.spread(call, container, touched, ru, len(bodies), th.READ_FEED)
@@ -207,7 +208,9 @@ def read_point(call, container, rs, pk_json: str, id: str, consistency: str, ses
     if call.replica is not None:
         version, lsn = docs.read_at(rs, call.replica, pk_json, id, consistency, session)
     else:
-        version, lsn = docs.read_in(rs, pk_json, id, consistency, session)
+        replica, lsn = docs.choose_replica(rs, consistency, session, call.gw.primary_ok)
+        version = rs.store.get((pk_json, id), lsn)
+        _serving(call, replica)
     ru = charge.read(len(version.body) if version is not None else 0)
     admission.read(call, container, rs, ru)
     return version, lsn, ru
@@ -230,6 +233,15 @@ async def read(call, container, id_seg: str, by_rid: bool):
     if inm is not None and inm in (version.etag, "*"):
         return responses.reply(304, None, call.activity_id, ru, hdrs)
     return responses.reply(200, version.body, call.activity_id, ru, hdrs)
+
+
+def _serving(call, replica) -> None:
+    """replica serves this read: in flight from here until the reply goes out (server.release)."""
+    replica.in_flight += 1
+    replica.reads_served += 1
+    if replica.in_flight > replica.in_flight_peak:
+        replica.in_flight_peak = replica.in_flight
+    call.serving = (replica,)
 
 
 async def delete_by_partition_key(call, container):

@@ -47,6 +47,7 @@ import socket
 import struct
 
 from ..core.errors import CosmosError
+from ..core.request_faults import RESET
 from ..core.validation import ITEM_BYTES_MAX
 from . import responses
 from .chunked import ChunkedBody
@@ -311,6 +312,8 @@ class HttpServer:
         if busy:
             await asyncio.wait(busy, timeout=timeout_s)
         self.abort_all()
+        for task in busy:
+            task.cancel()           # still running (a reply a latency fault holds): end it here
 
 
 class Connection(asyncio.Protocol):
@@ -570,6 +573,9 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         if transport is None or self.server.outage == BLACKHOLE:
             return
+        if reply.fault is not None:
+            self._drop(reply)
+            return
         transport.write(reply.encode(req.connection, req.method == "HEAD"))
         if not req.keep_alive:
             transport.close()
@@ -579,6 +585,22 @@ class Connection(asyncio.Protocol):
         if self.paused_reading:
             self.paused_reading = False
             transport.resume_reading()
+
+    def _drop(self, reply) -> None:
+        """A request fault's end of a request that ran: close without an answer (the client
+        cannot know whether it was applied), or send part of the reply and reset the connection
+        (RST: SO_LINGER 0, then close)."""
+        transport = self.transport
+        self.transport = None
+        if reply.fault == RESET:
+            data = reply.encode("", False)
+            transport.write(data[:max(1, len(data) // 2)])
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+            transport.abort()
+            return
+        transport.close()
 
     def _refuse(self, status: int, message: str, discard: int = 0) -> None:
         """Answer a request the gateway never saw, then close: its framing cannot be trusted.

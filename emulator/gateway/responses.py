@@ -85,13 +85,14 @@ def error(err: CosmosError, activity_id: str, extra: dict | None = None) -> "Rep
 class Reply:
     """A complete HTTP/1.1 reply, serialised once (`encode`) and written in a single transport
     write by the connection (gateway/http.py)."""
-    __slots__ = ("status", "headers", "body", "substatus")
+    __slots__ = ("status", "headers", "body", "substatus", "fault")
 
     def __init__(self, status: int, headers: dict, body: bytes):
         self.status = status
         self.headers = headers
         self.body = body
         self.substatus = 0          # an error's x-ms-substatus (also in headers), for counters
+        self.fault = None           # a request fault's drop: DROP_AFTER_APPLY or RESET (core/request_faults.py)
 
     def encode(self, connection: str, head_only: bool) -> bytes:
         """The reply's bytes; `connection` is its Connection header line, or "" for none."""

@@ -19,9 +19,9 @@ from client.protocol.auth import AuthError, MasterKeyVerifier, is_name_based
 
 from ..core.consistency import STRONG, SESSION
 from ..core.documents import min_lsn_for
-from ..core.errors import CosmosError, not_found
+from ..core.errors import SUB_WRITE_FORBIDDEN, CosmosError, not_found
 from . import account as account_doc
-from . import addresses, admission, documents, metadata, responses
+from . import addresses, admission, documents, metadata, request_faults, responses
 from .call import Call
 
 log = logging.getLogger("regionlab.gateway")
@@ -29,6 +29,7 @@ log = logging.getLogger("regionlab.gateway")
 WRITE_ACK_TIMEOUT_S = 30.0
 SESSION_WAIT_S = 0.2          # how long a read waits for its region to catch up with a session token
 STRONG_WAIT_S = 2.0
+AUTH_DATE_WINDOW_S = 15 * 60  # how far x-ms-date may be from the region's clock (under a clock skew)
 REQUEST_PATH_LOGGED_MAX = 512  # characters of a path the DEBUG request line keeps
 # Resource kinds counted in `requests_served`; anything else (a garbage path) counts as "other",
 # so a client cannot grow the counter without bound.
@@ -39,8 +40,12 @@ UNSUPPORTED_CHILDREN = ("sprocs", "udfs", "triggers", "users", "permissions", "a
 
 
 class Gateway:
-    def __init__(self, account, topology, region: str | None, key: str | None):
+    def __init__(self, account, topology, region: str | None, key: str | None, read_only: bool = False):
         self.account = account
+        # A region's read-only endpoint: serves reads and queries from secondaries only (never
+        # the primary) and refuses writes with 403/3.
+        self.read_only = read_only
+        self.primary_ok = not read_only
         self.topology = topology
         self.clock = account.clock
         self.region = region
@@ -70,24 +75,57 @@ class Gateway:
 
     async def handle(self, req) -> responses.Reply:
         call = Call(self, req)
+        effect = None
         try:
             if (call.segs or self.region is not None) and self.account.region_state(call.region) != "up":
                 raise CosmosError(503, 0, f"Region {call.region} is unavailable (a region outage, "
                                           "or it was removed from the account).")
             self._authenticate(call)
+            if self.read_only and call.method not in ("GET", "HEAD") and call.segs \
+                    and request_faults.op_of(call) != "query":
+                raise CosmosError(403, SUB_WRITE_FORBIDDEN, f"This is {call.region}'s read-only endpoint: it "
+                                  "serves reads and queries only. Send writes to the region's endpoint.")
+            # Request faults (latency, error, drops); the global endpoint's GET / is spared, as
+            # by an outage, so that clients can always discover the account.
+            if self.account.faults.requests.by_region and (call.segs or self.region is not None):
+                effect = request_faults.decide(call)
+                if effect is not None and effect.error is not None:
+                    raise effect.error          # answered instead of running: nothing applied
             resp = await self._dispatch(call)
         except CosmosError as e:
             resp = responses.error(e, call.activity_id)
         except AuthError as e:
             resp = responses.error(CosmosError(401, 0, str(e)), call.activity_id)
         except asyncio.CancelledError:
+            release(call)
             raise
         except Exception:
             log.exception("internal error on %s %s", call.method, call.req.raw_path)
             resp = responses.error(CosmosError(500, 0, "Internal error in regionlab; see the server log.",
                                                definite=False), call.activity_id)
-        self.requests_served[(call.method, _resource_kind(call.segs), resp.status, resp.substatus)] += 1
+        if effect is not None:
+            resp = await self._faulted(call, effect, resp)
+        elif call.serving:
+            release(call)
+        # A reply a request fault lost is counted as such ("POST docs 201/drop_after_apply").
+        kind = _resource_kind(call.segs)
+        self.requests_served[(call.method, kind, resp.status, resp.fault or resp.substatus)] += 1
         return resp
+
+    async def _faulted(self, call: Call, effect, resp) -> responses.Reply:
+        """Hold the reply for a latency fault (its replicas stay in flight meanwhile) and mark
+        it for a drop or a reset; the request itself already ran."""
+        try:
+            if effect.delay_ms:
+                await request_faults.hold(effect.delay_ms)
+        finally:
+            release(call)
+        resp.fault = effect.drop
+        return resp
+
+    def now_ms(self, region: str) -> int:
+        """The region's clock: the account's, plus any clock_skew fault on the region."""
+        return self.clock.now_ms() + self.account.faults.requests.skew_ms(region)
 
     def _authenticate(self, call: Call) -> None:
         if self.verifier is None:
@@ -102,8 +140,20 @@ class Gateway:
             if len(self._dates_ok) > 4096:
                 self._dates_ok.clear()
             self._dates_ok[date] = True
+        if date and self.account.faults.requests.skews:
+            self._check_date_window(call, date)
         path = call.req.raw_path.split("?", 1)[0]
         self.verifier.verify(call.method, path, call.header(H.AUTHORIZATION), date)
+
+    def _check_date_window(self, call: Call, date: str) -> None:
+        """Under a clock_skew fault the region's clock judges x-ms-date as the service does:
+        more than AUTH_DATE_WINDOW_S apart is a 401. (Without a skew regionlab is lenient.)"""
+        sent_ms = int(parsedate_to_datetime(date).timestamp() * 1000)
+        now_ms = self.now_ms(call.region)
+        if abs(now_ms - sent_ms) > AUTH_DATE_WINDOW_S * 1000:
+            raise AuthError(f"The authorization token is not valid at the current time: x-ms-date is "
+                            f"'{date}', and {call.region}'s clock reads {now_ms} ms (Unix); they are more than "
+                            f"{AUTH_DATE_WINDOW_S // 60} minutes apart. Please create another token and retry.")
 
     async def write_acknowledged(self, writer, lsn: int) -> None:
         """Wait until the commit at lsn is acknowledged: a quorum of its region, and under Strong
@@ -199,6 +249,13 @@ class Gateway:
         elif sub == "operations" and n == 6 and segs[5].lower() == "partitionkeydelete":
             return await documents.delete_by_partition_key(call, c)
         raise _unsupported_or_unknown(call, sub)
+
+
+def release(call: Call) -> None:
+    """The call's reply is going out: the replicas that served it are no longer in flight."""
+    for replica in call.serving:
+        replica.in_flight -= 1
+    call.serving = ()
 
 
 def _resource_kind(segs: list) -> str:

@@ -14,6 +14,7 @@ from .chaos_api import add_chaos_routes
 from .control_access import ControlAccess
 from .control_json import CONTROL_BODY_BYTES_MAX, json_reply as _json
 from .dashboard_page import dashboard_response
+from .routing_api import add_routing_routes
 from .throughput_api import add_throughput_routes, describe as describe_throttling
 
 # The index `GET /` serves to a JSON client: (method, path, what). A browser gets the dashboard.
@@ -60,6 +61,8 @@ def topology(emu) -> dict:
            "direct": emu.direct.describe() if emu.direct is not None else None,
            "direct_requests": emu.direct.served() if emu.direct is not None else {},
            "throttling": describe_throttling(account),
+           "routing": account.routing.describe(),
+           "read_only_endpoints": t.read_only_endpoints(),
            "databases": []}
     for db in account.databases.values():
         d = {"id": db.id, "containers": []}
@@ -163,4 +166,5 @@ def control_app(emu) -> web.Application:
     app.router.add_get("/topology", topo)
     add_chaos_routes(app, emu)
     add_throughput_routes(app, emu)
+    add_routing_routes(app, emu)
     return app

@@ -52,6 +52,13 @@ class ServerConfig:
     direct_port_range: tuple = (defaults.DIRECT_PORT_MIN, defaults.DIRECT_PORT_MAX)   # (0, 0): free ports
     direct_limits: dict = field(default_factory=dict)   # DirectPlane keyword limits (tests shorten timeouts)
     control_token: str | None = None          # Bearer token the control port requires (None: none)
+    read_only_endpoints: bool = False         # one more endpoint per region: reads from secondaries only
+
+    def read_only_ports(self) -> list[int]:
+        """Free ports when the account's are free, else the ports after the regions'."""
+        n = len(self.account.regions)
+        last = max(self.ports(), default=self.global_port)
+        return [0] * n if self.global_port == 0 else [last + 1 + i for i in range(n)]
 
     def ports(self) -> list[int]:
         n = len(self.account.regions)
@@ -72,6 +79,7 @@ class Topology:
         self.scheme = scheme
         self.global_port = 0
         self.region_ports: dict[str, int] = {}
+        self.read_only_ports: dict[str, int] = {}
         self.control_port = 0
         self.direct_ports: dict = {}      # (region, node index) -> its direct TCP port
 
@@ -84,6 +92,9 @@ class Topology:
 
     def region_endpoint(self, name: str) -> str:
         return self.url(self.region_ports[name])
+
+    def read_only_endpoints(self) -> dict:
+        return {name: self.url(port) for name, port in self.read_only_ports.items()}
 
 
 def raise_file_limit() -> int:
@@ -170,6 +181,9 @@ class Emulator:
             server = await loop.create_server(http, sock=sock)
             self._servers.append(server)
             self._listeners[name] = (http, server)
+        if cfg.read_only_endpoints:
+            for name, port in zip(cfg.account.regions, cfg.read_only_ports()):
+                await self.add_read_only_endpoint(name, port)
         self.account.region_listeners.append(self._on_region_state)
         await self.direct.start()
         self._control_runner = web.AppRunner(control_app(self), access_log=None,
@@ -268,6 +282,22 @@ class Emulator:
         if sock is not None:
             sock.close()
 
+    async def add_read_only_endpoint(self, name: str, port: int = 0) -> str:
+        """Serve region `name`'s read-only endpoint on port (0: a free one); its URL. While the
+        region is out it answers 503, as the region's gateway does to data requests."""
+        if name in self.topology.read_only_ports:
+            return self.topology.url(self.topology.read_only_ports[name])
+        sock = _bind(self.config.host, port)
+        cfg = self.config
+        gw = Gateway(self.account, self.topology, name, cfg.key, read_only=True)
+        gw.write_ack_timeout_s = cfg.write_ack_timeout_s
+        self.gateways[f"{name} (read-only)"] = gw
+        http = HttpServer(gw.handle, header_timeout_s=cfg.header_timeout_s, connections_max=cfg.connections_max)
+        self._http_servers.append(http)
+        self._servers.append(await asyncio.get_running_loop().create_server(http, sock=sock))
+        self.topology.read_only_ports[name] = sock.getsockname()[1]
+        return self.topology.url(self.topology.read_only_ports[name])
+
     def _add_endpoint(self, name: str, sock: socket.socket) -> None:
         self.topology.region_ports[name] = sock.getsockname()[1]
         http = self._endpoint(name)
@@ -323,4 +353,5 @@ class Emulator:
                 "key": self.config.key, "auth": self.config.key is not None,
                 "consistency": self.account.consistency,
                 "direct_port_range": list(self.config.direct_port_range),
-                "direct": self.direct.ready_info()}
+                "direct": self.direct.ready_info(),
+                "read_only_endpoints": t.read_only_endpoints()}

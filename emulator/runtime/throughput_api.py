@@ -8,6 +8,7 @@ from aiohttp import web
 
 from ..core import throttle as th
 from ..core.errors import CosmosError
+from .routing_api import metrics as replica_metrics
 from .control_json import guarded, json_body as _body, json_reply as _json
 
 KNOBS = {"ru": bool, "burst": bool, "serverless": bool, "credits_per_s": int, "serverless_ru_per_s": int}
@@ -137,6 +138,7 @@ def metrics(emu) -> str:
            "Query slices run: a streaming page is one, a blocking page one per work budget.", query_work[1][1])
     family("regionlab_queries_abandoned_total", "counter",
            "Queries stopped between slices because their client closed the connection.", query_work[2][1])
+    out.extend(replica_metrics(emu))
     return "\n".join(out) + "\n"
 
 

@@ -18,7 +18,9 @@ DURATION_MS_MAX = 2_000
 # (action, weight)
 ACTIONS = (("region_outage", 3), ("link_cut", 3), ("link_lag", 3), ("primary_crash", 3),
            ("replica_crash", 3), ("replica_slow", 2), ("heal", 3), ("graceful_failover", 2),
-           ("forced_failover", 1))
+           ("forced_failover", 1), ("latency", 2), ("error", 2), ("timeout_after_apply", 1),
+           ("tcp_reset", 1), ("clock_skew", 1))
+ERROR_STATUSES = (500, 503, 408, 429, 449)
 
 
 class Nemesis:
@@ -131,6 +133,23 @@ class Nemesis:
             spec.update(database=DATABASE, container=container)
             if rng.random() < 0.7:
                 spec["partition"] = rng.choice(w.containers[container].partitions).range_id
+        if kind in ("latency", "error", "timeout_after_apply"):
+            spec["op"] = rng.choice(("read", "write", "all"))
+            if rng.random() < 0.3:
+                w = self.world
+                container = rng.choice(sorted(w.containers))
+                spec.update(database=DATABASE, container=container,
+                            partition=rng.choice(w.containers[container].partitions).range_id)
+        if kind == "latency":
+            spec.update(delay_ms=rng.randint(5, 1500), jitter_ms=rng.choice((0, 0, 20, 100)))
+        if kind == "error":
+            spec["status"] = rng.choice(ERROR_STATUSES)
+            if rng.random() < 0.5:
+                spec["count"] = rng.randint(1, 20)
+        if kind in ("error", "timeout_after_apply", "tcp_reset"):
+            spec["share"] = rng.choice((0.1, 0.5, 1.0))
+        if kind == "clock_skew":
+            spec["offset_ms"] = rng.randint(-120_000, 120_000)
         if kind == "replica_crash":
             spec["replica"] = rng.randint(1, 3)
         if kind == "replica_slow":

@@ -6,7 +6,10 @@ that is down is refused (503); a write is executed by a core Writer, committed, 
 until it is acknowledged (a quorum of its region, under Strong a majority of regions) or
 discarded (503, definitely not applied) or WRITE_ACK_TIMEOUT_MS passes (indefinite); a read
 whose region has not caught up with what its consistency level needs waits briefly, then is
-served or refused. A region that goes down drops its open requests (indefinite).
+served or refused. A region that goes down drops its open requests (indefinite). Request faults
+act as in the gateway: an error fault answers before anything runs (definite); a latency fault
+holds the reply, which stays in flight; timeout_after_apply and tcp_reset let the request run
+and lose its reply (indefinite: outcome "info", reply "unknown").
 
 The world also watches the core for the checker: each write's fate (committed or discarded,
 whatever its client was told), which writes each forced failover listed as lost, and where
@@ -22,6 +25,7 @@ from ..core.consistency import SESSION, STRONG
 from ..core.container import canonical_pk_json
 from ..core.documents import Writer, choose_replica, min_lsn_for, read_in
 from ..core.errors import CosmosError
+from ..core.request_faults import DROP_AFTER_APPLY
 from ..core.scheduler import ManualClock, Scheduler
 from .history import History
 
@@ -36,7 +40,7 @@ WRITE_FS = ("create", "upsert", "replace", "delete")
 
 class Pending:
     """One request the gateway has not answered yet."""
-    __slots__ = ("op", "region", "done", "on_done", "rs")
+    __slots__ = ("op", "region", "done", "on_done", "rs", "effect")
 
     def __init__(self, op: dict, region: str, on_done, rs=None):
         self.op = op
@@ -44,6 +48,7 @@ class Pending:
         self.done = False
         self.on_done = on_done
         self.rs = rs
+        self.effect = None          # what the region's request faults do to it (core/request_faults.py)
 
 
 class World:
@@ -169,25 +174,58 @@ class World:
     def _finish(self, p: Pending, outcome: str, **fields) -> None:
         if p.done:
             return
+        effect, p.effect = p.effect, None
+        if effect is not None and effect.drop is not None:
+            # The request ran; its reply never reaches the client, who cannot know whether it
+            # was applied: an indefinite outcome.
+            how = "dropped without an answer" if effect.drop == DROP_AFTER_APPLY else "reset mid-reply"
+            outcome, fields = "info", {"error": f"the connection was {how} after the request ran (request fault)",
+                                       "reply": "unknown"}
+        if effect is not None and effect.delay_ms:
+            if p not in self._pending:
+                self._pending.append(p)      # a held reply is still in flight (an outage drops it)
+            self.scheduler.call_at(self.now_ms + effect.delay_ms, self._release_held, p, outcome, fields)
+            return
         p.done = True
         if p in self._pending:
             self._pending.remove(p)
         self.history.complete(p.op, self.now_ms, outcome, **fields)
         p.on_done(p.op)
 
+    def _release_held(self, p: Pending, outcome: str, fields: dict) -> None:
+        self._finish(p, outcome, **fields)
+
     def _fail(self, p: Pending, e: CosmosError) -> None:
         self._finish(p, "fail" if e.definite else "info", status=e.status, substatus=e.substatus,
                      error=e.message[:200])
+
+    def _request_faults(self, p: Pending, kind: str) -> bool:
+        """Decide the request faults of p's region for it, as the gateway does; False when an
+        error fault answers it instead (definitely not applied)."""
+        table = self.account.faults.requests
+        if not table.by_region:
+            return True
+        op = p.op
+        effect = table.decide(p.region, kind, DATABASE, op["container"], op["partition"])
+        if effect is not None and effect.error is not None:
+            p.effect = effect if effect.delay_ms else None
+            self._fail(p, effect.error)
+            return False
+        p.effect = effect
+        return True
 
     def write(self, op: dict, on_done) -> None:
         """op: an invoked history op with f in WRITE_FS; on_done(op) runs when it completes."""
         p = Pending(op, op["region"], on_done)
         if self.account.region(op["region"]).state != "up":
             return self._finish(p, "fail", status=503, substatus=0, error=f"{op['region']} is down")
+        if not self._request_faults(p, "write"):
+            return
         c = self.containers[op["container"]]
         key = op["key"]
         try:
-            w = Writer(c, op["region"], canonical_pk_json([key]), [key], self.now_ms)
+            now_ms = self.now_ms + self.account.faults.requests.skew_ms(op["region"])
+            w = Writer(c, op["region"], canonical_pk_json([key]), [key], now_ms)
             doc = {"id": key, "pk": key, "w": op["id"]}
             f = op["f"]
             if f == "create":
@@ -232,6 +270,8 @@ class World:
         p = Pending(op, op["region"], on_done)
         if self.account.region(op["region"]).state != "up":
             return self._finish(p, "fail", status=503, substatus=0, error=f"{op['region']} is down")
+        if not self._request_faults(p, "read"):
+            return
         c = self.containers[op["container"]]
         rs = c.partitions[int(op["partition"])].for_read(op["region"])
         p.rs = rs

@@ -62,13 +62,16 @@ def test_seeds_that_once_found_bugs(seed, settings):
 def test_the_seeds_exercise_what_they_claim_to():
     """Not vacuous: across a handful of seeds the fault workload injects every kind of fault and
     both kinds of failover, and some writes are lost by forced failovers (and checked)."""
-    kinds, failovers, lost = set(), set(), 0
+    kinds, failovers, lost, unknown = set(), set(), 0, 0
     for seed in range(12):
         h = run(seed, SimConfig(steps=STEPS)).history
         kinds |= {e["spec"]["type"] for e in h["events"] if e["kind"] == "fault" and "id" in e}
         failovers |= {f["kind"] for f in h["failovers"]}
         lost += len(h["lost_writes"])
-    assert kinds == {"region_outage", "link_cut", "link_lag", "primary_crash", "replica_crash", "replica_slow"}
+        unknown += sum(1 for op in h["ops"] if op.get("reply") == "unknown" and op["outcome"] == "info")
+    assert kinds == {"region_outage", "link_cut", "link_lag", "primary_crash", "replica_crash", "replica_slow",
+                     "latency", "error", "timeout_after_apply", "tcp_reset", "clock_skew"}
+    assert unknown > 0                      # replies lost after the request ran: indefinite
     assert failovers == {"graceful", "forced"}
     assert lost > 0
 

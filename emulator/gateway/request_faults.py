@@ -1,0 +1,80 @@
+"""The gateway's part of request faults (core/request_faults.py decides; this applies).
+
+A request is classified (`op_of`: read, write, query or metadata) and, only when a fault of its
+region has selectors, resolved to its database, container and partition (`target_of`: by name,
+from its path and partition key or partition key range header; None for what it does not
+name). An `error` effect is raised before the request runs; a delay holds the reply after it
+ran (the request's replicas stay in flight meanwhile, see server.py); a drop or reset marks the
+reply, which the connection then drops unanswered or resets part-way (gateway/http.py).
+"""
+import asyncio
+
+from client.protocol import headers as H
+
+from ..core.errors import CosmosError
+from . import partition_keys
+
+_DOC_WRITES = frozenset(("PUT", "PATCH", "DELETE"))
+
+
+def op_of(call) -> str:
+    segs = call.segs
+    n = len(segs)
+    if n < 5 or segs[4] == "pkranges" or segs[4] == "conflicts":
+        return "metadata"
+    if segs[4] == "operations":
+        return "write"
+    if call.method == "GET":
+        return "read"
+    if call.method in _DOC_WRITES:
+        return "write"
+    if n == 5 and call.method == "POST":
+        ctype = (call.header(H.CONTENT_TYPE) or "").lower()
+        if (call.header(H.IS_QUERY_PLAN) is not None or call.flag(H.IS_QUERY)
+                or ctype.startswith("application/query+json")):
+            return "query"
+    return "write"
+
+
+def target_of(call) -> tuple:
+    """(database id, container id, partition range id) the request addresses; None for each it
+    does not (or that does not exist: the request itself will answer for that)."""
+    segs = call.segs
+    account = call.gw.account
+    if len(segs) < 2 or segs[0] != "dbs":
+        return None, None, None
+    from .server import _rid_based
+    by_rid = _rid_based(segs[1])
+    try:
+        db = account.database(segs[1], by_rid)
+        if len(segs) < 4 or segs[2] != "colls":
+            return db.id, None, None
+        c = account.container(db, segs[3], by_rid)
+    except (CosmosError, KeyError):
+        return None, None, None
+    range_id = call.header(H.PK_RANGE_ID)
+    if range_id is None and call.header(H.PARTITION_KEY) is not None:
+        try:
+            pk_json, values = partition_keys.required(call, c)
+            range_id = c.partition_for_epk(c.epk_of(pk_json, values)).range_id
+        except CosmosError:
+            range_id = None
+    return db.id, c.id, range_id
+
+
+def decide(call):
+    """The effect the region's request faults have on this call, or None."""
+    table = call.gw.account.faults.requests
+    op = op_of(call)
+    if table.selects_partitions(call.region):
+        return table.decide(call.region, op, *target_of(call))
+    return table.decide(call.region, op)
+
+
+def hold(delay_ms: int):
+    """A future done after delay_ms (a plain future and a timer: the handler may be running
+    outside a task, gateway/http.py)."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    loop.call_later(delay_ms / 1000.0, lambda: fut.done() or fut.set_result(None))
+    return fut
