@@ -10,8 +10,9 @@ most NESTING_DEPTH_MAX deep.
 Decisions where the service is vague:
 * Duplicate member names are rejected. Python would keep the last one silently, so the stored
   item could differ from what the client believes it sent (and its partition key with it).
-* NaN, Infinity and number literals that overflow to infinity (``1e400``) are rejected: JSON
-  has no such numbers and the SDKs cannot read them back.
+* NaN, Infinity and number literals that overflow to infinity (``1e400``, or an integer
+  written out past about 1.8e308) are rejected: JSON has no such numbers, the service reads
+  numbers as doubles, and the SDKs cannot read them back.
 * Lone UTF-16 surrogates (``"\\ud800"``) are rejected: they cannot be encoded as UTF-8 and
   would break every later serialisation.
 * Ids containing ``/ \\ ? #`` are rejected up front. The service accepts them on create, but
@@ -34,6 +35,8 @@ _BAD_REQUEST = 400
 _TOO_LARGE = 413
 _MAYBE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+DOUBLE_DIGITS_MAX = 308                 # an integer with more digits may be beyond a double
+_LONG_DIGITS = re.compile(rb"[0-9]{%d}" % (DOUBLE_DIGITS_MAX + 1))
 
 
 class ValidationError(Exception):
@@ -178,6 +181,25 @@ def _may_nest_too_deep(raw: bytes, value: Any) -> bool:
     return False
 
 
+def check_numbers_in_double_range(obj: Any) -> None:
+    """Every number in obj fits in a double. JSON integers are arbitrarily long in Python; the
+    service reads numbers as doubles, so an integer past about 1.8e308 is no number it has."""
+    stack = [obj]
+    while stack:
+        node = stack.pop()
+        t = type(node)
+        if t is int:
+            try:
+                float(node)
+            except OverflowError:
+                raise _bad(f"The number {str(node)[:20]}... ({len(str(node))} digits) is beyond the "
+                           "range of a double (about 1.8e308).") from None
+        elif t is dict:
+            stack.extend(node.values())
+        elif t is list:
+            stack.extend(node)
+
+
 def parse_json_body(raw: bytes) -> Any:
     """The JSON value in ``raw``, or ValidationError(400) saying what is wrong and where."""
     try:
@@ -197,4 +219,6 @@ def parse_json_body(raw: bytes) -> Any:
         check_depth(value)
     if b"\\u" in raw and _MAYBE_SURROGATE.search(raw):
         _check_no_surrogates(value)
+    if len(raw) > DOUBLE_DIGITS_MAX and _LONG_DIGITS.search(raw):
+        check_numbers_in_double_range(value)
     return value

@@ -310,10 +310,22 @@ def _like(node, scope, ctx, aggs):
 
 
 def _ternary(node, scope, ctx, aggs):
-    condition = compile_expr(node.condition, scope, ctx, aggs)
-    then = compile_expr(node.then, scope, ctx, aggs)
-    otherwise = compile_expr(node.otherwise, scope, ctx, aggs)
-    return lambda row: then(row) if condition(row) is True else otherwise(row)
+    branches = []                       # a ? b : c ? d : ... e, tried in a loop
+    while isinstance(node, n.Ternary):
+        branches.append((compile_expr(node.condition, scope, ctx, aggs), compile_expr(node.then, scope, ctx, aggs)))
+        node = node.otherwise
+    otherwise = compile_expr(node, scope, ctx, aggs)
+    if len(branches) == 1:
+        ((condition, then),) = branches
+        return lambda row: then(row) if condition(row) is True else otherwise(row)
+
+    def evaluate(row):
+        for condition, then in branches:
+            if condition(row) is True:
+                return then(row)
+        return otherwise(row)
+
+    return evaluate
 
 
 def _call(node, scope, ctx, aggs):

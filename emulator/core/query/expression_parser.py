@@ -7,7 +7,7 @@ primaries. `??`/OR/AND and the levels above comparison are each one
 precedence-climbing loop; binary levels are left-associative, the ternary is
 right-associative. Prefix operators (NOT, `- + ~`) are collected in a loop.
 So a long operator chain costs no stack, and only nesting (brackets, calls,
-subqueries, ternary branches, comparison chains) goes deeper, which `enter`
+subqueries, a ternary's middle branch, comparison chains) goes deeper, which `enter`
 bounds at QUERY_NESTING_DEPTH_MAX. BETWEEN bounds are parsed one level above the
 comparisons so that `x BETWEEN 1 AND 2 AND y` splits as expected.
 The parser owns a cursor over the token list and nothing else; subqueries call
@@ -25,9 +25,10 @@ COMPARISON_OPS = frozenset({"=", "!=", "<>", "<", "<=", ">", ">="})
 BINARY_LEVELS = (("||",), ("|",), ("^",), ("&",), ("<<", ">>", ">>>"), ("+", "-"), ("*", "/", "%"))
 _BINARY_LEVEL = {op: level for level, ops in enumerate(BINARY_LEVELS) for op in ops}
 _LOGICAL_KEYWORDS = {"OR": 1, "AND": 2}      # `??` is level 0, the loosest
-# How deep expressions may nest: brackets, calls, subqueries, ternary branches and links of a
-# comparison chain each count one level. Chains of AND/OR/arithmetic operators and prefix
-# operators do not count: they are parsed, compiled and evaluated in loops, at any length.
+# How deep expressions may nest: brackets, calls, subqueries (two levels), the middle branch of
+# a ternary and links of a comparison chain each count one level. Chains of AND/OR/arithmetic
+# operators, prefix operators, member accesses and ternary else-branches do not count: they
+# are parsed, compiled and evaluated in loops, at any length.
 # The service documents no such limit; this one keeps every stage far from Python's stack limit.
 QUERY_NESTING_DEPTH_MAX = 64
 
@@ -85,18 +86,22 @@ class ExpressionParser:
         if self.depth > QUERY_NESTING_DEPTH_MAX:
             raise QueryError.at(self.text, self.token.pos, f"the query nests expressions more than "
                                 f"{QUERY_NESTING_DEPTH_MAX} levels deep (parentheses, arrays, objects, "
-                                "function calls, subqueries, ternaries or chained comparisons)")
+                                "function calls, subqueries, the middle of a ternary or chained comparisons)")
 
     def parse_expression(self) -> n.Node:
         self.enter()
-        condition = self.parse_logical(0)
-        if self.at_op("?"):
+        branches = []                   # a ? b : c ? d : e, the else-chain read in a loop
+        node = self.parse_logical(0)
+        while self.at_op("?"):
             self.advance()
             then = self.parse_expression()
             self.expect_op(":")
-            condition = n.Ternary(condition.pos, condition, then, self.parse_expression())
+            branches.append((node, then))
+            node = self.parse_logical(0)
+        for condition, then in reversed(branches):
+            node = n.Ternary(condition.pos, condition, then, node)
         self.depth -= 1
-        return condition
+        return node
 
     def _logical_level(self) -> int | None:
         token = self.token
