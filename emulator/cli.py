@@ -41,6 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--key", default=_env("KEY", defaults.EMULATOR_KEY), help="account master key (base64)")
     p.add_argument("--no-auth", action="store_true", default=_env("NO_AUTH", "") == "1",
                    help="accept requests without checking signatures")
+    p.add_argument("--max-clock-skew-s", type=float, default=float(_env("MAX_CLOCK_SKEW_S", 900)),
+                   help="refuse (401) a signed request whose x-ms-date is further than this from the "
+                        "server's clock, as the service does; 0 turns the check off, for hosts with a "
+                        "broken clock (default %(default)g)")
     p.add_argument("--multi-write", action="store_true", default=_env("MULTI_WRITE", "") == "1")
     p.add_argument("--partitions", type=int, default=int(_env("PARTITIONS", 0)) or None,
                    help="physical partitions per container (default: derived from throughput)")
@@ -86,7 +90,8 @@ def config_from_args(args):
                             throttle=throttle)
     advertise = args.advertise_host or ("127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host)
     return ServerConfig(account=account, host=args.host, advertise_host=advertise, global_port=args.port,
-                        control_port=args.control_port, key=None if args.no_auth else args.key, seed=args.seed)
+                        control_port=args.control_port, key=None if args.no_auth else args.key, seed=args.seed,
+                        max_clock_skew_s=args.max_clock_skew_s)
 
 
 async def serve(config) -> None:

@@ -53,10 +53,12 @@ def make_config(*, regions=defaults.REGIONS, consistency=defaults.CONSISTENCY, p
                 lag_ms=None, seed=0, header_timeout_s=None, primary_accepts_reads=True,
                 detection_delay_ms=None, election_ms=None, write_ack_timeout_s=None,
                 ru_limits=True, credits_per_s=None, burst=False, serverless=False,
-                serverless_ru_per_s=SERVERLESS_RU_PER_S_DEFAULT):
+                serverless_ru_per_s=SERVERLESS_RU_PER_S_DEFAULT, max_clock_skew_s=None):
     """Throughput knobs (docs/throughput.md): ru_limits enforces provisioned RU/s (429/3200),
     credits_per_s an account-wide credit budget (429/50009; True means the default 1000),
-    burst the 300 s burst capacity, serverless a per-partition ceiling without offers."""
+    burst the 300 s burst capacity, serverless a per-partition ceiling without offers.
+    max_clock_skew_s: how far a signed request's x-ms-date may be from the server's clock
+    (default 900 s, as the service; 0 turns the check off)."""
     from .runtime.server import ServerConfig
     throttle = ThrottleConfig(ru=ru_limits, burst=burst, serverless=serverless,
                               serverless_ru_per_s=serverless_ru_per_s,
@@ -75,6 +77,8 @@ def make_config(*, regions=defaults.REGIONS, consistency=defaults.CONSISTENCY, p
         cfg.header_timeout_s = header_timeout_s
     if write_ack_timeout_s is not None:
         cfg.write_ack_timeout_s = write_ack_timeout_s
+    if max_clock_skew_s is not None:
+        cfg.max_clock_skew_s = max_clock_skew_s
     return cfg
 
 

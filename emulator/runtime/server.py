@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from client.protocol.auth import CLOCK_SKEW_S_MAX_DEFAULT
+
 from .. import defaults
 from ..core.account import Account, AccountConfig
 from ..core.scheduler import Scheduler
@@ -38,6 +40,7 @@ class ServerConfig:
     seed: int = 0
     header_timeout_s: float = HEADER_TIMEOUT_S_DEFAULT
     write_ack_timeout_s: float = WRITE_ACK_TIMEOUT_S   # then a write is answered 408 (indefinite)
+    max_clock_skew_s: float = CLOCK_SKEW_S_MAX_DEFAULT  # a signed request's date vs our clock; 0 = off
     direct_port_range: tuple = (defaults.DIRECT_PORT_MIN, defaults.DIRECT_PORT_MAX)
 
     def ports(self) -> list[int]:
@@ -168,6 +171,7 @@ class Emulator:
         cfg = self.config
         gw = Gateway(self.account, self.topology, name, cfg.key)
         gw.write_ack_timeout_s = cfg.write_ack_timeout_s
+        gw.max_clock_skew_s = cfg.max_clock_skew_s
         self.gateways[name] = gw
         http = HttpServer(gw.handle, header_timeout_s=cfg.header_timeout_s)
         self._http_servers.append(http)
