@@ -96,6 +96,8 @@ def test_parse_accepts_plain_json():
     (b"[" * 100_000 + b"]" * 100_000, "nests deeper"),
     (b"[" * (NESTING_DEPTH_MAX + 1) + b"]" * (NESTING_DEPTH_MAX + 1), "nests deeper"),
     (b"1" * 5000, "not valid JSON"),       # more digits than int() accepts
+    (b'{"n": ' + str(2 ** 1024).encode() + b'}', "beyond the range of a double"),
+    (b'[1, [-' + str(2 ** 1030).encode() + b']]', "beyond the range of a double"),
 ])
 def test_parse_rejects(raw, needle):
     err = rejects(parse_json_body, raw)
@@ -155,3 +157,9 @@ def test_fuzz_valid_json_whole_and_every_prefix(value, ascii_only):
     raw = json.dumps({"v": value}, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
     for end in range(len(raw) + 1):
         _parses_or_rejects(raw[:end])
+
+
+def test_integers_up_to_a_double_s_range_are_accepted():
+    largest = int(1.7976931348623157e308)          # the largest double, written out as an integer
+    assert parse_json_body(b'{"n": %d, "s": "%s"}' % (largest, b"9" * 400)) == {"n": largest, "s": "9" * 400}
+    assert parse_json_body(b"[-%d]" % largest) == [-largest]
