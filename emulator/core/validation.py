@@ -88,6 +88,26 @@ def _too_deep() -> ValidationError:
                 f"objects and arrays.")
 
 
+_BRACKETS_OR_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def text_nests_at_most(text: str, limit: int = NESTING_DEPTH_MAX) -> bool:
+    """Whether JSON text opens at most ``limit`` objects and arrays inside each other, found
+    without parsing it (so without recursion); brackets inside strings do not count."""
+    if text.count("[") + text.count("{") <= limit:
+        return True
+    depth = 0
+    for m in _BRACKETS_OR_STRINGS.finditer(text):
+        token = m.group()
+        if token in "[{":
+            depth += 1
+            if depth > limit:
+                return False
+        elif token in "]}":
+            depth -= 1
+    return True
+
+
 def check_depth(obj: Any) -> None:
     """Objects and arrays may nest at most NESTING_DEPTH_MAX deep (``{}`` is depth 1).
 

@@ -10,6 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from emulator.core.validation import (
+    text_nests_at_most,
     ID_BYTES_MAX,
     ITEM_BYTES_MAX,
     NESTING_DEPTH_MAX,
@@ -163,3 +164,11 @@ def test_integers_up_to_a_double_s_range_are_accepted():
     largest = int(1.7976931348623157e308)          # the largest double, written out as an integer
     assert parse_json_body(b'{"n": %d, "s": "%s"}' % (largest, b"9" * 400)) == {"n": largest, "s": "9" * 400}
     assert parse_json_body(b"[-%d]" % largest) == [-largest]
+
+
+def test_text_nests_at_most_counts_brackets_outside_strings_without_parsing():
+    assert text_nests_at_most("[" * NESTING_DEPTH_MAX + "]" * NESTING_DEPTH_MAX)
+    assert not text_nests_at_most("[" * (NESTING_DEPTH_MAX + 1) + "]" * (NESTING_DEPTH_MAX + 1))
+    assert not text_nests_at_most("[" * 1_000_000)
+    assert text_nests_at_most('["' + "[" * 1000 + '\\"[{"]')
+    assert text_nests_at_most('{"a":' * 3 + "1" + "}" * 3, limit=3) and not text_nests_at_most("[[[[]]]]", limit=3)

@@ -145,3 +145,10 @@ def test_digits_outside_ascii_are_not_numbers():
     with pytest.raises(QueryError, match="unexpected character"):
         compile_query("SELECT VALUE \u00b2 FROM c")
     assert compile_query("SELECT VALUE 1" + "0" * 300 + " FROM c").execute([DOC], 0) == [10 ** 300]
+
+
+def test_string_to_array_of_text_nested_deeper_than_an_item_is_undefined():
+    deep = "[" * 5000 + "]" * 5000
+    q = compile_query("SELECT VALUE [StringToArray(c.s), StringToObject(c.o), StringToNumber('1e400'), 1] FROM c")
+    assert q.execute([{"s": deep, "o": '{"a":' * 5000 + "1" + "}" * 5000}], 0) == [[1]]
+    assert _frames_used(f"SELECT VALUE StringToArray('{deep}') FROM c") <= 40
