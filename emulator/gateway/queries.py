@@ -105,11 +105,11 @@ def _decode_continuation(token: str | None) -> tuple[int, dict | None]:
     if not token:
         return 0, None
     try:
-        data = json.loads(base64.urlsafe_b64decode(token.encode()))
+        data = parse_json_body(base64.urlsafe_b64decode(token.encode()))
         n, snap = data["offset"], data.get("snap")
-        if isinstance(n, int) and n >= 0 and (snap is None or isinstance(snap, dict)):
+        if type(n) is int and n >= 0 and (snap is None or isinstance(snap, dict)):
             return n, snap
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError, ValidationError):
         pass
     raise bad_request(f"Invalid query continuation '{token[:60]}': pass back the x-ms-continuation "
                       "value of the previous page unchanged.")

@@ -433,3 +433,35 @@ def test_long_operator_chains_in_sql_work(regionlab, coll, chain):
     reply = _query(regionlab, sql)
     assert reply.status == 200, reply
     assert reply.json()["Documents"] == expected, reply.body[:300]
+
+
+# ---- continuations and other JSON in headers ----------------------------------------------------
+def _b64(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode()
+
+
+BAD_CONTINUATIONS = {"nested 5000 deep": "[" * 5000 + "]" * 5000, "a list key": '[0,["p"],"a"]',
+                     "numbers for the key": "[0,5,5]", "offset not a number": '{"offset":"1"}',
+                     "offset a float": '{"offset":1e30}', "not JSON": "{"}
+
+
+@pytest.mark.parametrize("token", BAD_CONTINUATIONS.values(), ids=BAD_CONTINUATIONS.keys())
+def test_a_continuation_that_is_not_one_we_issued_is_400(regionlab, coll, sdk_client, token, caplog):
+    caplog.set_level(logging.WARNING)
+    for i in range(3):
+        coll.create_item({"id": f"i{i}", "pk": "p"})
+    continuation = {"x-ms-continuation": _b64(token), "x-ms-max-item-count": "1"}
+    feed = raw_request(regionlab, "GET", DOCS, headers=continuation)
+    assert feed.status == 400 and "continuation" in feed.message, feed
+    query = raw_request(regionlab, "POST", DOCS, {"query": "SELECT * FROM c"}, dict(QUERY, **continuation))
+    assert query.status == 400 and "continuation" in query.message, query
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text[:2000]
+    assert_serves(sdk_client)
+
+
+def test_autoscale_settings_nested_deep_are_400(regionlab, sdk_client):
+    auto = {"x-ms-cosmos-offer-autopilot-settings": '{"maxThroughput":' + "[" * 5000 + "]" * 5000 + "}"}
+    reply = raw_request(regionlab, "POST", "/dbs", {"id": "autodb"}, auto)
+    assert reply.status == 400 and "maxThroughput" in reply.message, reply
+    assert raw_request(regionlab, "GET", "/dbs/autodb").status == 404
+    assert_serves(sdk_client)

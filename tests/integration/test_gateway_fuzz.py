@@ -18,6 +18,7 @@ The suite runs a modest number of examples; for a long run set REGIONLAB_FUZZ_EX
 which prints how many requests got which status. (The bytes-level fuzz of the HTTP layer is
 in test_http_layer.py.)
 """
+import base64
 import collections
 import json
 import logging
@@ -167,12 +168,24 @@ _PARAMS = st.one_of(_GOOD_PARAMS, _GOOD_PARAMS, _GOOD_PARAMS, st.none(), st.list
 
 # ---- headers -------------------------------------------------------------------------------------
 PK = "x-ms-documentdb-partitionkey"
+# Continuations shaped like the ones the gateway issues (read feed: [partition, pk, id]; query:
+# {"offset", "snap"}), with wrong types and values in them.
+CONTINUATION_SHAPES = ['[0,"[\\"p\\"]","a"]', '[0,["p"],"a"]', '[99,"x","y"]', '[-1,"[\\"p\\"]","a"]', "[0,5,5]",
+                       '{"offset":1,"snap":{"0":[0,5]}}', '{"offset":1e30}', '{"offset":1,"snap":[]}', '{"offset":2}',
+                       '{"offset":1,"snap":{"0":[0,99999999999999999999]}}', '{"offset":true}', "[]", "{}"]
+
+
+def _b64(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode("utf-8", "surrogatepass")).decode()
+
 _PK_VALUES = st.one_of(st.sampled_from(['["p"]', '["q"]', "[5]", "[null]", "[{}]", "[]", '["p","q"]', "[true]"]),
                        _NASTY_JSON_TEXT, _JSON.map(json.dumps), _text())
 _HEADERS = {
     PK: _PK_VALUES,
     "x-ms-continuation": st.one_of(_text(40), st.sampled_from(["eyJvZmZzZXQiOjF9", "eyJvZmZzZXQiOi0xfQ==", "W10=",
-                                                                '{"token":"x","range":{"min":"","max":"FF"}}', "0"])),
+                                                                '{"token":"x","range":{"min":"","max":"FF"}}', "0"]),
+                                   st.one_of(_NASTY_JSON_TEXT.filter(lambda t: len(t) < 40_000), _JSON.map(json.dumps),
+                                             st.sampled_from(CONTINUATION_SHAPES)).map(_b64)),
     "x-ms-consistency-level": st.sampled_from(["Session", "Eventual", "Strong", "BoundedStaleness",
                                                "ConsistentPrefix", "strong", "Nope", ""]),
     "x-ms-session-token": st.one_of(_text(30), st.sampled_from(["0:1#5", "0:-1#99999999999999999999", "1:0#1#3=9",
