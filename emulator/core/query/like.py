@@ -101,12 +101,12 @@ def _match(tokens: list, value: str) -> bool:
 
 def _matcher(pattern: str, escape: str | None):
     """`value -> bool`. A pattern of literals, `_` and at most two `%` runs becomes a regular
-    expression (fast, and at most linear for such shapes); anything else uses _match."""
+    expression's fullmatch (fast, and at most linear for such shapes: the matcher returns a
+    match object or None); anything else uses _match."""
     tokens = _tokens(pattern, escape)
     if sum(t is _ANY_RUN for t in tokens) <= 2 and not any(type(t) is tuple for t in tokens):
-        regex = re.compile("".join(".*" if t is _ANY_RUN else "." if t is None else re.escape(t) for t in tokens),
-                           re.DOTALL)
-        return lambda value: regex.fullmatch(value) is not None
+        return re.compile("".join(".*" if t is _ANY_RUN else "." if t is None else re.escape(t) for t in tokens),
+                          re.DOTALL).fullmatch
     return lambda value: _match(tokens, value)
 
 
@@ -130,7 +130,7 @@ def _valid_escape(escape) -> bool:
 def match_like(value, pattern, escape=None):
     if type(value) is not str or type(pattern) is not str or not _valid_escape(escape):
         return UNDEFINED
-    return _compiled(pattern, escape)(value)
+    return _compiled(pattern, escape)(value) not in (None, False)
 
 
 def like_matcher(pattern, escape=None):
@@ -138,4 +138,4 @@ def like_matcher(pattern, escape=None):
     if type(pattern) is not str or not _valid_escape(escape):
         return lambda value: UNDEFINED
     matcher = _matcher(pattern, escape)
-    return lambda value: matcher(value) if type(value) is str else UNDEFINED
+    return lambda value: (matcher(value) not in (None, False)) if type(value) is str else UNDEFINED
