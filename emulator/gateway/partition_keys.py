@@ -3,8 +3,8 @@
 The header is a JSON array (cosmos-wire §9): `["p1"]`, `[5]`, `[null]`, `[{}]` (undefined),
 or several values for a hierarchical key. Anything else is a 400 saying that shape, never a
 500: the header is decoded like a body (core/validation.py), so deep nesting, lone
-surrogates and numbers beyond a double's range are refused with a message. Parsed results are cached by the raw header text,
-since clients send the same few keys again and again.
+surrogates and numbers beyond a double's range are refused with a message. Parsed results
+are cached by the raw header text, since clients send the same few keys again and again.
 """
 from client.protocol import headers as H
 

@@ -29,9 +29,9 @@ log = logging.getLogger("regionlab.gateway")
 WRITE_ACK_TIMEOUT_S = 30.0
 SESSION_WAIT_S = 0.2          # how long a read waits for its region to catch up with a session token
 STRONG_WAIT_S = 2.0
+DATES_CACHED_MAX = 4096       # parsed x-ms-date values kept (clients send each for about a second)
 # Resource kinds counted in `requests_served`; anything else (a garbage path) counts as "other",
 # so a client cannot grow the counter without bound.
-DATES_CACHED_MAX = 4096       # parsed x-ms-date values kept (clients send each for about a second)
 COUNTED_KINDS = frozenset(("account", "dbs", "colls", "docs", "pkranges", "offers", "conflicts", "operations"))
 UNSUPPORTED_CHILDREN = ("sprocs", "udfs", "triggers", "users", "permissions", "attachments",
                         "clientencryptionkeys", "schemas")
