@@ -15,7 +15,7 @@ from .container import Container, Database, partition_count_for
 from .epk import PartitionKeyDef, split_ranges
 from .errors import CosmosError, bad_request, conflict, not_found
 from .link import Link
-from .offers import Offer
+from .offers import Offer, check_throughput
 from .partition import Partition
 from .read_routing import ReadRoutingPolicy
 from .replica_set import ReplicaSet
@@ -452,6 +452,7 @@ class Account:
         if (throughput or autoscale_max) and self.throttle.config.serverless:
             raise bad_request("Setting offer throughput or autopilot on a database or container is not "
                               "supported for serverless accounts.")
+        check_throughput(throughput, autoscale_max)     # before partitions are derived from it
 
 
 def _checked_id(body) -> str:

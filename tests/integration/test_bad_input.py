@@ -465,3 +465,16 @@ def test_autoscale_settings_nested_deep_are_400(regionlab, sdk_client):
     assert reply.status == 400 and "maxThroughput" in reply.message, reply
     assert raw_request(regionlab, "GET", "/dbs/autodb").status == 404
     assert_serves(sdk_client)
+
+
+@pytest.mark.parametrize("throughput", ["1" + "0" * 400, "99999999999999999999", "1000001", "0", "-5"])
+def test_throughput_outside_400_to_1_000_000_is_400_and_nothing_is_created(regionlab, sdk_client, throughput, caplog):
+    caplog.set_level(logging.WARNING)
+    sdk_client.create_database("tp")
+    container = {"id": "big", "partitionKey": {"paths": ["/pk"], "kind": "Hash"}}
+    reply = raw_request(regionlab, "POST", "/dbs/tp/colls", container, {"x-ms-offer-throughput": throughput})
+    assert reply.status == 400 and "1000000 RU/s" in reply.message, reply
+    assert raw_request(regionlab, "GET", "/dbs/tp/colls/big").status == 404
+    assert raw_request(regionlab, "POST", "/dbs", {"id": "tp2"}, {"x-ms-offer-throughput": throughput}).status == 400
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text[:2000]
+    assert_serves(sdk_client)
