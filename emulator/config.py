@@ -17,6 +17,8 @@ import binascii
 from dataclasses import dataclass
 from typing import Callable
 
+from client.protocol.auth import CLOCK_SKEW_S_MAX_DEFAULT
+
 from . import defaults
 from .core.account import REGION_NAME_CHARS_MAX, AccountConfig
 from .core.consistency import LEVELS, canonical
@@ -253,6 +255,10 @@ OPTIONS = (
            "account master key, base64 (default: the well-known emulator key)"),
     Option("auth", boolean, True, "--no-auth", "NO_AUTH", "accept requests without checking signatures",
            switch=True, negated=True),
+    Option("max_clock_skew_s", integer(0, 10**9, "0 turns the check off"), CLOCK_SKEW_S_MAX_DEFAULT,
+           "--max-clock-skew-s", "MAX_CLOCK_SKEW_S",
+           "refuse (401) a signed request whose x-ms-date is further than this many seconds from the "
+           "server's clock, as the service does; 0 turns the check off (a host with a broken clock)"),
     Option("intra_region_delay_ms", integer(0, INTRA_REGION_DELAY_MS_MAX), defaults.INTRA_REGION_DELAY_MS,
            "--intra-region-delay-ms", "INTRA_REGION_DELAY_MS", "replication delay primary -> secondaries, per hop"),
     Option("seed", integer(0, SEED_MAX), 0, "--seed", "SEED",
@@ -404,7 +410,7 @@ def _build(v: dict):
                         header_timeout_s=v["header_timeout_s"], write_ack_timeout_s=v["write_ack_timeout_s"],
                         direct_port_range=v["direct_ports"], direct_limits=v["direct_limits"],
                         control_token=v["control_token"], connections_max=v["connections_max"],
-                        read_only_endpoints=v["read_only_endpoints"])
+                        read_only_endpoints=v["read_only_endpoints"], max_clock_skew_s=v["max_clock_skew_s"])
 
 
 def environment_help() -> str:

@@ -17,11 +17,14 @@ from the request path alone, and ``resource_type_and_link`` is that derivation:
   (rid paths, ``offers/<rid>``) is signed as its last rid only, lower-cased.
 
 Both the emulator and our client import this module; it does no I/O and keeps no state except
-the verifier's bounded cache of signatures it has already accepted.
+the verifier's bounded cache of signatures it has already accepted. Time comes in as a
+parameter (``check_clock_skew(…, now_s, …)``): the caller owns the clock.
 """
 
 import base64
 import binascii
+import datetime
+import email.utils
 import hashlib
 import hmac
 import urllib.parse
@@ -29,6 +32,9 @@ import urllib.parse
 MASTER_TOKEN_TYPE = "master"
 TOKEN_VERSION = "1.0"
 VERIFIED_CACHE_ENTRIES_MAX = 4096
+# The service refuses a request whose date is further than this from its own clock, so a
+# captured request cannot be replayed later (cosmos-wire §3).
+CLOCK_SKEW_S_MAX_DEFAULT = 15 * 60
 
 # Characters the SDK leaves unescaped when it percent-encodes the header value.
 _HEADER_SAFE_CHARS = "-_.!~*'()"
@@ -45,6 +51,38 @@ class AuthError(Exception):
     def __init__(self, message: str):
         super().__init__(message)
         self.message = message
+
+
+def date_epoch_s(date: str) -> float:
+    """The instant an RFC 1123 ``x-ms-date`` names, in epoch seconds; AuthError if it is not one."""
+    try:
+        parsed = email.utils.parsedate_to_datetime(date)
+        if parsed.tzinfo is None:           # "-0000": RFC 5322's "UTC, origin unknown"
+            parsed = parsed.replace(tzinfo=datetime.timezone.utc)
+        return parsed.timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        raise AuthError(f"The x-ms-date header '{date[:60]}' is not a valid RFC 1123 date, "
+                        "e.g. 'Tue, 01 Jul 2025 12:00:00 GMT'.") from None
+
+
+def check_clock_skew(date: str, date_s: float, now_s: float, max_skew_s: float) -> None:
+    """AuthError unless the request's date ``date_s`` is within ``max_skew_s`` of the server's
+    clock ``now_s`` (both epoch seconds); ``max_skew_s`` 0 turns the check off."""
+    if not max_skew_s:
+        return
+    skew_s = date_s - now_s
+    if abs(skew_s) <= max_skew_s:
+        return
+    now_text = email.utils.formatdate(now_s, usegmt=True)
+    direction = "ahead of" if skew_s > 0 else "behind"
+    raise AuthError(
+        f"The authorization token is not valid at the current time: the request's x-ms-date "
+        f"'{date[:60]}' is {abs(skew_s):.0f} s {direction} the server's "
+        f"clock ({now_text}); a signed request is accepted only within {max_skew_s:g} s of the "
+        "server's time, so that a captured request cannot be replayed. Sign each request with "
+        "the current time and check this machine's clock (or start regionlab with "
+        "--max-clock-skew-s 0 on a host whose clock cannot be fixed)."
+    )
 
 
 def is_name_based(link: str) -> bool:
@@ -180,7 +218,9 @@ class MasterKeyVerifier:
 
     Accepted signatures are remembered (up to VERIFIED_CACHE_ENTRIES_MAX, oldest evicted first),
     keyed by everything that went into the decision, so a repeated identical request costs a dict
-    lookup. Rejections are never cached. Clock skew is not checked: the emulator is lenient.
+    lookup. Rejections are never cached. The signature does not say when a request was made,
+    so the caller checks the date against its clock (``check_clock_skew``) on every request,
+    cached or not.
     """
 
     def __init__(self, key_b64: str, cache_entries_max: int = VERIFIED_CACHE_ENTRIES_MAX):

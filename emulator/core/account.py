@@ -15,7 +15,7 @@ from .container import Container, Database, partition_count_for
 from .epk import PartitionKeyDef, split_ranges
 from .errors import CosmosError, bad_request, conflict, not_found
 from .link import Link
-from .offers import Offer
+from .offers import Offer, check_throughput
 from .partition import Partition
 from .placement import NODES_PER_REGION_DEFAULT, Placement
 from .read_routing import ReadRoutingPolicy
@@ -540,6 +540,7 @@ class Account:
         if (throughput or autoscale_max) and self.throttle.config.serverless:
             raise bad_request("Setting offer throughput or autopilot on a database or container is not "
                               "supported for serverless accounts.")
+        check_throughput(throughput, autoscale_max)     # before partitions are derived from it
 
 
 def _checked_id(body) -> str:

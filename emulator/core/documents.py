@@ -20,6 +20,7 @@ from .errors import (CosmosError, bad_request, conflict, not_found, precondition
 from .jsontext import dumps_bytes as _dumps
 from .rid import document_rid
 from .store import Version
+from .validation import ITEM_BYTES_MAX, ValidationError, check_depth
 
 SYSTEM_PROPERTIES = frozenset(("_rid", "_self", "_etag", "_ts", "_attachments", "_lsn"))
 
@@ -151,6 +152,9 @@ class Writer:
     def patch(self, id: str, operations: list, condition: str | None,
               if_match: str | None = None) -> tuple[int, Version]:
         from .patch import apply_patch, PatchError
+        if condition is not None and not isinstance(condition, str):
+            raise bad_request("The patch condition must be a string such as \"FROM c WHERE c.n > 1\"; "
+                              f"got {_shown(condition)}.")
         old = self.current(id)
         if old is None:
             raise not_found()
@@ -165,6 +169,7 @@ class Writer:
         if new_doc.get("id") != id:
             raise bad_request("A patch cannot change the id of an item.")
         self._check_pk(new_doc)
+        _check_patched(new_doc)
         return 200, self._stage(id, new_doc, old.rid, old)
 
     def read(self, id: str, if_none_match: str | None = None) -> tuple[int, Version]:
@@ -200,6 +205,23 @@ class Writer:
             if not v.deleted:
                 index[v.rid] = (self.partition_index, v.key)
         return lsn
+
+
+def _check_patched(doc: dict) -> None:
+    """A patched item obeys the limits a written one does: a patch may add nesting or bytes."""
+    try:
+        check_depth(doc)
+    except ValidationError as e:
+        raise bad_request(f"The patched item would break a limit: {e.message}") from None
+    size = len(_dumps(doc))
+    if size > ITEM_BYTES_MAX:
+        raise CosmosError(413, 0, f"Request size is too large: the patched item would be {size} bytes; "
+                                  f"the limit is {ITEM_BYTES_MAX} bytes.")
+
+
+def _shown(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _condition_holds(condition: str, doc: dict, now_ms: int) -> bool:

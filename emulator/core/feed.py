@@ -13,6 +13,7 @@ import json
 
 from .documents import choose_replica
 from .errors import bad_request
+from .validation import ValidationError, parse_json_body
 
 PAGE_ITEMS_DEFAULT = 100
 PAGE_ITEMS_MAX = 1000
@@ -26,11 +27,13 @@ def encode_continuation(partition_index: int, key: tuple) -> str:
 
 def decode_continuation(token: str) -> tuple[int, tuple]:
     try:
-        pidx, pk_json, id = json.loads(base64.urlsafe_b64decode(token.encode()))
-        return int(pidx), (pk_json, id)
-    except (ValueError, TypeError):
-        raise bad_request(f"Invalid continuation token '{token[:60]}': pass back exactly the "
-                          "x-ms-continuation value of the previous page.") from None
+        pidx, pk_json, id = parse_json_body(base64.urlsafe_b64decode(token.encode()))
+        if type(pidx) is int and type(pk_json) is str and type(id) is str:
+            return pidx, (pk_json, id)
+    except (ValueError, TypeError, ValidationError):
+        pass
+    raise bad_request(f"Invalid continuation token '{token[:60]}': pass back exactly the "
+                      "x-ms-continuation value of the previous page.")
 
 
 def page_size(max_item_count: int | None) -> int:

@@ -7,6 +7,9 @@ from .errors import bad_request
 
 THROUGHPUT_MIN_RU = 400
 AUTOSCALE_MIN_MAX_RU = 1000
+# The service's default ceiling per container or database (support can raise it there): past
+# it, the partitions derived from the throughput would outgrow the key space's ranges.
+THROUGHPUT_MAX_RU = 1_000_000
 
 
 class Offer:
@@ -20,7 +23,7 @@ class Offer:
         self.autoscale_max = autoscale_max
         self.etag = etag
         self.ts = ts
-        _check(throughput, autoscale_max)
+        check_throughput(throughput, autoscale_max)
 
     def properties(self) -> dict:
         content = {"offerThroughput": self.throughput if self.autoscale_max is None
@@ -37,18 +40,28 @@ class Offer:
             raise bad_request("An offer replace needs a body with a 'content' object.")
         auto = content.get("offerAutopilotSettings")
         if isinstance(auto, dict) and auto.get("maxThroughput") is not None:
-            _check(None, auto["maxThroughput"])
+            check_throughput(None, auto["maxThroughput"])
             self.autoscale_max, self.throughput = int(auto["maxThroughput"]), None
         elif content.get("offerThroughput") is not None:
-            _check(content["offerThroughput"], None)
+            check_throughput(content["offerThroughput"], None)
             self.throughput, self.autoscale_max = int(content["offerThroughput"]), None
         else:
             raise bad_request("An offer replace needs content.offerThroughput or "
                               "content.offerAutopilotSettings.maxThroughput.")
 
 
-def _check(throughput, autoscale_max) -> None:
-    if throughput is not None and (not isinstance(throughput, int) or throughput < THROUGHPUT_MIN_RU):
-        raise bad_request(f"Throughput must be an integer of at least {THROUGHPUT_MIN_RU} RU/s, got {throughput!r}.")
-    if autoscale_max is not None and (not isinstance(autoscale_max, int) or autoscale_max < AUTOSCALE_MIN_MAX_RU):
-        raise bad_request(f"Autoscale max throughput must be an integer of at least {AUTOSCALE_MIN_MAX_RU} RU/s, got {autoscale_max!r}.")
+def check_throughput(throughput, autoscale_max) -> None:
+    """400 unless each given value is an integer within the service's range."""
+    if throughput is not None and (type(throughput) is not int
+                                   or not THROUGHPUT_MIN_RU <= throughput <= THROUGHPUT_MAX_RU):
+        raise bad_request(f"Throughput must be an integer from {THROUGHPUT_MIN_RU} to {THROUGHPUT_MAX_RU} "
+                          f"RU/s, got {_shown(throughput)}.")
+    if autoscale_max is not None and (type(autoscale_max) is not int
+                                      or not AUTOSCALE_MIN_MAX_RU <= autoscale_max <= THROUGHPUT_MAX_RU):
+        raise bad_request(f"Autoscale max throughput must be an integer from {AUTOSCALE_MIN_MAX_RU} to "
+                          f"{THROUGHPUT_MAX_RU} RU/s, got {_shown(autoscale_max)}.")
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -63,6 +63,16 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _fits_double(v: int | float) -> bool:
+    if isinstance(v, float):
+        return math.isfinite(v)
+    try:
+        float(v)
+    except OverflowError:
+        return False
+    return True
+
+
 def _overlaps(a: list[str], b: list[str]) -> bool:
     n = min(len(a), len(b))
     return a[:n] == b[:n]
@@ -247,7 +257,7 @@ def _incr(w: _WorkingCopy, tokens: list[str], delta: int | float, path: str) -> 
         raise PatchError(f"Cannot increment {path!r}: it holds a {_json_type(current)}, "
                          f"not a number.")
     total = current + delta
-    if isinstance(total, float) and not math.isfinite(total):
+    if not _fits_double(total):
         raise PatchError(f"Incrementing {path!r} by {delta!r} overflows.")
     parent[key] = total
 

@@ -333,7 +333,7 @@ def decode_state(query, token: str | None, parts: int):
     try:
         data = json.loads(base64.urlsafe_b64decode(token.encode()))
         state = _state_of(query, data, parts)
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError):   # a token nested deep
         state = None
     if state is None:
         raise bad_request(f"Invalid query continuation '{token[:60]}': pass back the x-ms-continuation "

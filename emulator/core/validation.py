@@ -11,7 +11,10 @@ Decisions where the service is vague:
 * Duplicate member names are rejected. Python would keep the last one silently, so the stored
   item could differ from what the client believes it sent (and its partition key with it).
 * NaN, Infinity and number literals that overflow to infinity (``1e400``) are rejected: JSON
-  has no such numbers and the SDKs cannot read them back.
+  has no such numbers and the SDKs cannot read them back. An integer written out past a
+  double's range is kept in a body (Python and the SDKs read it back; finding one would cost a
+  scan of every body) but refused where it would be hashed as a double: in a partition key
+  (``check_numbers_in_double_range``).
 * Lone UTF-16 surrogates (``"\\ud800"``) are rejected: they cannot be encoded as UTF-8 and
   would break every later serialisation.
 * Ids containing ``/ \\ ? #`` are rejected up front. The service accepts them on create, but
@@ -83,6 +86,26 @@ def check_item_size(body_bytes_len: int) -> None:
 def _too_deep() -> ValidationError:
     return _bad(f"The JSON nests deeper than the maximum of {NESTING_DEPTH_MAX} levels of "
                 f"objects and arrays.")
+
+
+_BRACKETS_OR_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def text_nests_at_most(text: str, limit: int = NESTING_DEPTH_MAX) -> bool:
+    """Whether JSON text opens at most ``limit`` objects and arrays inside each other, found
+    without parsing it (so without recursion); brackets inside strings do not count."""
+    if text.count("[") + text.count("{") <= limit:
+        return True
+    depth = 0
+    for m in _BRACKETS_OR_STRINGS.finditer(text):
+        token = m.group()
+        if token in "[{":
+            depth += 1
+            if depth > limit:
+                return False
+        elif token in "]}":
+            depth -= 1
+    return True
 
 
 def check_depth(obj: Any) -> None:
@@ -176,6 +199,25 @@ def _may_nest_too_deep(raw: bytes, value: Any) -> bool:
         if t is dict or t is list:
             return raw.count(b"[") + raw.count(b"{") > NESTING_DEPTH_MAX
     return False
+
+
+def check_numbers_in_double_range(obj: Any) -> None:
+    """Every number in obj fits in a double. JSON integers are arbitrarily long in Python; the
+    service reads numbers as doubles, so an integer past about 1.8e308 is no number it has."""
+    stack = [obj]
+    while stack:
+        node = stack.pop()
+        t = type(node)
+        if t is int:
+            try:
+                float(node)
+            except OverflowError:
+                raise _bad(f"The number {str(node)[:20]}... ({len(str(node))} digits) is beyond the "
+                           "range of a double (about 1.8e308).") from None
+        elif t is dict:
+            stack.extend(node.values())
+        elif t is list:
+            stack.extend(node)
 
 
 def parse_json_body(raw: bytes) -> Any:

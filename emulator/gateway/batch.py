@@ -18,12 +18,23 @@ from .sessions import session_headers
 
 BATCH_OPERATIONS_MAX = 100
 FAILED_DEPENDENCY = 424
+ID_OPERATIONS = frozenset(("Read", "Replace", "Delete", "Patch"))     # addressed by 'id'
+
+
+def _shown(value) -> str:
+    text = jsontext.dumps(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _run(writer, op: dict):
     kind = op.get("operationType")
     body = op.get("resourceBody")
     if_match = op.get("ifMatch")
+    if kind in ID_OPERATIONS and not isinstance(op.get("id"), str):
+        raise bad_request(f"A batch {kind} needs the item's 'id' as a string; got {_shown(op.get('id'))}.")
+    for name in ("ifMatch", "ifNoneMatch"):
+        if op.get(name) is not None and not isinstance(op.get(name), str):
+            raise bad_request(f"The batch operation's '{name}' must be an etag string; got {_shown(op.get(name))}.")
     if kind in ("Create", "Upsert", "Replace"):
         raw_len = len(jsontext.dumps_bytes(body))
         _check_item(body, raw_len)

@@ -58,7 +58,7 @@ def _start(call, rs, upto: int) -> int:
     if ims:
         try:
             ts = int(parsedate_to_datetime(ims).timestamp())
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, IndexError, OverflowError):
             raise bad_request(f"If-Modified-Since '{ims[:60]}' is not an RFC 1123 date.") from None
         return cf.position_at_time(rs.store, upto, ts)
     return 0

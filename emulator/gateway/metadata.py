@@ -4,12 +4,12 @@ Metadata is account-wide (see core/container.py); any regional endpoint serves i
 the service's envelope `{"_rid", "<Key>": [...], "_count"}`; queries over them run through the
 same query engine as items.
 """
-import json
 
 from client.protocol import headers as H
 
 from ..core import charge
 from ..core.errors import CosmosError, bad_request
+from ..core.validation import ValidationError, parse_json_body
 from . import responses
 
 METADATA_FEED_KEYS = {"dbs": "Databases", "colls": "DocumentCollections", "offers": "Offers",
@@ -37,8 +37,8 @@ def _offer_args(call) -> tuple:
     auto_max = None
     if auto:
         try:
-            auto_max = int(json.loads(auto)["maxThroughput"])
-        except (ValueError, KeyError, TypeError):
+            auto_max = int(parse_json_body(auto.encode("utf-8", "surrogatepass"))["maxThroughput"])
+        except (ValueError, KeyError, TypeError, ValidationError):
             raise bad_request(f"{H.OFFER_AUTOPILOT} must be JSON like {{\"maxThroughput\":4000}}, got '{auto[:80]}'.") from None
     if throughput is not None and auto_max is not None:
         raise bad_request("Give either manual throughput or autoscale settings, not both.")

@@ -1,41 +1,58 @@
 """The partition key header (`x-ms-documentdb-partitionkey`) as the core needs it.
 
 The header is a JSON array (cosmos-wire §9): `["p1"]`, `[5]`, `[null]`, `[{}]` (undefined),
-or several values for a hierarchical key. Parsed results are cached by the raw header text,
-since clients send the same few keys again and again.
+or several values for a hierarchical key. Anything else is a 400 saying that shape, never a
+500: the header is decoded like a body (core/validation.py), so deep nesting, lone
+surrogates and numbers beyond a double's range are refused with a message. Parsed results
+are cached by the raw header text, since clients send the same few keys again and again.
 """
-import json
-
 from client.protocol import headers as H
 
 from ..core.container import canonical_pk_json
 from ..core.epk import UNDEFINED
 from ..core.errors import bad_request
+from ..core.validation import ValidationError, check_numbers_in_double_range, parse_json_body
 
 PK_CACHE_MAX = 65_536
 _cache: dict = {}
+_SHAPE = ("A partition key must be a JSON array of one or more scalar values (strings, numbers, "
+          "booleans, null or {} for undefined), such as [\"p1\"] or [\"tenant\", 5]")
 
 
 def parse(raw: str) -> tuple[str, list]:
     hit = _cache.get(raw)
     if hit is not None:
         return hit
-    try:
-        values = json.loads(raw)
-    except ValueError:
-        values = None
-    if not isinstance(values, list):
-        raise bad_request(f"The partition key header must be a JSON array such as [\"p1\"], got '{raw[:100]}'.")
+    values = _decode(raw)
     for v in values:
-        if isinstance(v, (list,)) or (isinstance(v, dict) and v):
-            raise bad_request(f"Partition key values must be strings, numbers, booleans, null or {{}} "
-                              f"(undefined); got {json.dumps(v)[:80]}.")
+        if isinstance(v, list) or (isinstance(v, dict) and v):
+            raise bad_request(f"{_SHAPE}; got the component {_shown(v)}.")
     values = [UNDEFINED if v == {} else v for v in values]
     out = (canonical_pk_json(values), values)
     if len(_cache) >= PK_CACHE_MAX:
         _cache.clear()
     _cache[raw] = out
     return out
+
+
+def _decode(raw: str) -> list:
+    """The header's JSON through the same checks as a body (UTF-8, no lone surrogates, finite
+    numbers, bounded nesting, no recursion), plus: a number must fit in a double, since the
+    service hashes partition key numbers as doubles."""
+    try:
+        values = parse_json_body(raw.encode("utf-8", "surrogatepass"))
+        check_numbers_in_double_range(values)
+    except ValidationError as e:
+        raise bad_request(f"{_SHAPE}; the x-ms-documentdb-partitionkey header '{raw[:100]}' is not: "
+                          f"{e.message}") from None
+    if not isinstance(values, list):
+        raise bad_request(f"{_SHAPE}; got '{raw[:100]}'.")
+    return values
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def required(call, container, full: bool = True) -> tuple[str, list]:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from client.protocol.auth import CLOCK_SKEW_S_MAX_DEFAULT
+
 from .. import defaults
 from ..core.account import Account, AccountConfig
 from ..core.errors import CosmosError
@@ -59,6 +61,7 @@ class ServerConfig:
         n = len(self.account.regions)
         last = max(self.ports(), default=self.global_port)
         return [0] * n if self.global_port == 0 else [last + 1 + i for i in range(n)]
+    max_clock_skew_s: float = CLOCK_SKEW_S_MAX_DEFAULT  # a signed request's date vs our clock; 0 = off
 
     def ports(self) -> list[int]:
         n = len(self.account.regions)
@@ -254,6 +257,7 @@ class Emulator:
         cfg = self.config
         gw = Gateway(self.account, self.topology, name, cfg.key)
         gw.write_ack_timeout_s = cfg.write_ack_timeout_s
+        gw.max_clock_skew_s = cfg.max_clock_skew_s
         self.gateways[name] = gw
         http = HttpServer(gw.handle, header_timeout_s=cfg.header_timeout_s, connections_max=cfg.connections_max)
         self._http_servers.append(http)

@@ -391,3 +391,25 @@ def test_connections_max_caps_each_listener_and_must_be_positive(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "emulator", "--connections-max", "0"],
                           capture_output=True, text=True, timeout=EXIT_TIMEOUT_S, env=_clean_env())
     assert proc.returncode == 2 and "--connections-max '0': must be an integer from 1" in proc.stderr
+
+
+def _signed_account_headers_dated(key: str, offset_s: float) -> dict:
+    date = email.utils.formatdate(time.time() + offset_s, usegmt=True)
+    return {"x-ms-date": date, "x-ms-version": "2020-07-15",
+            "authorization": authorization_header(key, "GET", "", "", date)}
+
+
+def test_max_clock_skew_flag_and_environment(tmp_path):
+    """REGIONLAB_MAX_CLOCK_SKEW_S=0 accepts a request signed an hour ago; --max-clock-skew-s
+    900 (winning over the variable) refuses it with 401 and accepts a fresh one."""
+    env = _clean_env(REGIONLAB_MAX_CLOCK_SKEW_S="0", PYTHONPATH=str(REPO))     # this checkout's code
+    hour_ago = _signed_account_headers_dated(defaults.EMULATOR_KEY, -3600)
+    with spawn(tmp_path, "--port", "0", "--control-port", "0", env=env) as cli:
+        status, _ = _get(cli.info["account_endpoint"], hour_ago)
+        assert status == 200
+        assert cli.terminate()[0] == 0
+    with spawn(tmp_path, "--port", "0", "--control-port", "0", "--max-clock-skew-s", "900", env=env) as cli:
+        status, body = _get(cli.info["account_endpoint"], hour_ago)
+        assert status == 401 and "x-ms-date" in body["message"], body
+        assert _get(cli.info["account_endpoint"], _signed_account_headers(defaults.EMULATOR_KEY))[0] == 200
+        assert cli.terminate()[0] == 0

@@ -26,6 +26,10 @@ from emulator.core.query.like import like_matcher, match_like
 from emulator.core.query.values import UNDEFINED, canonical
 
 AGGREGATE_NAMES = frozenset({"COUNT", "SUM", "MIN", "MAX", "AVG"})
+# Operator chains longer than this compile into one loop instead of nested closures (shorter
+# ones keep the specialised closures, which are faster): a chain's length is not bounded by
+# the parser's nesting limit, so its closures must not nest once per link.
+CHAIN_NESTED_MAX = 16
 
 
 @dataclass
@@ -107,9 +111,23 @@ def _member(node, scope, ctx, aggs):
     steps, root = _constant_path(node, ctx)
     if root is not None and root.name in scope.names:
         return _path_reader(scope.names[root.name], steps)
-    target = compile_expr(node.target, scope, ctx, aggs)
-    key = compile_expr(node.key, scope, ctx, aggs)
-    return lambda row: index_value(target(row), key(row))
+    keys = []                           # c.a[f(x)].b...: walked in a loop, at any length
+    while isinstance(node, n.Member):
+        keys.append(compile_expr(node.key, scope, ctx, aggs))
+        node = node.target
+    target = compile_expr(node, scope, ctx, aggs)
+    if len(keys) == 1:
+        (key,) = keys
+        return lambda row: index_value(target(row), key(row))
+    keys.reverse()
+
+    def read_chain(row):
+        value = target(row)
+        for key in keys:
+            value = index_value(value, key(row))
+        return value
+
+    return read_chain
 
 
 def index_value(container, key):
@@ -176,14 +194,57 @@ def _path_reader(slot: int, steps: tuple):
 
 
 def _unary(node, scope, ctx, aggs):
-    return ops.make_unary(node.op, compile_expr(node.operand, scope, ctx, aggs))
+    chain = []                          # NOT NOT ... x, - - ... x: applied in a loop
+    while isinstance(node, n.Unary) and len(chain) <= CHAIN_NESTED_MAX:
+        chain.append(node.op)
+        node = node.operand
+    if len(chain) <= CHAIN_NESTED_MAX:
+        operand = compile_expr(node, scope, ctx, aggs)
+        for op in reversed(chain):
+            operand = ops.make_unary(op, operand)
+        return operand
+    while isinstance(node, n.Unary):
+        chain.append(node.op)
+        node = node.operand
+    operand = compile_expr(node, scope, ctx, aggs)
+    steps = [ops.UNARY_VALUE[op] for op in reversed(chain)]
+
+    def evaluate(row):
+        value = operand(row)
+        for step in steps:
+            value = step(value)
+        return value
+
+    return evaluate
 
 
 def _binary(node, scope, ctx, aggs):
+    links = []                          # the left spine: (op, right) from the top down
+    spine = node
+    while isinstance(spine, n.Binary):
+        links.append((spine.op, spine.right))
+        spine = spine.left
+    if len(links) > CHAIN_NESTED_MAX:
+        return _binary_chain(spine, links, scope, ctx, aggs)
     if node.op in ops.FLIPPED:
         return _comparison(node, scope, ctx, aggs)
     left = compile_expr(node.left, scope, ctx, aggs)
     return ops.make_binary(node.op, left, compile_expr(node.right, scope, ctx, aggs))
+
+
+def _binary_chain(first, links, scope, ctx, aggs):
+    """A long left-deep chain (`1 + 1 + ...`, `a AND b AND ...`) as one loop over its links,
+    so neither compiling nor evaluating it recurses once per link."""
+    start = compile_expr(first, scope, ctx, aggs)
+    steps = [ops.binary_step(op, compile_expr(right, scope, ctx, aggs)) for op, right in reversed(links)]
+
+    def evaluate(row):
+        value = start(row)
+        for step in steps:
+            value = step(value, row)
+        return value
+
+    return evaluate
 
 
 def _comparison(node, scope, ctx, aggs):
@@ -250,10 +311,22 @@ def _like(node, scope, ctx, aggs):
 
 
 def _ternary(node, scope, ctx, aggs):
-    condition = compile_expr(node.condition, scope, ctx, aggs)
-    then = compile_expr(node.then, scope, ctx, aggs)
-    otherwise = compile_expr(node.otherwise, scope, ctx, aggs)
-    return lambda row: then(row) if condition(row) is True else otherwise(row)
+    branches = []                       # a ? b : c ? d : ... e, tried in a loop
+    while isinstance(node, n.Ternary):
+        branches.append((compile_expr(node.condition, scope, ctx, aggs), compile_expr(node.then, scope, ctx, aggs)))
+        node = node.otherwise
+    otherwise = compile_expr(node, scope, ctx, aggs)
+    if len(branches) == 1:
+        ((condition, then),) = branches
+        return lambda row: then(row) if condition(row) is True else otherwise(row)
+
+    def evaluate(row):
+        for condition, then in branches:
+            if condition(row) is True:
+                return then(row)
+        return otherwise(row)
+
+    return evaluate
 
 
 def _call(node, scope, ctx, aggs):

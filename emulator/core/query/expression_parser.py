@@ -1,10 +1,14 @@
 """Recursive-descent parsing of scalar expressions.
 
-Theory of operation: one method per precedence level, lowest first:
-ternary `? :`, coalesce `??`, OR, AND, NOT, comparison (with IN, BETWEEN,
-LIKE), `||`, `|`, `^`, `&`, shifts, `+ -`, `* / %`, unary `- + ~`, then
-postfix member access and primaries. Binary levels are left-associative, the
-ternary is right-associative. BETWEEN bounds are parsed one level above the
+Theory of operation: precedence levels, lowest first: ternary `? :`, coalesce
+`??`, OR, AND, NOT, comparison (with IN, BETWEEN, LIKE), `||`, `|`, `^`, `&`,
+shifts, `+ -`, `* / %`, unary `- + ~`, then postfix member access and
+primaries. `??`/OR/AND and the levels above comparison are each one
+precedence-climbing loop; binary levels are left-associative, the ternary is
+right-associative. Prefix operators (NOT, `- + ~`) are collected in a loop.
+So a long operator chain costs no stack, and only nesting (brackets, calls,
+subqueries, a ternary's middle branch, comparison chains) goes deeper, which `enter`
+bounds at QUERY_NESTING_DEPTH_MAX. BETWEEN bounds are parsed one level above the
 comparisons so that `x BETWEEN 1 AND 2 AND y` splits as expected.
 The parser owns a cursor over the token list and nothing else; subqueries call
 back into the clause parser (`parse_query_body`, provided by the subclass).
@@ -19,6 +23,14 @@ from emulator.core.query.lexer import Token
 COMPARISON_OPS = frozenset({"=", "!=", "<>", "<", "<=", ">", ">="})
 # Binary levels from loosest to tightest, after comparison.
 BINARY_LEVELS = (("||",), ("|",), ("^",), ("&",), ("<<", ">>", ">>>"), ("+", "-"), ("*", "/", "%"))
+_BINARY_LEVEL = {op: level for level, ops in enumerate(BINARY_LEVELS) for op in ops}
+_LOGICAL_KEYWORDS = {"OR": 1, "AND": 2}      # `??` is level 0, the loosest
+# How deep expressions may nest: brackets, calls, subqueries (two levels), the middle branch of
+# a ternary and links of a comparison chain each count one level. Chains of AND/OR/arithmetic
+# operators, prefix operators, member accesses and ternary else-branches do not count: they
+# are parsed, compiled and evaluated in loops, at any length.
+# The service documents no such limit; this one keeps every stage far from Python's stack limit.
+QUERY_NESTING_DEPTH_MAX = 64
 
 
 class ExpressionParser:
@@ -26,6 +38,7 @@ class ExpressionParser:
         self.text = text
         self.tokens = tokens
         self.index = 0
+        self.depth = -1          # the top-level expression is depth 0
 
     # ------------------------------------------------------------- cursor
     @property
@@ -65,47 +78,65 @@ class ExpressionParser:
         return self.advance()
 
     # -------------------------------------------------------- expressions
+    def enter(self) -> None:
+        """One level deeper into nested expressions: brackets, calls, subqueries, the branches
+        of a ternary. Past QUERY_NESTING_DEPTH_MAX the query is refused with a message rather
+        than allowed to exhaust the interpreter's stack in any later stage."""
+        self.depth += 1
+        if self.depth > QUERY_NESTING_DEPTH_MAX:
+            raise QueryError.at(self.text, self.token.pos, f"the query nests expressions more than "
+                                f"{QUERY_NESTING_DEPTH_MAX} levels deep (parentheses, arrays, objects, "
+                                "function calls, subqueries, the middle of a ternary or chained comparisons)")
+
     def parse_expression(self) -> n.Node:
-        condition = self.parse_coalesce()
-        if not self.at_op("?"):
-            return condition
-        self.advance()
-        then = self.parse_expression()
-        self.expect_op(":")
-        otherwise = self.parse_expression()
-        return n.Ternary(condition.pos, condition, then, otherwise)
-
-    def parse_coalesce(self) -> n.Node:
-        left = self.parse_or()
-        while self.at_op("??"):
+        self.enter()
+        branches = []                   # a ? b : c ? d : e, the else-chain read in a loop
+        node = self.parse_logical(0)
+        while self.at_op("?"):
             self.advance()
-            left = n.Binary(left.pos, "??", left, self.parse_or())
-        return left
+            then = self.parse_expression()
+            self.expect_op(":")
+            branches.append((node, then))
+            node = self.parse_logical(0)
+        for condition, then in reversed(branches):
+            node = n.Ternary(condition.pos, condition, then, node)
+        self.depth -= 1
+        return node
 
-    def parse_or(self) -> n.Node:
-        left = self.parse_and()
-        while self.at_keyword("OR"):
-            self.advance()
-            left = n.Binary(left.pos, "OR", left, self.parse_and())
-        return left
+    def _logical_level(self) -> int | None:
+        token = self.token
+        if token.kind == "op" and token.value == "??":
+            return 0
+        if token.kind == "keyword":
+            return _LOGICAL_KEYWORDS.get(token.value)
+        return None
 
-    def parse_and(self) -> n.Node:
+    def parse_logical(self, min_level: int) -> n.Node:
+        """`??`, OR, AND by precedence climbing: one loop, left-associative."""
         left = self.parse_not()
-        while self.at_keyword("AND"):
-            self.advance()
-            left = n.Binary(left.pos, "AND", left, self.parse_not())
-        return left
+        while True:
+            level = self._logical_level()
+            if level is None or level < min_level:
+                return left
+            op = self.advance().value
+            left = n.Binary(left.pos, op, left, self.parse_logical(level + 1))
 
     def parse_not(self) -> n.Node:
-        if self.at_keyword("NOT"):
-            start = self.advance()
-            return n.Unary(start.pos, "NOT", self.parse_not())
-        return self.parse_comparison()
+        starts = []
+        while self.at_keyword("NOT"):
+            starts.append(self.advance())
+        node = self.parse_comparison()
+        for start in reversed(starts):          # a loop, not recursion: NOT NOT ... x may be long
+            node = n.Unary(start.pos, "NOT", node)
+        return node
 
     def parse_comparison(self) -> n.Node:
         left = self.parse_binary(0)
+        links = 0           # a comparison chain nests left-deep: each link counts as a level
         while True:
             if self.at_op(*COMPARISON_OPS):
+                self.enter()
+                links += 1
                 op = self.advance().value
                 op = "!=" if op == "<>" else op
                 left = n.Binary(left.pos, op, left, self.parse_binary(0))
@@ -114,6 +145,9 @@ class ExpressionParser:
             if self.at_keyword("NOT") and self.tokens[self.index + 1].value in ("IN", "BETWEEN", "LIKE"):
                 self.advance()
                 negated = True
+            if self.at_keyword("IN", "BETWEEN", "LIKE"):
+                self.enter()
+                links += 1
             if self.at_keyword("IN"):
                 left = self.parse_in(left, negated)
             elif self.at_keyword("BETWEEN"):
@@ -121,6 +155,7 @@ class ExpressionParser:
             elif self.at_keyword("LIKE"):
                 left = self.parse_like(left, negated)
             else:
+                self.depth -= links
                 return left
 
     def parse_in(self, value: n.Node, negated: bool) -> n.Node:
@@ -149,23 +184,29 @@ class ExpressionParser:
             escape = self.parse_binary(0)
         return n.Like(value.pos, value, pattern, escape, negated)
 
-    def parse_binary(self, level: int) -> n.Node:
-        if level == len(BINARY_LEVELS):
-            return self.parse_unary()
-        left = self.parse_binary(level + 1)
-        while self.at_op(*BINARY_LEVELS[level]):
-            op = self.advance().value
-            left = n.Binary(left.pos, op, left, self.parse_binary(level + 1))
-        return left
+    def parse_binary(self, min_level: int) -> n.Node:
+        """The operator levels above comparison by precedence climbing: left-associative, and
+        one Python frame per level actually used rather than one per level that exists."""
+        left = self.parse_unary()
+        while True:
+            token = self.token
+            level = _BINARY_LEVEL.get(token.value) if token.kind == "op" else None
+            if level is None or level < min_level:
+                return left
+            self.advance()
+            left = n.Binary(left.pos, token.value, left, self.parse_binary(level + 1))
 
     def parse_unary(self) -> n.Node:
-        if self.at_op("-", "+", "~"):
-            start = self.advance()
-            operand = self.parse_unary()
-            if start.value == "-" and isinstance(operand, n.Literal) and type(operand.value) in (int, float):
-                return n.Literal(start.pos, -operand.value)
-            return n.Unary(start.pos, start.value, operand)
-        return self.parse_postfix(self.parse_primary())
+        starts = []
+        while self.at_op("-", "+", "~"):
+            starts.append(self.advance())
+        node = self.parse_postfix(self.parse_primary())
+        for start in reversed(starts):          # a loop, not recursion: - - ... x may be long
+            if start.value == "-" and isinstance(node, n.Literal) and type(node.value) in (int, float):
+                node = n.Literal(start.pos, -node.value)
+            else:
+                node = n.Unary(start.pos, start.value, node)
+        return node
 
     def parse_postfix(self, target: n.Node) -> n.Node:
         while True:

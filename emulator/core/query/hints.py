@@ -62,11 +62,16 @@ def leading_order_hint(query: n.Query, ctx: Context) -> IndexHint | None:
 
 
 def _conjuncts(node):
-    if node is None:
-        return []
-    if isinstance(node, n.Binary) and node.op == "AND":
-        return _conjuncts(node.left) + _conjuncts(node.right)
-    return [node]
+    """The top-level AND terms of node, left to right; a loop, since AND chains may be long."""
+    out, stack = [], [node]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, n.Binary) and node.op == "AND":
+            stack.append(node.right)
+            stack.append(node.left)
+        elif node is not None:
+            out.append(node)
+    return out
 
 
 def _conjunct_hints(node, alias: str, ctx: Context) -> list:

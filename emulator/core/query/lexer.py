@@ -11,11 +11,14 @@ the first character it cannot use; it holds no state between calls.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 from emulator.core.query.errors import QueryError
 
 QUERY_CHARS_MAX = 512 * 1024  # the service caps query text at 512 KiB
+INTEGER_DIGITS_MAX = 309      # an integer literal with more digits is beyond a double's range
+_ASCII_DIGITS = frozenset("0123456789")
 
 KEYWORDS = frozenset(
     """SELECT FROM WHERE AND OR NOT IN BETWEEN LIKE ESCAPE AS TOP DISTINCT VALUE
@@ -68,7 +71,7 @@ def _scan_one(text: str, pos: int) -> Token:
     ch = text[pos]
     if ch.isalpha() or ch == "_":
         return _scan_word(text, pos)
-    if ch.isdigit() or (ch == "." and pos + 1 < len(text) and text[pos + 1].isdigit()):
+    if ch in _ASCII_DIGITS or (ch == "." and pos + 1 < len(text) and text[pos + 1] in _ASCII_DIGITS):
         return _scan_number(text, pos)
     if ch == '"' or ch == "'":
         return _scan_string(text, pos)
@@ -116,16 +119,30 @@ def _scan_number(text: str, pos: int) -> Token:
         exp = end + 1
         if exp < len(text) and text[exp] in "+-":
             exp += 1
-        if exp < len(text) and text[exp].isdigit():
+        if exp < len(text) and text[exp] in _ASCII_DIGITS:
             end = _digits_end(text, exp)
             is_float = True
     literal = text[pos:end]
-    value = float(literal) if is_float else int(literal)
+    value = float(literal) if is_float else _integer(text, pos, literal)
+    if value in (math.inf, -math.inf):
+        raise QueryError.at(text, pos, f"the number {literal[:40]} is beyond the range of a double")
     return Token("number", value, pos, literal)
 
 
+def _integer(text: str, pos: int, literal: str) -> int:
+    if len(literal) > INTEGER_DIGITS_MAX:       # past a double's range (and int()'s digit limit)
+        raise QueryError.at(text, pos, f"the number {literal[:40]}... ({len(literal)} digits) is "
+                                       "beyond the range of a double")
+    value = int(literal)
+    try:
+        float(value)
+    except OverflowError:
+        raise QueryError.at(text, pos, f"the number {literal[:40]}... is beyond the range of a double") from None
+    return value
+
+
 def _digits_end(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos].isdigit():
+    while pos < len(text) and text[pos] in _ASCII_DIGITS:
         pos += 1
     return pos
 

@@ -175,7 +175,7 @@ def make_unary(op: str, operand):
     if op == "-":
         return lambda row: negate(operand(row))
     if op == "+":
-        return lambda row: (lambda v: v if type(v) in NUMBER_TYPES else UNDEFINED)(operand(row))
+        return lambda row: _plus(operand(row))
     return lambda row: bitwise("~", operand(row), 0)
 
 
@@ -232,3 +232,49 @@ def make_binary(op: str, left, right):
     if op == "??":
         return make_coalesce(left, right)
     return make_bitwise(op, left, right)
+
+
+# ------------------------------------------------ one link of a long chain
+def _plus(value):
+    return value if type(value) in NUMBER_TYPES else UNDEFINED
+
+
+UNARY_VALUE = {"NOT": logical_not, "-": negate, "+": _plus, "~": lambda value: bitwise("~", value, 0)}
+
+
+def binary_step(op: str, right):
+    """`(value, row) -> value op right(row)`: one link of a left-deep chain evaluated in a loop,
+    with the same rules (and the same short cuts of AND, OR and ??) as make_binary and
+    make_compare."""
+    if op == "AND":
+        def step(a, row):
+            if a is False:
+                return False
+            b = right(row)
+            if b is False:
+                return False
+            return True if (a is True and b is True) else UNDEFINED
+    elif op == "OR":
+        def step(a, row):
+            if a is True:
+                return True
+            b = right(row)
+            if b is True:
+                return True
+            return False if (a is False and b is False) else UNDEFINED
+    elif op == "??":
+        def step(a, row):
+            return right(row) if a is UNDEFINED else a
+    elif op in FLIPPED:
+        def step(a, row):
+            return compare(op, a, right(row))
+    elif op in ARITHMETIC:
+        def step(a, row):
+            return arithmetic(op, a, right(row))
+    elif op == "||":
+        def step(a, row):
+            return concat(a, right(row))
+    else:
+        def step(a, row):
+            return bitwise(op, a, right(row))
+    return step

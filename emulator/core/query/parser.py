@@ -70,7 +70,7 @@ class Parser(ExpressionParser):
         if token.value in ("EXISTS", "ARRAY") and self.tokens[self.index + 1].value == "(":
             self.advance()
             self.expect_op("(")
-            query = self.parse_query_body()
+            query = self.parse_subquery()
             self.expect_op(")")
             return n.Subquery(token.pos, token.value, query)
         if token.value == "UDF":
@@ -100,7 +100,7 @@ class Parser(ExpressionParser):
     def parse_parenthesized(self) -> n.Node:
         start = self.advance()
         if self.at_keyword("SELECT"):
-            query = self.parse_query_body()
+            query = self.parse_subquery()
             self.expect_op(")")
             return n.Subquery(start.pos, "SCALAR", query)
         inner = self.parse_expression()
@@ -134,6 +134,14 @@ class Parser(ExpressionParser):
         return n.ObjectCtor(start.pos, tuple(pairs))
 
     # -------------------------------------------------------------- clauses
+    def parse_subquery(self) -> n.Query:
+        """A nested SELECT counts one nesting level itself (its expressions one more): it costs
+        every later stage more stack than a bracket does."""
+        self.enter()
+        query = self.parse_query_body()
+        self.depth -= 1
+        return query
+
     def parse_query_body(self, select: n.Select | None = None) -> n.Query:
         if select is None:
             select = self.parse_select(self.expect_keyword("SELECT").pos)
@@ -199,7 +207,7 @@ class Parser(ExpressionParser):
             return n.Source(token.pos, "in", token.value, expr=self.parse_expression())
         if self.at_op("(") and self.tokens[self.index + 1].value == "SELECT":
             self.advance()
-            query = self.parse_query_body()
+            query = self.parse_subquery()
             self.expect_op(")")
             return n.Source(token.pos, "query", self.parse_alias(required=True), query=query)
         if token.kind != "ident":

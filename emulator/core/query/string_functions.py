@@ -14,6 +14,7 @@ import json
 import math
 
 from emulator.core import jsontext
+from emulator.core.validation import text_nests_at_most
 from emulator.core.query.values import NUMBER_TYPES, UNDEFINED
 
 REPLICATE_CHARS_MAX = 10_000  # the service refuses to build longer strings
@@ -117,11 +118,18 @@ def _reject_constant(name):
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
 def _parse_json(s):
-    if type(s) is not str:
+    if type(s) is not str or not text_nests_at_most(s):     # deeper than an item may nest
         return UNDEFINED
     try:
-        return json.loads(s.strip(), parse_constant=_reject_constant)
+        return json.loads(s.strip(), parse_constant=_reject_constant, parse_float=_finite)
     except ValueError:
         return UNDEFINED
 

@@ -10,6 +10,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from emulator.core.validation import (
+    check_numbers_in_double_range,
+    text_nests_at_most,
     ID_BYTES_MAX,
     ITEM_BYTES_MAX,
     NESTING_DEPTH_MAX,
@@ -155,3 +157,19 @@ def test_fuzz_valid_json_whole_and_every_prefix(value, ascii_only):
     raw = json.dumps({"v": value}, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
     for end in range(len(raw) + 1):
         _parses_or_rejects(raw[:end])
+
+
+def test_check_numbers_in_double_range():
+    largest = int(1.7976931348623157e308)          # the largest double, written out as an integer
+    check_numbers_in_double_range({"n": largest, "s": "9" * 400, "a": [-largest, 1.5, True]})
+    for beyond in ({"n": 2 ** 1024}, [1, [-(2 ** 1030)]]):
+        err = rejects(check_numbers_in_double_range, beyond)
+        assert "beyond the range of a double" in err.message
+
+
+def test_text_nests_at_most_counts_brackets_outside_strings_without_parsing():
+    assert text_nests_at_most("[" * NESTING_DEPTH_MAX + "]" * NESTING_DEPTH_MAX)
+    assert not text_nests_at_most("[" * (NESTING_DEPTH_MAX + 1) + "]" * (NESTING_DEPTH_MAX + 1))
+    assert not text_nests_at_most("[" * 1_000_000)
+    assert text_nests_at_most('["' + "[" * 1000 + '\\"[{"]')
+    assert text_nests_at_most('{"a":' * 3 + "1" + "}" * 3, limit=3) and not text_nests_at_most("[[[[]]]]", limit=3)

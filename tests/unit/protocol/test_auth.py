@@ -1,6 +1,7 @@
 """Master-key auth agrees with the official SDK: requests signed by the SDK's own code (its signing
 function fed by its own link helpers, and real SDK calls captured by an in-memory transport) are
-accepted by our verifier, and a wrong key or a tampered path is rejected."""
+accepted by our verifier, and a wrong key or a tampered path is rejected; a request dated more
+than the allowed skew from the server's clock (passed in) is rejected, whichever side it is on."""
 
 import json
 import urllib.parse
@@ -341,3 +342,32 @@ def test_the_signer_signs_as_authorization_header():
     signer = auth.MasterKeySigner(KEY)
     for verb, rtype, link in (("GET", "", ""), ("PUT", "docs", "dbs/db/colls/c/docs/x"), ("POST", "offers", "")):
         assert signer.header(verb, rtype, link, DATE) == auth.authorization_header(KEY, verb, rtype, link, DATE)
+
+
+# ---- the date window ---------------------------------------------------------------------------
+NOW_S = 1_751_371_200.0                    # Tue, 01 Jul 2025 12:00:00 GMT
+
+
+def test_date_epoch_s_reads_rfc_1123():
+    assert auth.date_epoch_s("Tue, 01 Jul 2025 12:00:00 GMT") == NOW_S
+    assert auth.date_epoch_s("tue, 01 jul 2025 12:00:00 gmt") == NOW_S
+    for bad in ("yesterday", "Tue, 99 Foo 2025 99:99:99 GMT", "", "Tue, 01 Jul 99999999999 12:00:00 GMT"):
+        with pytest.raises(auth.AuthError, match="RFC 1123"):
+            auth.date_epoch_s(bad)
+
+
+@pytest.mark.parametrize("skew_s, accepted", [(0, True), (-900, True), (900, True), (-901, False),
+                                              (901, False), (-86400 * 365, False)])
+def test_check_clock_skew_allows_15_minutes_either_way(skew_s, accepted):
+    date = "a date"
+    if accepted:
+        auth.check_clock_skew(date, NOW_S + skew_s, NOW_S, auth.CLOCK_SKEW_S_MAX_DEFAULT)
+    else:
+        with pytest.raises(auth.AuthError) as e:
+            auth.check_clock_skew(date, NOW_S + skew_s, NOW_S, auth.CLOCK_SKEW_S_MAX_DEFAULT)
+        assert f"{abs(skew_s)} s {'ahead of' if skew_s > 0 else 'behind'}" in e.value.message
+        assert "Tue, 01 Jul 2025 12:00:00 GMT" in e.value.message and "900 s" in e.value.message
+
+
+def test_check_clock_skew_0_is_off():
+    auth.check_clock_skew("a date", NOW_S - 86400 * 3650, NOW_S, 0)
