@@ -333,6 +333,9 @@ class DirectTransport:
                 raise _Unreachable(f"cannot place the partition key: {e}") from None
             rs = await self._replica_set(endpoint, route.container, range_id, info)
             frame_of = lambda rid, key: D.request(rid, route.op, key, options, body, route.item)
+            if write and rs.primary is None:     # the feed lists no live primary: an election runs
+                self._invalidate(route.container, range_id, endpoint, "no primary in the feed (election)", info)
+                continue
             if write:
                 res = await self._write(rs, frame_of, info)
             elif level in QUORUM_LEVELS and route.op == D.READ:
@@ -362,7 +365,7 @@ class DirectTransport:
         primary = self.addresses.write_target(rs, self._now_ms())
         if primary is None:
             return None
-        return await self._call(primary, frame_of, info)
+        return await self._call(primary, frame_of, info, write=True)
 
     async def _read(self, rs, frame_of, info) -> dict | None:
         last = None
@@ -398,7 +401,7 @@ class DirectTransport:
         res = await self._call(primary, frame_of, info) if primary is not None else None
         return res or best[1]
 
-    async def _call(self, replica, frame_of, info) -> dict | None:
+    async def _call(self, replica, frame_of, info, write=False) -> dict | None:
         """The reply of one replica, or None when its node refused (the endpoint is marked down)."""
         entry = {"address": f"{replica.host}:{replica.port}", "node": replica.node, "replica": replica.index,
                  "role": replica.role, "region": replica.region}
@@ -419,6 +422,8 @@ class DirectTransport:
         except OSError as e:
             entry["error"] = f"connection: {e}"
             self.addresses.mark_down(replica.endpoint, self._now_ms())
+            if not write:
+                return None              # a read may go to another replica; a write may have happened
             raise TransportError(RESPONSE_ERROR, f"the connection to {entry['address']} broke: {e}") from None
         self.addresses.mark_up(replica.endpoint)
         res = D.reply_fields(frame)

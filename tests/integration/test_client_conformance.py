@@ -2,7 +2,7 @@
 written once against the shared API names, run through our sync client and through the SDK's on
 twin containers of one real emulator, and their results (system properties aside), the errors'
 status and substatus, and the change feeds compare equal. Then the aio face against the SDK's aio
-client, and the sync client shared by threads."""
+client, and the sync client shared by threads. The first runs our client in gateway and in direct mode."""
 import asyncio
 import threading
 
@@ -78,14 +78,21 @@ def script(c):
     return out
 
 
-def test_the_same_operations_give_the_same_results_as_the_sdk(regionlab):
+@pytest.mark.parametrize("mode", ["gateway", "direct"])
+def test_the_same_operations_give_the_same_results_as_the_sdk(regionlab, mode):
     emu = regionlab
-    with CosmosClient(emu.endpoint, credential=emu.key) as ours, SdkClient(emu.endpoint, emu.key) as sdk:
+    with CosmosClient(emu.endpoint, credential=emu.key, connection_mode=mode) as ours, \
+            SdkClient(emu.endpoint, emu.key) as sdk:
         mine = ours.create_database("ours").create_container("c", partition_key=PartitionKey(path="/pk"),
                                                              offer_throughput=400)
         theirs = sdk.create_database("sdk").create_container("c", partition_key=SdkPartitionKey(path="/pk"),
                                                             offer_throughput=400)
         got, expected = script(mine), script(theirs)
+        direct = ours.direct_transport
+        if mode == "direct":          # the point operations, batch and pk queries went to replicas
+            assert direct.connection_count() > 0 and direct.fallbacks == 0
+        else:
+            assert direct is None
     assert len(got) == len(expected) == 28
     for i, (a, b) in enumerate(zip(got, expected)):
         assert a == b, f"operation {i}: ours {a} != sdk {b}"
