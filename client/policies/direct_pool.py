@@ -45,7 +45,7 @@ def choose(options: PoolOptions, in_flight: list[int], opening: int, waiting: in
             best = i
     if best is not None:
         return USE, best
-    if waiting < opening * options.max_requests_per_connection:
+    if waiting < opening * (options.max_requests_per_connection - 1):   # each opener takes a slot
         return WAIT, None
     if len(in_flight) + opening < options.max_connections_per_endpoint:
         return OPEN, None
