@@ -7,7 +7,8 @@ The constructor mirrors azure.cosmos.aio.CosmosClient's (url, credential, prefer
 excluded_locations, consistency_level, connection_mode, multiple_write_locations) and adds the
 policies' knobs: availability_strategy (hedging), timeout (end-to-end seconds),
 non_idempotent_write_retry, retry limits, region-scoped session capture and its Bloom filter,
-the diagnostics latency threshold, the account refresh interval and the gateway pool. A custom
+the diagnostics latency threshold, the account refresh interval, the gateway pool and direct
+mode's pool (connection_mode="direct": client/aio/direct.py; docs/client.md). A custom
 `transport=` (anything with the GatewayTransport interface) replaces the gateway one.
 """
 import asyncio
