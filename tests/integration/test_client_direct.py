@@ -152,3 +152,41 @@ def test_warm_up_opens_connections_in_the_first_two_preferred_regions(regionlab)
         r = c.read_item("i0", partition_key="p")
         assert client.direct_transport.addresses.refreshes == before
         assert r.diagnostics.to_dict()["replicas_contacted"][0]["region"] == WEST
+
+
+def slow_secondary(emu) -> tuple[int, str]:
+    lagging = next(e for e in feed(emu)["0"]["all"] if not e["isPrimary"])
+    index = int(lagging["replica"].rsplit("/", 1)[1])
+    inject(emu, type="replica_slow", region=EAST, replica=index, delay_ms=60_000)
+    return index, "%s:%d" % target(lagging)[:2]
+
+
+@pytest.mark.regionlab_config(intra_region_delay_ms=0)
+def test_a_session_read_on_a_lagging_replica_tries_another_replica(regionlab):
+    with direct_client(regionlab) as client:
+        c = items(client)
+        index, lagging = slow_secondary(regionlab)
+        c.upsert_item({"id": "fresh", "pk": "p", "v": 1})
+        hops = []
+        for _ in range(3):                # round-robin over the three secondaries meets the lagging one
+            r = c.read_item("fresh", partition_key="p")
+            assert r["v"] == 1 and r.diagnostics.to_dict()["retries"] == 0
+            hops.append(served(r.diagnostics))
+        met = [h for h in hops if h[0][1] == lagging]
+        assert len(met) == 1
+        assert met[0][0][2:] == (404, D.SUB_READ_SESSION_NOT_AVAILABLE) and met[0][1][2] == 200
+
+
+@pytest.mark.regionlab_config(consistency="Strong", intra_region_delay_ms=0)
+def test_a_strong_quorum_read_takes_the_replica_with_the_higher_lsn(regionlab):
+    with direct_client(regionlab) as client:
+        c = items(client)
+        index, lagging = slow_secondary(regionlab)
+        c.upsert_item({"id": "i0", "pk": "p", "n": 100})
+        decisions = []
+        for _ in range(3):                # every pair of secondaries: two of three include the lagging one
+            r = c.read_item("i0", partition_key="p")
+            assert r["n"] == 100           # never the lagging replica's older version
+            decisions.append(r.diagnostics.to_dict()["attempts"][-1]["direct"]["quorum"])
+        with_lagging = [d for d in decisions if f"replica {index} lsn" in d]
+        assert with_lagging and all(f": replica {index} answers" not in d for d in with_lagging)
