@@ -98,6 +98,7 @@ class Connection:
         self.reader_task = None
         self.on_slot = None              # called when a request finished (the pool wakes a waiter)
         self._out: list[bytes] = []      # frames to send at the end of this loop iteration
+        self.pings = 0
 
     @classmethod
     async def open(cls, host, port, key, connect_timeout_s, clock):
@@ -118,8 +119,7 @@ class Connection:
         if D.frame_type(challenge) != D.CHALLENGE:
             raise ConnectionRefusedError(f"handshake refused: {D.error_fields(challenge)}")
         fields = D.challenge_fields(challenge)
-        if fields["heartbeat_ms"]:
-            self.heartbeat_s = fields["heartbeat_ms"] / 1000.0
+        self.heartbeat_s = pool.heartbeat_interval_s(fields["heartbeat_ms"], fields["idle_timeout_ms"])
         self.writer.write(D.encode(D.auth(D.handshake_mac(key, fields["nonce"]))))
         ready = await self._next(frames)
         if D.frame_type(ready) != D.READY:
@@ -188,6 +188,7 @@ class Connection:
             self.writer.write(out[0] if len(out) == 1 else b"".join(out))
 
     def ping(self) -> None:
+        self.pings += 1
         self.last_sent = self.clock()
         self._queue(D.encode(D.ping()))
 
@@ -206,8 +207,9 @@ class Connection:
 class Endpoint:
     """The connections to one node (host, port), under the pool policy."""
 
-    def __init__(self, address, key, options: pool.PoolOptions, clock):
+    def __init__(self, address, key, options: pool.PoolOptions, clock, on_open=None):
         self.address, self.key, self.options, self.clock = address, key, options, clock
+        self.on_open = on_open           # the housekeeper re-reads the heartbeat intervals
         self.connections: list[Connection] = []
         self.opening = 0
         self.waiters: deque = deque()
@@ -242,6 +244,8 @@ class Endpoint:
         conn.on_slot = self._wake_one
         self.connections.append(conn)
         self.opened += 1
+        if self.on_open is not None:
+            self.on_open()
         return conn
 
     def _wake_one(self) -> None:
@@ -301,6 +305,7 @@ class DirectTransport:
         self._maps: dict[tuple, RoutingMap] = {}
         self._fetching: dict[tuple, asyncio.Future] = {}
         self._housekeeper: asyncio.Task | None = None
+        self._opened = asyncio.Event()       # a connection opened: its heartbeat may be shorter
         self.fallbacks = 0
 
     def _now_ms(self) -> float:
@@ -446,14 +451,20 @@ class DirectTransport:
     def _endpoint(self, address) -> Endpoint:
         ep = self.endpoints.get(address)
         if ep is None:
-            ep = self.endpoints[address] = Endpoint(address, self.key, self.options, self.clock)
+            ep = self.endpoints[address] = Endpoint(address, self.key, self.options, self.clock,
+                                                    self._opened.set)
             if self._housekeeper is None:
                 self._housekeeper = asyncio.get_running_loop().create_task(self._housekeeping())
         return ep
 
     async def _housekeeping(self) -> None:
         while True:
-            await asyncio.sleep(D.HEARTBEAT_INTERVAL_S / 3)
+            beats = [c.heartbeat_s for ep in self.endpoints.values() for c in ep.connections]
+            try:
+                await asyncio.wait_for(self._opened.wait(), min(beats, default=D.HEARTBEAT_INTERVAL_S) / 3)
+            except asyncio.TimeoutError:
+                pass
+            self._opened.clear()
             now = self.clock()
             for address, ep in list(self.endpoints.items()):
                 if pool.endpoint_expired(self.options, ep.last_used, now):

@@ -18,6 +18,9 @@ IDLE_ENDPOINT_TIMEOUT_S = 3600.0
 CONNECT_TIMEOUT_S = 5.0
 REQUEST_TIMEOUT_S = 5.0
 
+HEARTBEAT_DEFAULT_S = 15.0              # when a node states none (the protocol's HEARTBEAT_INTERVAL_S)
+HEARTBEAT_MIN_S = 0.05                  # never ping faster than this, whatever a node says
+
 USE, OPEN, WAIT = "use", "open", "wait"
 
 
@@ -60,6 +63,15 @@ def endpoint_expired(options: PoolOptions, last_used_s: float, now_s: float) -> 
 def connection_expired(options: PoolOptions, in_flight: int, last_used_s: float, now_s: float) -> bool:
     t = options.idle_connection_timeout_s
     return t is not None and in_flight == 0 and now_s - last_used_s >= t
+
+
+def heartbeat_interval_s(heartbeat_ms, idle_timeout_ms) -> float:
+    """How often an idle connection is pinged: the node's heartbeat_ms, but always within half
+    its idle timeout (a node with a short idle timeout must not close a kept connection)."""
+    s = (heartbeat_ms or 0) / 1000.0 or HEARTBEAT_DEFAULT_S
+    if idle_timeout_ms:
+        s = min(s, idle_timeout_ms / 2000.0)
+    return max(s, HEARTBEAT_MIN_S)
 
 
 def needs_ping(heartbeat_s: float, last_sent_s: float, now_s: float) -> bool:

@@ -4,6 +4,7 @@ elected primary, reads survive a node crash on another replica, blocked direct p
 to the gateway, Strong reads decide a two-replica quorum by LSN, and warm-up opens connections
 to the replicas of the first two preferred regions only (judged by the emulator's topology and
 the client's diagnostics). Real sockets, real processes' code paths, no mocks."""
+import asyncio
 import json
 import urllib.request
 
@@ -190,3 +191,28 @@ def test_a_strong_quorum_read_takes_the_replica_with_the_higher_lsn(regionlab):
             decisions.append(r.diagnostics.to_dict()["attempts"][-1]["direct"]["quorum"])
         with_lagging = [d for d in decisions if f"replica {index} lsn" in d]
         assert with_lagging and all(f": replica {index} answers" not in d for d in with_lagging)
+
+
+@pytest.mark.regionlab_config(direct_limits={"idle_timeout_s": 0.6})
+def test_heartbeats_keep_idle_connections_open_past_the_nodes_idle_timeout(regionlab):
+    from client.aio import CosmosClient as AioClient
+
+    async def main():
+        async with AioClient(regionlab.endpoint, credential=regionlab.key, connection_mode="direct") as client:
+            db = await client.create_database_if_not_exists("db")
+            c = await db.create_container_if_not_exists("items", partition_key=PartitionKey(path="/pk"))
+            await c.upsert_item({"id": "k", "pk": "p"})
+            await client.open_connections_and_init_caches([c], regions=1)
+            direct = client.direct_transport
+            conns = [conn for ep in direct.endpoints.values() for conn in ep.connections]
+            opened = sum(ep.opened for ep in direct.endpoints.values())
+            assert len(conns) == 4 and all(conn.heartbeat_s == 0.3 for conn in conns)
+
+            async def pinged_past_the_idle_timeout():   # 3 pings at 0.3 s: 0.9 s idle > 0.6 s
+                while not all(conn.pings >= 3 for conn in conns):
+                    await asyncio.sleep(0.05)
+            await asyncio.wait_for(pinged_past_the_idle_timeout(), 10)
+            assert not any(conn.closed for conn in conns)
+            assert (await c.read_item("k", partition_key="p"))["id"] == "k"
+            assert sum(ep.opened for ep in direct.endpoints.values()) == opened   # no reconnect
+    asyncio.run(main())

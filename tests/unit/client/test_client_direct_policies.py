@@ -124,6 +124,13 @@ def test_an_idle_connection_is_pinged_at_the_heartbeat_interval():
     assert pool.needs_ping(D.HEARTBEAT_INTERVAL_S, last_sent_s=100, now_s=100 + D.HEARTBEAT_INTERVAL_S)
 
 
+def test_the_ping_interval_is_the_nodes_heartbeat_within_half_its_idle_timeout():
+    assert pool.heartbeat_interval_s(15_000, 60_000) == 15.0
+    assert pool.heartbeat_interval_s(15_000, 1_000) == 0.5       # a node that idles connections out fast
+    assert pool.heartbeat_interval_s(None, None) == pool.HEARTBEAT_DEFAULT_S == D.HEARTBEAT_INTERVAL_S
+    assert pool.heartbeat_interval_s(1, 1) == pool.HEARTBEAT_MIN_S
+
+
 def test_bad_pool_limits_are_refused():
     with pytest.raises(ValueError):
         pool.PoolOptions(max_requests_per_connection=0)
