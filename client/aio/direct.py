@@ -37,6 +37,7 @@ from .transport import Reply, TransportError
 GONE_RETRIES_MAX = 8                     # 410s refreshed and retried inside one attempt
 GONE_BACKOFF_MS = (0, 50, 100, 200, 400, 800, 1000, 1000)   # an election takes ~500 ms
 SUB_GONE = frozenset((D.SUB_REPLICA_NOT_HERE, D.SUB_NOT_PRIMARY, D.SUB_REPLICA_DOWN))
+ADDRESS_REFRESH_MIN_MS = 1_000          # unreachable replicas fetched this recently: no refetch, the gateway
 QUORUM_LEVELS = frozenset(("Strong", "BoundedStaleness"))
 AGENT = "regionlab-client"
 _OPTION_OF_HEADER = {header: name for name, header in D.REQUEST_OPTIONS.items()}
@@ -360,9 +361,9 @@ class DirectTransport:
             else:
                 res = await self._read(rs, frame_of, info)
             if res is None:              # nothing reachable: refresh once, then the gateway
-                self._invalidate(route.container, range_id, endpoint, "no replica reachable", info)
-                if attempt >= 1:
+                if attempt >= 1 or self._now_ms() - rs.fetched_ms < ADDRESS_REFRESH_MIN_MS:
                     raise _Unreachable("no replica of the region accepts connections")
+                self._invalidate(route.container, range_id, endpoint, "no replica reachable", info)
                 continue
             status, sub = res.get("status"), int(res.get("sub") or 0)
             if status == S.GONE and (sub in SUB_GONE or sub == D.SUB_PARTITION_KEY_RANGE_GONE):

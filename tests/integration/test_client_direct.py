@@ -116,8 +116,11 @@ def test_blocked_direct_ports_fall_back_to_the_gateway(regionlab):
         info = r.diagnostics.to_dict()["attempts"][-1]["direct"]
         assert r["id"] == "i0" and info["fallback"].startswith("gateway:")
         assert all(h[2] is None for h in served(r.diagnostics))       # every replica refused
+        fetched = client.direct_transport.addresses.refreshes
         w = c.upsert_item({"id": "blocked", "pk": "p"})
         assert w.diagnostics.to_dict()["attempts"][-1]["direct"]["fallback"].startswith("gateway:")
+        assert served(w.diagnostics) == []          # the refused primary is marked: no connect tried
+        assert client.direct_transport.addresses.refreshes == fetched     # nor a feed refetched
         assert client.direct_transport.fallbacks == 2
     with CosmosClient(regionlab.endpoint, credential=regionlab.key) as gw:
         got = gw.get_database_client("db").get_container_client("items").read_item("blocked", "p")
