@@ -161,6 +161,8 @@ class Connection:
 
     async def call(self, frame_of, timeout_s) -> dict:
         """Send the request frame_of(id) and wait for its reply."""
+        if self.closed:                  # the read loop ended: nothing would ever answer
+            raise ConnectionResetError("the connection is closed")
         self.next_id = self.next_id % D.REQUEST_ID_MAX + 1
         rid = self.next_id
         fut = asyncio.get_running_loop().create_future()
