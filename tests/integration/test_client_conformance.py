@@ -2,7 +2,7 @@
 written once against the shared API names, run through our sync client and through the SDK's on
 twin containers of one real emulator, and their results (system properties aside), the errors'
 status and substatus, and the change feeds compare equal. Then the aio face against the SDK's aio
-client, and the sync client shared by threads. The first runs our client in gateway and in direct mode."""
+client, and the sync client shared by threads. The first two run our client in gateway and in direct mode."""
 import asyncio
 import threading
 
@@ -98,7 +98,8 @@ def test_the_same_operations_give_the_same_results_as_the_sdk(regionlab, mode):
         assert a == b, f"operation {i}: ours {a} != sdk {b}"
 
 
-def test_the_aio_face_matches_the_sdks_aio_client(regionlab):
+@pytest.mark.parametrize("mode", ["gateway", "direct"])
+def test_the_aio_face_matches_the_sdks_aio_client(regionlab, mode):
     emu = regionlab
 
     async def ops(client, PK):
@@ -114,7 +115,7 @@ def test_the_aio_face_matches_the_sdks_aio_client(regionlab):
         return clean(item), sorted(rows), feed
 
     async def main():
-        async with AioCosmosClient(emu.endpoint, credential=emu.key) as ours, \
+        async with AioCosmosClient(emu.endpoint, credential=emu.key, connection_mode=mode) as ours, \
                 SdkAioClient(emu.endpoint, emu.key) as sdk:
             mine = await ops(ours, PartitionKey)
             theirs = await ops(sdk, SdkPartitionKey)
