@@ -3,7 +3,8 @@ followed through 410 -> address refresh -> success, a write after a primary cras
 elected primary, reads survive a node crash on another replica, blocked direct ports fall back
 to the gateway, Strong reads decide a two-replica quorum by LSN, and warm-up opens connections
 to the replicas of the first two preferred regions only (judged by the emulator's topology and
-the client's diagnostics). Real sockets, real processes' code paths, no mocks."""
+the client's diagnostics), and a region outage moves reads to the next region's replicas. Real
+sockets, the real emulator, no mocks."""
 import asyncio
 import json
 import urllib.request
@@ -219,3 +220,24 @@ def test_heartbeats_keep_idle_connections_open_past_the_nodes_idle_timeout(regio
             assert (await c.read_item("k", partition_key="p"))["id"] == "k"
             assert sum(ep.opened for ep in direct.endpoints.values()) == opened   # no reconnect
     asyncio.run(main())
+
+
+REGIONS3 = ("East US", "East US 2", "West US")
+NO_LAG = {(a, b): 0 for a in REGIONS3 for b in REGIONS3 if a != b}
+
+
+@pytest.mark.parametrize("mode", ["unavailable", "refuse"])
+@pytest.mark.regionlab_config(lag_ms=NO_LAG)
+def test_a_region_outage_moves_direct_reads_to_the_next_preferred_regions_replicas(regionlab, mode):
+    east2 = "East US 2"
+    with direct_client(regionlab, preferred_locations=[east2, WEST]) as client:
+        c = items(client)
+        first = c.read_item("i1", partition_key="p")
+        assert first.diagnostics.to_dict()["replicas_contacted"][0]["region"] == east2
+        inject(regionlab, type="region_outage", region=east2, mode=mode)
+        r = c.read_item("i1", partition_key="p")
+        d = r.diagnostics.to_dict()
+        assert r["n"] == 1 and d["regions_contacted"] == [east2, WEST]
+        last = d["attempts"][-1]
+        assert last["region"] == WEST and last["status"] == 200 and last["direct"]["fallback"] is None
+        assert {h["region"] for h in last["direct"]["replicas"]} == {WEST}
