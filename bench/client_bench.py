@@ -1,11 +1,12 @@
 """The bundled client against the official azure-cosmos aio SDK: client CPU per point read and
 point reads/s at a given concurrency, same emulator, same run, alternating rounds.
 
-    python bench/client_bench.py [--concurrency 16] [--seconds 5] [--rounds 3]
+    python bench/client_bench.py [--concurrency 16] [--seconds 5] [--rounds 3] [--clients ours,direct,sdk]
 
 The emulator runs as its own process (bench/server_proc.py), so this process's CPU time
 (time.process_time) over a round is the client's alone: our client.aio.CosmosClient in gateway
-mode, or azure.cosmos.aio.CosmosClient, each on a uvloop loop, `concurrency` tasks reading one
+mode (`ours`), ours in direct mode (`direct`: rlmp to the replicas, warmed up first), or
+azure.cosmos.aio.CosmosClient (`sdk`), each on a uvloop loop, `concurrency` tasks reading one
 item each in a loop. Each client reads its own item first (and discovers the account) before a
 round is timed. Prints one JSON line per round and a summary with the medians; numbers go to
 docs/performance.md, never into tests.
@@ -40,12 +41,16 @@ async def setup(endpoint: str, key: str) -> None:
 def make(kind: str, endpoint: str, key: str):
     if kind == "ours":
         return CosmosClient(endpoint, credential=key)
+    if kind == "direct":
+        return CosmosClient(endpoint, credential=key, connection_mode="direct")
     return SdkClient(endpoint, key)
 
 
 async def one_round(kind: str, endpoint: str, key: str, concurrency: int, seconds: float) -> dict:
     async with make(kind, endpoint, key) as client:
         c = client.get_database_client("bench").get_container_client("c")
+        if kind == "direct":
+            await client.open_connections_and_init_caches([c], regions=1)
         await c.read_item("item", partition_key="p")           # warm: caches, pools
         done = 0
         stop = time.perf_counter() + seconds
@@ -67,24 +72,28 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--clients", default="ours,direct,sdk", help="which clients, comma-separated")
     args = p.parse_args()
+    kinds = args.clients.split(",")
     runs = []
     with ServerProcess("--consistency", "Session") as server:
         endpoint, key = server.ready["account_endpoint"], server.ready["key"]
         uvloop.run(setup(endpoint, key))
         for _ in range(args.rounds):
-            for kind in ("ours", "sdk"):
+            for kind in kinds:
                 run = uvloop.run(one_round(kind, endpoint, key, args.concurrency, args.seconds))
                 print(json.dumps(run), flush=True)
                 runs.append(run)
     summary = {"machine": machine()}
-    for kind in ("ours", "sdk"):
+    for kind in kinds:
         mine = [r for r in runs if r["client"] == kind]
         summary[kind] = {"reads_per_s": statistics.median(r["reads_per_s"] for r in mine),
                          "client_cpu_us_per_read": statistics.median(r["client_cpu_us_per_read"] for r in mine)}
-    summary["cpu_ratio_ours_to_sdk"] = round(summary["ours"]["client_cpu_us_per_read"]
-                                             / summary["sdk"]["client_cpu_us_per_read"], 3)
-    summary["throughput_ratio_ours_to_sdk"] = round(summary["ours"]["reads_per_s"] / summary["sdk"]["reads_per_s"], 2)
+    for a, b in (("ours", "sdk"), ("direct", "ours"), ("direct", "sdk")):
+        if a in summary and b in summary:
+            summary[f"cpu_ratio_{a}_to_{b}"] = round(summary[a]["client_cpu_us_per_read"]
+                                                     / summary[b]["client_cpu_us_per_read"], 3)
+            summary[f"throughput_ratio_{a}_to_{b}"] = round(summary[a]["reads_per_s"] / summary[b]["reads_per_s"], 2)
     print(json.dumps(summary))
 
 

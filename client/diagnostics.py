@@ -27,6 +27,7 @@ class Attempt:
     latency_ms: float = 0.0
     request_charge: float = 0.0
     error: str | None = None             # transport error or "cancelled"
+    direct: dict | None = None           # direct mode: replicas contacted, 410 refreshes, quorum, fallback
 
 
 @dataclass
@@ -73,11 +74,16 @@ class Diagnostics:
     def retries(self) -> int:
         return sum(1 for a in self.attempts if not a.hedge) - 1
 
+    @property
+    def replicas_contacted(self) -> list[dict]:
+        return [r for a in self.attempts if a.direct for r in a.direct["replicas"]]
+
     def to_dict(self) -> dict:
         return {"operation": self.operation, "resource": self.resource,
                 "status": self.status, "sub_status": self.sub_status,
                 "latency_ms": round(self.latency_ms, 3), "request_charge": self.request_charge,
-                "regions_contacted": self.regions_contacted, "retries": max(self.retries, 0),
+                "regions_contacted": self.regions_contacted,
+                "replicas_contacted": self.replicas_contacted, "retries": max(self.retries, 0),
                 "hedges": self.hedges, "attempts": [asdict(a) for a in self.attempts],
                 "events": [asdict(e) for e in self.events]}
 

@@ -201,6 +201,14 @@ class CosmosClient:
     def get_database_account(self):
         return self._run(self._inner.get_database_account())
 
+    @property
+    def direct_transport(self):
+        return self._inner.direct_transport
+
+    def open_connections_and_init_caches(self, containers, **kw) -> dict:
+        inner = [c._inner if isinstance(c, ContainerProxy) else c for c in containers]
+        return self._run(self._inner.open_connections_and_init_caches(inner, **kw))
+
     def get_database_client(self, database) -> DatabaseProxy:
         return DatabaseProxy(self._run, self._inner.get_database_client(database))
 

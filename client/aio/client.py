@@ -7,10 +7,14 @@ The constructor mirrors azure.cosmos.aio.CosmosClient's (url, credential, prefer
 excluded_locations, consistency_level, connection_mode, multiple_write_locations) and adds the
 policies' knobs: availability_strategy (hedging), timeout (end-to-end seconds),
 non_idempotent_write_retry, retry limits, region-scoped session capture and its Bloom filter,
-the diagnostics latency threshold, the account refresh interval and the gateway pool. A custom
+the diagnostics latency threshold, the account refresh interval, the gateway pool and direct
+mode's pool (connection_mode="direct": client/aio/direct.py; docs/client.md). A custom
 `transport=` (anything with the GatewayTransport interface) replaces the gateway one.
 """
+import asyncio
+
 from client.exceptions import CosmosResourceExistsError, CosmosResourceNotFoundError
+from client.policies import direct_pool as pool
 from client.policies.breaker import PartitionCircuitBreaker
 from client.policies.regions import ACCOUNT_REFRESH_MS, RegionRouter
 from client.policies.retry import RetryOptions
@@ -23,8 +27,11 @@ from .pipeline import Pipeline
 from .request import Request
 from .responses import as_dict, body_json, dumps
 from .transport import GatewayTransport, IDLE_TIMEOUT_S, POOL_CONNECTIONS_MAX
+from .direct import DirectTransport
 
 GATEWAY, DIRECT = "gateway", "direct"
+WARMUP_REGIONS = 2
+WARMUP_AGGRESSIVE_S = 1.0
 
 
 def _retry_options(kwargs) -> RetryOptions:
@@ -44,19 +51,30 @@ class CosmosClient:
                  session_bloom_false_positive_rate=BLOOM_FALSE_POSITIVE_RATE,
                  diagnostics_latency_threshold_ms=None, account_refresh_interval_ms=ACCOUNT_REFRESH_MS,
                  pool_connections_max=POOL_CONNECTIONS_MAX, idle_timeout_s=IDLE_TIMEOUT_S,
-                 transport=None, clock=None, **kwargs):
+                 transport=None, clock=None,
+                 max_requests_per_connection=pool.MAX_REQUESTS_PER_CONNECTION,
+                 max_connections_per_endpoint=pool.MAX_CONNECTIONS_PER_ENDPOINT,
+                 idle_connection_timeout_s=pool.IDLE_CONNECTION_TIMEOUT_S,
+                 idle_endpoint_timeout_s=pool.IDLE_ENDPOINT_TIMEOUT_S,
+                 connect_timeout_s=pool.CONNECT_TIMEOUT_S, request_timeout_s=pool.REQUEST_TIMEOUT_S,
+                 **kwargs):
         if connection_mode not in (GATEWAY, DIRECT):
             raise ValueError(f"connection_mode must be 'gateway' or 'direct', not {connection_mode!r}")
-        if connection_mode == DIRECT and transport is None:
-            raise ValueError("connection_mode='direct' needs the direct transport, which this build "
-                             "does not have yet; use connection_mode='gateway'")
         key = credential if isinstance(credential, str) else credential["masterKey"]
         self.url = url if url.endswith("/") else url + "/"
         self.connection_mode = connection_mode
         self._router = RegionRouter(preferred_locations, excluded_locations, multiple_write_locations,
                                     account_refresh_interval_ms)
+        if transport is None:
+            transport = GatewayTransport(pool_connections_max, idle_timeout_s)
+            if connection_mode == DIRECT:
+                transport = DirectTransport(
+                    key, transport, self._account_consistency,
+                    pool.PoolOptions(max_requests_per_connection, max_connections_per_endpoint,
+                                     idle_connection_timeout_s, idle_endpoint_timeout_s,
+                                     connect_timeout_s, request_timeout_s), clock)
         self._pipeline = Pipeline(
-            self.url, key, transport or GatewayTransport(pool_connections_max, idle_timeout_s),
+            self.url, key, transport,
             self._router, retry_options=_retry_options(kwargs), consistency_level=consistency_level,
             availability_strategy=availability_strategy, timeout_s=timeout,
             breaker=PartitionCircuitBreaker(),
@@ -74,6 +92,34 @@ class CosmosClient:
 
     async def close(self) -> None:
         await self._pipeline.close()
+
+    def _account_consistency(self):
+        return self._router.account.consistency if self._router.account is not None else None
+
+    @property
+    def direct_transport(self) -> DirectTransport | None:
+        t = self._pipeline.transport
+        return t if isinstance(t, DirectTransport) else None
+
+    async def open_connections_and_init_caches(self, containers, regions: int = WARMUP_REGIONS,
+                                               aggressive_warmup_s: float = WARMUP_AGGRESSIVE_S) -> dict:
+        """Direct mode: fill the address caches and open a connection to every replica endpoint
+        of `containers` (proxies or links) in the first `regions` preferred read regions. Waits
+        at most `aggressive_warmup_s`; what is not done by then goes on in the background.
+        Answers {"regions", "containers", "connections"} (connections open when it returns)."""
+        direct = self.direct_transport
+        if direct is None:
+            raise ValueError("open_connections_and_init_caches needs connection_mode='direct'")
+        await self._pipeline.ensure_account()
+        chosen = self._router.applicable(False, self._pipeline.now_ms(), None)[:regions]
+        links = [c if isinstance(c, str) else c.link for c in containers]
+        tasks = [asyncio.ensure_future(direct.warm_up(r.endpoint, link)) for r in chosen for link in links]
+        if tasks:
+            done, pending = await asyncio.wait(tasks, timeout=aggressive_warmup_s)
+            for t in done:
+                t.exception()             # a region that failed to warm up is served cold
+        return {"regions": [r.name for r in chosen], "containers": links,
+                "connections": direct.connection_count()}
 
     # ---- regions ---------------------------------------------------------------------------------
     @property

@@ -270,6 +270,7 @@ class Pipeline:
             attempt.error = "cancelled"
             raise
         attempt.latency_ms = (self.now() - started) * 1000.0
+        attempt.direct = getattr(reply, "direct", None)
         h = reply.headers
         attempt.status = reply.status
         attempt.sub_status = int(h.get(H.SUBSTATUS) or 0)

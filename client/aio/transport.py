@@ -28,6 +28,7 @@ class Reply:
     status: int
     headers: object                      # a case-insensitive mapping
     body: bytes
+    direct: dict | None = None           # direct mode: replicas contacted, refreshes, quorum, fallback
 
 
 class TransportError(Exception):

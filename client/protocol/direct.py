@@ -236,3 +236,68 @@ def parse_uri(uri: str) -> tuple[str, int, str]:
     if key.endswith("p"):
         key = key[:-1]
     return host, int(port), key
+
+
+# ---- client helpers: request frames and reply fields ------------------------------------------
+# A client builds its frames and reads replies only through these, so a change of the reply
+# encoding (compact keys, a new version) is made here, once, for both sides.
+def auth(mac: bytes) -> dict:
+    return {"t": AUTH, "mac": mac}
+
+
+def ping() -> dict:
+    return {"t": PING}
+
+
+def bye() -> dict:
+    return {"t": BYE}
+
+
+def request(rid: int, op: str, replica: str, options: dict, body: bytes | None = None,
+            item: str | None = None) -> dict:
+    """A request frame; `options` are REQUEST_OPTIONS fields (names, not headers)."""
+    frame = dict(options)
+    frame["t"] = REQUEST
+    frame["id"] = rid
+    frame["op"] = op
+    frame["replica"] = replica
+    if body is not None:
+        frame["body"] = body
+    if item is not None:
+        frame["item"] = item
+    return frame
+
+
+def frame_type(frame: dict) -> str:
+    return frame["t"]
+
+
+def reply_id(frame: dict):
+    return frame.get("id")
+
+
+# Reply fields a client reads, by their names in docs/direct-protocol.md.
+REPLY_FIELDS = ("status", "sub", "body", "lsn", "quorum_lsn", "global_lsn", "item_lsn", "session",
+                "charge", "activity_id", "retry_after_ms", "etag", "continuation", "item_count", "role")
+# Reply fields carried to the caller as the gateway header of the same meaning.
+REPLY_HEADERS = (("session", "x-ms-session-token"), ("etag", "etag"),
+                 ("continuation", "x-ms-continuation"), ("item_count", "x-ms-item-count"),
+                 ("retry_after_ms", "x-ms-retry-after-ms"), ("item_lsn", "lsn"),
+                 ("activity_id", "x-ms-activity-id"))
+
+
+def reply_fields(frame: dict) -> dict:
+    """A reply (or error) frame's fields under their documented names (absent ones left out)."""
+    return {name: frame[name] for name in REPLY_FIELDS if name in frame}
+
+
+def error_fields(frame: dict) -> tuple[int, int, str]:
+    """(status, substatus, message) of an error frame."""
+    return int(frame.get("status") or 0), int(frame.get("sub") or 0), str(frame.get("message") or "")
+
+
+def challenge_fields(frame: dict) -> dict:
+    """The challenge's nonce and the node's limits, by their documented names."""
+    names = ("version", "nonce", "node", "region", "max_in_flight", "max_frame_bytes",
+             "idle_timeout_ms", "heartbeat_ms")
+    return {n: frame.get(n) for n in names}

@@ -2,7 +2,7 @@
 written once against the shared API names, run through our sync client and through the SDK's on
 twin containers of one real emulator, and their results (system properties aside), the errors'
 status and substatus, and the change feeds compare equal. Then the aio face against the SDK's aio
-client, and the sync client shared by threads."""
+client, and the sync client shared by threads. The first two run our client in gateway and in direct mode."""
 import asyncio
 import threading
 
@@ -78,20 +78,28 @@ def script(c):
     return out
 
 
-def test_the_same_operations_give_the_same_results_as_the_sdk(regionlab):
+@pytest.mark.parametrize("mode", ["gateway", "direct"])
+def test_the_same_operations_give_the_same_results_as_the_sdk(regionlab, mode):
     emu = regionlab
-    with CosmosClient(emu.endpoint, credential=emu.key) as ours, SdkClient(emu.endpoint, emu.key) as sdk:
+    with CosmosClient(emu.endpoint, credential=emu.key, connection_mode=mode) as ours, \
+            SdkClient(emu.endpoint, emu.key) as sdk:
         mine = ours.create_database("ours").create_container("c", partition_key=PartitionKey(path="/pk"),
                                                              offer_throughput=400)
         theirs = sdk.create_database("sdk").create_container("c", partition_key=SdkPartitionKey(path="/pk"),
                                                             offer_throughput=400)
         got, expected = script(mine), script(theirs)
+        direct = ours.direct_transport
+        if mode == "direct":          # the point operations, batch and pk queries went to replicas
+            assert direct.connection_count() > 0 and direct.fallbacks == 0
+        else:
+            assert direct is None
     assert len(got) == len(expected) == 28
     for i, (a, b) in enumerate(zip(got, expected)):
         assert a == b, f"operation {i}: ours {a} != sdk {b}"
 
 
-def test_the_aio_face_matches_the_sdks_aio_client(regionlab):
+@pytest.mark.parametrize("mode", ["gateway", "direct"])
+def test_the_aio_face_matches_the_sdks_aio_client(regionlab, mode):
     emu = regionlab
 
     async def ops(client, PK):
@@ -107,7 +115,7 @@ def test_the_aio_face_matches_the_sdks_aio_client(regionlab):
         return clean(item), sorted(rows), feed
 
     async def main():
-        async with AioCosmosClient(emu.endpoint, credential=emu.key) as ours, \
+        async with AioCosmosClient(emu.endpoint, credential=emu.key, connection_mode=mode) as ours, \
                 SdkAioClient(emu.endpoint, emu.key) as sdk:
             mine = await ops(ours, PartitionKey)
             theirs = await ops(sdk, SdkPartitionKey)
