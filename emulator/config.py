@@ -183,6 +183,12 @@ def direct_ports(value):
     return (lo, hi)
 
 
+def path(value) -> str:
+    """A file or directory name; `~` is the user's home. Whether it exists is checked where it is used."""
+    import os
+    return os.path.abspath(os.path.expanduser(text(value)))
+
+
 def limits(value) -> dict:
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise ValueError("must be a dict of the direct server's limits, e.g. {'idle_timeout_s': 0.5}")
@@ -215,6 +221,7 @@ THROUGHPUT = "throughput (docs/throughput.md; change them later with `regionlab 
 STALENESS = "bounded staleness (with --consistency BoundedStaleness)"
 _ports = "0: free ports for all"
 DIRECT = "direct mode (docs/direct.md)"
+HTTPS = "HTTPS (docs/https.md; the control port stays plain HTTP)"
 
 OPTIONS = (
     Option("host", text, defaults.HOST, "--host", "HOST", "address to listen on"),
@@ -274,6 +281,17 @@ OPTIONS = (
            f"port range the nodes listen on, MIN-MAX, or 0 for free ports (default "
            f"{defaults.DIRECT_PORT_MIN}-{defaults.DIRECT_PORT_MAX}; free ports with --port 0)",
            group=DIRECT, metavar="MIN-MAX"),
+    Option("https", boolean, False, "--https", "HTTPS",
+           "the gateway ports (global and regions) serve TLS with a certificate generated on first start "
+           "in --cert-dir and reused; endpoints become https://", switch=True, group=HTTPS),
+    Option("cert_dir", optional(path), None, "--cert-dir", "CERT_DIR",
+           "where the generated certificate is kept; clients trust its emulator.pem once "
+           "(default: $XDG_CACHE_HOME/regionlab/certs, else ~/.cache/regionlab/certs)", group=HTTPS, metavar="DIR"),
+    Option("cert", optional(path), None, "--cert", "CERT",
+           "serve HTTPS with your own certificate (PEM, chain after it); implies --https; needs --cert-key",
+           group=HTTPS, metavar="FILE"),
+    Option("cert_key", optional(path), None, "--cert-key", "CERT_KEY",
+           "the private key (PEM, unencrypted) of --cert", group=HTTPS, metavar="FILE"),
     # Options of running_emulator() and the marker only.
     Option("direct_limits", limits, {}),
     Option("lag_ms", lag_matrix, {}),
@@ -360,6 +378,28 @@ def _cross_check(v: dict) -> None:
             raise ConfigError(f"lag_ms names the pair ({a!r}, {b!r}); the regions are {', '.join(v['regions'])}")
 
 
+def _tls(v: dict) -> dict:
+    """The ServerConfig fields of HTTPS: a generated certificate's directory and files, or the
+    user's own pair, checked now (it loads and the key matches)."""
+    from .runtime import certificate
+    if (v["cert"] is None) != (v["cert_key"] is None):
+        raise ConfigError("--cert and --cert-key go together: give the certificate (PEM) and its private key, "
+                          "or neither to have regionlab generate one")
+    if v["cert"] is not None:
+        try:
+            own = certificate.bring_your_own(v["cert"], v["cert_key"])
+        except certificate.CertificateError as e:
+            raise ConfigError(f"--cert {v['cert']}: {e}") from None
+        return {"https": True, "tls_cert_file": own.cert_file, "tls_key_file": own.key_file,
+                "tls_trust_file": own.trust_file}
+    if not v["https"]:
+        return {}
+    d = v["cert_dir"] or certificate.default_dir()
+    return {"https": True, "cert_dir": d, "tls_cert_file": f"{d}/{certificate.SERVER_CERT_FILE}",
+            "tls_key_file": f"{d}/{certificate.SERVER_KEY_FILE}",
+            "tls_trust_file": f"{d}/{certificate.TRUST_FILE}"}
+
+
 def _build(v: dict):
     from .runtime.server import ServerConfig
     if v["direct_ports"] is None:          # the nodes follow the region ports: free with --port 0
@@ -380,7 +420,7 @@ def _build(v: dict):
                         control_port=v["control_port"], key=v["key"] if v["auth"] else None, seed=v["seed"],
                         header_timeout_s=v["header_timeout_s"], write_ack_timeout_s=v["write_ack_timeout_s"],
                         direct_port_range=v["direct_ports"], direct_limits=v["direct_limits"],
-                        control_token=v["control_token"], connections_max=v["connections_max"])
+                        control_token=v["control_token"], connections_max=v["connections_max"], **_tls(v))
 
 
 def environment_help() -> str:

@@ -24,7 +24,9 @@ class RunningEmulator:
         t = emu.topology
         self.endpoint = t.global_endpoint
         self.region_endpoints = {name: t.region_endpoint(name) for name in emu.account.config.regions}
-        self.control_endpoint = t.url(t.control_port)
+        self.control_endpoint = t.control_url
+        # With https: the file a client trusts (connection_verify=, NODE_EXTRA_CA_CERTS); else None.
+        self.certificate = emu.certificate.trust_file if emu.certificate is not None else None
         self.key = emu.config.key or defaults.EMULATOR_KEY
         self.control_token = emu.config.control_token     # send as "Authorization: Bearer ..."
         self.regions = list(emu.account.config.regions)
