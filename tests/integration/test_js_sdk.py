@@ -168,3 +168,14 @@ def test_js_fails_the_app_when_a_region_refuses_or_resets_connections(js_sdk, mo
     assert _served_by(write_out["read"], WEST, "GET 200")
     assert _served_by(write_out["freshRead"], WEST, "GET 200")   # discovery still works
     assert write_out["write"]["error"]["code"] == code
+
+
+# ---- HTTPS (--https): the SDK verifies the generated certificate it is told to trust -----------
+def test_js_over_https_trusting_the_certificate_through_node_extra_ca_certs(js_sdk, tmp_path):
+    with running_emulator(https=True, cert_dir=str(tmp_path), lag_ms=NO_LAG) as emu:
+        assert emu.endpoint.startswith("https://")
+        r = ok(run_node(js_sdk, "https.mjs", emu, NODE_EXTRA_CA_CERTS=emu.certificate), "https")
+        assert r["statuses"] == [201, 200, 204] and r["query"] == [2, 3] and r["read"] == 2
+        assert r["hits"] == {WEST: {"GET 200": 1}}
+        untrusted = run_node(js_sdk, "https.mjs", emu)["https"]      # no CA: node refuses the certificate
+        assert "error" in untrusted and "certificate" in untrusted["error"]["message"].lower()
