@@ -14,6 +14,8 @@ import ipaddress
 import json
 import socket
 import ssl
+import subprocess
+import sys
 
 import aiohttp
 import pytest
@@ -30,7 +32,7 @@ from emulator.config import ConfigError
 from emulator.runtime import certificate
 from emulator.testing import running_emulator
 from sdk_harness import CLIENT_DEFAULTS, host_port, read_until_eof
-from test_cli import spawn
+from test_cli import _clean_env, spawn
 
 HOST = "127.0.0.2"          # not one of the names the SDK exempts from certificate checks
 EAST, EAST2, WEST = "East US", "East US 2", "West US"
@@ -250,3 +252,14 @@ def test_cli_https_ready_line_names_the_certificate(tmp_path, cert_dir):
         assert conn.getresponse().read() == open(info["certificate"], "rb").read()
         rc, _ = cli.terminate()
         assert rc == 0
+
+
+def test_cli_unwritable_cert_dir_is_one_line_and_exit_1(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    done = subprocess.run([sys.executable, "-m", "emulator", "--https", "--cert-dir", str(blocker / "certs"),
+                           "--port", "0", "--control-port", "0"], capture_output=True, text=True,
+                          env=_clean_env(), cwd=tmp_path, timeout=60)
+    assert done.returncode == 1 and done.stdout == ""
+    lines = [line for line in done.stderr.splitlines() if line.startswith("regionlab: error:")]
+    assert len(lines) == 1 and "cannot keep certificates in" in lines[0] and "Traceback" not in done.stderr
