@@ -189,6 +189,13 @@ def path(value) -> str:
     return os.path.abspath(os.path.expanduser(text(value)))
 
 
+def query_mode(value) -> str:
+    from .gateway.queries import QUERY_MODES
+    if isinstance(value, str) and value.strip().lower() in QUERY_MODES:
+        return value.strip().lower()
+    raise ValueError(f"must be one of {', '.join(QUERY_MODES)}")
+
+
 def limits(value) -> dict:
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise ValueError("must be a dict of the direct server's limits, e.g. {'idle_timeout_s': 0.5}")
@@ -281,6 +288,10 @@ OPTIONS = (
            f"port range the nodes listen on, MIN-MAX, or 0 for free ports (default "
            f"{defaults.DIRECT_PORT_MIN}-{defaults.DIRECT_PORT_MAX}; free ports with --port 0)",
            group=DIRECT, metavar="MIN-MAX"),
+    Option("query_mode", query_mode, "whole", "--query-mode", "QUERY_MODE",
+           "whole: the gateway runs every query whole and returns final results; service: as the service, "
+           "cross-partition ORDER BY/aggregate/DISTINCT/TOP/OFFSET queries get 400/1004 and the SDK plans "
+           "them from the query plan and fans out (docs/queries.md)", metavar="MODE"),
     Option("https", boolean, False, "--https", "HTTPS",
            "the gateway ports (global and regions) serve TLS with a certificate generated on first start "
            "in --cert-dir and reused; endpoints become https://", switch=True, group=HTTPS),
@@ -420,7 +431,8 @@ def _build(v: dict):
                         control_port=v["control_port"], key=v["key"] if v["auth"] else None, seed=v["seed"],
                         header_timeout_s=v["header_timeout_s"], write_ack_timeout_s=v["write_ack_timeout_s"],
                         direct_port_range=v["direct_ports"], direct_limits=v["direct_limits"],
-                        control_token=v["control_token"], connections_max=v["connections_max"], **_tls(v))
+                        control_token=v["control_token"], connections_max=v["connections_max"],
+                        query_mode=v["query_mode"], **_tls(v))
 
 
 def environment_help() -> str:

@@ -51,6 +51,7 @@ class Gateway:
         self.requests_served: collections.Counter = collections.Counter()
         self.write_ack_timeout_s = WRITE_ACK_TIMEOUT_S     # ServerConfig may shorten it (tests)
         self.trust_pem: bytes | None = None     # the certificate clients trust, with --https
+        self.query_mode = "whole"               # or "service" (gateway/queries.py)
         # Query execution (gateway/queries.py): work units spent, slices run (a streaming page is
         # one), and queries stopped because their client went away between slices.
         self.query_work: collections.Counter = collections.Counter()

@@ -64,6 +64,7 @@ class ServerConfig:
     # at start, and tls_cert_file/tls_key_file/tls_trust_file name its files; without it, they
     # are the user's own (--cert/--cert-key; the trust file is the certificate itself). Direct
     # mode may serve TLS from the same tls_cert_file/tls_key_file pair.
+    query_mode: str = "whole"                 # "service": 400/1004 as the service (gateway/queries.py)
     https: bool = False
     cert_dir: str | None = None
     tls_cert_file: str | None = None
@@ -286,6 +287,7 @@ class Emulator:
         cfg = self.config
         gw = Gateway(self.account, self.topology, name, cfg.key)
         gw.write_ack_timeout_s = cfg.write_ack_timeout_s
+        gw.query_mode = cfg.query_mode
         self.gateways[name] = gw
         if self.certificate is not None:
             gw.trust_pem = self.certificate.trust_pem()
