@@ -14,7 +14,9 @@ rewritten query is real SQL this engine (like the service's) runs per partition:
   SDKs replace the placeholder with `true` (or a resume filter). The payload is the root
   alias for SELECT *, the VALUE expression, or an object of the select list by its names.
 * `SELECT VALUE AGG(x)`: `SELECT VALUE [{"item": AGG(x)}] ...`; AVG sends its partial as
-  `{"sum": SUM(x), "count": COUNT(x)}`, which the SDKs combine.
+  `{"sum": SUM(x), "count": COUNT(x)}`, which the SDKs combine; MIN and MAX send
+  `{"item": MAX(x), "item2": {"max": MAX(x), "count": COUNT(x)}}` (the Python SDK reads item,
+  the JS SDK item2, which tells an empty partition from one whose maximum is null).
 * DISTINCT, TOP, OFFSET/LIMIT: the query without them; TOP, OFFSET and LIMIT become a per-
   partition `TOP offset+limit` (no partition needs to send more than that).
 
@@ -126,10 +128,13 @@ def _rewrite(tree, pieces: "_Pieces", plan, aggregate: str | None) -> str:
     if aggregate is not None:
         arg = pieces.value_aggregate_argument()
         if aggregate == "AVG":
-            item = f'{{"sum": SUM({arg}), "count": COUNT({arg})}}'
+            item = f'"item": {{"sum": SUM({arg}), "count": COUNT({arg})}}'
+        elif aggregate in ("MIN", "MAX"):
+            low = aggregate.lower()
+            item = f'"item": {aggregate}({arg}), "item2": {{"{low}": {aggregate}({arg}), "count": COUNT({arg})}}'
         else:
-            item = f"{aggregate}({arg})"
-        return f'SELECT {top}VALUE [{{"item": {item}}}] {rest}'
+            item = f'"item": {aggregate}({arg})'
+        return f'SELECT {top}VALUE [{{{item}}}] {rest}'
     if tree.order_by:
         root = tree.source.alias
         items = ", ".join(f'{{"item": {t}}}' for t in pieces.order_texts())
