@@ -1,7 +1,12 @@
-"""SQL queries over items and metadata, run entirely on the server (cosmos-wire §6).
+"""SQL queries over items and metadata, run on the server (cosmos-wire §6), and query plans.
 
-The gateway never asks the SDK to plan a query: it runs the whole query over every partition
-in scope and returns final results, paged by an opaque continuation. Scope, narrowest first:
+In the default query mode ("whole") the gateway never asks the SDK to plan a query: it runs
+the whole query over every partition in scope and returns final results, paged by an opaque
+continuation. In "service" mode a cross-partition query that needs client-side work (ORDER
+BY, VALUE aggregates, DISTINCT, TOP, OFFSET/LIMIT) is answered 400/1004 with its plan, as the
+service does, and the SDK fans out the plan's rewritten query per partition key range, which
+is served like any query; plan requests get the service-shaped plan in either mode
+(core/query/execution_info.py, docs/queries.md). Scope, narrowest first:
 the partition key header (one logical partition), the partition key range id header, the EPK
 range headers; with none of them the query spans the whole container, whatever the
 cross-partition flag says (the sync SDK never sends it).
