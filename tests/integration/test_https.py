@@ -31,7 +31,7 @@ from cryptography.x509.oid import NameOID
 from emulator.config import ConfigError
 from emulator.runtime import certificate
 from emulator.testing import running_emulator
-from sdk_harness import CLIENT_DEFAULTS, host_port, read_until_eof
+from sdk_harness import CLIENT_DEFAULTS, heal_fault, host_port, inject_fault, read_until_eof
 from test_cli import _clean_env, spawn
 
 HOST = "127.0.0.2"          # not one of the names the SDK exempts from certificate checks
@@ -263,3 +263,46 @@ def test_cli_unwritable_cert_dir_is_one_line_and_exit_1(tmp_path):
     assert done.returncode == 1 and done.stdout == ""
     lines = [line for line in done.stderr.splitlines() if line.startswith("regionlab: error:")]
     assert len(lines) == 1 and "cannot keep certificates in" in lines[0] and "Traceback" not in done.stderr
+
+
+# ---- region outages on HTTPS ports -------------------------------------------------------------
+def _tls_get(emu, url: str) -> int:
+    host, port = host_port(url)
+    conn = http.client.HTTPSConnection(host, port, timeout=5,
+                                       context=ssl.create_default_context(cafile=emu.certificate))
+    try:
+        conn.request("GET", "/_explorer/emulator.pem")
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+def test_refuse_outage_closes_the_https_port_and_heal_serves_tls_again(emu):
+    url = emu.region_endpoints[WEST]
+    fault = inject_fault(emu, type="region_outage", region=WEST, mode="refuse")
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(host_port(url), timeout=5).close()
+    heal_fault(emu, fault["id"])
+    assert _tls_get(emu, url) == 200
+
+
+def test_reset_outage_resets_tls_connections(emu):
+    # asyncio's TLS stream reports the reset; a blocking ssl socket reads it as a plain EOF.
+    url = emu.region_endpoints[EAST2]
+    host, port = host_port(url)
+    ctx = ssl.create_default_context(cafile=emu.certificate)
+    request = b"GET /_explorer/emulator.pem HTTP/1.1\r\nHost: x\r\n\r\n"
+
+    async def run():
+        reader, writer = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=host)
+        writer.write(request)
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
+        fault = await asyncio.to_thread(inject_fault, emu, type="region_outage", region=EAST2, mode="reset")
+        with pytest.raises(ConnectionResetError):
+            while await reader.read(65536):
+                pass
+        writer.close()
+        return fault
+    fault = asyncio.run(run())
+    heal_fault(emu, fault["id"])
+    assert _tls_get(emu, url) == 200
