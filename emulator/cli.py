@@ -129,9 +129,13 @@ def main(argv=None) -> int:
     except config.ConfigError as e:
         _usage_error(str(e))
     logs.configure(level)
+    from .runtime.certificate import CertificateError
     try:
         import uvloop
         uvloop.run(serve(server_config))
+    except CertificateError as e:
+        print(f"regionlab: error: {e}", file=sys.stderr)
+        return 1
     except OSError as e:
         hint = ""
         if e.errno == errno.EADDRINUSE:

@@ -186,6 +186,19 @@ def direct_ports(value):
     return (lo, hi)
 
 
+def path(value) -> str:
+    """A file or directory name; `~` is the user's home. Whether it exists is checked where it is used."""
+    import os
+    return os.path.abspath(os.path.expanduser(text(value)))
+
+
+def query_mode(value) -> str:
+    from .gateway.queries import QUERY_MODES
+    if isinstance(value, str) and value.strip().lower() in QUERY_MODES:
+        return value.strip().lower()
+    raise ValueError(f"must be one of {', '.join(QUERY_MODES)}")
+
+
 def limits(value) -> dict:
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise ValueError("must be a dict of the direct server's limits, e.g. {'idle_timeout_s': 0.5}")
@@ -231,6 +244,7 @@ THROUGHPUT = "throughput (docs/throughput.md; change them later with `regionlab 
 STALENESS = "bounded staleness (with --consistency BoundedStaleness)"
 _ports = "0: free ports for all"
 DIRECT = "direct mode (docs/direct.md)"
+HTTPS = "HTTPS (docs/https.md; the control port stays plain HTTP)"
 
 OPTIONS = (
     Option("host", text, defaults.HOST, "--host", "HOST", "address to listen on"),
@@ -294,6 +308,21 @@ OPTIONS = (
            f"port range the nodes listen on, MIN-MAX, or 0 for free ports (default "
            f"{defaults.DIRECT_PORT_MIN}-{defaults.DIRECT_PORT_MAX}; free ports with --port 0)",
            group=DIRECT, metavar="MIN-MAX"),
+    Option("query_mode", query_mode, "whole", "--query-mode", "QUERY_MODE",
+           "whole: the gateway runs every query whole and returns final results; service: as the service, "
+           "cross-partition ORDER BY/aggregate/DISTINCT/TOP/OFFSET queries get 400/1004 and the SDK plans "
+           "them from the query plan and fans out (docs/queries.md)", metavar="MODE"),
+    Option("https", boolean, False, "--https", "HTTPS",
+           "the gateway ports (global and regions) serve TLS with a certificate generated on first start "
+           "in --cert-dir and reused; endpoints become https://", switch=True, group=HTTPS),
+    Option("cert_dir", optional(path), None, "--cert-dir", "CERT_DIR",
+           "where the generated certificate is kept; clients trust its emulator.pem once "
+           "(default: $XDG_CACHE_HOME/regionlab/certs, else ~/.cache/regionlab/certs)", group=HTTPS, metavar="DIR"),
+    Option("cert", optional(path), None, "--cert", "CERT",
+           "serve HTTPS with your own certificate (PEM, chain after it); implies --https; needs --cert-key",
+           group=HTTPS, metavar="FILE"),
+    Option("cert_key", optional(path), None, "--cert-key", "CERT_KEY",
+           "the private key (PEM, unencrypted) of --cert", group=HTTPS, metavar="FILE"),
     # Options of running_emulator() and the marker only.
     Option("direct_limits", limits, {}),
     Option("lag_ms", lag_matrix, {}),
@@ -388,6 +417,28 @@ def _cross_check(v: dict) -> None:
             raise ConfigError(f"lag_ms names the pair ({a!r}, {b!r}); the regions are {', '.join(v['regions'])}")
 
 
+def _tls(v: dict) -> dict:
+    """The ServerConfig fields of HTTPS: a generated certificate's directory and files, or the
+    user's own pair, checked now (it loads and the key matches)."""
+    from .runtime import certificate
+    if (v["cert"] is None) != (v["cert_key"] is None):
+        raise ConfigError("--cert and --cert-key go together: give the certificate (PEM) and its private key, "
+                          "or neither to have regionlab generate one")
+    if v["cert"] is not None:
+        try:
+            own = certificate.bring_your_own(v["cert"], v["cert_key"])
+        except certificate.CertificateError as e:
+            raise ConfigError(f"--cert {v['cert']}: {e}") from None
+        return {"https": True, "tls_cert_file": own.cert_file, "tls_key_file": own.key_file,
+                "tls_trust_file": own.trust_file}
+    if not v["https"]:
+        return {}
+    d = v["cert_dir"] or certificate.default_dir()
+    return {"https": True, "cert_dir": d, "tls_cert_file": f"{d}/{certificate.SERVER_CERT_FILE}",
+            "tls_key_file": f"{d}/{certificate.SERVER_KEY_FILE}",
+            "tls_trust_file": f"{d}/{certificate.TRUST_FILE}"}
+
+
 def _build(v: dict):
     from .runtime.server import ServerConfig
     if v["direct_ports"] is None:          # the nodes follow the region ports: free with --port 0
@@ -410,7 +461,8 @@ def _build(v: dict):
                         header_timeout_s=v["header_timeout_s"], write_ack_timeout_s=v["write_ack_timeout_s"],
                         direct_port_range=v["direct_ports"], direct_limits=v["direct_limits"],
                         control_token=v["control_token"], connections_max=v["connections_max"],
-                        read_only_endpoints=v["read_only_endpoints"], max_clock_skew_s=v["max_clock_skew_s"])
+                        read_only_endpoints=v["read_only_endpoints"], max_clock_skew_s=v["max_clock_skew_s"],
+                        query_mode=v["query_mode"], **_tls(v))
 
 
 def environment_help() -> str:

@@ -35,7 +35,9 @@ class RunningEmulator:
         t = emu.topology
         self.endpoint = t.global_endpoint
         self.region_endpoints = {name: t.region_endpoint(name) for name in emu.account.config.regions}
-        self.control_endpoint = t.url(t.control_port)
+        self.control_endpoint = t.control_url
+        # With https: the file a client trusts (connection_verify=, NODE_EXTRA_CA_CERTS); else None.
+        self.certificate = emu.certificate.trust_file if emu.certificate is not None else None
         self.key = emu.config.key or defaults.EMULATOR_KEY
         self.control_token = emu.config.control_token     # send as "Authorization: Bearer ..."
         self.regions = list(emu.account.config.regions)
@@ -104,7 +106,10 @@ def make_config(**options):
     checked as its flag is: a bad or unknown one raises emulator.config.ConfigError. Throughput knobs
     (docs/throughput.md): ru_limits enforces provisioned RU/s (429/3200), credits_per_s an
     account-wide credit budget (429/50009; True means the default 1000), burst the 300 s burst
-    capacity, serverless a per-partition ceiling without offers."""
+    capacity, serverless a per-partition ceiling without offers. https=True (with cert_dir=..., or
+    cert=/cert_key= for your own) serves the gateway ports over TLS (docs/https.md; the handle's
+    `certificate` is the file to trust); query_mode="service" answers cross-partition queries
+    that need client-side work 400/1004 as the service does (docs/queries.md)."""
     return options_config.from_keywords(options)
 
 

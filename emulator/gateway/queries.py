@@ -1,7 +1,12 @@
-"""SQL queries over items and metadata, run entirely on the server (cosmos-wire §6).
+"""SQL queries over items and metadata, run on the server (cosmos-wire §6), and query plans.
 
-The gateway never asks the SDK to plan a query: it runs the whole query over every partition
-in scope and returns final results, paged by an opaque continuation. Scope, narrowest first:
+In the default query mode ("whole") the gateway never asks the SDK to plan a query: it runs
+the whole query over every partition in scope and returns final results, paged by an opaque
+continuation. In "service" mode a cross-partition query that needs client-side work (ORDER
+BY, VALUE aggregates, DISTINCT, TOP, OFFSET/LIMIT) is answered 400/1004 with its plan, as the
+service does, and the SDK fans out the plan's rewritten query per partition key range, which
+is served like any query; plan requests get the service-shaped plan in either mode
+(core/query/execution_info.py, docs/queries.md). Scope, narrowest first:
 the partition key header (one logical partition), the partition key range id header, the EPK
 range headers; with none of them the query spans the whole container, whatever the
 cross-partition flag says (the sync SDK never sends it).
@@ -210,6 +215,10 @@ async def query_documents(call, container):
     q = _query_of(call)
     consistency = effective(call.gw.account.consistency, call.header(H.CONSISTENCY_LEVEL))
     inputs = _Inputs(call, container, q, consistency, parse_session(call))
+    if call.gw.query_mode == "service" and len(inputs.reads) > 1:
+        refused = _refusal(call, q)
+        if refused is not None:
+            return refused
     state = qp.decode_state(q, call.header(H.CONTINUATION), len(inputs.reads))
     size = feeds.page_size(call.int_header(H.MAX_ITEM_COUNT))
     stats = call.gw.query_work
@@ -280,6 +289,44 @@ async def _run_slices(call, run) -> bool:
             return False
 
 
+QUERY_MODES = ("whole", "service")
+NOT_SERVABLE = 1004          # CrossPartitionQueryNotServable: the SDK asks for a plan and fans out
+NOT_SERVABLE_MESSAGE = (
+    "The provided cross partition query can not be directly served by the gateway. This is a first "
+    "chance (internal) exception that all newer clients will know how to handle gracefully. This "
+    "exception is traced, but unless you see it bubble up as an exception (which only happens on older "
+    "SDK clients), then you can safely ignore this message.")
+
+
+def _refusal(call, q):
+    """--query-mode service: a cross-partition query the service would not run whole in the
+    gateway is answered 400/1004 with its plan (in `additionalErrorInfo`, as the JS SDK reads
+    it), so the SDK plans it and queries each partition key range itself; None for a query
+    the gateway runs (no ORDER BY, aggregate, DISTINCT, TOP, OFFSET/LIMIT, or one regionlab
+    does not plan: see core/query/execution_info.py)."""
+    from ..core.query import execution_info as ei
+    if not (ei.needs_pipeline(q) and ei.plannable(q)):
+        return None
+    reply = responses.error(CosmosError(400, NOT_SERVABLE, NOT_SERVABLE_MESSAGE), call.activity_id)
+    body = json.loads(reply.body)
+    body["additionalErrorInfo"] = json.dumps(ei.plan_of(q))
+    reply.body = responses.dumps(body)
+    return reply
+
+
 async def query_plan(call, container):
-    raise CosmosError(400, 0, "regionlab runs every query on the server and does not hand out query "
-                              "plans; send the query itself (the Python SDK does so by default).")
+    """The query plan (core/query/execution_info.py) of the query in the body."""
+    from ..core.query import execution_info as ei
+    body = call.json_body()
+    q = _compile(body)
+    supported = {f.strip().lower() for f in (call.header(H.SUPPORTED_QUERY_FEATURES) or "").split(",")}
+    missing = [f for f in ei.features_needed(q) if f.lower() not in supported
+               and not (f == ei.FEATURE_ORDER_BY and ei.FEATURE_MULTIPLE_ORDER_BY.lower() in supported)]
+    if missing:
+        raise bad_request("Query contains 1 or more unsupported features. Upgrade your SDK to a version "
+                          f"that does support the requested features: Query contained {', '.join(missing)}, "
+                          "which the calling client does not support.")
+    if not ei.plannable(q):
+        raise bad_request("regionlab does not plan GROUP BY queries, aggregates outside SELECT VALUE, or "
+                          "DISTINCT with ORDER BY; send the query itself: the gateway runs it whole.")
+    return responses.reply(200, ei.plan_of(q), call.activity_id)

@@ -22,7 +22,7 @@ from ..core.consistency import STRONG, SESSION
 from ..core.documents import min_lsn_for
 from ..core.errors import SUB_WRITE_FORBIDDEN, CosmosError, not_found
 from . import account as account_doc
-from . import addresses, admission, documents, metadata, request_faults, responses
+from . import addresses, admission, documents, explorer, metadata, request_faults, responses
 from .call import Call
 
 log = logging.getLogger("regionlab.gateway")
@@ -57,6 +57,8 @@ class Gateway:
         # what, for tests and the control port's topology.
         self.requests_served: collections.Counter = collections.Counter()
         self.write_ack_timeout_s = WRITE_ACK_TIMEOUT_S     # ServerConfig may shorten it (tests)
+        self.trust_pem: bytes | None = None     # the certificate clients trust, with --https
+        self.query_mode = "whole"               # or "service" (gateway/queries.py)
         # Query execution (gateway/queries.py): work units spent, slices run (a streaming page is
         # one), and queries stopped because their client went away between slices.
         self.query_work: collections.Counter = collections.Counter()
@@ -79,6 +81,8 @@ class Gateway:
         call = Call(self, req)
         effect = None
         try:
+            if len(call.segs) == 2 and tuple(call.segs) == explorer.PATH:
+                return explorer.handle(call)        # public, like the emulator's: no auth, any region state
             if (call.segs or self.region is not None) and self.account.region_state(call.region) != "up":
                 raise CosmosError(503, 0, f"Region {call.region} is unavailable (a region outage, "
                                           "or it was removed from the account).")

@@ -3,6 +3,12 @@
 `Emulator.start()` binds every listener first (ports may be 0, for tests), so the account
 document can advertise the real addresses, then serves. `ready_info()` is the one
 machine-readable line the CLI prints when everything is up.
+
+With `https` every gateway port (global and regions) serves TLS through a TlsListener
+(runtime/tls_listener.py) with the certificate of runtime/certificate.py (generated into
+`cert_dir`, or the user's `tls_cert_file`/`tls_key_file`), and the endpoints become https://.
+The control port stays plain HTTP: it is for tools and people on the machine, and faults never
+touch it.
 """
 import asyncio
 import errno
@@ -24,7 +30,9 @@ from ..core.scheduler import Scheduler
 from ..gateway.http import BLACKHOLE, RESET, HttpServer, HEADER_TIMEOUT_S_DEFAULT
 from ..gateway.refusal import CONNECTIONS_PER_LISTENER_MAX, Refusals
 from ..gateway.server import Gateway, WRITE_ACK_TIMEOUT_S
+from . import certificate
 from .clock import LoopClock, SchedulerDriver
+from .tls_listener import TlsListener
 from .control import control_app
 from .direct_server import DirectPlane
 from .control_access import is_loopback
@@ -54,6 +62,16 @@ class ServerConfig:
     direct_port_range: tuple = (defaults.DIRECT_PORT_MIN, defaults.DIRECT_PORT_MAX)   # (0, 0): free ports
     direct_limits: dict = field(default_factory=dict)   # DirectPlane keyword limits (tests shorten timeouts)
     control_token: str | None = None          # Bearer token the control port requires (None: none)
+    # HTTPS on the gateway ports. With cert_dir, the certificate is generated there (or reused)
+    # at start, and tls_cert_file/tls_key_file/tls_trust_file name its files; without it, they
+    # are the user's own (--cert/--cert-key; the trust file is the certificate itself). Direct
+    # mode may serve TLS from the same tls_cert_file/tls_key_file pair.
+    query_mode: str = "whole"                 # "service": 400/1004 as the service (gateway/queries.py)
+    https: bool = False
+    cert_dir: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_trust_file: str | None = None
     read_only_endpoints: bool = False         # one more endpoint per region: reads from secondaries only
 
     def read_only_ports(self) -> list[int]:
@@ -98,6 +116,9 @@ class Topology:
 
     def read_only_endpoints(self) -> dict:
         return {name: self.url(port) for name, port in self.read_only_ports.items()}
+    @property
+    def control_url(self) -> str:
+        return f"http://{self.host}:{self.control_port}/"      # always plain HTTP
 
 
 def raise_file_limit() -> int:
@@ -143,7 +164,10 @@ class Emulator:
     def __init__(self, config: ServerConfig | None = None):
         self.config = config or ServerConfig()
         self.account: Account | None = None
-        self.topology = Topology(self.config.advertise_host or self.config.host)
+        self.topology = Topology(self.config.advertise_host or self.config.host,
+                                 "https" if self.config.https else "http")
+        self.certificate: certificate.Certificate | None = None
+        self._tls = None                         # the gateway ports' ssl.SSLContext, with --https
         self.gateways: dict = {}
         self._servers: list = []
         self._http_servers: list = []
@@ -162,6 +186,8 @@ class Emulator:
         loop = asyncio.get_running_loop()
         cfg = self.config
         raise_file_limit()
+        if cfg.https:
+            self._prepare_tls()
         clock = LoopClock(loop)
         scheduler = Scheduler()
         self._driver = SchedulerDriver(loop, clock, scheduler)
@@ -181,8 +207,7 @@ class Emulator:
         self.direct.bind_all()
         for name, sock in socks:
             http = self._endpoint(name)
-            server = await loop.create_server(http, sock=sock)
-            self._servers.append(server)
+            server = await self._serve(http, sock)
             self._listeners[name] = (http, server)
         if cfg.read_only_endpoints:
             for name, port in zip(cfg.account.regions, cfg.read_only_ports()):
@@ -202,6 +227,27 @@ class Emulator:
                         cfg.host, self.topology.control_port)
         self._sweeper = loop.call_later(SWEEP_INTERVAL_S, self._sweep)
         self.started.set()
+
+    def _prepare_tls(self) -> None:
+        """The certificate and TLS context of the gateway ports (CertificateError if unusable)."""
+        cfg = self.config
+        if cfg.cert_dir is not None:
+            names = certificate.host_names(cfg.host, cfg.advertise_host)
+            self.certificate = certificate.ensure(cfg.cert_dir, names)
+        else:
+            self.certificate = certificate.Certificate(cfg.tls_cert_file, cfg.tls_key_file, cfg.tls_trust_file)
+        self._tls = self.certificate.server_context()
+
+    async def _serve(self, http: HttpServer, sock: socket.socket):
+        """Serve one gateway endpoint on its bound socket: plain HTTP, or TLS with --https."""
+        if self._tls is None:
+            server = await asyncio.get_running_loop().create_server(http, sock=sock)
+        else:
+            url = self.topology.url(sock.getsockname()[1])
+            server = TlsListener(sock, http, self._tls, url, first_byte_timeout_s=self.config.header_timeout_s,
+                                 connections_max=self.config.connections_max)
+        self._servers.append(server)
+        return server
 
     def _on_region_state(self, name: str, state: str) -> None:
         """A region outage fails its endpoint in the outage's mode (core/faults.py): `refuse`
@@ -258,7 +304,10 @@ class Emulator:
         gw = Gateway(self.account, self.topology, name, cfg.key)
         gw.write_ack_timeout_s = cfg.write_ack_timeout_s
         gw.max_clock_skew_s = cfg.max_clock_skew_s
+        gw.query_mode = cfg.query_mode
         self.gateways[name] = gw
+        if self.certificate is not None:
+            gw.trust_pem = self.certificate.trust_pem()
         http = HttpServer(gw.handle, header_timeout_s=cfg.header_timeout_s, connections_max=cfg.connections_max)
         self._http_servers.append(http)
         return http
@@ -308,9 +357,7 @@ class Emulator:
         self._listeners[name] = (http, None)
 
         async def serve():
-            server = await asyncio.get_running_loop().create_server(http, sock=sock)
-            self._servers.append(server)
-            self._listeners[name] = (http, server)
+            self._listeners[name] = (http, await self._serve(http, sock))
         self._settling.add(asyncio.get_running_loop().create_task(serve()))
 
     async def _listen_again(self, name: str) -> None:
@@ -319,9 +366,7 @@ class Emulator:
             return
         port = self.topology.region_ports[name]
         sock = _bind(self.config.host, port)
-        new = await asyncio.get_running_loop().create_server(http, sock=sock)
-        self._servers.append(new)
-        self._listeners[name] = (http, new)
+        self._listeners[name] = (http, await self._serve(http, sock))
 
     def _sweep(self) -> None:
         now = asyncio.get_running_loop().time()
@@ -350,10 +395,13 @@ class Emulator:
 
     def ready_info(self) -> dict:
         t = self.topology
-        return {"ready": True, "account_endpoint": t.global_endpoint,
+        tls = {"https": self.certificate is not None}
+        if self.certificate is not None:
+            tls["certificate"] = self.certificate.trust_file
+        return {"ready": True, "account_endpoint": t.global_endpoint, **tls,
                 "regions": [{"name": n, "endpoint": t.region_endpoint(n),
                              "write": n in self.account.write_regions} for n in self.account.config.regions],
-                "control_port": t.control_port, "control_endpoint": t.url(t.control_port),
+                "control_port": t.control_port, "control_endpoint": t.control_url,
                 "key": self.config.key, "auth": self.config.key is not None,
                 "consistency": self.account.consistency,
                 "direct_port_range": list(self.config.direct_port_range),

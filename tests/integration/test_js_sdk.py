@@ -168,3 +168,55 @@ def test_js_fails_the_app_when_a_region_refuses_or_resets_connections(js_sdk, mo
     assert _served_by(write_out["read"], WEST, "GET 200")
     assert _served_by(write_out["freshRead"], WEST, "GET 200")   # discovery still works
     assert write_out["write"]["error"]["code"] == code
+
+
+# ---- HTTPS (--https): the SDK verifies the generated certificate it is told to trust -----------
+def test_js_over_https_trusting_the_certificate_through_node_extra_ca_certs(js_sdk, tmp_path):
+    with running_emulator(https=True, cert_dir=str(tmp_path), lag_ms=NO_LAG) as emu:
+        assert emu.endpoint.startswith("https://")
+        r = ok(run_node(js_sdk, "https.mjs", emu, NODE_EXTRA_CA_CERTS=emu.certificate), "https")
+        assert r["statuses"] == [201, 200, 204] and r["query"] == [2, 3] and r["read"] == 2
+        assert r["hits"] == {WEST: {"GET 200": 1}}
+        untrusted = run_node(js_sdk, "https.mjs", emu)["https"]      # no CA: node refuses the certificate
+        assert "error" in untrusted and "certificate" in untrusted["error"]["message"].lower()
+
+
+# ---- query plans: forceQueryPlan, and --query-mode service -----------------------------------
+PLAN_DOCS = [{"id": f"d{i:02}", "pk": f"p{i % 5}", "n": (i * 7) % 13, "kind": "abc"[i % 3], "rank": i}
+             for i in range(40)]
+PLANNED = {        # query -> its expected results, from PLAN_DOCS (None: any order)
+    "SELECT VALUE c.rank FROM c ORDER BY c.n DESC, c.rank": [
+        d["rank"] for d in sorted(PLAN_DOCS, key=lambda d: (-d["n"], d["rank"]))],
+    "SELECT c.id, c.n FROM c WHERE c.kind = 'b' ORDER BY c.n, c.id OFFSET 2 LIMIT 5": [
+        {"id": d["id"], "n": d["n"]} for d in sorted((d for d in PLAN_DOCS if d["kind"] == "b"),
+                                                     key=lambda d: (d["n"], d["id"]))[2:7]],
+    "SELECT TOP 4 * FROM c ORDER BY c.rank DESC": [d["id"] for d in PLAN_DOCS[::-1][:4]],
+    "SELECT VALUE COUNT(1) FROM c WHERE c.n > 3": [sum(1 for d in PLAN_DOCS if d["n"] > 3)],
+    "SELECT VALUE SUM(c.n) FROM c": [sum(d["n"] for d in PLAN_DOCS)],
+    "SELECT VALUE AVG(c.rank) FROM c": [sum(range(40)) / 40],
+    "SELECT VALUE MAX(c.n) FROM c WHERE c.kind = 'a'": [max(d["n"] for d in PLAN_DOCS if d["kind"] == "a")],
+    "SELECT DISTINCT VALUE c.kind FROM c": None,
+}
+
+
+def _judge_planned(report: dict) -> None:
+    for sql, expected in PLANNED.items():
+        r = ok(report, sql)
+        forced, plain = r["forced"], r["plain"]
+        if sql.startswith("SELECT TOP 4 *"):
+            forced, plain = [d["id"] for d in forced], [d["id"] for d in plain]
+        if expected is None:
+            assert sorted(forced) == sorted(plain) == ["a", "b", "c"], sql
+        else:
+            assert forced == plain == expected, sql
+
+
+@pytest.mark.parametrize("mode", ["whole", "service"])
+def test_js_plans_queries_itself_with_force_query_plan_and_gets_the_same_results(js_sdk, mode):
+    with running_emulator(partitions=4, query_mode=mode) as emu:
+        report = run_node(js_sdk, "query_plan.mjs", emu, REGIONLAB_DOCS=json.dumps(PLAN_DOCS),
+                          REGIONLAB_QUERIES=json.dumps(list(PLANNED)))
+        refused = sum(g.requests_served[("POST", "docs", 400, 1004)] for g in emu.emulator.gateways.values())
+    _judge_planned(report)
+    # service mode: the SDK's unforced runs met 400/1004 (and planned from additionalErrorInfo)
+    assert (refused > 0) == (mode == "service")
