@@ -16,7 +16,7 @@ The `connections` strategy (PolarDB's connection-based balancing) pins instead: 
 eventual or consistent-prefix read a client connection makes from a replica set pins that
 connection to one replica of it, the one with the highest `weight / (pinned + 1)` (with equal
 weights: fewest pinned connections; weight 0 and a primary that does not accept reads only when
-nothing else is up, as above), and every later such read of that connection from that set goes
+nothing else is up, then by fewest pinned), and every later such read of that connection from that set goes
 there. Consistency-aware routing is not offered in this mode: a session, bounded-staleness or
 strong read ignores the pin (and pins nothing) and is routed per request as under
 `active_requests`, since a pinned replica need not have the LSN it needs. A pin moves when its
@@ -170,9 +170,10 @@ class ConnectionPins:
         self.policies.clear()
 
 
-def _pin_score(r: Replica) -> float:
-    # Among fallbacks prefer the primary (it has everything), then fewest pinned.
-    return (1.0 if r.role == PRIMARY else 0.0) + 1.0 / (r.pinned + 1)
+def _pin_score(r: Replica) -> tuple:
+    # Among fallbacks, fewest pinned (a pin holds a replica for a connection's life, so piling
+    # every fallback pin on the primary would load it most), the primary on ties.
+    return (-r.pinned, r.role == PRIMARY)
 
 
 def _score(r: Replica) -> float:
