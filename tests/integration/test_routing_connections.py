@@ -179,3 +179,17 @@ def test_the_cli_sets_the_strategy_and_unknown_ones_are_refused(seeded, capsys):
     with pytest.raises(ControlError) as e:
         _ctl(seeded, "PUT", "/routing", {"strategy": "sticky"})
     assert e.value.status == 400 and "one of active_requests, connections" in e.value.message
+
+
+@pytest.mark.regionlab_config(read_strategy="connections", primary_accepts_reads=False)
+def test_the_fixture_option_starts_the_account_with_connections(regionlab):
+    assert _ctl(regionlab, "GET", "/routing")["strategy"] == "connections"
+    with make_client(regionlab) as client:
+        client.create_database("db").create_container("c", PartitionKey(path="/pk")).create_item({"id": "x", "pk": "p"})
+    host, port = host_port(regionlab.region_endpoints[EAST])
+    conns = [http.client.HTTPConnection(host, port, timeout=10) for _ in range(2)]
+    for conn in conns:
+        _read(conn, regionlab)
+    assert _pinned(regionlab) == [0, 1, 1, 0]
+    _close(regionlab, conns)
+    assert _pinned(regionlab) == [0, 0, 0, 0]
