@@ -16,8 +16,8 @@ The `connections` strategy (PolarDB's connection-based balancing) pins instead: 
 eventual or consistent-prefix read a client connection makes from a replica set pins that
 connection to one replica of it, the one with the highest `weight / (pinned + 1)` (with equal
 weights: fewest pinned connections; weight 0 and a primary that does not accept reads only when
-nothing else is up, then by fewest pinned), and every later such read of that connection from that set goes
-there. Consistency-aware routing is not offered in this mode: a session, bounded-staleness or
+nothing else is up, then by fewest pinned), and every later such read of that connection from
+that set goes there. Consistency-aware routing is not offered in this mode: a session, bounded-staleness or
 strong read ignores the pin (and pins nothing) and is routed per request as under
 `active_requests`, since a pinned replica need not have the LSN it needs. A pin moves when its
 replica goes down or may no longer serve (it became a primary that takes no reads, or the read
@@ -95,7 +95,6 @@ class ReadRoutingPolicy:
             if score > best_score:
                 best, best_score = r, score
         return best if best is not None else fallback
-
 
     def pin_choice(self, replicas: list[Replica], region: str | None = None, primary_ok: bool = True,
                    fallback_ok: bool = True) -> Replica | None:
