@@ -5,9 +5,12 @@ replica weights 1:2:3 on the three secondaries (index 0 is the primary), and a `
 holding every read reply of East US DELAY_MS, so reads really are in flight at once. CLIENTS
 threads, each on its own keep-alive connection, read one item from East US's endpoint for
 SECONDS; then the bench prints the reads each replica served and their ratio, and the machine.
+With `--strategy connections` the account balances by connections instead (PUT /routing) and the
+clients read at Eventual, the level a pin serves; the bench also prints how many connections
+were pinned to each replica while they were all open.
 Not an assert anywhere: docs/performance.md records what it printed.
 
-    python bench/routing_bench.py [--clients 24] [--seconds 10] [--delay-ms 50]
+    python bench/routing_bench.py [--clients 24] [--seconds 10] [--delay-ms 50] [--strategy connections]
 """
 import argparse
 import email.utils
@@ -60,17 +63,20 @@ def setup(emu):
         conn.close()
 
 
-def reader(emu, until, counts, i):
+def reader(emu, until, counts, i, extra, done, close):
     u = urllib.parse.urlsplit(emu.region_endpoints["East US"])
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
     n = 0
     while time.monotonic() < until:
-        conn.request("GET", PATH, headers=headers(emu.key, "GET", PATH, {"x-ms-documentdb-partitionkey": '["p"]'}))
+        conn.request("GET", PATH, headers=headers(emu.key, "GET", PATH, {"x-ms-documentdb-partitionkey": '["p"]',
+                                                                        **extra}))
         resp = conn.getresponse()
         resp.read()
         n += resp.status == 200
-    conn.close()
     counts[i] = n
+    done.wait()             # every connection still open: the main thread reads the pins
+    close.wait()
+    conn.close()
 
 
 def main(argv=None):
@@ -78,27 +84,35 @@ def main(argv=None):
     ap.add_argument("--clients", type=int, default=24)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--delay-ms", type=int, default=50)
+    ap.add_argument("--strategy", choices=("active_requests", "connections"), default="active_requests")
     args = ap.parse_args(argv)
+    extra = {"x-ms-consistency-level": "Eventual"} if args.strategy == "connections" else {}
     with running_emulator(primary_accepts_reads=False, read_weights=WEIGHTS) as emu:
         setup(emu)
+        control(emu, "PUT", "/routing", {"strategy": args.strategy})
         control(emu, "POST", "/faults", {"type": "latency", "region": "East US", "delay_ms": args.delay_ms,
                                          "op": "read", "seed": 1})
         until = time.monotonic() + args.seconds
         counts = [0] * args.clients
-        threads = [threading.Thread(target=reader, args=(emu, until, counts, i)) for i in range(args.clients)]
+        done, close = threading.Barrier(args.clients + 1), threading.Barrier(args.clients + 1)
+        threads = [threading.Thread(target=reader, args=(emu, until, counts, i, extra, done, close))
+                   for i in range(args.clients)]
         for t in threads:
             t.start()
+        done.wait()
+        topo = control(emu, "GET", "/topology")
+        close.wait()
         for t in threads:
             t.join()
-        topo = control(emu, "GET", "/topology")
     replicas = topo["databases"][0]["containers"][0]["partitions"][0]["regions"]["East US"]["replicas"]
     served = [r["reads_served"] for r in replicas]
     peaks = [r["in_flight_peak"] for r in replicas]
     secondaries = served[1:]
     unit = secondaries[0] or 1
-    print(json.dumps({"bench": "routing", "clients": args.clients, "seconds": args.seconds,
+    print(json.dumps({"bench": "routing", "strategy": args.strategy, "clients": args.clients, "seconds": args.seconds,
                       "delay_ms": args.delay_ms, "weights": WEIGHTS, "reads_ok": sum(counts),
                       "served_by_replica": served, "in_flight_peak": peaks,
+                      "pinned_connections": [r["pinned_connections"] for r in replicas],
                       "served_ratio_secondaries": [round(n / unit, 2) for n in secondaries],
                       "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                                   "platform": platform.platform()}}))

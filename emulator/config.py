@@ -24,7 +24,7 @@ from .core.account import REGION_NAME_CHARS_MAX, AccountConfig
 from .core.consistency import LEVELS, canonical
 from .core.errors import CosmosError
 from .core.placement import NODES_PER_REGION_DEFAULT, NODES_PER_REGION_MAX, NODES_PER_REGION_MIN
-from .core.read_routing import check_weights
+from .core.read_routing import STRATEGIES, check_weights
 from .core.throttle import CREDITS_PER_S_DEFAULT, SERVERLESS_RU_PER_S_DEFAULT, ThrottleConfig
 from .gateway.http import HEADER_TIMEOUT_S_DEFAULT
 from .gateway.refusal import CONNECTIONS_PER_LISTENER_MAX
@@ -122,6 +122,12 @@ def consistency(value) -> str:
         return canonical(value) if isinstance(value, str) else canonical("")
     except CosmosError:
         raise ValueError(f"must be one of {', '.join(LEVELS)} (any case)") from None
+
+
+def read_strategy(value) -> str:
+    if isinstance(value, str) and value.strip().lower() in STRATEGIES:
+        return value.strip().lower()
+    raise ValueError(f"must be one of {', '.join(STRATEGIES)}")
 
 
 def key(value) -> str:
@@ -329,6 +335,10 @@ OPTIONS = (
     Option("primary_accepts_reads", boolean, _ACCOUNT.primary_accepts_reads, "--primary-accepts-reads",
            "PRIMARY_ACCEPTS_READS", "whether primaries serve reads too (true/false; change it later with "
            "`regionlab routing set`)"),
+    Option("read_strategy", read_strategy, _ACCOUNT.read_strategy, "--read-strategy", "READ_STRATEGY",
+           "how a region balances reads over replicas: active_requests (per read) or connections (each "
+           "client connection pinned to one replica; eventual and consistent-prefix reads only; "
+           "`regionlab routing set`)"),
     Option("read_only_endpoints", boolean, False, "--read-only-endpoints", "READ_ONLY_ENDPOINTS",
            "one more endpoint per region that reads from secondaries only (listed in the ready line)",
            switch=True),
@@ -449,7 +459,7 @@ def _build(v: dict):
     account = AccountConfig(regions=v["regions"], multi_write=v["multi_write"], consistency=v["consistency"],
                             partition_count=v["partitions"], intra_region_delay_ms=v["intra_region_delay_ms"],
                             lag_ms=dict(v["lag_ms"]), primary_accepts_reads=v["primary_accepts_reads"],
-                            read_weights=v["read_weights"],
+                            read_weights=v["read_weights"], read_strategy=v["read_strategy"],
                             detection_delay_ms=v["detection_delay_ms"], election_ms=v["election_ms"],
                             staleness_ops=v["max_staleness_prefix"], staleness_s=v["max_interval_s"],
                             log_retained_commits=v["log_retained_commits"], throttle=throttle,

@@ -2,7 +2,7 @@
 (docs/control-api.md#read-routing), one control-port request each (see ctl.py).
 
     regionlab routing [show]
-    regionlab routing set [--region R] [--primary-accepts-reads on|off] [--strategy active_requests]
+    regionlab routing set [--region R] [--primary-accepts-reads on|off] [--strategy active_requests|connections]
     regionlab routing weights W0 W1 W2 W3 [--region R]      (0-100 each, by replica index)
     regionlab routing weights --clear --region R             (the region follows the account's again)
 """
@@ -19,7 +19,9 @@ def add_parser(sub, common) -> None:
     s = r.add_parser("set", parents=[common], help="the account's knobs, or one region's (--region)")
     s.add_argument("--region", help="only this region (overrides the account's)")
     s.add_argument("--primary-accepts-reads", choices=ON_OFF, help="whether primaries serve reads")
-    s.add_argument("--strategy", choices=STRATEGIES)
+    s.add_argument("--strategy", choices=STRATEGIES,
+                   help="active_requests: each read to the least loaded replica; connections: each client "
+                        "connection pinned to one replica (eventual and consistent-prefix reads only)")
     w = r.add_parser("weights", parents=[common], help="replica weights by index 0-3 (0-100; 0: last resort)")
     w.add_argument("weights", nargs="*", type=int, metavar="W")
     w.add_argument("--region", help="only this region (overrides the account's)")

@@ -18,7 +18,7 @@ from .link import Link
 from .offers import Offer, check_throughput
 from .partition import Partition
 from .placement import NODES_PER_REGION_DEFAULT, Placement
-from .read_routing import ReadRoutingPolicy
+from .read_routing import ACTIVE_REQUESTS, ReadRoutingPolicy
 from .replica_set import LOG_RETAINED_COMMITS_MAX, ReplicaSet
 from .throttle import Throttle, ThrottleConfig
 from .validation import ValidationError, check_id
@@ -63,6 +63,7 @@ class AccountConfig:
     jitter_ms: int = 0
     primary_accepts_reads: bool = True
     read_weights: tuple | None = None         # replica weights by index 0-3 (None: 1 each); read_routing.py
+    read_strategy: str = ACTIVE_REQUESTS      # or "connections" (read_routing.py)
     account_id: str = "regionlab"
     auto_failover: bool = True                # service-managed failover when the write region is down
     detection_delay_ms: int = 10_000          # how long the write region must be down, without a break,
@@ -106,7 +107,7 @@ class Account:
         self.regions = [Region(name, i) for i, name in enumerate(config.regions)]
         self.write_regions = tuple(config.regions) if config.multi_write else (config.regions[0],)
         self.consistency = config.consistency
-        self.routing = ReadRoutingPolicy(config.primary_accepts_reads, weights=config.read_weights)
+        self.routing = ReadRoutingPolicy(config.primary_accepts_reads, config.read_strategy, config.read_weights)
         self.databases: dict[str, Database] = {}
         self.dbs_by_rid: dict[str, Database] = {}
         self.colls_by_rid: dict[str, Container] = {}

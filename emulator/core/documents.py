@@ -18,6 +18,7 @@ from .container import canonical_pk_json
 from .errors import (CosmosError, bad_request, conflict, not_found, precondition_failed,
                      session_not_available, SUB_PARTITION_KEY_MISMATCH, SUB_READ_SESSION_NOT_AVAILABLE)
 from .jsontext import dumps_bytes as _dumps
+from .read_routing import PINNED_LEVELS
 from .rid import document_rid
 from .store import Version
 from .validation import ITEM_BYTES_MAX, ValidationError, check_depth
@@ -271,12 +272,14 @@ def _multi_write_floor(rs, token) -> int:
     return rs.lsn
 
 
-def choose_replica(rs, consistency: str, session: dict | None, primary_ok: bool = True):
+def choose_replica(rs, consistency: str, session: dict | None, primary_ok: bool = True, pins=None):
     """(replica, visible LSN) for a read, or 404/1002 when no replica has the session yet.
     primary_ok=False (a read-only endpoint): only a secondary may serve; when none can, a
-    session read is 404/1002 and any other 503, never the primary."""
+    session read is 404/1002 and any other 503, never the primary. pins: the connection's
+    ConnectionPins (strategy `connections`), followed only by eventual and consistent-prefix
+    reads (read_routing.py)."""
     need = min_lsn_for(rs, consistency, session)
-    replica = rs.readable_replica(need, primary_ok)
+    replica = rs.readable_replica(need, primary_ok, pins if consistency in PINNED_LEVELS else None)
     if replica is None:
         if not primary_ok and consistency != SESSION:
             raise CosmosError(503, 0, f"No secondary replica of partition {rs.range_id} in {rs.region} can "

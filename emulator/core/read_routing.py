@@ -12,6 +12,21 @@ committed write, so a session read that the secondaries cannot serve yet goes th
 through a region's read-only endpoint (`primary_ok=False`), which never reads from the primary.
 Ties go to the lowest index, so routing is deterministic.
 
+The `connections` strategy (PolarDB's connection-based balancing) pins instead: the first
+eventual or consistent-prefix read a client connection makes from a replica set pins that
+connection to one replica of it, the one with the highest `weight / (pinned + 1)` (with equal
+weights: fewest pinned connections; weight 0 and a primary that does not accept reads only when
+nothing else is up, then by fewest pinned), and every later such read of that connection from
+that set goes there. Consistency-aware routing is not offered in this mode: a session, bounded-staleness or
+strong read ignores the pin (and pins nothing) and is routed per request as under
+`active_requests`, since a pinned replica need not have the LSN it needs. A pin moves when its
+replica goes down or may no longer serve (it became a primary that takes no reads, or the read
+came through a read-only endpoint), and a fallback pin (weight 0, or a reluctant primary) moves
+as soon as a proper replica is up again. `ConnectionPins` holds one connection's pins; the shell
+calls `release()` when the connection closes, so `Replica.pinned` always counts the open
+connections pinned there. Any change of the knobs drops every pin (`drop_pins`); connections
+pin again at their next read under the new settings.
+
 The knobs, changed at runtime by the control API (PUT /routing, PUT /routing/weights):
 `primary_accepts_reads` and `strategy` for the account, each overridable per region; replica
 weights (by replica index 0-3, 0-100, default 1) for the account, a region's list overriding
@@ -19,15 +34,22 @@ it. Weights live on the replicas themselves (`Replica.weight`, what `choose` rea
 keeps what was asked for so that replica sets created later (new containers, joining regions)
 start with it (`weights_for`).
 """
+from .consistency import EVENTUAL, PREFIX
 from .replica import PRIMARY, UP, WEIGHT_DEFAULT, WEIGHT_MAX, Replica
 
 ACTIVE_REQUESTS = "active_requests"
-STRATEGIES = (ACTIVE_REQUESTS,)           # connection pinning ("connections") is not built yet
+CONNECTIONS = "connections"
+STRATEGIES = (ACTIVE_REQUESTS, CONNECTIONS)
+PINNED_LEVELS = frozenset((EVENTUAL, PREFIX))   # the reads a connection's pin serves
 REPLICAS_PER_SET = 4
+# Replica sets one connection keeps pins in (each pin is one entry); past this many the
+# connection's pins are dropped and it pins afresh, so a long-lived client touching ever new
+# containers holds a bounded number of them.
+PINS_PER_CONNECTION_MAX = 1024
 
 
 class ReadRoutingPolicy:
-    __slots__ = ("primary_accepts_reads", "strategy", "overrides", "weights", "region_weights")
+    __slots__ = ("primary_accepts_reads", "strategy", "overrides", "weights", "region_weights", "pin_holders")
 
     def __init__(self, primary_accepts_reads: bool = True, strategy: str = ACTIVE_REQUESTS,
                  weights: list | None = None):
@@ -36,6 +58,7 @@ class ReadRoutingPolicy:
         self.overrides: dict[str, dict] = {}          # region -> {"primary_accepts_reads"?, "strategy"?}
         self.weights = list(weights) if weights else [WEIGHT_DEFAULT] * REPLICAS_PER_SET
         self.region_weights: dict[str, list] = {}     # region -> weights by replica index
+        self.pin_holders: set = set()                 # the ConnectionPins holding pins now
 
     # ---- knobs ------------------------------------------------------------------------------
     def setting(self, region: str | None, name: str):
@@ -73,6 +96,84 @@ class ReadRoutingPolicy:
                 best, best_score = r, score
         return best if best is not None else fallback
 
+    def pin_choice(self, replicas: list[Replica], region: str | None = None, primary_ok: bool = True,
+                   fallback_ok: bool = True) -> Replica | None:
+        """The replica a new pin goes to: up, allowed, highest weight / (pinned + 1); weight 0
+        and a reluctant primary only when nothing else is up (and fallback_ok)."""
+        primary_reads = self.setting(region, "primary_accepts_reads")
+        best = None
+        best_score = -1.0
+        fallback = None
+        for r in replicas:
+            if r.state != UP or (r.role == PRIMARY and not primary_ok):
+                continue
+            if r.weight == 0 or (r.role == PRIMARY and not primary_reads):
+                if fallback is None or _pin_score(r) > _pin_score(fallback):
+                    fallback = r
+                continue
+            score = r.weight / (r.pinned + 1)
+            if score > best_score:
+                best, best_score = r, score
+        return best if best is not None or not fallback_ok else fallback
+
+    def pin_holds(self, r: Replica, replicas: list[Replica], region: str | None, primary_ok: bool) -> bool:
+        """Whether a connection's pin on r still stands (see the theory of operation)."""
+        if r.state != UP or (r.role == PRIMARY and not primary_ok):
+            return False
+        if r.weight == 0 or (r.role == PRIMARY and not self.setting(region, "primary_accepts_reads")):
+            return self.pin_choice(replicas, region, primary_ok, fallback_ok=False) is None
+        return True
+
+    def drop_pins(self) -> None:
+        """Every connection's pins, released (the knobs changed); they pin again at their next read."""
+        for holder in list(self.pin_holders):
+            holder.release()
+
+
+class ConnectionPins:
+    """The replica one client connection is pinned to in each replica set it read from
+    (strategy `connections`). Replica sets are keys by identity; `release` when it closes."""
+    __slots__ = ("by_set", "policies")
+
+    def __init__(self):
+        self.by_set: dict = {}          # replica set -> the pinned Replica
+        self.policies: set = set()      # the policies this holder is registered with
+
+    def replica_for(self, rs, primary_ok: bool = True) -> Replica | None:
+        """This connection's replica of rs, pinning one if it has none (or its pin moved on)."""
+        policy = rs.routing
+        r = self.by_set.get(rs)
+        if r is not None:
+            if policy.pin_holds(r, rs.replicas, rs.region, primary_ok):
+                return r
+            r.pinned -= 1
+            del self.by_set[rs]
+        r = policy.pin_choice(rs.replicas, rs.region, primary_ok)
+        if r is None:
+            return None
+        if len(self.by_set) >= PINS_PER_CONNECTION_MAX:
+            self.release()
+        self.by_set[rs] = r
+        r.pinned += 1
+        if policy not in self.policies:
+            self.policies.add(policy)
+            policy.pin_holders.add(self)
+        return r
+
+    def release(self) -> None:
+        for r in self.by_set.values():
+            r.pinned -= 1
+        self.by_set.clear()
+        for policy in self.policies:
+            policy.pin_holders.discard(self)
+        self.policies.clear()
+
+
+def _pin_score(r: Replica) -> tuple:
+    # Among fallbacks, fewest pinned (a pin holds a replica for a connection's life, so piling
+    # every fallback pin on the primary would load it most), the primary on ties.
+    return (-r.pinned, r.role == PRIMARY)
+
 
 def _score(r: Replica) -> float:
     # Among fallbacks prefer the primary (it has everything), then fewest in flight.
@@ -99,7 +200,7 @@ def change_settings(account, body: dict) -> dict:
     policy = account.routing
     if not isinstance(body, dict):
         raise bad_request('PUT /routing takes {"primary_accepts_reads": bool, "strategy": '
-                          '"active_requests", "region"?: name}.')
+                          '"active_requests" | "connections", "region"?: name}.')
     unknown = sorted(set(body) - set(SETTING_NAMES) - {"region"})
     if unknown:
         raise bad_request(f"Unknown routing key {unknown[0]!r}; the keys are: {', '.join(SETTING_NAMES)}, region.")
@@ -108,8 +209,7 @@ def change_settings(account, body: dict) -> dict:
         if name == "primary_accepts_reads" and not (isinstance(value, bool) or (value is None and region)):
             raise bad_request(f"primary_accepts_reads must be true or false; got {value!r}.")
         if name == "strategy" and not (value in STRATEGIES or (value is None and region)):
-            raise bad_request(f"strategy must be one of {', '.join(STRATEGIES)}; got {value!r} "
-                              "(connection-based balancing is not available in regionlab yet).")
+            raise bad_request(f"strategy must be one of {', '.join(STRATEGIES)}; got {value!r}.")
     for name in SETTING_NAMES:
         if name not in body:
             continue
@@ -121,6 +221,7 @@ def change_settings(account, body: dict) -> dict:
             policy.overrides.setdefault(region, {})[name] = body[name]
     if region is not None and not policy.overrides.get(region):
         policy.overrides.pop(region, None)
+    policy.drop_pins()              # pinned under the old knobs: pin again under the new ones
     return policy.describe()
 
 
@@ -148,6 +249,7 @@ def change_weights(account, body: dict) -> dict:
         for name, rs in p.replica_sets.items():
             for r, w in zip(rs.replicas, policy.weights_for(name)):
                 r.weight = w
+    policy.drop_pins()
     return policy.describe()
 
 

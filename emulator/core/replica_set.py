@@ -19,7 +19,7 @@ import bisect
 from collections import deque
 
 from .errors import CosmosError, service_unavailable
-from .read_routing import ReadRoutingPolicy
+from .read_routing import CONNECTIONS, ReadRoutingPolicy
 from .replica import Replica, PRIMARY, SECONDARY, UP, DOWN
 from .store import VersionStore, versions_of
 
@@ -333,9 +333,13 @@ class ReplicaSet:
             yield first + i, versions_of(log[i])
 
     # ---- reads -------------------------------------------------------------------------
-    def readable_replica(self, min_lsn: int, primary_ok: bool = True) -> Replica | None:
+    def readable_replica(self, min_lsn: int, primary_ok: bool = True, pins=None) -> Replica | None:
+        """pins: the reading connection's ConnectionPins when its read may follow a pin (an
+        eventual or consistent-prefix read); used only under the `connections` strategy."""
         if self.committed_lsn < min_lsn:
             return None
+        if pins is not None and self.routing.setting(self.region, "strategy") == CONNECTIONS:
+            return pins.replica_for(self, primary_ok)
         return self.routing.choose(self.replicas, min_lsn, self.region, primary_ok)
 
     def visible_lsn(self, r: Replica) -> int:

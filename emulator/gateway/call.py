@@ -10,6 +10,7 @@ from urllib.parse import unquote
 from client.protocol import headers as H
 
 from ..core.errors import CosmosError, bad_request
+from ..core.read_routing import ConnectionPins
 from ..core.validation import ValidationError, parse_json_body
 from .responses import activity_id
 
@@ -35,6 +36,19 @@ class Call:
         self.raw = req.body
         self.replica = None          # direct mode names the replica that serves a read (runtime/direct_server.py)
         self.serving = ()          # replicas serving this call's read, in flight until its reply goes out
+
+    def pins(self):
+        """The read-routing pins of the client connection this call came on (strategy
+        `connections`, core/read_routing.py), made at its first read; None off a connection,
+        and once it has closed (its pins are released then: a read finishing later pins nothing)."""
+        req = self.req
+        conn = req.conn if req is not None else None
+        if conn is None or conn.transport is None:
+            return None
+        pins = conn.pins
+        if pins is None:
+            pins = conn.pins = ConnectionPins()
+        return pins
 
     def header(self, name: str, default=None):
         return self.headers.get(name, default)

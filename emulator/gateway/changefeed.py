@@ -96,7 +96,7 @@ async def change_feed(call, container):
     waiting = call.gw.readable(rs, consistency, session)
     if waiting is not None:
         await waiting
-    _, upto = choose_replica(rs, consistency, session, call.gw.primary_ok)
+    _, upto = choose_replica(rs, consistency, session, call.gw.primary_ok, call.pins())
     accept = None if key_scope is None else key_scope[1]
     if _epk_headers(call):
         accept = cf.in_epk_range(epk_of, (call.header(H.START_EPK) or "").upper(),

@@ -126,7 +126,7 @@ async def read_feed(call, container):
             await waiting
     versions, cont, touched = feeds.read_page(container, call.region, consistency, session,
                                               call.header(H.CONTINUATION), max_items, indexes, pk_json,
-                                              primary_ok=call.gw.primary_ok)
+                                              primary_ok=call.gw.primary_ok, pins=call.pins())
     bodies = [v.body for v in versions]
     ru = charge.feed(len(bodies), sum(map(len, bodies)))
     admission.spread(call, container, touched, ru, len(bodies), th.READ_FEED)
@@ -208,7 +208,7 @@ def read_point(call, container, rs, pk_json: str, id: str, consistency: str, ses
     if call.replica is not None:
         version, lsn = docs.read_at(rs, call.replica, pk_json, id, consistency, session)
     else:
-        replica, lsn = docs.choose_replica(rs, consistency, session, call.gw.primary_ok)
+        replica, lsn = docs.choose_replica(rs, consistency, session, call.gw.primary_ok, call.pins())
         version = rs.store.get((pk_json, id), lsn)
         _serving(call, replica)
     ru = charge.read(len(version.body) if version is not None else 0)

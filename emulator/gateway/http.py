@@ -84,7 +84,7 @@ class BadRequest(Exception):
 class Request:
     """One request, complete: what the gateway's Call reads."""
     __slots__ = ("method", "raw_path", "version", "headers", "body", "keep_alive", "chunked", "length",
-                 "connection", "lost")
+                 "connection", "lost", "conn")
 
     def __init__(self, method: str, raw_path: str, version: str, headers: dict):
         self.method = method
@@ -102,6 +102,7 @@ class Request:
         self.chunked = False
         self.length = 0
         self.lost = False       # the client closed (or half-closed) the connection while this ran
+        self.conn = None        # the Connection it came on (set when it runs)
 
     @property
     def content_length(self) -> int | None:
@@ -319,7 +320,7 @@ class HttpServer:
 class Connection(asyncio.Protocol):
     __slots__ = ("server", "loop", "transport", "buf", "head_scanned", "line_checked", "request", "chunks",
                  "body_parts", "body_have", "since", "idle_since", "discard", "task", "busy", "closing",
-                 "paused_reading", "paused_writing", "running")
+                 "paused_reading", "paused_writing", "running", "pins")
 
     def __init__(self, server: HttpServer):
         self.server = server
@@ -341,6 +342,7 @@ class Connection(asyncio.Protocol):
         self.closing = False           # answer what is running, then close
         self.paused_reading = False
         self.paused_writing = False
+        self.pins = None               # the gateway's read-routing pins (core/read_routing.py), released on close
 
     # ---- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -354,6 +356,8 @@ class Connection(asyncio.Protocol):
         self.buf = b""
         self.chunks = None
         self.body_parts = []
+        if self.pins is not None:
+            self.pins.release()
         # A running handler is not cancelled: a write it already applied stays applied (and
         # acknowledged in the core); only its reply has nobody to go to. It is told, so work
         # done only for the reply (a query running in slices) can stop.
@@ -541,6 +545,7 @@ class Connection(asyncio.Protocol):
     def _run(self, req: Request) -> None:
         self.busy = True
         self.running = req
+        req.conn = self
         self.since = 0.0
         coro = self.server.handler(req)
         try:

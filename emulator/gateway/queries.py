@@ -129,7 +129,7 @@ def _reads(call, container, consistency, session):
     reads = []
     for i in indexes:
         rs = container.partitions[i].for_read(call.region)
-        reads.append((rs, choose_replica(rs, consistency, session, call.gw.primary_ok)[1]))
+        reads.append((rs, choose_replica(rs, consistency, session, call.gw.primary_ok, call.pins())[1]))
     accept = None
     if epk_range is not None:
         lo, hi = epk_range

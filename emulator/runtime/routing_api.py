@@ -44,9 +44,9 @@ def add_routing_routes(app: web.Application, emu) -> None:
 
 
 def metrics(emu) -> list:
-    """Prometheus lines: reads served, reads in flight and their peak, per replica."""
+    """Prometheus lines: reads served, reads in flight and their peak, pinned connections, per replica."""
     samples = {"regionlab_replica_reads_served_total": [], "regionlab_replica_reads_in_flight": [],
-               "regionlab_replica_reads_in_flight_peak": []}
+               "regionlab_replica_reads_in_flight_peak": [], "regionlab_replica_pinned_connections": []}
     for c, p in emu.account.partitions():
         for region, rs in p.replica_sets.items():
             for r in rs.replicas:
@@ -55,9 +55,12 @@ def metrics(emu) -> list:
                 samples["regionlab_replica_reads_served_total"].append(f"{labels} {r.reads_served}")
                 samples["regionlab_replica_reads_in_flight"].append(f"{labels} {r.in_flight}")
                 samples["regionlab_replica_reads_in_flight_peak"].append(f"{labels} {r.in_flight_peak}")
+                samples["regionlab_replica_pinned_connections"].append(f"{labels} {r.pinned}")
     helps = {"regionlab_replica_reads_served_total": ("counter", "Reads routed to each replica."),
              "regionlab_replica_reads_in_flight": ("gauge", "Reads each replica is serving now (admission to reply)."),
-             "regionlab_replica_reads_in_flight_peak": ("gauge", "The most reads each replica served at once.")}
+             "regionlab_replica_reads_in_flight_peak": ("gauge", "The most reads each replica served at once."),
+             "regionlab_replica_pinned_connections": ("gauge", "Client connections pinned to each replica "
+                                                               "(strategy connections).")}
     out = []
     for name, lines in samples.items():
         kind, text = helps[name]

@@ -97,3 +97,12 @@ def test_ports_must_fit_and_not_collide():
 def test_every_flag_has_help_and_a_variable():
     flagged = [o for o in config.OPTIONS if o.flag]
     assert all(o.help and o.variable == "REGIONLAB_" + o.flag[2:].upper().replace("-", "_") for o in flagged)
+
+
+def test_the_read_strategy_comes_from_its_flag_variable_or_option():
+    assert from_keywords({}).account.read_strategy == "active_requests"
+    assert from_keywords({"read_strategy": "connections"}).account.read_strategy == "connections"
+    cfg, _ = from_command_line(NO_FLAGS, {"REGIONLAB_READ_STRATEGY": "Connections"})
+    assert cfg.account.read_strategy == "connections"
+    with pytest.raises(ConfigError, match="--read-strategy 'sticky': must be one of active_requests, connections"):
+        from_command_line({"read_strategy": "sticky"}, {})
