@@ -147,6 +147,7 @@ class _Inputs:
     def __init__(self, call, container, query, consistency, session):
         self.container, self.query = container, query
         self.consistency, self.session = consistency, session
+        self.primary_ok = call.gw.primary_ok       # a read-only endpoint never reads the primary
         self.reads, self.pk_json, self.accept = _reads(call, container, consistency, session)
         self.policy = container.definition.get("indexingPolicy")
         self.now_ms = call.gw.clock.now_ms()
@@ -196,7 +197,7 @@ class _Inputs:
                 return
             after = chunk[-1].key
             try:
-                lsn = max(lsn, choose_replica(rs, self.consistency, self.session)[1])
+                lsn = max(lsn, choose_replica(rs, self.consistency, self.session, self.primary_ok)[1])
             except CosmosError:
                 pass                # keep reading where we were: that LSN is still retained
 
