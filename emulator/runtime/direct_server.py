@@ -27,6 +27,7 @@ from ..core.errors import CosmosError, bad_request
 from ..core.replica import PRIMARY, UP
 from ..gateway.call import Call
 from ..gateway.server import Gateway
+from . import direct_tls
 
 log = logging.getLogger("regionlab.direct")
 
@@ -44,10 +45,6 @@ _OP_HEADERS = {
     D.QUERY: {H.IS_QUERY: "true", H.CONTENT_TYPE: "application/query+json"},
     D.CHANGE_FEED: {H.A_IM: H.A_IM_INCREMENTAL},
 }
-# Reply headers a response frame carries, as (header, field, to int?).
-_REPLY_FIELDS = ((H.SESSION_TOKEN, "session", False), (H.ETAG, "etag", False),
-                 (H.CONTINUATION, "continuation", False), (H.ITEM_COUNT, "item_count", True),
-                 (H.RETRY_AFTER_MS, "retry_after_ms", True), (H.LSN, "item_lsn", True))
 _HANDSHAKE, _AUTH, _READY, _CLOSING = "hello", "auth", "ready", "closing"
 
 
@@ -69,10 +66,11 @@ class DirectCall(Call):
 
 class _Target:
     """The replica a request names, resolved on this node."""
-    __slots__ = ("key", "container", "partition", "rs", "replica", "counter")
+    __slots__ = ("key", "container", "partition", "rs", "replica", "counter", "token")
 
     def __init__(self, key, container, partition, rs, replica, counter):
         self.counter = counter               # the region's replies per replica key
+        self.token = None                    # the last session token text (direct_ops._session_token)
         self.key = key
         self.container = container
         self.partition = partition
@@ -208,6 +206,9 @@ class DirectPlane:
                  max_connections: int = D.CONNECTIONS_PER_NODE_MAX):
         self.emu = emu
         self.account = emu.account
+        cfg = emu.config
+        self.tls_context = direct_tls.server_context(cfg.direct_tls_cert, cfg.direct_tls_key) \
+            if cfg.direct_tls_cert else None         # TLS on the same ports, if given a certificate
         self.host = emu.config.host
         self.key = emu.config.key
         self.handshake_timeout_s = handshake_timeout_s
