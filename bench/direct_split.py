@@ -15,7 +15,7 @@ from emulator.runtime.server import Emulator
 from emulator.core.documents import Writer
 from emulator.core.container import canonical_pk_json
 from emulator.runtime import direct_ops
-from emulator.gateway import sessions
+from emulator.gateway import responses, sessions
 from client.protocol import direct as D
 OUT = sys.argv[1] if len(sys.argv) > 1 else None
 N = 2000
@@ -61,6 +61,20 @@ async def main():
     conn._out.clear()
     dec = D.FrameDecoder()
     phase("decode", lambda: dec.feed(raw))
+
+    def array():
+        conn._in_data = True
+        conn._array(frame)
+        conn._in_data = False
+        conn._out.clear()
+    phase("_array (after decode, before flush)", array)
+    phase(" activity id", responses.activity_id)
+    phase(" counters", lambda: conn.node.requests.__setitem__(("read", 200, 0), conn.node.requests[("read", 200, 0)] + 1))
+
+    def flush():
+        conn._out += (b"1234", b"x" * 300)
+        conn._flush()
+    phase("flush (join + write)", flush)
     target = node.resolve(key, False)
     phase(" resolve", lambda: node.resolve(key, False))
     phase("read (direct_ops.read)", lambda: direct_ops.read(a, "East US", target, 1, "3", '["p3"]', None, None, None,

@@ -139,6 +139,12 @@ _pack = _packer.pack
 _unpackb = msgpack.unpackb
 
 
+# A server that queues a batch's frames and joins them once may append the prefix and the body
+# separately: pack_length(len(body)), then body = pack(frame) (frames it knows are small enough).
+pack = _pack
+pack_length = _pack_length
+
+
 def encode(frame: dict) -> bytes:
     """One frame: the length prefix and the msgpack map."""
     body = _pack(frame)

@@ -97,7 +97,10 @@ class DirectConnection(asyncio.Protocol):
             for frame in frames:
                 if self.closed:
                     break
-                self._frame(frame)
+                if type(frame) is list:
+                    self._array(frame)
+                else:
+                    self._frame(frame)
             if self.frame_since or self.decoder.pending:
                 self.frame_since = (self.frame_since or now) if self.decoder.pending else 0.0
         finally:
@@ -192,6 +195,10 @@ class DirectConnection(asyncio.Protocol):
                 self._refuse(rid, None, None, err)
             return
         _, rid, code, replica, item, pk, body, options = f
+        if code == _READ_CODE and type(rid) is int and 0 <= rid <= D.REQUEST_ID_MAX and rid not in self.in_flight \
+                and self.pending < self.plane.max_in_flight and (options is None or type(options) is dict):
+            self._read(rid, replica, item, pk, body, options)      # the common case, checked as _request does
+            return
         op = D.OPERATION_CODES[code] if type(code) is int and 0 <= code < len(D.OPERATION_CODES) else code
         if options is not None and type(options) is not dict:
             if self._id_ok(rid):
@@ -301,7 +308,11 @@ class DirectConnection(asyncio.Protocol):
             res = direct_ops.gateway_reply(rid, responses.error(_INTERNAL, activity), target, activity)
         self.node.requests[(D.READ, res[2], res[3])] += 1
         target.counter[target.key] += 1
-        self._send_reply(res)
+        if self.compact and self._in_data and not self.closed:
+            body = _pack(res)                # a read's reply holds at most one item: under FRAME_BYTES_MAX
+            self._out += (_pack_length(len(body)), body)
+        else:
+            self._send_reply(res)
 
     def _prepare(self, op, replica, item, pk, body, options):
         spec = D.OPERATIONS.get(op) if type(op) is str else None
@@ -385,7 +396,11 @@ class DirectConnection(asyncio.Protocol):
         self._flush_scheduled = False
         out = self._out
         if out and not self.closed:
-            self._write(out[0] if len(out) == 1 else b"".join(out))
+            data = b"".join(out)
+            if self.tls is None:
+                self.transport.write(data)
+            else:
+                self._write(data)
         out.clear()
 
     def fail(self, status: int, sub: int, message: str) -> None:
@@ -492,6 +507,9 @@ async def _serve(call, target, op: str, item):
                                            definite=False), call.activity_id)
 
 
+_READ_CODE = D.OPERATION_CODE[D.READ]
+_pack = D.pack
+_pack_length = D.pack_length
 _INTERNAL = CosmosError(500, 0, "Internal error in regionlab; see the server log.", definite=False)
 _READ_OPTIONS = {"consistency": 0, "session": 1, "if_none_match": 2, "activity_id": 3}
 

@@ -49,8 +49,9 @@ class Connection:
         self._buffered: list = []             # decoded frames not yet taken
 
     @classmethod
-    async def open(cls, host: str, port: int, key: str, versions=D.PROTOCOL_VERSIONS, mac=None):
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT_S)
+    async def open(cls, host: str, port: int, key: str, versions=D.PROTOCOL_VERSIONS, mac=None, tls=None):
+        """`tls`: an ssl.SSLContext to speak TLS to the node (optional TLS on the same port)."""
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=tls), CONNECT_TIMEOUT_S)
         conn = cls(reader, writer)
         writer.write(D.encode(D.hello(versions)))
         challenge = await conn.next_frame()
