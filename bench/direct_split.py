@@ -13,6 +13,8 @@ import uvloop
 from emulator.testing import make_config
 from emulator.runtime.server import Emulator
 from emulator.core.documents import Writer
+from emulator.core.throttle import CREATE
+from emulator.core.validation import check_id, parse_json_body
 from emulator.core.container import canonical_pk_json
 from emulator.runtime import direct_ops
 from emulator.gateway import responses, sessions
@@ -100,6 +102,17 @@ async def main():
         pconn.data_received(next(creates))
         pconn._out.clear()
     phase("create: data_received (whole)", create)     # without the link deliveries (timers run later)
+    core_bodies = iter([b'{"id":"k%d","pk":"p3","f":"%s"}' % (i, b"x" * 140) for i in range(WARMUP + N)])
+    pk_json = canonical_pk_json(["p3"])
+
+    def core_create():
+        doc = parse_json_body(next(core_bodies))
+        check_id(doc.get("id"))
+        w = Writer(c, "East US", pk_json, ["p3"], a.clock.now_ms())
+        w.create(doc)
+        a.throttle.admit_writer(w, CREATE)
+        w.commit()
+    phase("create: the core's steps only", core_create)
     await emu.stop()
 
 

@@ -269,6 +269,9 @@ class DirectConnection(asyncio.Protocol):
             return
         self.pending += 1
         target.replica.in_flight += 1
+        if op in _POINT_WRITES:
+            self._point_write(rid, op, call, target, item)
+            return
         coro = _serve(call, target, op, item)
         try:
             waiting = coro.send(None)
@@ -278,6 +281,27 @@ class DirectConnection(asyncio.Protocol):
         task = self.loop.create_task(carry_on(coro, waiting))
         self.in_flight[rid] = task
         task.add_done_callback(lambda t: self._finished(rid, op, call.activity_id, target, t))
+
+    def _point_write(self, rid: int, op: str, call, target, item) -> None:
+        """Stage, admit and commit now; answer now if the write is acknowledged already (nearly
+        always without an intra-region delay), else from a task that waits for it."""
+        activity = call.activity_id
+        try:
+            staged = _stage_and_commit(call, target, op, item)
+        except CosmosError as e:
+            self._answer(rid, op, activity, target, responses.error(e, activity))
+            return
+        except Exception:
+            log.exception("internal error in a direct %s", op)
+            self._answer(rid, op, activity, target, responses.error(_INTERNAL, activity))
+            return
+        writer, status, version, lsn, ru = staged
+        if self.gw.acknowledged(writer, lsn):
+            self._answer(rid, op, activity, target, _write_fields(call, writer, status, version, lsn, ru))
+            return
+        task = self.loop.create_task(_acknowledged(call, staged))
+        self.in_flight[rid] = task
+        task.add_done_callback(lambda t: self._finished(rid, op, activity, target, t))
 
     def _read(self, rid: int, replica, item, pk, body, options) -> None:
         """A point read: checked as _prepare checks, then served at once (a read never waits, so
@@ -465,16 +489,22 @@ def _check_range(target, pk_header: str) -> None:
 
 _STAGED_CREATES = frozenset((D.CREATE, D.UPSERT))
 _STAGED_ITEM_WRITES = frozenset((D.REPLACE, D.DELETE, D.PATCH))
+_POINT_WRITES = _STAGED_CREATES | _STAGED_ITEM_WRITES
 
 
-async def _write(call, target, op: str, item) -> dict:
-    """A point write at the primary, staged and committed by the gateway's own functions."""
+def _stage_and_commit(call, target, op: str, item):
+    """(writer, status, version, lsn, charge) of a point write at the primary, staged and
+    committed by the gateway's own functions (not yet acknowledged, maybe)."""
     container = target.container
     if op in _STAGED_CREATES:
         writer, status, version = documents.stage_create(call, container)
     else:
         writer, status, version = documents.stage_item_write(call, container, item, False)
-    lsn, ru = await documents.commit(call, writer)
+    lsn, ru = documents.commit_staged(call, writer)
+    return writer, status, version, lsn, ru
+
+
+def _write_fields(call, writer, status: int, version, lsn: int, ru: float) -> dict:
     rs = writer.rs
     seen = lsn or rs.committed_lsn
     out = {"status": status, "sub": 0, "body": None, "charge": round(ru, 2), "session": sessions.token(rs, seen),
@@ -488,12 +518,20 @@ async def _write(call, target, op: str, item) -> dict:
     return out
 
 
+async def _acknowledged(call, staged):
+    """The reply of a committed point write once its acknowledgement arrived (or its error)."""
+    writer, status, version, lsn, ru = staged
+    try:
+        await call.gw.write_acknowledged(writer, lsn)
+    except CosmosError as e:
+        return responses.error(e, call.activity_id)
+    return _write_fields(call, writer, status, version, lsn, ru)
+
+
 async def _serve(call, target, op: str, item):
     """Run the operation through the gateway's own functions; every failure becomes the reply
     the gateway would send."""
     try:
-        if op in _STAGED_CREATES or op in _STAGED_ITEM_WRITES:
-            return await _write(call, target, op, item)
         if item is None:
             return await documents.feed(call, target.container)
         return await documents.item(call, target.container, item, False)
