@@ -12,8 +12,9 @@
   what else the machine is doing.
 * throughput: a multiplexing load generator (C connections, D requests in flight on each, uvloop)
   against a direct node, alternated in rounds with the same generator against a bare
-  uvloop+msgpack echo server speaking the same framing (the ceiling). Medians; the ratio is what
-  carries between machines.
+  uvloop+msgpack echo server speaking the same framing and protocol version (the ceiling: it
+  decodes each frame and answers a reply of the same shape and size, a version 2 array, with
+  nothing behind it). Medians; the ratio is what carries between machines.
 * wakeups: strace counts the server's epoll_wait and write calls while B batches of K pipelined
   requests arrive, each batch in one send: coalesced replies mean about one write (and one
   wake-up) per batch, not per request.

@@ -59,9 +59,9 @@ def tasks(emu) -> int:
     return emu.call(lambda account: len(asyncio.all_tasks()))
 
 
-async def handshaken(host, port, key):
+async def handshaken(host, port, key, versions=D.PROTOCOL_VERSIONS):
     reader, writer = await raw(host, port)
-    writer.write(D.encode(D.hello()))
+    writer.write(D.encode(D.hello(versions)))
     dec = D.FrameDecoder()
     frames = []
     while not frames:
@@ -154,6 +154,27 @@ def test_unknown_operations_and_bad_fields_are_400_replies_and_the_connection_li
         writer.write(D.encode(D.request(2, "x", "read", key)))
         frames = await until_closed(reader)
         assert (frames[-1]["status"], frames[-1]["sub"]) == (400, D.SUB_BAD_REQUEST_FRAME)
+        # version 2 arrays of the wrong length, or with options that are not a map: 400 replies by id
+        reader, writer = await handshaken(host, port, regionlab.key)
+        writer.write(D.encode([D.REQUEST_CODE, 5, 0, key]) + D.encode([D.REQUEST_CODE, 6, 0, key, "a", '["p"]', None, 7])
+                     + D.encode(D.request(2, 7, "read", key, item="a", pk='["p"]')))
+        dec, got = D.FrameDecoder(), []
+        while len(got) < 3:
+            got += dec.feed(await asyncio.wait_for(reader.read(65536), CLOSE_BOUND_S))
+        replies = {r["id"]: r for r in map(D.reply_fields, got)}
+        assert (replies[5]["status"], replies[5]["sub"]) == (400, D.SUB_BAD_REQUEST_FRAME)
+        assert replies[6]["status"] == 400 and replies[7]["status"] == 200
+        writer.close()
+        # an array whose code is not a request's ends the connection
+        reader, writer = await handshaken(host, port, regionlab.key)
+        writer.write(D.encode([D.RESPONSE_CODE, 1]))
+        frames = await until_closed(reader)
+        assert (frames[-1]["status"], frames[-1]["sub"]) == (400, D.SUB_BAD_FRAME)
+        # and version 1 sends maps: an array request there is one too
+        reader, writer = await handshaken(host, port, regionlab.key, versions=[1])
+        writer.write(D.encode(D.request(2, 1, "read", key, item="a", pk='["p"]')))
+        frames = await until_closed(reader)
+        assert (frames[-1]["status"], frames[-1]["sub"]) == (400, D.SUB_BAD_FRAME)
         # version 2 sends requests as arrays: a map request is a protocol error
         reader, writer = await handshaken(host, port, regionlab.key)
         writer.write(D.encode({"t": "req", "id": 1, "op": "read", "replica": key}))
