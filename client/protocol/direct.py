@@ -217,7 +217,16 @@ class FrameDecoder:
                 end = start + n
                 if end > size:
                     break
-                frames.append(decode_body(data[start:end]))
+                body = data[start:end]
+                try:                     # decode_body's common case, inlined (it runs per frame)
+                    frame = _unpackb(body)
+                except Exception:
+                    frame = decode_body(body)            # raises the ProtocolError that says why
+                kind = type(frame)
+                if not ((kind is list and frame and type(frame[0]) is int)
+                        or (kind is dict and type(frame.get("t")) is str)):
+                    decode_body(body)                    # raises: not a frame's shape
+                frames.append(frame)
                 pos = end
         except ProtocolError as e:
             self.failed = True

@@ -11,8 +11,13 @@ Theory of operation:
   one batch of received bytes go out in one transport write (coalesced).
 * A request runs the gateway's own handler for the same operation (gateway/documents.py) through
   a `DirectCall`, so both surfaces share one code path; the node first enforces what only a
-  replica can: that the replica is here, is up, and (for a write) is the primary. A point read is
-  served by the named replica itself (core/documents.py read_at), never waiting.
+  replica can: that the replica is here, is up, and (for a write) is the primary. A point read
+  runs the gateway's read steps without a Call (direct_ops.py) and is served by the named replica
+  itself (core/documents.py read_at), never waiting; a point write is staged and committed by the
+  gateway's functions and answered at once when it is already acknowledged (no coroutine).
+* Version 2 connections exchange requests and replies as positional arrays; version 1 as maps
+  (client/protocol/direct.py). TLS, when the node has a certificate, runs in memory under the
+  same connection object (direct_tls.py), detected by the first byte the client sends.
 * Every limit is a named constant (client/protocol/direct.py); timeouts are checked by one
   sweeper per plane, so a slow or silent peer is closed within a bounded time and leaves no task.
 """
