@@ -15,13 +15,15 @@
   uvloop+msgpack echo server speaking the same framing and protocol version (the ceiling: it
   decodes each frame and answers a reply of the same shape and size, a version 2 array, with
   nothing behind it). Medians; the ratio is what carries between machines.
-* wakeups: strace counts the server's epoll_wait and write calls while B batches of K pipelined
-  requests arrive, each batch in one send: coalesced replies mean about one write (and one
-  wake-up) per batch, not per request.
+* wakeups: strace logs the server's epoll_wait and write calls while B batches of K pipelined
+  requests arrive, each batch in one send, and counts them from the first batch's read to the
+  last reply's write (the idle seconds around, with the server's timers, left out): coalesced
+  replies mean about one write and one wake-up per batch, not per request.
 """
 import asyncio
 import json
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -252,7 +254,7 @@ def wakeups() -> dict:
             _, sport, skey = addresses(port, key)["secondary"]
             client = Blocking(sport, key)
             out = os.path.join(d, "strace.txt")
-            tracer = subprocess.Popen(["strace", "-f", "-c", "-o", out, "-e", "trace=epoll_wait,epoll_pwait,write,writev,"
+            tracer = subprocess.Popen(["strace", "-f", "-o", out, "-e", "trace=epoll_wait,epoll_pwait,write,writev,"
                                        "sendto,sendmsg,read,recvfrom", "-p", str(proc.pid)],
                                       stderr=subprocess.DEVNULL)
             time.sleep(1.0)                 # strace attaches asynchronously
@@ -266,15 +268,28 @@ def wakeups() -> dict:
             time.sleep(0.5)
             tracer.terminate()
             tracer.wait(30)
-            counts = {}
-            for line in Path(out).read_text().splitlines():
-                parts = line.split()
-                if len(parts) >= 5 and parts[-1].isidentifier() and parts[3].isdigit():
-                    counts[parts[-1]] = int(parts[3])
-            return counts
+            return _window_counts(Path(out).read_text().splitlines())
         finally:
             proc.terminate()
             proc.wait(60)
+
+
+_SYSCALL = re.compile(r"^(?:\[pid\s+\d+\]\s+|\d+\s+)?(\w+)\(")
+
+
+def _window_counts(lines: list) -> dict:
+    """Syscalls from the first read of a batch to the last reply write: the wake-ups that the
+    batches caused (the attach and idle seconds around them, with their timers, are left out).
+    The wake-up that delivered the first batch comes before the window, so it is added."""
+    calls = [m.group(1) for m in map(_SYSCALL.match, lines) if m]
+    reads = [i for i, c in enumerate(calls) if c in ("read", "recvfrom")]
+    writes = [i for i, c in enumerate(calls) if c in ("write", "writev", "sendto", "sendmsg")]
+    counts: dict = {}
+    if reads and writes:
+        for c in calls[reads[0]:writes[-1] + 1]:
+            counts[c] = counts.get(c, 0) + 1
+        counts["epoll_pwait"] = counts.get("epoll_pwait", 0) + 1
+    return counts
 
 
 def machine() -> str:
