@@ -61,6 +61,13 @@ async def main():
     phase("empty", lambda: None)
     phase("data_received (whole)", lambda: conn.data_received(raw))
     conn._out.clear()
+    batch = b"".join(D.encode(D.request(2, i, "read", key, item=str(i % 50), pk=f'["p{i % 50}"]')) for i in range(32))
+
+    def batched():
+        conn.data_received(batch)
+        conn._out.clear()
+    phase("data_received, 32 reads in one buffer (per read)", batched, N // 32)
+    print("  (divide the line above by 32)", flush=True)
     dec = D.FrameDecoder()
     phase("decode", lambda: dec.feed(raw))
 

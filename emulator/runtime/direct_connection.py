@@ -5,9 +5,11 @@ connection with an error frame; nothing a peer sends raises out of this class or
 behind (connection_lost cancels whatever is still in flight).
 """
 import asyncio
+import itertools
 import logging
 import os
 import ssl
+import uuid
 
 from client.protocol import direct as D
 from client.protocol import headers as H
@@ -320,8 +322,8 @@ class DirectConnection(asyncio.Protocol):
         except CosmosError as e:
             self._refuse(rid, D.READ, options, e)
             return
-        if not activity:
-            activity = responses.activity_id()
+        if not activity:                     # responses.activity_id's form, inlined (it runs per read)
+            activity = _ACTIVITY_PREFIX + (next(_activity_seq) & 0xFFFFFFFFFFFF).to_bytes(6, "big").hex()
         try:
             res = direct_ops.read(self.plane.account, self.node.region, target, rid, item, pk, consistency,
                                   session, inm, activity)
@@ -330,7 +332,8 @@ class DirectConnection(asyncio.Protocol):
         except Exception:
             log.exception("internal error in a direct read")
             res = direct_ops.gateway_reply(rid, responses.error(_INTERNAL, activity), target, activity)
-        self.node.requests[(D.READ, res[2], res[3])] += 1
+        status = res[2]
+        self.node.requests[_READ_200 if status == 200 and not res[3] else (D.READ, status, res[3])] += 1
         target.counter[target.key] += 1
         if self.compact and self._in_data and not self.closed:
             body = _pack(res)                # a read's reply holds at most one item: under FRAME_BYTES_MAX
@@ -546,6 +549,9 @@ async def _serve(call, target, op: str, item):
 
 
 _READ_CODE = D.OPERATION_CODE[D.READ]
+_READ_200 = (D.READ, 200, 0)
+_ACTIVITY_PREFIX = str(uuid.uuid4())[:24]     # the node's own, so its ids never equal the gateway's
+_activity_seq = itertools.count(1)
 _pack = D.pack
 _pack_length = D.pack_length
 _INTERNAL = CosmosError(500, 0, "Internal error in regionlab; see the server log.", definite=False)
