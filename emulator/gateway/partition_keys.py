@@ -14,6 +14,7 @@ from ..core.errors import bad_request
 
 PK_CACHE_MAX = 65_536
 _cache: dict = {}
+parsed = _cache.get          # raw header -> what parse() returned for it, or None (a caller's inlined hit)
 
 
 def parse(raw: str) -> tuple[str, list]:

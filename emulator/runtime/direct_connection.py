@@ -36,6 +36,11 @@ class DirectConnection(asyncio.Protocol):
         self.pending = 0                     # requests begun and not answered (with the suspended ones)
         self._out: list = []
         self._in_data = False
+        # The replica the last read of the buffer being handled resolved to. Nothing that
+        # changes where a replica is or its state (faults, placement, containers) can run
+        # while one buffer's frames are handled, so the reads after it in the same buffer
+        # reuse it; it is forgotten when the buffer is done.
+        self._batch_key = self._batch_target = None
         self._flush_scheduled = False
         self.loop = None
         self.opened = self.last_rx = 0.0
@@ -107,6 +112,7 @@ class DirectConnection(asyncio.Protocol):
                 self.frame_since = (self.frame_since or now) if self.decoder.pending else 0.0
         finally:
             self._in_data = False
+            self._batch_key = self._batch_target = None
             self._flush()
 
     # ---- TLS (direct_tls.py) -------------------------------------------------------------
@@ -310,7 +316,12 @@ class DirectConnection(asyncio.Protocol):
         it needs no coroutine and is never in flight when anything else runs)."""
         consistency = session = inm = activity = None
         try:
-            target = self.node.resolve(replica, False)
+            if replica == self._batch_key and self._in_data:
+                target = self._batch_target  # resolved by a read earlier in this buffer (see below)
+            else:
+                target = self.node.resolve(replica, False)
+                if self._in_data:
+                    self._batch_key, self._batch_target = replica, target
             if options:
                 consistency, session, inm, activity = _read_options(options)
             if pk is not None and type(pk) is not str:

@@ -25,6 +25,7 @@ from ..gateway import partition_keys, responses, sessions
 READ_CHARGES_MAX = 4096            # read charges kept by item size (there are few sizes)
 _read_charges: dict = {}
 _RES = D.RESPONSE_CODE
+_parsed = partition_keys.parsed
 
 
 def range_gone(target, pk_json: str) -> CosmosError:
@@ -67,7 +68,7 @@ def read(account, region: str, target, rid: int, item: str, pk, consistency, ses
     container = target.container
     if pk is None:
         raise _pk_missing()
-    pk_json, values = partition_keys.parse(pk)
+    pk_json, values = _parsed(pk) or partition_keys.parse(pk)
     if len(values) != len(container.pk_def.paths):
         partition_keys.checked(container, pk_json, values)     # raises the gateway's 400
     level = effective(account.consistency, consistency) if consistency else account.consistency
