@@ -8,7 +8,7 @@ neither imports the other.
 
 Two versions: in version 1 every frame is a map with a string "t"; version 2 keeps the maps for
 the handshake and control frames but sends requests and replies as positional arrays
-(`request`, `reply_fields`), which cost a third of the maps to encode and decode. A connection
+(`request`, `reply_fields`), which build, hash and pack no key strings. A connection
 speaks the version the challenge named; the decoder accepts both shapes and the node refuses
 a shape the connection's version does not use.
 
