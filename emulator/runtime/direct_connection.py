@@ -203,8 +203,9 @@ class DirectConnection(asyncio.Protocol):
                 self._refuse(rid, None, None, err)
             return
         _, rid, code, replica, item, pk, body, options = f
-        if code == _READ_CODE and type(code) is int and type(rid) is int and 0 <= rid <= D.REQUEST_ID_MAX and rid not in self.in_flight \
-                and self.pending < self.plane.max_in_flight and (options is None or type(options) is dict):
+        if code == _READ_CODE and type(code) is int and type(rid) is int and 0 <= rid <= D.REQUEST_ID_MAX \
+                and rid not in self.in_flight and self.pending < self.plane.max_in_flight \
+                and (options is None or type(options) is dict):
             self._read(rid, replica, item, pk, body, options)      # the common case, checked as _request does
             return
         op = D.OPERATION_CODES[code] if type(code) is int and 0 <= code < len(D.OPERATION_CODES) else code
