@@ -22,6 +22,10 @@ every value, so they cost more there).
 --instructions runs the driver under valgrind with N and 2N creates, and again with only the
 set-up and the request bodies for N and 2N, and divides the difference of the differences by N,
 so start-up, imports and making the bodies cancel out; the count does not depend on machine load.
+
+--item-bytes and --unmetered reproduce bench/direct_bench.py's creates (a ~200-byte item, a
+container of the default throughput with --no-ru-limits): the core's share of a gateway or direct
+create there (docs/performance.md, "Direct mode").
 """
 import argparse
 import cProfile
@@ -43,7 +47,7 @@ from emulator.core.account import Account, AccountConfig  # noqa: E402
 from emulator.core.container import canonical_pk_json  # noqa: E402
 from emulator.core.documents import Writer  # noqa: E402
 from emulator.core.scheduler import ManualClock, Scheduler, run_until_idle  # noqa: E402
-from emulator.core.throttle import CREATE  # noqa: E402
+from emulator.core.throttle import CREATE, ThrottleConfig  # noqa: E402
 from emulator.core.validation import ITEM_BYTES_MAX, check_id, parse_json_body  # noqa: E402
 
 N_DEFAULT = 20_000
@@ -52,6 +56,7 @@ REPEATS = 5
 KEYS = 1000
 THROUGHPUT_RU_PER_S = 100_000
 ITEM_BYTES = 1024
+UNMETERED = False           # --unmetered: default throughput, RU budgets off (as --no-ru-limits)
 
 
 def body(i: int, shape: str) -> tuple[bytes, str, list]:
@@ -75,10 +80,11 @@ def body(i: int, shape: str) -> tuple[bytes, str, list]:
 def setup():
     clock = ManualClock()
     scheduler = Scheduler()
-    account = Account(AccountConfig(), clock, scheduler, random.Random(0))
+    config = AccountConfig(throttle=ThrottleConfig(ru=False)) if UNMETERED else AccountConfig()
+    account = Account(config, clock, scheduler, random.Random(0))
     db = account.create_database({"id": "b"})
     c = account.create_container(db, {"id": "c", "partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2}},
-                                 THROUGHPUT_RU_PER_S)
+                                 None if UNMETERED else THROUGHPUT_RU_PER_S)
     return account, c
 
 
@@ -148,7 +154,8 @@ def instructions(n: int, rate: int, shape: str) -> float:
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "cg.out")
             subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
-                            __file__, "--n", str(k), "--rate", str(rate), "--shape", shape, once],
+                            __file__, "--n", str(k), "--rate", str(rate), "--shape", shape, once,
+                            "--item-bytes", str(ITEM_BYTES)] + (["--unmetered"] if UNMETERED else []),
                            check=True, capture_output=True)
             text = Path(out).read_text(errors="replace")
             return int(re.search(r"^(?:summary|totals): (\d+)", text, re.M).group(1))
@@ -158,15 +165,19 @@ def instructions(n: int, rate: int, shape: str) -> float:
 
 
 def main() -> None:
+    global ITEM_BYTES, UNMETERED
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=N_DEFAULT)
     ap.add_argument("--rate", type=int, default=RATE_DEFAULT, help="creates per virtual millisecond")
     ap.add_argument("--shape", choices=("flat", "nested"), default="flat")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--instructions", action="store_true")
+    ap.add_argument("--item-bytes", type=int, default=ITEM_BYTES)
+    ap.add_argument("--unmetered", action="store_true", help="default throughput, no RU budgets")
     ap.add_argument("--once", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--bodies-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    ITEM_BYTES, UNMETERED = args.item_bytes, args.unmetered
     if args.once or args.bodies_only:
         run(args.n, args.rate, args.shape, bodies_only=args.bodies_only)
         return

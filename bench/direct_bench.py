@@ -12,15 +12,18 @@
   what else the machine is doing.
 * throughput: a multiplexing load generator (C connections, D requests in flight on each, uvloop)
   against a direct node, alternated in rounds with the same generator against a bare
-  uvloop+msgpack echo server speaking the same framing (the ceiling). Medians; the ratio is what
-  carries between machines.
-* wakeups: strace counts the server's epoll_wait and write calls while B batches of K pipelined
-  requests arrive, each batch in one send: coalesced replies mean about one write (and one
-  wake-up) per batch, not per request.
+  uvloop+msgpack echo server speaking the same framing and protocol version (the ceiling: it
+  decodes each frame and answers a reply of the same shape and size, a version 2 array, with
+  nothing behind it). Medians; the ratio is what carries between machines.
+* wakeups: strace logs the server's epoll_wait and write calls while B batches of K pipelined
+  requests arrive, each batch in one send, and counts them from the first batch's read to the
+  last reply's write (the idle seconds around, with the server's timers, left out): coalesced
+  replies mean about one write and one wake-up per batch, not per request.
 """
 import asyncio
 import json
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -39,7 +42,7 @@ N = 300
 WARMUP = 100
 ITEMS = 50
 THROUGHPUT_S = 4
-ROUNDS = 3
+ROUNDS = 5
 CONNECTIONS = 4
 DEPTH = 32                     # requests in flight per connection
 BATCHES = 20
@@ -56,6 +59,7 @@ class Blocking:
         self.buf: list = []
         self.sock.sendall(D.encode(D.hello(agent="bench")))
         ch = self.next()
+        self.version = ch["version"]
         self.sock.sendall(D.encode({"t": "auth", "mac": D.handshake_mac(key, ch["nonce"])}))
         assert self.next()["t"] == "ready"
         self.rid = 0
@@ -68,10 +72,10 @@ class Blocking:
             self.buf += self.dec.feed(data)
         return self.buf.pop(0)
 
-    def call(self, **fields) -> dict:
+    def call(self, op, replica, **fields) -> dict:
         self.rid += 1
-        self.sock.sendall(D.encode(dict(fields, t="req", id=self.rid)))
-        r = self.next()
+        self.sock.sendall(D.encode(D.request(self.version, self.rid, op, replica, **fields)))
+        r = D.reply_fields(self.next())
         if r["status"] >= 400:
             raise RuntimeError(f"direct {fields.get('op')}: {r['status']}/{r['sub']}")
         return r
@@ -123,12 +127,12 @@ def instructions() -> list:
             phases = [
                 ("gateway point read", lambda rng: requests(port, [signed("GET", f"/dbs/b/colls/c/docs/{i % ITEMS}", None,
                                                                          f"p{i % ITEMS}") for i in rng])),
-                ("direct point read", lambda rng: [reader.call(op="read", replica=skey, item=str(i % ITEMS),
+                ("direct point read", lambda rng: [reader.call("read", skey, item=str(i % ITEMS),
                                                               pk=f'["p{i % ITEMS}"]') for i in rng]),
                 ("gateway point create", lambda rng: requests(port, [signed("POST", "/dbs/b/colls/c/docs",
                                                                            dict(ITEM, id=f"g{i}", pk=f"p{i % ITEMS}"),
                                                                            f"p{i % ITEMS}") for i in rng])),
-                ("direct point create", lambda rng: [writer.call(op="create", replica=pkey, pk=f'["p{i % ITEMS}"]',
+                ("direct point create", lambda rng: [writer.call("create", pkey, pk=f'["p{i % ITEMS}"]',
                                                                 body=json.dumps(dict(ITEM, id=f"d{i}", pk=f"p{i % ITEMS}")).encode())
                                                     for i in rng])]
             rows = []
@@ -163,13 +167,13 @@ class P(asyncio.Protocol):
                 break
             req = msgpack.unpackb(bytes(buf[4:4 + n]))
             del buf[:4 + n]
-            if req["t"] == "hello":
-                res = {"t": "challenge", "nonce": b"0" * 32}
-            elif req["t"] == "auth":
-                res = {"t": "ready"}
+            if type(req) is list:
+                res = [2, req[1], 200, 0, BODY, 1.0, "0:0#1#1=1#2=0#3=0", 1, 1, 1, 1, '"0"', "secondary",
+                       "%(activity)s", None]
+            elif req["t"] == "hello":
+                res = {"t": "challenge", "version": 2, "nonce": b"0" * 32}
             else:
-                res = {"t": "res", "id": req["id"], "status": 200, "sub": 0, "body": BODY, "charge": 1.0,
-                       "lsn": 1, "quorum_lsn": 1, "global_lsn": 1, "session": "0:0#1", "role": "secondary"}
+                res = {"t": "ready"}
             b = msgpack.packb(res)
             out.append(L.pack(len(b)) + b)
         if out:
@@ -201,14 +205,14 @@ async def _load(port: int, key: str, replica: str, seconds: float) -> float:
         ch = await frame()
         writer.write(D.encode({"t": "auth", "mac": D.handshake_mac(key, ch["nonce"])}))
         await frame()
-        reqs = [D.encode({"t": "req", "id": i, "op": "read", "replica": replica, "item": str(i % ITEMS),
-                          "pk": f'["p{i % ITEMS}"]'}) for i in range(DEPTH)]
+        reqs = [D.encode(D.request(ch["version"], i, "read", replica, item=str(i % ITEMS), pk=f'["p{i % ITEMS}"]'))
+                for i in range(DEPTH)]
         writer.write(b"".join(reqs))
         while time.perf_counter() < stop_at:
             data = await reader.read(1 << 20)
             frames = dec.feed(data)
             done += len(frames)
-            writer.write(b"".join(reqs[f["id"]] for f in frames))
+            writer.write(b"".join(reqs[f[1]] for f in frames))
         writer.close()
     await asyncio.gather(*(one() for _ in range(CONNECTIONS)))
     return done / seconds
@@ -222,7 +226,7 @@ def throughput() -> list:
     root = str(Path(__file__).resolve().parent.parent)
     with tempfile.TemporaryDirectory() as d:
         script = os.path.join(d, "echo.py")
-        Path(script).write_text(ECHO % {"root": root, "f": ITEM["f"]})
+        Path(script).write_text(ECHO % {"root": root, "f": ITEM["f"], "activity": "0" * 36})
         with ServerProcess(script=script, parse=int) as echo, \
                 ServerProcess("--no-ru-limits") as emu:
             port = _gateway_port(emu.ready)
@@ -250,13 +254,13 @@ def wakeups() -> dict:
             _, sport, skey = addresses(port, key)["secondary"]
             client = Blocking(sport, key)
             out = os.path.join(d, "strace.txt")
-            tracer = subprocess.Popen(["strace", "-f", "-c", "-o", out, "-e", "trace=epoll_wait,epoll_pwait,write,writev,"
+            tracer = subprocess.Popen(["strace", "-f", "-o", out, "-e", "trace=epoll_wait,epoll_pwait,write,writev,"
                                        "sendto,sendmsg,read,recvfrom", "-p", str(proc.pid)],
                                       stderr=subprocess.DEVNULL)
             time.sleep(1.0)                 # strace attaches asynchronously
             for b in range(BATCHES):
-                batch = b"".join(D.encode({"t": "req", "id": b * BATCH_REQUESTS + i, "op": "read", "replica": skey,
-                                           "item": str(i % ITEMS), "pk": f'["p{i % ITEMS}"]'})
+                batch = b"".join(D.encode(D.request(client.version, b * BATCH_REQUESTS + i, "read", skey,
+                                                    item=str(i % ITEMS), pk=f'["p{i % ITEMS}"]'))
                                  for i in range(BATCH_REQUESTS))
                 client.sock.sendall(batch)
                 for _ in range(BATCH_REQUESTS):
@@ -264,15 +268,28 @@ def wakeups() -> dict:
             time.sleep(0.5)
             tracer.terminate()
             tracer.wait(30)
-            counts = {}
-            for line in Path(out).read_text().splitlines():
-                parts = line.split()
-                if len(parts) >= 5 and parts[-1].isidentifier() and parts[3].isdigit():
-                    counts[parts[-1]] = int(parts[3])
-            return counts
+            return _window_counts(Path(out).read_text().splitlines())
         finally:
             proc.terminate()
             proc.wait(60)
+
+
+_SYSCALL = re.compile(r"^(?:\[pid\s+\d+\]\s+|\d+\s+)?(\w+)\(")
+
+
+def _window_counts(lines: list) -> dict:
+    """Syscalls from the first read of a batch to the last reply write: the wake-ups that the
+    batches caused (the attach and idle seconds around them, with their timers, are left out).
+    The wake-up that delivered the first batch comes before the window, so it is added."""
+    calls = [m.group(1) for m in map(_SYSCALL.match, lines) if m]
+    reads = [i for i, c in enumerate(calls) if c in ("read", "recvfrom")]
+    writes = [i for i, c in enumerate(calls) if c in ("write", "writev", "sendto", "sendmsg")]
+    counts: dict = {}
+    if reads and writes:
+        for c in calls[reads[0]:writes[-1] + 1]:
+            counts[c] = counts.get(c, 0) + 1
+        counts["epoll_pwait"] = counts.get("epoll_pwait", 0) + 1
+    return counts
 
 
 def machine() -> str:

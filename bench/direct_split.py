@@ -13,9 +13,11 @@ import uvloop
 from emulator.testing import make_config
 from emulator.runtime.server import Emulator
 from emulator.core.documents import Writer
+from emulator.core.throttle import CREATE
+from emulator.core.validation import check_id, parse_json_body
 from emulator.core.container import canonical_pk_json
-from emulator.runtime import direct_connection as DC
-from emulator.gateway import documents, sessions
+from emulator.runtime import direct_ops
+from emulator.gateway import responses, sessions
 from client.protocol import direct as D
 OUT = sys.argv[1] if len(sys.argv) > 1 else None
 N = 2000
@@ -31,6 +33,7 @@ def total():
         if line.startswith(("summary:", "totals:")):
             return int(line.split()[1])
 def phase(name, fn, n=N):
+    """fn's instructions per call, from n calls after WARMUP."""
     for _ in range(WARMUP): fn()
     subprocess.run(["callgrind_control", "-z", str(os.getpid())], capture_output=True)
     for _ in range(n): fn()
@@ -52,29 +55,71 @@ async def main():
     conn = node()
     conn.connection_made(T())
     conn.state = "ready"                   # the handshake is not what is measured
-    frame = {"t": "req", "id": 1, "op": "read", "replica": key, "item": "3", "pk": '["p3"]'}
+    conn.version, conn.compact = 2, True
+    frame = D.request(2, 1, "read", key, item="3", pk='["p3"]')
     raw = D.encode(frame)
     phase("empty", lambda: None)
     phase("data_received (whole)", lambda: conn.data_received(raw))
+    conn._out.clear()
+    batch = b"".join(D.encode(D.request(2, i, "read", key, item=str(i % 50), pk=f'["p{i % 50}"]')) for i in range(32))
+
+    def batched():
+        conn.data_received(batch)
+        conn._out.clear()
+    phase("data_received, 32 reads in one buffer (per read)", batched, N // 32)
+    print("  (divide the line above by 32)", flush=True)
     dec = D.FrameDecoder()
     phase("decode", lambda: dec.feed(raw))
-    phase("prepare", lambda: conn._prepare(frame, "read"))
-    call, target, item = conn._prepare(frame, "read")
-    phase("_read", lambda: DC._read(call, target, item))
-    phase(" read_target", lambda: documents.read_target(call, target.container, item, False))
-    rs, pk_json, id, cons, sess = documents.read_target(call, target.container, item, False)
-    phase(" read_point", lambda: documents.read_point(call, target.container, rs, pk_json, id, cons, sess))
-    phase(" token", lambda: sessions.token(rs, 50))
-    res = DC._read(call, target, item)
-    def ans():
-        conn.pending += 1
-        target.replica.in_flight += 1
-        conn._answer(1, "read", call, target, dict(res))
+
+    def array():
+        conn._in_data = True
+        conn._array(frame)
+        conn._in_data = False
         conn._out.clear()
-    phase("answer", ans)
-    r2 = dict(res, t="res", id=1, activity_id="x"*36, lsn=1, quorum_lsn=1, global_lsn=1, role="secondary")
-    phase(" encode", lambda: D.encode(r2))
+    phase("_array (after decode, before flush)", array)
+    phase(" activity id", responses.activity_id)
+    phase(" counters", lambda: conn.node.requests.__setitem__(("read", 200, 0), conn.node.requests[("read", 200, 0)] + 1))
+
+    def flush():
+        conn._out += (b"1234", b"x" * 300)
+        conn._flush()
+    phase("flush (join + write)", flush)
+    target = node.resolve(key, False)
     phase(" resolve", lambda: node.resolve(key, False))
+    phase("read (direct_ops.read)", lambda: direct_ops.read(a, "East US", target, 1, "3", '["p3"]', None, None, None,
+                                                             "x" * 36))
+    phase(" token", lambda: sessions.token(target.rs, 50))
+    res = direct_ops.read(a, "East US", target, 1, "3", '["p3"]', None, None, None, "x" * 36)
+    phase(" encode", lambda: D.encode(res))
+
+    def send():
+        conn._send_reply(res)
+        conn._out.clear()
+    phase("send (encode + queue)", send)
+    pkey = D.replica_key(c.rid, "0", next(i for i, r in enumerate(target.rs.replicas) if r.role == "primary"))
+    pnode = emu.direct.nodes[("East US", place[int(pkey.rsplit("/", 1)[1])])]
+    pconn = pnode()
+    pconn.connection_made(T())
+    pconn.state, pconn.version, pconn.compact = "ready", 2, True
+    creates = iter([D.encode(D.request(2, 1, "create", pkey, pk='["p3"]',
+                                       body=b'{"id":"n%d","pk":"p3","f":"%s"}' % (i, b"x" * 140)))
+                    for i in range(WARMUP + N)])
+
+    def create():
+        pconn.data_received(next(creates))
+        pconn._out.clear()
+    phase("create: data_received (whole)", create)     # without the link deliveries (timers run later)
+    core_bodies = iter([b'{"id":"k%d","pk":"p3","f":"%s"}' % (i, b"x" * 140) for i in range(WARMUP + N)])
+    pk_json = canonical_pk_json(["p3"])
+
+    def core_create():
+        doc = parse_json_body(next(core_bodies))
+        check_id(doc.get("id"))
+        w = Writer(c, "East US", pk_json, ["p3"], a.clock.now_ms())
+        w.create(doc)
+        a.throttle.admit_writer(w, CREATE)
+        w.commit()
+    phase("create: the core's steps only", core_create)
     await emu.stop()
 
 

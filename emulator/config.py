@@ -99,6 +99,16 @@ def text(value) -> str:
     return value.strip()
 
 
+def pem_file(value) -> str:
+    path = text(value)
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+    except OSError as e:
+        raise ValueError(f"must be a readable PEM file ({e.strerror or e})") from None
+    return path
+
+
 def regions(value) -> tuple:
     names = value.split(",") if isinstance(value, str) else value
     if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
@@ -329,6 +339,11 @@ OPTIONS = (
            group=HTTPS, metavar="FILE"),
     Option("cert_key", optional(path), None, "--cert-key", "CERT_KEY",
            "the private key (PEM, unencrypted) of --cert", group=HTTPS, metavar="FILE"),
+    Option("direct_tls_cert", optional(pem_file), None, "--direct-tls-cert", "DIRECT_TLS_CERT",
+           "PEM certificate (chain) for TLS on the direct ports; plain connections keep working on the same "
+           "ports (with --direct-tls-key)", group=DIRECT, metavar="FILE"),
+    Option("direct_tls_key", optional(pem_file), None, "--direct-tls-key", "DIRECT_TLS_KEY",
+           "PEM private key of --direct-tls-cert", group=DIRECT, metavar="FILE"),
     # Options of running_emulator() and the marker only.
     Option("direct_limits", limits, {}),
     Option("lag_ms", lag_matrix, {}),
@@ -421,6 +436,15 @@ def _cross_check(v: dict) -> None:
     if lo and hi - lo + 1 < nodes:
         raise ConfigError(f"direct ports {lo}-{hi}: {hi - lo + 1} ports, but {n} regions x "
                           f"{v['nodes_per_region']} nodes need {nodes}; widen the range, or 0 for free ports")
+    if bool(v["direct_tls_cert"]) != bool(v["direct_tls_key"]):
+        raise ConfigError("--direct-tls-cert and --direct-tls-key come together: the certificate and its "
+                          "private key, both PEM files")
+    if v["direct_tls_cert"]:
+        from .runtime.direct_tls import server_context
+        try:
+            server_context(v["direct_tls_cert"], v["direct_tls_key"])
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     names = set(v["regions"])
     for a, b in v["lag_ms"]:
         if a not in names or b not in names:
@@ -472,7 +496,8 @@ def _build(v: dict):
                         direct_port_range=v["direct_ports"], direct_limits=v["direct_limits"],
                         control_token=v["control_token"], connections_max=v["connections_max"],
                         read_only_endpoints=v["read_only_endpoints"], max_clock_skew_s=v["max_clock_skew_s"],
-                        query_mode=v["query_mode"], **_tls(v))
+                        query_mode=v["query_mode"], direct_tls_cert=v["direct_tls_cert"],
+                        direct_tls_key=v["direct_tls_key"], **_tls(v))
 
 
 def environment_help() -> str:

@@ -40,6 +40,7 @@ SUB_GONE = frozenset((D.SUB_REPLICA_NOT_HERE, D.SUB_NOT_PRIMARY, D.SUB_REPLICA_D
 ADDRESS_REFRESH_MIN_MS = 1_000          # unreachable replicas fetched this recently: no refetch, the gateway
 QUORUM_LEVELS = frozenset(("Strong", "BoundedStaleness"))
 AGENT = "regionlab-client"
+PROTOCOL_VERSION = max(D.PROTOCOL_VERSIONS)   # the compact frames (docs/direct-protocol.md)
 _OPTION_OF_HEADER = {header: name for name, header in D.REQUEST_OPTIONS.items()}
 # Request headers that make a feed something the protocol's scoped pages do not carry.
 _GATEWAY_ONLY_HEADERS = (H.CHANGE_FEED_WIRE_FORMAT_VERSION, H.READ_KEY_TYPE, H.IS_QUERY_PLAN)
@@ -114,7 +115,7 @@ class Connection:
         return conn
 
     async def _handshake(self, key) -> None:
-        self.writer.write(D.encode(D.hello(agent=AGENT)))
+        self.writer.write(D.encode(D.hello(versions=(PROTOCOL_VERSION,), agent=AGENT)))
         frames: deque = deque()
         challenge = await self._next(frames)
         if D.frame_type(challenge) != D.CHALLENGE:
@@ -352,7 +353,7 @@ class DirectTransport:
             except (ValueError, TypeError) as e:
                 raise _Unreachable(f"cannot place the partition key: {e}") from None
             rs = await self._replica_set(endpoint, route.container, range_id, info)
-            frame_of = lambda rid, key: D.request(rid, route.op, key, options, body, route.item)
+            frame_of = lambda rid, key: D.request_frame(PROTOCOL_VERSION, rid, route.op, key, options, body, route.item)
             if write and rs.primary is None:     # the feed lists no live primary: an election runs
                 self._invalidate(route.container, range_id, endpoint, "no primary in the feed (election)", info)
                 continue
@@ -446,7 +447,7 @@ class DirectTransport:
                 return None              # a read may go to another replica; a write may have happened
             raise TransportError(RESPONSE_ERROR, f"the connection to {entry['address']} broke: {e}") from None
         self.addresses.mark_up(replica.endpoint)
-        res = D.reply_fields(frame)
+        res = D.named_reply(frame)
         entry.update(status=res.get("status"), sub=int(res.get("sub") or 0), lsn=res.get("lsn"),
                      served_by=res.get("role"))
         return res

@@ -6,6 +6,12 @@ backend node, and nothing else: no sockets, no timers (sans-IO, like h11). Bytes
 turns a map into a frame. The server (emulator/runtime/direct_server.py) and clients import it;
 neither imports the other.
 
+Two versions: in version 1 every frame is a map with a string "t"; version 2 keeps the maps for
+the handshake and control frames but sends requests and replies as positional arrays
+(`request`, `reply_fields`), which build, hash and pack no key strings. A connection
+speaks the version the challenge named; the decoder accepts both shapes and the node refuses
+a shape the connection's version does not use.
+
 Invariant of the decoder (the fuzz test checks it): for any byte string, fed whole or in any
 split, `feed` yields the same frames, then (if the bytes go bad) the same ProtocolError, and
 raises nothing else. A ProtocolError carries the whole frames decoded before the bad bytes in
@@ -19,7 +25,8 @@ import struct
 import msgpack
 
 PROTOCOL = "rlmp"                        # never "rntbd": no official SDK may take it for its own
-PROTOCOL_VERSIONS = (1,)                 # what this side speaks, oldest first
+PROTOCOL_VERSIONS = (1, 2)               # what this side speaks, oldest first
+COMPACT_VERSION = 2                      # from this version on, requests and replies are arrays
 
 # ---- limits (units last) ------------------------------------------------------------------
 LENGTH_PREFIX_BYTES = 4
@@ -62,6 +69,8 @@ OPERATIONS = {READ: ("GET", True), CREATE: ("POST", False), UPSERT: ("POST", Fal
               BATCH: ("POST", False), QUERY: ("POST", False), CHANGE_FEED: ("GET", False),
               READ_FEED: ("GET", False)}
 WRITE_OPERATIONS = frozenset((CREATE, UPSERT, REPLACE, DELETE, PATCH, BATCH))
+OPERATION_CODES = (READ, CREATE, UPSERT, REPLACE, DELETE, PATCH, BATCH, QUERY, CHANGE_FEED, READ_FEED)
+OPERATION_CODE = {op: code for code, op in enumerate(OPERATION_CODES)}     # version 2: op by number
 POINT_OPERATIONS = frozenset((READ, CREATE, UPSERT, REPLACE, DELETE, PATCH, BATCH))
 
 # Optional request fields, each carrying the gateway header of the same meaning.
@@ -80,6 +89,19 @@ REQUEST_OPTIONS = {
     "end_epk": "x-ms-end-epk",
 }
 
+# ---- version 2: requests and replies as positional arrays ---------------------------------
+# request: [REQUEST_CODE, id, op code, replica, item, pk, body, options]; item, pk and body may
+# be nil, options is nil or a map of the other REQUEST_OPTIONS (session, consistency, ...).
+REQUEST_CODE = 1
+REQUEST_LENGTH = 8
+# reply: [RESPONSE_CODE, then the fields of REPLY_FIELDS in order, then extra]; extra is nil or a
+# map of EXTRA_REPLY_FIELDS (the rarer ones). A field that does not apply is nil.
+RESPONSE_CODE = 2
+REPLY_FIELDS = ("id", "status", "sub", "body", "charge", "session", "lsn", "quorum_lsn", "global_lsn",
+                "item_lsn", "etag", "role", "activity_id")
+EXTRA_REPLY_FIELDS = ("continuation", "item_count", "retry_after_ms")
+REPLY_LENGTH = 1 + len(REPLY_FIELDS) + 1
+
 # ---- status and substatus codes of this protocol --------------------------------------------
 # Direct substatuses sit in a range of their own (21000+), clear of the service's numbers.
 SUB_REPLICA_NOT_HERE = 21001             # 410: the replica moved off this node, or never was on it
@@ -97,6 +119,7 @@ SUB_READ_SESSION_NOT_AVAILABLE = 1002    # 404: this replica is behind the sessi
 
 _LENGTH = struct.Struct(">I")
 _pack_length = _LENGTH.pack
+_unpack_length = _LENGTH.unpack_from
 
 
 class ProtocolError(Exception):
@@ -116,6 +139,12 @@ _pack = _packer.pack
 _unpackb = msgpack.unpackb
 
 
+# A server that queues a batch's frames and joins them once may append the prefix and the body
+# separately: pack_length(len(body)), then body = pack(frame) (frames it knows are small enough).
+pack = _pack
+pack_length = _pack_length
+
+
 def encode(frame: dict) -> bytes:
     """One frame: the length prefix and the msgpack map."""
     body = _pack(frame)
@@ -125,27 +154,36 @@ def encode(frame: dict) -> bytes:
     return _pack_length(n) + body
 
 
-def decode_body(body: bytes) -> dict:
-    """The map held by one frame's body, or ProtocolError."""
+def decode_body(body: bytes):
+    """The frame held by one frame's body (a map with a string "t", or a version 2 array that
+    starts with its integer frame code), or ProtocolError."""
     try:
         frame = _unpackb(body)           # msgpack's defaults: str keys and values, lists, strict map keys
     except msgpack.ExtraData:
         raise ProtocolError(400, SUB_BAD_FRAME, "A frame holds more than one msgpack value.") from None
     except (ValueError, TypeError, msgpack.UnpackException, OverflowError, RecursionError) as e:
         raise ProtocolError(400, SUB_BAD_FRAME, f"A frame is not valid msgpack ({type(e).__name__}).") from None
-    if not isinstance(frame, dict) or not isinstance(frame.get("t"), str):
-        raise ProtocolError(400, SUB_BAD_FRAME, 'A frame must be a msgpack map with a string "t" (type).')
-    return frame
+    kind = type(frame)
+    if kind is list:
+        if frame and type(frame[0]) is int:
+            return frame
+    elif kind is dict and type(frame.get("t")) is str:
+        return frame
+    raise ProtocolError(400, SUB_BAD_FRAME, 'A frame must be a msgpack map with a string "t" (type), or an '
+                                            'array that starts with its integer frame code (version 2).')
 
 
 class FrameDecoder:
     """Bytes in, frames out. `pending` says whether a frame has begun and is incomplete (the
-    caller's frame timer runs while it is)."""
+    caller's frame timer runs while it is).
+
+    Every whole frame in the bytes at hand is decoded in one pass by offset (no copying of what
+    follows); only an incomplete tail is kept, in a bytearray that grows until its frame is whole."""
     __slots__ = ("_buf", "_need", "max_frame_bytes", "failed")
 
     def __init__(self, max_frame_bytes: int = FRAME_BYTES_MAX):
         self._buf = bytearray()
-        self._need = 0                   # body length of the frame in progress, 0 = reading a prefix
+        self._need = 0                   # bytes the kept tail needs before it can be decoded further
         self.max_frame_bytes = max_frame_bytes
         self.failed = False
 
@@ -157,41 +195,84 @@ class FrameDecoder:
         if self.failed:
             raise ProtocolError(400, SUB_BAD_FRAME, "The connection already broke the protocol.")
         buf = self._buf
-        if not buf and len(data) > LENGTH_PREFIX_BYTES:
-            n = _LENGTH.unpack_from(data)[0]
-            if len(data) == LENGTH_PREFIX_BYTES + n and 0 < n <= self.max_frame_bytes:
-                # The common case: exactly one whole frame arrived; decode it without buffering.
-                try:
-                    return [decode_body(data[LENGTH_PREFIX_BYTES:])]
-                except ProtocolError:
-                    self.failed = True
-                    raise
-        buf += data
+        if buf:
+            buf += data
+            if len(buf) < self._need:
+                return []                # the kept frame is still incomplete
+            data = bytes(buf)
+            buf.clear()
         frames = []
+        size = len(data)
+        pos = 0
+        limit = self.max_frame_bytes
         try:
-            while True:
-                if not self._need:
-                    if len(buf) < LENGTH_PREFIX_BYTES:
-                        break
-                    n = _LENGTH.unpack_from(buf)[0]
-                    if n == 0:
-                        raise ProtocolError(400, SUB_BAD_FRAME, "A frame's length prefix is 0.")
-                    if n > self.max_frame_bytes:
-                        raise ProtocolError(400, SUB_FRAME_TOO_LARGE,
-                                            f"A frame of {n} bytes exceeds the limit of {self.max_frame_bytes} bytes.")
-                    self._need = n
-                end = LENGTH_PREFIX_BYTES + self._need
-                if len(buf) < end:
+            while size - pos >= LENGTH_PREFIX_BYTES:
+                n = _unpack_length(data, pos)[0]
+                if n == 0:
+                    raise ProtocolError(400, SUB_BAD_FRAME, "A frame's length prefix is 0.")
+                if n > limit:
+                    raise ProtocolError(400, SUB_FRAME_TOO_LARGE,
+                                        f"A frame of {n} bytes exceeds the limit of {limit} bytes.")
+                start = pos + LENGTH_PREFIX_BYTES
+                end = start + n
+                if end > size:
                     break
-                frames.append(decode_body(bytes(buf[LENGTH_PREFIX_BYTES:end])))
-                del buf[:end]
-                self._need = 0
+                body = data[start:end]
+                try:                     # decode_body's common case, inlined (it runs per frame)
+                    frame = _unpackb(body)
+                except Exception:
+                    frame = decode_body(body)            # raises the ProtocolError that says why
+                kind = type(frame)
+                if not ((kind is list and frame and type(frame[0]) is int)
+                        or (kind is dict and type(frame.get("t")) is str)):
+                    decode_body(body)                    # raises: not a frame's shape
+                frames.append(frame)
+                pos = end
         except ProtocolError as e:
             self.failed = True
-            buf.clear()
             e.frames = frames            # the whole frames before the bad bytes still count
             raise
+        if pos < size:
+            buf += data[pos:]
+            self._need = (LENGTH_PREFIX_BYTES + _unpack_length(data, pos)[0]) if size - pos >= LENGTH_PREFIX_BYTES \
+                else LENGTH_PREFIX_BYTES
         return frames
+
+
+# ---- version 2 requests and replies ------------------------------------------------------------
+def request(version: int, rid, op, replica, item=None, pk=None, body=None, **options):
+    """A request frame (not yet encoded) in the shape `version` uses; `options` are the other
+    REQUEST_OPTIONS (session, consistency, if_match, ...)."""
+    if version >= COMPACT_VERSION:
+        return [REQUEST_CODE, rid, OPERATION_CODE.get(op, op), replica, item, pk, body, options or None]
+    frame = {"t": REQUEST, "id": rid, "op": op, "replica": replica}
+    for name, value in (("item", item), ("pk", pk), ("body", body)):
+        if value is not None:
+            frame[name] = value
+    frame.update(options)
+    return frame
+
+
+def reply_fields(frame) -> dict:
+    """A reply of either version as a map of named fields (version 1's shape): nil fields are
+    left out, except the body."""
+    if type(frame) is dict:
+        return frame
+    out = {"t": RESPONSE}
+    for name, value in zip(REPLY_FIELDS, frame[1:]):
+        if value is not None or name == "body":
+            out[name] = value
+    extra = frame[REPLY_LENGTH - 1] if len(frame) >= REPLY_LENGTH else None
+    if extra:
+        out.update(extra)
+    return out
+
+
+def frame_type(frame) -> str | None:
+    """The "t" of a frame of either version (REQUEST or RESPONSE for an array)."""
+    if type(frame) is dict:
+        return frame["t"]
+    return {REQUEST_CODE: REQUEST, RESPONSE_CODE: RESPONSE}.get(frame[0])
 
 
 # ---- handshake ------------------------------------------------------------------------------
@@ -253,32 +334,23 @@ def bye() -> dict:
     return {"t": BYE}
 
 
-def request(rid: int, op: str, replica: str, options: dict, body: bytes | None = None,
-            item: str | None = None) -> dict:
-    """A request frame; `options` are REQUEST_OPTIONS fields (names, not headers)."""
-    frame = dict(options)
-    frame["t"] = REQUEST
-    frame["id"] = rid
-    frame["op"] = op
-    frame["replica"] = replica
-    if body is not None:
-        frame["body"] = body
-    if item is not None:
-        frame["item"] = item
-    return frame
+def request_frame(version: int, rid: int, op: str, replica: str, options: dict, body: bytes | None = None,
+                  item: str | None = None):
+    """A request frame in `version`'s shape; `options` are REQUEST_OPTIONS fields (names, not
+    headers), the partition key ("pk") among them."""
+    options = dict(options)
+    pk = options.pop("pk", None)
+    return request(version, rid, op, replica, item=item, pk=pk, body=body, **options)
 
 
-def frame_type(frame: dict) -> str:
-    return frame["t"]
-
-
-def reply_id(frame: dict):
-    return frame.get("id")
+def reply_id(frame):
+    """The request id a reply (of either version) answers."""
+    return frame.get("id") if type(frame) is dict else frame[1]
 
 
 # Reply fields a client reads, by their names in docs/direct-protocol.md.
-REPLY_FIELDS = ("status", "sub", "body", "lsn", "quorum_lsn", "global_lsn", "item_lsn", "session",
-                "charge", "activity_id", "retry_after_ms", "etag", "continuation", "item_count", "role")
+NAMED_REPLY_FIELDS = ("status", "sub", "body", "lsn", "quorum_lsn", "global_lsn", "item_lsn", "session",
+                      "charge", "activity_id", "retry_after_ms", "etag", "continuation", "item_count", "role")
 # Reply fields carried to the caller as the gateway header of the same meaning.
 REPLY_HEADERS = (("session", "x-ms-session-token"), ("etag", "etag"),
                  ("continuation", "x-ms-continuation"), ("item_count", "x-ms-item-count"),
@@ -286,9 +358,12 @@ REPLY_HEADERS = (("session", "x-ms-session-token"), ("etag", "etag"),
                  ("activity_id", "x-ms-activity-id"))
 
 
-def reply_fields(frame: dict) -> dict:
-    """A reply (or error) frame's fields under their documented names (absent ones left out)."""
-    return {name: frame[name] for name in REPLY_FIELDS if name in frame}
+def named_reply(frame) -> dict:
+    """A reply (or error) frame's fields, of either version, under their documented names
+    (absent ones left out)."""
+    fields = reply_fields(frame)
+    return {name: fields[name] for name in NAMED_REPLY_FIELDS if fields.get(name) is not None or
+            (name == "body" and name in fields)}
 
 
 def error_fields(frame: dict) -> tuple[int, int, str]:

@@ -39,11 +39,17 @@ def _check_item(doc, raw_len: int) -> None:
         raise CosmosError(e.status, e.substatus, e.message) from None
 
 
-async def commit(call, writer) -> tuple[int, float]:
-    """Admit a staged Writer, commit it and wait for its acknowledgement: (LSN or 0, charge).
-    Both surfaces (this gateway and direct mode) commit through here."""
+def commit_staged(call, writer) -> tuple[int, float]:
+    """Admit a staged Writer and commit it: (LSN or 0, charge). Both surfaces (this gateway and
+    direct mode) commit through here; direct mode then waits for the acknowledgement only when
+    it is not there yet (Gateway.acknowledged), without a coroutine in the common case."""
     ru = admission.write(call, writer)          # a 429 here leaves nothing applied
-    lsn = writer.commit()
+    return writer.commit(), ru
+
+
+async def commit(call, writer) -> tuple[int, float]:
+    """Admit a staged Writer, commit it and wait for its acknowledgement: (LSN or 0, charge)."""
+    lsn, ru = commit_staged(call, writer)
     if lsn:
         await call.gw.write_acknowledged(writer, lsn)
     return lsn, ru

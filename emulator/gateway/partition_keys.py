@@ -17,6 +17,7 @@ PK_CACHE_MAX = 65_536
 _cache: dict = {}
 _SHAPE = ("A partition key must be a JSON array of one or more scalar values (strings, numbers, "
           "booleans, null or {} for undefined), such as [\"p1\"] or [\"tenant\", 5]")
+parsed = _cache.get          # raw header -> what parse() returned for it, or None (a caller's inlined hit)
 
 
 def parse(raw: str) -> tuple[str, list]:

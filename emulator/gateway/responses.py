@@ -26,7 +26,7 @@ def activity_id() -> str:
     counter (uuid4 per request costs more than the rest of a point read's parsing)."""
     global _activity_seq
     _activity_seq += 1
-    return f"{_ACTIVITY_PREFIX}{_activity_seq & 0xFFFFFFFFFFFF:012x}"
+    return _ACTIVITY_PREFIX + (_activity_seq & 0xFFFFFFFFFFFF).to_bytes(6, "big").hex()   # 12 hex digits
 
 
 dumps = jsontext.dumps_bytes          # compact JSON as bytes, the same as stored items

@@ -151,17 +151,25 @@ class Gateway:
         # The region's clock judges the date: a clock_skew fault moves it (core/request_faults.py).
         check_clock_skew(date, date_s, self.now_ms(call.region) / 1000, self.max_clock_skew_s)
 
+    def acknowledged(self, writer, lsn: int) -> bool:
+        """Whether the commit at lsn (0: nothing committed) needs no waiting: a quorum of its
+        region has it, and under Strong a majority of regions."""
+        if not lsn:
+            return True
+        rs = writer.rs
+        partition = rs.partition
+        strong = self.account.consistency == STRONG and partition is not None
+        return (partition.global_lsn if strong else rs.committed_lsn) >= lsn
+
     async def write_acknowledged(self, writer, lsn: int) -> None:
         """Wait until the commit at lsn is acknowledged: a quorum of its region, and under Strong
         also a majority of regions. A commit discarded first (its primary crashed before a quorum
         had it) is reported as not applied."""
-        if not lsn:
+        if self.acknowledged(writer, lsn):
             return
         rs = writer.rs
         partition = rs.partition
         strong = self.account.consistency == STRONG and partition is not None
-        if (partition.global_lsn if strong else rs.committed_lsn) >= lsn:
-            return
         ok = await self._wait(lambda done: (partition.when_globally_committed(lsn, done) if strong
                                             else rs.when_committed(lsn, done)), self.write_ack_timeout_s)
         if ok is None:

@@ -19,6 +19,11 @@ def parse_session(call) -> dict | None:
     raw = call.header(H.SESSION_TOKEN)
     if not raw:
         return None
+    return parse_session_text(raw)
+
+
+def parse_session_text(raw: str) -> dict:
+    """The parsed tokens of a session token's text (direct mode passes the text itself)."""
     hit = _parsed.get(raw)
     if hit is not None:
         return hit

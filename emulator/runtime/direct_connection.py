@@ -5,16 +5,21 @@ connection with an error frame; nothing a peer sends raises out of this class or
 behind (connection_lost cancels whatever is still in flight).
 """
 import asyncio
+import itertools
 import logging
 import os
+import ssl
+import uuid
 
 from client.protocol import direct as D
 from client.protocol import headers as H
 
-from ..core.errors import CosmosError, bad_request, not_found
+from ..core.errors import CosmosError, bad_request
 from ..gateway import documents, partition_keys, responses, sessions
+from . import direct_ops
+from .direct_tls import HANDSHAKE_FAILURE_ALERT, TLS_HANDSHAKE_RECORD, TlsSession
 from .direct_server import (CLOSE_GRACE_S, WRITE_BUFFER_HIGH_BYTES, DirectCall, _OP_HEADERS,
-                            _REPLY_FIELDS, _SCOPED_FEEDS, _HANDSHAKE, _AUTH, _READY, _CLOSING, carry_on)
+                            _SCOPED_FEEDS, _HANDSHAKE, _AUTH, _READY, _CLOSING, carry_on)
 
 log = logging.getLogger("regionlab.direct")
 
@@ -31,12 +36,21 @@ class DirectConnection(asyncio.Protocol):
         self.pending = 0                     # requests begun and not answered (with the suspended ones)
         self._out: list = []
         self._in_data = False
+        # The replica the last read of the buffer being handled resolved to. Nothing that
+        # changes where a replica is or its state (faults, placement, containers) can run
+        # while one buffer's frames are handled, so the reads after it in the same buffer
+        # reuse it; it is forgotten when the buffer is done.
+        self._batch_key = self._batch_target = None
         self._flush_scheduled = False
         self.loop = None
         self.opened = self.last_rx = 0.0
         self.frame_since = 0.0               # when the incomplete frame began (0: none)
         self.closed = False
         self.gw = None                       # the region's Gateway whose functions requests run
+        self.version = 0                     # the protocol version the challenge named
+        self.compact = False                 # version 2: requests and replies are arrays
+        self.tls = None                      # a TlsSession once the client started TLS (direct_tls.py)
+        self._sniffed = False                # the first bytes were looked at (TLS or plain)
 
     # ---- asyncio.Protocol ---------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -68,6 +82,15 @@ class DirectConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        if self.tls is None and not self._sniffed:
+            self._sniffed = True
+            if data[0] == TLS_HANDSHAKE_RECORD and not self._start_tls():
+                return
+        if self.tls is not None:
+            self.last_rx = self.loop.time()
+            data = self._tls_receive(data)
+            if not data:
+                return
         self.last_rx = now = self.loop.time()
         self._in_data = True
         try:
@@ -81,22 +104,67 @@ class DirectConnection(asyncio.Protocol):
             for frame in frames:
                 if self.closed:
                     break
-                self._frame(frame)
+                if type(frame) is list:
+                    self._array(frame)
+                else:
+                    self._frame(frame)
             if self.frame_since or self.decoder.pending:
                 self.frame_since = (self.frame_since or now) if self.decoder.pending else 0.0
         finally:
             self._in_data = False
+            self._batch_key = self._batch_target = None
             self._flush()
 
+    # ---- TLS (direct_tls.py) -------------------------------------------------------------
+    def _start_tls(self) -> bool:
+        """A TLS ClientHello arrived: run TLS if the node has a certificate, else refuse it."""
+        ctx = self.plane.tls_context
+        if ctx is None:
+            log.info("a TLS connection to node %s of %s, which has no certificate (--direct-tls-cert): refused",
+                     self.node.index, self.node.region)
+            self.transport.write(HANDSHAKE_FAILURE_ALERT)
+            self._close()
+            return False
+        self.tls = TlsSession(ctx)
+        return True
+
+    def _tls_receive(self, data: bytes) -> bytes:
+        tls = self.tls
+        try:
+            plain = tls.receive(data)
+        except ssl.SSLError as e:
+            log.info("a TLS handshake or record on node %s of %s failed: %s", self.node.index, self.node.region, e)
+            out = tls.outgoing()
+            if out:
+                self.transport.write(out)    # the alert that tells the client why
+            self.tls = None                  # nothing more can be sent in TLS
+            self._close()
+            return b""
+        out = tls.outgoing()
+        if out:
+            self.transport.write(out)
+        return plain
+
+    def _write(self, data: bytes) -> None:
+        tls = self.tls
+        if tls is None:
+            self.transport.write(data)
+        elif tls.handshaken:                 # before the TLS handshake, nothing can be sent
+            self.transport.write(tls.send(data))
+
     # ---- frames ------------------------------------------------------------------------
-    def _frame(self, frame: dict) -> None:
+    def _frame(self, frame) -> None:
         if self.closed:
+            return
+        if type(frame) is list:
+            self._array(frame)
             return
         t = frame["t"]
         state = self.state
         if state == _READY:
-            if t == D.REQUEST:
-                self._request(frame)
+            if t == D.REQUEST and not self.compact:
+                self._request(frame.get("id"), frame.get("op"), frame.get("replica"), frame.get("item"),
+                              frame.get("pk"), frame.get("body"), frame)
             elif t == D.PING:
                 self._send({"t": D.PONG})
             elif t == D.PONG:
@@ -104,6 +172,9 @@ class DirectConnection(asyncio.Protocol):
             elif t == D.BYE:
                 self.state = _CLOSING
                 self._maybe_finish_close()
+            elif t == D.REQUEST:
+                self.fail(400, D.SUB_BAD_FRAME, f"Protocol version {self.version} sends requests as arrays "
+                                                "(docs/direct-protocol.md), not maps.")
             else:
                 self.fail(400, D.SUB_HANDSHAKE if t in (D.HELLO, D.AUTH) else D.SUB_BAD_FRAME,
                           f"A '{t[:40]}' frame is not allowed on a ready connection.")
@@ -112,6 +183,37 @@ class DirectConnection(asyncio.Protocol):
         elif state == _AUTH:
             self._auth(frame) if t == D.AUTH else self._out_of_place(t, D.AUTH)
         # closing: the client said bye; what it sends after that is ignored
+
+    def _array(self, f: list) -> None:
+        """A version 2 request: [REQUEST_CODE, id, op code, replica, item, pk, body, options]."""
+        state = self.state
+        if state != _READY:
+            if state != _CLOSING:
+                self._out_of_place("array", D.HELLO if state == _HANDSHAKE else D.AUTH)
+            return
+        if not self.compact or f[0] != D.REQUEST_CODE:
+            self.fail(400, D.SUB_BAD_FRAME, f"An array frame with code {str(f[0])[:20]} is not a request of "
+                                            f"protocol version {self.version}.")
+            return
+        if len(f) != D.REQUEST_LENGTH:
+            rid = f[1] if len(f) > 1 else None
+            err = CosmosError(400, D.SUB_BAD_REQUEST_FRAME, f"A request is an array of {D.REQUEST_LENGTH} elements "
+                                                            "[1, id, op, replica, item, pk, body, options].")
+            if self._id_ok(rid):
+                self._refuse(rid, None, None, err)
+            return
+        _, rid, code, replica, item, pk, body, options = f
+        if code == _READ_CODE and type(code) is int and type(rid) is int and 0 <= rid <= D.REQUEST_ID_MAX \
+                and rid not in self.in_flight and self.pending < self.plane.max_in_flight \
+                and (options is None or type(options) is dict):
+            self._read(rid, replica, item, pk, body, options)      # the common case, checked as _request does
+            return
+        op = D.OPERATION_CODES[code] if type(code) is int and 0 <= code < len(D.OPERATION_CODES) else code
+        if options is not None and type(options) is not dict:
+            if self._id_ok(rid):
+                self._refuse(rid, op, None, bad_request("A request's options must be a map or nil."))
+            return
+        self._request(rid, op, replica, item, pk, body, options)
 
     def _out_of_place(self, t: str, expected: str) -> None:
         self.fail(400, D.SUB_HANDSHAKE, f"Expected a '{expected}' frame during the handshake, got '{t[:40]}'.")
@@ -122,6 +224,8 @@ class DirectConnection(asyncio.Protocol):
             self.fail(400, D.SUB_VERSION, f"No protocol version in common: the node speaks "
                                           f"{list(D.PROTOCOL_VERSIONS)}, the client offered {str(frame.get('versions'))[:60]}.")
             return
+        self.version = version
+        self.compact = version >= D.COMPACT_VERSION
         self.nonce = os.urandom(D.NONCE_BYTES)
         self.state = _AUTH
         plane = self.plane
@@ -141,89 +245,146 @@ class DirectConnection(asyncio.Protocol):
         self._send({"t": D.READY})
 
     # ---- requests ----------------------------------------------------------------------
-    def _request(self, frame: dict) -> None:
-        rid = frame.get("id")
+    def _id_ok(self, rid) -> bool:
+        """Whether a request's id can be answered; if not, the connection ends."""
         if type(rid) is not int or not 0 <= rid <= D.REQUEST_ID_MAX:
             self.fail(400, D.SUB_BAD_REQUEST_FRAME, f"A request needs an integer 'id' 0-{D.REQUEST_ID_MAX}.")
+            return False
+        return True
+
+    def _request(self, rid, op, replica, item, pk, body, options) -> None:
+        """One request of either version; `options` holds its optional fields (a version 1
+        frame is its own options map: the names that are not options are skipped)."""
+        if type(rid) is not int or not 0 <= rid <= D.REQUEST_ID_MAX:
+            self._id_ok(rid)
             return
         if rid in self.in_flight:
-            self._send_error(rid, frame, CosmosError(400, D.SUB_BAD_REQUEST_FRAME,
-                                                     f"Request id {rid} is already in flight on this connection."))
+            self._refuse(rid, op, options, CosmosError(400, D.SUB_BAD_REQUEST_FRAME,
+                                                   f"Request id {rid} is already in flight on this connection."))
             return
         if self.pending >= self.plane.max_in_flight:
-            self._send_error(rid, frame, CosmosError(
+            self._refuse(rid, op, options, CosmosError(
                 429, D.SUB_BUSY, f"This connection has {self.plane.max_in_flight} requests in flight, the node's "
                                  "limit (max_in_flight); nothing of this request was applied.",
                 retry_after_ms=D.BUSY_RETRY_AFTER_MS))
             return
-        op = frame.get("op")
+        if op == D.READ:
+            self._read(rid, replica, item, pk, body, options)
+            return
         try:
-            call, target, item = self._prepare(frame, op)
+            call, target, item = self._prepare(op, replica, item, pk, body, options)
         except CosmosError as e:
-            self._send_error(rid, frame, e)
+            self._refuse(rid, op, options, e)
             return
         self.pending += 1
         target.replica.in_flight += 1
-        if op == D.READ:                     # a read never waits: no coroutine needed
-            try:
-                result = _read(call, target, item)
-            except CosmosError as e:
-                result = responses.error(e, call.activity_id)
-            except Exception:
-                log.exception("internal error in a direct read")
-                result = responses.error(CosmosError(500, 0, "Internal error in regionlab; see the server log.",
-                                                     definite=False), call.activity_id)
-            self._answer(rid, op, call, target, result)
+        if op in _POINT_WRITES:
+            self._point_write(rid, op, call, target, item)
             return
         coro = _serve(call, target, op, item)
         try:
             waiting = coro.send(None)
         except StopIteration as done:
-            self._answer(rid, op, call, target, done.value)
+            self._answer(rid, op, call.activity_id, target, done.value)
             return
         task = self.loop.create_task(carry_on(coro, waiting))
         self.in_flight[rid] = task
-        task.add_done_callback(lambda t: self._finished(rid, op, call, target, t))
+        task.add_done_callback(lambda t: self._finished(rid, op, call.activity_id, target, t))
 
-    def _prepare(self, frame: dict, op):
-        spec = D.OPERATIONS.get(op)
+    def _point_write(self, rid: int, op: str, call, target, item) -> None:
+        """Stage, admit and commit now; answer now if the write is acknowledged already (nearly
+        always without an intra-region delay), else from a task that waits for it."""
+        activity = call.activity_id
+        try:
+            staged = _stage_and_commit(call, target, op, item)
+        except CosmosError as e:
+            self._answer(rid, op, activity, target, responses.error(e, activity))
+            return
+        except Exception:
+            log.exception("internal error in a direct %s", op)
+            self._answer(rid, op, activity, target, responses.error(_INTERNAL, activity))
+            return
+        writer, status, version, lsn, ru = staged
+        if self.gw.acknowledged(writer, lsn):
+            self._answer(rid, op, activity, target, _write_fields(call, writer, status, version, lsn, ru))
+            return
+        task = self.loop.create_task(_acknowledged(call, staged))
+        self.in_flight[rid] = task
+        task.add_done_callback(lambda t: self._finished(rid, op, activity, target, t))
+
+    def _read(self, rid: int, replica, item, pk, body, options) -> None:
+        """A point read: checked as _prepare checks, then served at once (a read never waits, so
+        it needs no coroutine and is never in flight when anything else runs)."""
+        consistency = session = inm = activity = None
+        try:
+            if replica == self._batch_key and self._in_data:
+                target = self._batch_target  # resolved by a read earlier in this buffer (see below)
+            else:
+                target = self.node.resolve(replica, False)
+                if self._in_data:
+                    self._batch_key, self._batch_target = replica, target
+            if options:
+                consistency, session, inm, activity = _read_options(options)
+            if pk is not None and type(pk) is not str:
+                raise bad_request("Request field 'pk' must be a string.")
+            if type(item) is not str or not item:
+                raise bad_request("Operation 'read' needs the item's id in 'item'.")
+            if body is not None and type(body) is not bytes:
+                raise bad_request("'body' must be the JSON request body as bytes (a msgpack bin).")
+        except CosmosError as e:
+            self._refuse(rid, D.READ, options, e)
+            return
+        if not activity:                     # responses.activity_id's form, inlined (it runs per read)
+            activity = _ACTIVITY_PREFIX + (next(_activity_seq) & 0xFFFFFFFFFFFF).to_bytes(6, "big").hex()
+        try:
+            res = direct_ops.read(self.plane.account, self.node.region, target, rid, item, pk, consistency,
+                                  session, inm, activity)
+        except CosmosError as e:
+            res = direct_ops.gateway_reply(rid, responses.error(e, activity), target, activity)
+        except Exception:
+            log.exception("internal error in a direct read")
+            res = direct_ops.gateway_reply(rid, responses.error(_INTERNAL, activity), target, activity)
+        status = res[2]
+        self.node.requests[_READ_200 if status == 200 and not res[3] else (D.READ, status, res[3])] += 1
+        target.counter[target.key] += 1
+        if self.compact and self._in_data and not self.closed:
+            body = _pack(res)                # a read's reply holds at most one item: under FRAME_BYTES_MAX
+            self._out += (_pack_length(len(body)), body)
+        else:
+            self._send_reply(res)
+
+    def _prepare(self, op, replica, item, pk, body, options):
+        spec = D.OPERATIONS.get(op) if type(op) is str else None
         if spec is None:
             raise CosmosError(400, D.SUB_BAD_REQUEST_FRAME, f"Unknown operation {str(op)[:40]!r}; one of "
                                                             f"{', '.join(D.OPERATIONS)}.")
         method, has_item = spec
-        target = self.node.resolve(frame.get("replica"), op in D.WRITE_OPERATIONS)
-        headers = {}
-        options = D.REQUEST_OPTIONS
-        for name, value in frame.items():
-            header = options.get(name)
-            if header is None:
-                continue
-            if type(value) is int and name == "max_items":
-                value = str(value)
-            elif not isinstance(value, str):
-                raise bad_request(f"Request field '{name}' must be a string.")
-            headers[header] = value
+        target = self.node.resolve(replica, op in D.WRITE_OPERATIONS)
+        headers = _option_headers(options) if options else {}
+        if pk is not None:
+            if type(pk) is not str:
+                raise bad_request("Request field 'pk' must be a string.")
+            headers[H.PARTITION_KEY] = pk
         extra = _OP_HEADERS.get(op)
         if extra:
             headers.update(extra)
         if op in _SCOPED_FEEDS:
             headers[H.PK_RANGE_ID] = target.partition.range_id
-        elif "pk" in frame and op != D.READ:       # a read checks the replica set it lands on
-            _check_range(target, headers[H.PARTITION_KEY])
-        item = None
+        elif pk is not None:
+            _check_range(target, pk)
         if has_item:
-            item = frame.get("item")
             if not isinstance(item, str) or not item:
                 raise bad_request(f"Operation '{op}' needs the item's id in 'item'.")
-        body = frame.get("body")
+        else:
+            item = None
         if body is None:
             body = b""
         elif not isinstance(body, bytes):
             raise bad_request("'body' must be the JSON request body as bytes (a msgpack bin).")
         activity = headers.get(H.ACTIVITY_ID) or responses.activity_id()
-        return DirectCall(self.gw, method, headers, body, activity, target.replica if op == D.READ else None), target, item
+        return DirectCall(self.gw, method, headers, body, activity, None), target, item
 
-    def _finished(self, rid: int, op: str, call, target, task) -> None:
+    def _finished(self, rid: int, op: str, activity: str, target, task) -> None:
         self.in_flight.pop(rid, None)
         if task.cancelled():
             target.replica.in_flight -= 1
@@ -232,52 +393,37 @@ class DirectConnection(asyncio.Protocol):
         exc = task.exception()
         if exc is not None:                   # _serve catches everything; this is a last resort
             log.error("internal error in direct %s", op, exc_info=exc)
-            reply = responses.error(CosmosError(500, 0, "Internal error in regionlab; see the server log.",
-                                                definite=False), call.activity_id)
+            reply = responses.error(_INTERNAL, activity)
         else:
             reply = task.result()
-        self._answer(rid, op, call, target, reply)
+        self._answer(rid, op, activity, target, reply)
 
-    def _answer(self, rid: int, op: str, call, target, reply) -> None:
+    def _answer(self, rid: int, op: str, activity: str, target, reply) -> None:
         self.pending -= 1
-        replica = target.replica
-        replica.in_flight -= 1
-        if type(reply) is dict:              # a point operation's fields (_read, _write)
-            res = reply
+        target.replica.in_flight -= 1
+        if type(reply) is dict:              # a point write's fields (_write)
+            res = direct_ops.fields_reply(rid, reply, target, activity)
         else:                                # a gateway Reply (feeds, queries, batches, errors)
-            h = reply.headers
-            res = {"status": reply.status, "sub": reply.substatus, "body": reply.body or None,
-                   "charge": float(h.get(H.REQUEST_CHARGE, 0.0))}
-            for header, field, as_int in _REPLY_FIELDS:
-                v = h.get(header)
-                if v is not None:
-                    res[field] = int(v) if as_int else v
-        res["t"] = D.RESPONSE
-        res["id"] = rid
-        res["activity_id"] = call.activity_id
-        res["lsn"] = replica.applied_lsn
-        res["quorum_lsn"] = target.rs.committed_lsn
-        res["global_lsn"] = target.partition.global_lsn
-        res["role"] = replica.role
-        self.node.requests[(op, res["status"], res["sub"])] += 1
+            res = direct_ops.gateway_reply(rid, reply, target, activity)
+        self.node.requests[(op, res[2], res[3])] += 1
         target.counter[target.key] += 1
-        self._send(res)
+        self._send_reply(res)
         if self.state == _CLOSING:
             self._maybe_finish_close()
 
-    def _send_error(self, rid: int, frame: dict, err: CosmosError) -> None:
-        op = frame.get("op") if isinstance(frame.get("op"), str) and frame.get("op") in D.OPERATIONS else "other"
-        activity = frame.get("activity_id") if isinstance(frame.get("activity_id"), str) else responses.activity_id()
-        reply = responses.error(err, activity)
-        res = {"t": D.RESPONSE, "id": rid, "status": err.status, "sub": err.substatus, "body": reply.body,
-               "charge": 0.0, "activity_id": activity}
-        if err.retry_after_ms is not None:
-            res["retry_after_ms"] = int(err.retry_after_ms)
-        self.node.requests[(op, err.status, err.substatus)] += 1
-        self._send(res)
+    def _refuse(self, rid: int, op, options, err: CosmosError) -> None:
+        """Answer a request refused before it reached a replica."""
+        activity = options.get("activity_id") if type(options) is dict else None
+        if not isinstance(activity, str):
+            activity = responses.activity_id()
+        self.node.requests[(op if type(op) is str and op in D.OPERATIONS else "other", err.status, err.substatus)] += 1
+        self._send_reply(direct_ops.refusal(rid, err, activity))
 
     # ---- output, closing, deadlines ------------------------------------------------------
-    def _send(self, frame: dict) -> None:
+    def _send_reply(self, res: list) -> None:
+        self._send(res if self.compact else D.reply_fields(res))
+
+    def _send(self, frame) -> None:
         if self.closed:
             return
         self._out.append(D.encode(frame))
@@ -289,7 +435,11 @@ class DirectConnection(asyncio.Protocol):
         self._flush_scheduled = False
         out = self._out
         if out and not self.closed:
-            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+            data = b"".join(out)
+            if self.tls is None:
+                self.transport.write(data)
+            else:
+                self._write(data)
         out.clear()
 
     def fail(self, status: int, sub: int, message: str) -> None:
@@ -313,6 +463,8 @@ class DirectConnection(asyncio.Protocol):
         self.closed = True
         self.node.connections.discard(self)
         transport = self.transport
+        if self.tls is not None and self.tls.handshaken:
+            transport.write(self.tls.close())
         transport.close()
         self.loop.call_later(CLOSE_GRACE_S, transport.abort)
         for task in self.in_flight.values():
@@ -336,12 +488,6 @@ class DirectConnection(asyncio.Protocol):
                                        "send pings to keep a connection open.")
 
 
-def _range_gone(target, pk_json: str) -> CosmosError:
-    return CosmosError(410, D.SUB_PARTITION_KEY_RANGE_GONE,
-                       f"The partition key {pk_json[:80]} is not in range {target.partition.range_id}; "
-                       "refresh the partition key ranges and addresses.")
-
-
 def _check_range(target, pk_header: str) -> None:
     """A point operation's key must hash into the named replica's range (else the client's
     routing map is stale: 410/1002)."""
@@ -353,43 +499,27 @@ def _check_range(target, pk_header: str) -> None:
         return                               # every key is in the only range
     index = container.partition_index(container.epk_of(pk_json, values))
     if container.partitions[index] is not target.partition:
-        raise _range_gone(target, pk_json)
+        raise direct_ops.range_gone(target, pk_json)
 
 
 _STAGED_CREATES = frozenset((D.CREATE, D.UPSERT))
 _STAGED_ITEM_WRITES = frozenset((D.REPLACE, D.DELETE, D.PATCH))
+_POINT_WRITES = _STAGED_CREATES | _STAGED_ITEM_WRITES
 
 
-def _read(call, target, item: str) -> dict:
-    """A point read at the named replica, through the gateway's own read_target/read_point."""
-    container = target.container
-    rs, pk_json, id, consistency, session = documents.read_target(call, container, item, False)
-    if rs is not target.rs:
-        raise _range_gone(target, pk_json)
-    version, lsn, ru = documents.read_point(call, container, rs, pk_json, id, consistency, session)
-    out = {"status": 200, "sub": 0, "body": None, "charge": round(ru, 2), "session": sessions.token(rs, lsn),
-           "item_lsn": lsn}
-    if version is None:
-        out["status"] = 404
-        out["body"] = responses.error(not_found(), call.activity_id).body
-        return out
-    out["etag"] = etag = version.etag
-    inm = call.header(H.IF_NONE_MATCH)
-    if inm is not None and inm in (etag, "*"):
-        out["status"] = 304
-    else:
-        out["body"] = version.body
-    return out
-
-
-async def _write(call, target, op: str, item) -> dict:
-    """A point write at the primary, staged and committed by the gateway's own functions."""
+def _stage_and_commit(call, target, op: str, item):
+    """(writer, status, version, lsn, charge) of a point write at the primary, staged and
+    committed by the gateway's own functions (not yet acknowledged, maybe)."""
     container = target.container
     if op in _STAGED_CREATES:
         writer, status, version = documents.stage_create(call, container)
     else:
         writer, status, version = documents.stage_item_write(call, container, item, False)
-    lsn, ru = await documents.commit(call, writer)
+    lsn, ru = documents.commit_staged(call, writer)
+    return writer, status, version, lsn, ru
+
+
+def _write_fields(call, writer, status: int, version, lsn: int, ru: float) -> dict:
     rs = writer.rs
     seen = lsn or rs.committed_lsn
     out = {"status": status, "sub": 0, "body": None, "charge": round(ru, 2), "session": sessions.token(rs, seen),
@@ -403,12 +533,20 @@ async def _write(call, target, op: str, item) -> dict:
     return out
 
 
+async def _acknowledged(call, staged):
+    """The reply of a committed point write once its acknowledgement arrived (or its error)."""
+    writer, status, version, lsn, ru = staged
+    try:
+        await call.gw.write_acknowledged(writer, lsn)
+    except CosmosError as e:
+        return responses.error(e, call.activity_id)
+    return _write_fields(call, writer, status, version, lsn, ru)
+
+
 async def _serve(call, target, op: str, item):
     """Run the operation through the gateway's own functions; every failure becomes the reply
     the gateway would send."""
     try:
-        if op in _STAGED_CREATES or op in _STAGED_ITEM_WRITES:
-            return await _write(call, target, op, item)
         if item is None:
             return await documents.feed(call, target.container)
         return await documents.item(call, target.container, item, False)
@@ -420,3 +558,46 @@ async def _serve(call, target, op: str, item):
         log.exception("internal error in a direct request")
         return responses.error(CosmosError(500, 0, "Internal error in regionlab; see the server log.",
                                            definite=False), call.activity_id)
+
+
+_READ_CODE = D.OPERATION_CODE[D.READ]
+_READ_200 = (D.READ, 200, 0)
+_ACTIVITY_PREFIX = str(uuid.uuid4())[:24]     # the node's own, so its ids never equal the gateway's
+_activity_seq = itertools.count(1)
+_pack = D.pack
+_pack_length = D.pack_length
+_INTERNAL = CosmosError(500, 0, "Internal error in regionlab; see the server log.", definite=False)
+_READ_OPTIONS = {"consistency": 0, "session": 1, "if_none_match": 2, "activity_id": 3}
+
+
+def _read_options(options: dict) -> list:
+    """[consistency, session, if_none_match, activity_id] of a read's options, each checked as
+    _option_headers checks it (the other options mean nothing to a read)."""
+    out = [None, None, None, None]
+    known = D.REQUEST_OPTIONS
+    for name, value in options.items():
+        if name not in known:
+            continue
+        if type(value) is not str and not (type(value) is int and name == "max_items"):
+            raise bad_request(f"Request field '{name}' must be a string.")
+        slot = _READ_OPTIONS.get(name)
+        if slot is not None:
+            out[slot] = value
+    return out
+
+
+def _option_headers(options: dict) -> dict:
+    """The gateway headers of a request's optional fields, each a string (max_items may be an
+    integer), or 400."""
+    headers = {}
+    known = D.REQUEST_OPTIONS
+    for name, value in options.items():
+        header = known.get(name)
+        if header is None:
+            continue
+        if type(value) is int and name == "max_items":
+            value = str(value)
+        elif not isinstance(value, str):
+            raise bad_request(f"Request field '{name}' must be a string.")
+        headers[header] = value
+    return headers

@@ -11,8 +11,13 @@ Theory of operation:
   one batch of received bytes go out in one transport write (coalesced).
 * A request runs the gateway's own handler for the same operation (gateway/documents.py) through
   a `DirectCall`, so both surfaces share one code path; the node first enforces what only a
-  replica can: that the replica is here, is up, and (for a write) is the primary. A point read is
-  served by the named replica itself (core/documents.py read_at), never waiting.
+  replica can: that the replica is here, is up, and (for a write) is the primary. A point read
+  runs the gateway's read steps without a Call (direct_ops.py) and is served by the named replica
+  itself (core/documents.py read_at), never waiting; a point write is staged and committed by the
+  gateway's functions and answered at once when it is already acknowledged (no coroutine).
+* Version 2 connections exchange requests and replies as positional arrays; version 1 as maps
+  (client/protocol/direct.py). TLS, when the node has a certificate, runs in memory under the
+  same connection object (direct_tls.py), detected by the first byte the client sends.
 * Every limit is a named constant (client/protocol/direct.py); timeouts are checked by one
   sweeper per plane, so a slow or silent peer is closed within a bounded time and leaves no task.
 """
@@ -27,6 +32,7 @@ from ..core.errors import CosmosError, bad_request
 from ..core.replica import PRIMARY, UP
 from ..gateway.call import Call
 from ..gateway.server import Gateway
+from . import direct_tls
 
 log = logging.getLogger("regionlab.direct")
 
@@ -44,10 +50,6 @@ _OP_HEADERS = {
     D.QUERY: {H.IS_QUERY: "true", H.CONTENT_TYPE: "application/query+json"},
     D.CHANGE_FEED: {H.A_IM: H.A_IM_INCREMENTAL},
 }
-# Reply headers a response frame carries, as (header, field, to int?).
-_REPLY_FIELDS = ((H.SESSION_TOKEN, "session", False), (H.ETAG, "etag", False),
-                 (H.CONTINUATION, "continuation", False), (H.ITEM_COUNT, "item_count", True),
-                 (H.RETRY_AFTER_MS, "retry_after_ms", True), (H.LSN, "item_lsn", True))
 _HANDSHAKE, _AUTH, _READY, _CLOSING = "hello", "auth", "ready", "closing"
 
 
@@ -69,10 +71,11 @@ class DirectCall(Call):
 
 class _Target:
     """The replica a request names, resolved on this node."""
-    __slots__ = ("key", "container", "partition", "rs", "replica", "counter")
+    __slots__ = ("key", "container", "partition", "rs", "replica", "counter", "token")
 
     def __init__(self, key, container, partition, rs, replica, counter):
         self.counter = counter               # the region's replies per replica key
+        self.token = None                    # the last session token text (direct_ops._session_token)
         self.key = key
         self.container = container
         self.partition = partition
@@ -208,6 +211,12 @@ class DirectPlane:
                  max_connections: int = D.CONNECTIONS_PER_NODE_MAX):
         self.emu = emu
         self.account = emu.account
+        cfg = emu.config
+        cert, key = cfg.direct_tls_cert, cfg.direct_tls_key
+        gateway_cert = getattr(emu, "certificate", None)
+        if cert is None and gateway_cert is not None:     # --https: the gateway's certificate, too
+            cert, key = gateway_cert.cert_file, gateway_cert.key_file
+        self.tls_context = direct_tls.server_context(cert, key) if cert else None   # TLS on the same ports
         self.host = emu.config.host
         self.key = emu.config.key
         self.handshake_timeout_s = handshake_timeout_s

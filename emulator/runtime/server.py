@@ -61,6 +61,8 @@ class ServerConfig:
     write_ack_timeout_s: float = WRITE_ACK_TIMEOUT_S   # then a write is answered 408 (indefinite)
     direct_port_range: tuple = (defaults.DIRECT_PORT_MIN, defaults.DIRECT_PORT_MAX)   # (0, 0): free ports
     direct_limits: dict = field(default_factory=dict)   # DirectPlane keyword limits (tests shorten timeouts)
+    direct_tls_cert: str | None = None        # PEM certificate and key: TLS on the direct ports too
+    direct_tls_key: str | None = None
     control_token: str | None = None          # Bearer token the control port requires (None: none)
     # HTTPS on the gateway ports. With cert_dir, the certificate is generated there (or reused)
     # at start, and tls_cert_file/tls_key_file/tls_trust_file name its files; without it, they

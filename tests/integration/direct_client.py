@@ -39,6 +39,8 @@ class Connection:
         self.writer = writer
         self.decoder = D.FrameDecoder()
         self.challenge = None
+        self.version = None                   # the version the node chose
+        self.reply_shapes: set = set()        # the msgpack types replies came as (map, array)
         self._waiting: dict = {}
         self._next_id = 0
         self._reader_task = None
@@ -47,14 +49,16 @@ class Connection:
         self._buffered: list = []             # decoded frames not yet taken
 
     @classmethod
-    async def open(cls, host: str, port: int, key: str, versions=D.PROTOCOL_VERSIONS, mac=None):
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT_S)
+    async def open(cls, host: str, port: int, key: str, versions=D.PROTOCOL_VERSIONS, mac=None, tls=None):
+        """`tls`: an ssl.SSLContext to speak TLS to the node (optional TLS on the same port)."""
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=tls), CONNECT_TIMEOUT_S)
         conn = cls(reader, writer)
         writer.write(D.encode(D.hello(versions)))
         challenge = await conn.next_frame()
         if challenge["t"] != D.CHALLENGE:
             raise ConnectionError(f"handshake refused: {challenge}")
         conn.challenge = challenge
+        conn.version = challenge["version"]
         writer.write(D.encode({"t": D.AUTH, "mac": mac if mac is not None else D.handshake_mac(key, challenge["nonce"])}))
         ready = await conn.next_frame()
         if ready["t"] != D.READY:
@@ -76,7 +80,9 @@ class Connection:
         try:
             while True:
                 frame = await self.next_frame()
-                if frame["t"] == D.RESPONSE:
+                if D.frame_type(frame) == D.RESPONSE:
+                    self.reply_shapes.add(type(frame))
+                    frame = D.reply_fields(frame)
                     fut = self._waiting.pop(frame["id"], None)
                     if fut is not None and not fut.done():
                         fut.set_result(frame)
@@ -94,7 +100,7 @@ class Connection:
         rid = fields.pop("id", self._next_id)
         fut = asyncio.get_running_loop().create_future()
         self._waiting[rid] = fut
-        self.writer.write(D.encode(dict(fields, t=D.REQUEST, id=rid, op=op, replica=replica)))
+        self.writer.write(D.encode(D.request(self.version, rid, op, replica, **fields)))
         return fut
 
     async def request(self, op: str, replica: str, **fields) -> dict:

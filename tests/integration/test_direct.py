@@ -113,7 +113,7 @@ def test_topology_and_ready_line_list_nodes_ports_and_replicas(regionlab):
 def test_handshake_refuses_a_wrong_mac_and_a_foreign_version(regionlab):
     setup(regionlab)
     entry = feed(regionlab)["0"]["primary"]
-    host, port, _ = target(entry)
+    host, port, key = target(entry)
 
     async def main():
         with pytest.raises(ConnectionError, match="401"):
@@ -122,9 +122,20 @@ def test_handshake_refuses_a_wrong_mac_and_a_foreign_version(regionlab):
             await Connection.open(host, port, regionlab.key, versions=[99])
         conn = await Connection.open(host, port, regionlab.key)
         assert conn.challenge["max_in_flight"] == D.IN_FLIGHT_PER_CONNECTION_MAX
-        assert conn.challenge["version"] == 1 and len(conn.challenge["nonce"]) == D.NONCE_BYTES
+        assert conn.challenge["version"] == 2 and len(conn.challenge["nonce"]) == D.NONCE_BYTES
+        assert (await conn.request("read", key, item="a", pk='["p"]'))["status"] == 200
         await conn.close()
-        assert conn.closed_with == {"t": "bye"}
+        assert conn.closed_with == {"t": "bye"} and conn.reply_shapes == {list}
+        # a version 1 client still gets version 1: the same answers, as maps
+        old = await Connection.open(host, port, regionlab.key, versions=[1])
+        assert old.challenge["version"] == 1
+        r = await old.request("read", key, item="a", pk='["p"]')
+        assert r["status"] == 200 and item_body(r)["id"] == "a" and r["role"] == "primary" and "etag" in r
+        w = await old.request("upsert", key, pk='["p"]', body=b'{"id":"v1","pk":"p"}')
+        assert w["status"] == 201 and w["session"].startswith("0:") and w["quorum_lsn"] >= w["item_lsn"]
+        assert (await old.request("read", key, item="zz", pk='["p"]'))["status"] == 404
+        await old.close()
+        assert old.reply_shapes == {dict}
     asyncio.run(main())
 
 

@@ -59,9 +59,9 @@ def tasks(emu) -> int:
     return emu.call(lambda account: len(asyncio.all_tasks()))
 
 
-async def handshaken(host, port, key):
+async def handshaken(host, port, key, versions=D.PROTOCOL_VERSIONS):
     reader, writer = await raw(host, port)
-    writer.write(D.encode(D.hello()))
+    writer.write(D.encode(D.hello(versions)))
     dec = D.FrameDecoder()
     frames = []
     while not frames:
@@ -151,9 +151,35 @@ def test_unknown_operations_and_bad_fields_are_400_replies_and_the_connection_li
         await conn.close()
         # a request without a usable id cannot be answered: error frame and close
         reader, writer = await handshaken(host, port, regionlab.key)
-        writer.write(D.encode({"t": "req", "id": "x", "op": "read"}))
+        writer.write(D.encode(D.request(2, "x", "read", key)))
         frames = await until_closed(reader)
         assert (frames[-1]["status"], frames[-1]["sub"]) == (400, D.SUB_BAD_REQUEST_FRAME)
+        # version 2 arrays of the wrong length, or with options that are not a map: 400 replies by id
+        reader, writer = await handshaken(host, port, regionlab.key)
+        writer.write(D.encode([D.REQUEST_CODE, 5, 0, key]) + D.encode([D.REQUEST_CODE, 6, 0, key, "a", '["p"]', None, 7])
+                     + D.encode(D.request(2, 7, "read", key, item="a", pk='["p"]')))
+        dec, got = D.FrameDecoder(), []
+        while len(got) < 3:
+            got += dec.feed(await asyncio.wait_for(reader.read(65536), CLOSE_BOUND_S))
+        replies = {r["id"]: r for r in map(D.reply_fields, got)}
+        assert (replies[5]["status"], replies[5]["sub"]) == (400, D.SUB_BAD_REQUEST_FRAME)
+        assert replies[6]["status"] == 400 and replies[7]["status"] == 200
+        writer.close()
+        # an array whose code is not a request's ends the connection
+        reader, writer = await handshaken(host, port, regionlab.key)
+        writer.write(D.encode([D.RESPONSE_CODE, 1]))
+        frames = await until_closed(reader)
+        assert (frames[-1]["status"], frames[-1]["sub"]) == (400, D.SUB_BAD_FRAME)
+        # and version 1 sends maps: an array request there is one too
+        reader, writer = await handshaken(host, port, regionlab.key, versions=[1])
+        writer.write(D.encode(D.request(2, 1, "read", key, item="a", pk='["p"]')))
+        frames = await until_closed(reader)
+        assert (frames[-1]["status"], frames[-1]["sub"]) == (400, D.SUB_BAD_FRAME)
+        # version 2 sends requests as arrays: a map request is a protocol error
+        reader, writer = await handshaken(host, port, regionlab.key)
+        writer.write(D.encode({"t": "req", "id": 1, "op": "read", "replica": key}))
+        frames = await until_closed(reader)
+        assert (frames[-1]["status"], frames[-1]["sub"]) == (400, D.SUB_BAD_FRAME)
     asyncio.run(main())
 
 
@@ -225,7 +251,7 @@ def test_random_bytes_after_the_handshake_never_crash_the_node(regionlab):
             frames = []
             dec = D.FrameDecoder()
             try:
-                while {"t": "pong"} not in frames and not (frames and frames[-1]["t"] == "error"):
+                while {"t": "pong"} not in frames and not (frames and D.frame_type(frames[-1]) == "error"):
                     data = await asyncio.wait_for(reader.read(65536), CLOSE_BOUND_S)
                     if not data:
                         break
@@ -233,7 +259,7 @@ def test_random_bytes_after_the_handshake_never_crash_the_node(regionlab):
             except asyncio.TimeoutError:
                 pass                                    # an incomplete frame: the frame timer closes it
             writer.close()
-            assert all(f["t"] in ("pong", "error", "res") for f in frames), frames
+            assert all(D.frame_type(f) in ("pong", "error", "res") for f in frames), frames
         conn = await Connection.open(host, port, regionlab.key)
         assert (await conn.request("read", key, item="a", pk='["p"]'))["status"] == 200
         await conn.close()

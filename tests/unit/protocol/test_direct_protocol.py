@@ -45,10 +45,10 @@ def test_bad_length_prefix_is_refused_before_any_body_arrives(prefix, sub):
         dec.feed(b"\x00")                  # a failed decoder stays failed
 
 
-@pytest.mark.parametrize("body", [b"\xc1", b"\x93\x01\x02\x03", msgpack.packb({"x": 1}),
+@pytest.mark.parametrize("body", [b"\xc1", b"\x90", msgpack.packb(["req", 1]), msgpack.packb({"x": 1}),
                                   msgpack.packb({"t": 5}), msgpack.packb({"t": "a"}) + b"\x00",
                                   msgpack.packb({1: "a", "t": "x"}), b"\xdf\xff\xff\xff\xff"])
-def test_bodies_that_are_not_one_typed_map_are_refused(body):
+def test_bodies_that_are_not_one_typed_map_or_coded_array_are_refused(body):
     with pytest.raises(D.ProtocolError) as e:
         D.FrameDecoder().feed(struct.pack(">I", len(body)) + body)
     assert e.value.status == 400
@@ -73,9 +73,26 @@ def test_handshake_mac_is_hmac_sha256_of_the_nonce_with_the_decoded_key():
 def test_version_negotiation_picks_the_highest_common_version():
     assert D.choose_version([1]) == 1
     assert D.choose_version([1, 7, 99]) == 1
-    assert D.choose_version([2, 3]) is None
+    assert D.choose_version([1, 2, 99]) == 2
+    assert D.choose_version([3, 4]) is None
     assert D.choose_version("1") is None
     assert D.choose_version([True]) is None
+
+
+def test_version_2_requests_and_replies_are_arrays_that_name_their_fields_by_position():
+    req = D.request(2, 7, "read", "colls/x/pkranges/0/replicas/1", item="a", pk='["p"]', session="0:0#5")
+    assert req == [D.REQUEST_CODE, 7, D.OPERATION_CODE["read"], "colls/x/pkranges/0/replicas/1", "a", '["p"]', None,
+                   {"session": "0:0#5"}]
+    assert len(req) == D.REQUEST_LENGTH and D.frame_type(req) == D.REQUEST
+    assert D.FrameDecoder().feed(D.encode(req)) == [req]
+    v1 = D.request(1, 7, "read", "r", item="a", session="s")
+    assert v1 == {"t": "req", "id": 7, "op": "read", "replica": "r", "item": "a", "session": "s"}
+    values = dict(zip(D.REPLY_FIELDS, range(len(D.REPLY_FIELDS))), etag=None)
+    reply = [D.RESPONSE_CODE, *values.values(), {"continuation": "c"}]
+    assert len(reply) == D.REPLY_LENGTH and D.frame_type(reply) == D.RESPONSE
+    named = D.reply_fields(reply)
+    assert named["t"] == "res" and named["status"] == 1 and named["continuation"] == "c" and "etag" not in named
+    assert D.reply_fields({"t": "res", "id": 1}) == {"t": "res", "id": 1}
 
 
 def test_protocol_name_and_addresses():
@@ -107,8 +124,11 @@ _frames = st.dictionaries(st.text(max_size=5), st.one_of(st.integers(-2 ** 63, 2
                           max_size=4).map(lambda d: dict(d, t="x"))
 
 
+_arrays = st.lists(st.one_of(st.integers(0, 9), st.binary(max_size=8), st.none()), min_size=1, max_size=9)
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(_frames.map(D.encode), st.binary(max_size=40)), max_size=6))
+@given(st.lists(st.one_of(_frames.map(D.encode), _arrays.map(D.encode), st.binary(max_size=40)), max_size=6))
 def test_fuzz_whole_and_byte_by_byte_agree_and_only_raise_protocol_error(parts):
     # The one invariant: any bytes give the same frames (then the same ProtocolError, if any)
     # whether fed whole or a byte at a time; nothing but ProtocolError is ever raised.
@@ -117,4 +137,5 @@ def test_fuzz_whole_and_byte_by_byte_agree_and_only_raise_protocol_error(parts):
     bytewise = _decode_all([wire[i:i + 1] for i in range(len(wire))])
     assert whole == bytewise
     for frame in whole[0]:
-        assert isinstance(frame, dict) and isinstance(frame["t"], str)
+        assert (isinstance(frame, dict) and isinstance(frame["t"], str)) or \
+            (isinstance(frame, list) and type(frame[0]) is int)
