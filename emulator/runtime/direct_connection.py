@@ -3,18 +3,29 @@
 States: hello -> auth -> ready -> closing. Frames out of place, bad bytes and timeouts end the
 connection with an error frame; nothing a peer sends raises out of this class or leaves a task
 behind (connection_lost cancels whatever is still in flight).
+
+Request faults (core/request_faults.py) act on every request that reached a replica of the
+node's region, decided as the gateway decides (op class and the replica's database, container
+and partition): an `error` is answered instead of running; a `latency` holds this reply only
+(a timer per held reply; the request and its replica stay in flight until it goes out);
+`timeout_after_apply` closes the connection after the request ran, without its reply (the
+service's direct clients see their channel close: the other requests in flight on it end
+unanswered too); `tcp_reset` sends part of the reply, then resets the connection.
 """
 import asyncio
 import itertools
 import logging
 import os
+import socket
 import ssl
+import struct
 import uuid
 
 from client.protocol import direct as D
 from client.protocol import headers as H
 
 from ..core.errors import CosmosError, bad_request
+from ..core.request_faults import DROP_AFTER_APPLY
 from ..gateway import documents, partition_keys, responses, sessions
 from . import direct_ops
 from .direct_tls import HANDSHAKE_FAILURE_ALERT, TLS_HANDSHAKE_RECORD, TlsSession
@@ -51,6 +62,8 @@ class DirectConnection(asyncio.Protocol):
         self.compact = False                 # version 2: requests and replies are arrays
         self.tls = None                      # a TlsSession once the client started TLS (direct_tls.py)
         self._sniffed = False                # the first bytes were looked at (TLS or plain)
+        self.faults = node.plane.account.faults.requests   # its by_region is empty without faults
+        self._effects: dict = {}             # request id -> the request fault Effect on its reply
 
     # ---- asyncio.Protocol ---------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -278,6 +291,14 @@ class DirectConnection(asyncio.Protocol):
             return
         self.pending += 1
         target.replica.in_flight += 1
+        if self.faults.by_region:            # one emptiness check when no request fault is on
+            effect = self._effect(op, target)
+            if effect is not None:
+                if effect.error is not None:     # answered instead of running: nothing applied
+                    self._effects[rid] = effect
+                    self._answer(rid, op, call.activity_id, target, responses.error(effect.error, call.activity_id))
+                    return
+                self._effects[rid] = effect
         if op in _POINT_WRITES:
             self._point_write(rid, op, call, target, item)
             return
@@ -336,6 +357,11 @@ class DirectConnection(asyncio.Protocol):
             return
         if not activity:                     # responses.activity_id's form, inlined (it runs per read)
             activity = _ACTIVITY_PREFIX + (next(_activity_seq) & 0xFFFFFFFFFFFF).to_bytes(6, "big").hex()
+        if self.faults.by_region:            # one emptiness check when no request fault is on
+            effect = self._effect(D.READ, target)
+            if effect is not None:
+                self._faulted_read(rid, target, item, pk, consistency, session, inm, activity, effect)
+                return
         try:
             res = direct_ops.read(self.plane.account, self.node.region, target, rid, item, pk, consistency,
                                   session, inm, activity)
@@ -352,6 +378,93 @@ class DirectConnection(asyncio.Protocol):
             self._out += (_pack_length(len(body)), body)
         else:
             self._send_reply(res)
+
+    # ---- request faults (core/request_faults.py) ------------------------------------------
+    def _effect(self, op: str, target):
+        """The region's request faults' effect on a request for target, or None."""
+        faults = self.faults
+        region = self.node.region
+        if region not in faults.by_region:
+            return None
+        kind = _FAULT_OP[op]
+        if faults.selects_partitions(region):
+            c = target.container
+            return faults.decide(region, kind, c.db.id, c.id, target.partition.range_id)
+        return faults.decide(region, kind)
+
+    def _faulted_read(self, rid: int, target, item, pk, consistency, session, inm, activity, effect) -> None:
+        """A point read under a request fault: in flight (on the connection and the replica)
+        from now until its reply goes out, as any other request."""
+        self.pending += 1
+        target.replica.in_flight += 1
+        if effect.error is not None:         # answered instead of running
+            reply = responses.error(effect.error, activity)
+            res = direct_ops.gateway_reply(rid, reply, target, activity)
+        else:
+            try:
+                res = direct_ops.read(self.plane.account, self.node.region, target, rid, item, pk, consistency,
+                                      session, inm, activity)
+            except CosmosError as e:
+                res = direct_ops.gateway_reply(rid, responses.error(e, activity), target, activity)
+            except Exception:
+                log.exception("internal error in a direct read")
+                res = direct_ops.gateway_reply(rid, responses.error(_INTERNAL, activity), target, activity)
+        self._faulted(rid, D.READ, target, res, effect)
+
+    def _faulted(self, rid: int, op: str, target, res: list, effect) -> None:
+        """Count the reply (a lost one as .../drop_after_apply or .../reset, as the gateway
+        counts), then hold it for a latency fault, or send, drop or reset it now."""
+        self.node.requests[(op, res[2], effect.drop or res[3])] += 1
+        target.counter[target.key] += 1
+        if effect.delay_ms and not self.closed:
+            held = _Held(self, target)
+            held.timer = self.loop.call_later(effect.delay_ms / 1000.0, self._release_held, rid, held, res,
+                                              effect.drop)
+            self.in_flight[rid] = held       # its id stays taken; a close releases it (_Held.cancel)
+            return
+        self._deliver(target, res, effect.drop)
+
+    def _release_held(self, rid: int, held, res: list, drop) -> None:
+        if self.in_flight.get(rid) is held:
+            del self.in_flight[rid]
+        held.done = True
+        self._deliver(target=held.target, res=res, drop=drop)
+
+    def _deliver(self, target, res: list, drop) -> None:
+        """A faulted request's reply goes out (or is lost): it is no longer in flight."""
+        self.pending -= 1
+        target.replica.in_flight -= 1
+        if self.closed:
+            return
+        if drop is None:
+            self._send_reply(res)
+            if self.state == _CLOSING:
+                self._maybe_finish_close()
+        elif drop == DROP_AFTER_APPLY:
+            # The request ran; its reply is never sent. One reply cannot be lost on a multiplexed
+            # connection without the client waiting forever, so the connection closes, as the
+            # service's channel does: the other requests in flight on it end unanswered too.
+            self._close()
+        else:
+            self._reset(res)
+
+    def _reset(self, res: list) -> None:
+        """Send part of the reply, then reset the connection (RST: SO_LINGER 0, then abort), as
+        gateway/http.py resets one."""
+        data = D.encode(res if self.compact else D.reply_fields(res))
+        self._out.append(data[:max(1, len(data) // 2)])
+        self._flush()
+        self.closed = True
+        self.node.connections.discard(self)
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+            except OSError:
+                pass                         # already gone: the abort below is all there is to do
+        self.transport.abort()
+        for task in self.in_flight.values():
+            task.cancel()
 
     def _prepare(self, op, replica, item, pk, body, options):
         spec = D.OPERATIONS.get(op) if type(op) is str else None
@@ -387,6 +500,8 @@ class DirectConnection(asyncio.Protocol):
     def _finished(self, rid: int, op: str, activity: str, target, task) -> None:
         self.in_flight.pop(rid, None)
         if task.cancelled():
+            if self._effects:
+                self._effects.pop(rid, None)
             target.replica.in_flight -= 1
             self.pending -= 1
             return
@@ -399,12 +514,17 @@ class DirectConnection(asyncio.Protocol):
         self._answer(rid, op, activity, target, reply)
 
     def _answer(self, rid: int, op: str, activity: str, target, reply) -> None:
-        self.pending -= 1
-        target.replica.in_flight -= 1
         if type(reply) is dict:              # a point write's fields (_write)
             res = direct_ops.fields_reply(rid, reply, target, activity)
         else:                                # a gateway Reply (feeds, queries, batches, errors)
             res = direct_ops.gateway_reply(rid, reply, target, activity)
+        if self._effects:
+            effect = self._effects.pop(rid, None)
+            if effect is not None:
+                self._faulted(rid, op, target, res, effect)
+                return
+        self.pending -= 1
+        target.replica.in_flight -= 1
         self.node.requests[(op, res[2], res[3])] += 1
         target.counter[target.key] += 1
         self._send_reply(res)
@@ -488,6 +608,26 @@ class DirectConnection(asyncio.Protocol):
                                        "send pings to keep a connection open.")
 
 
+class _Held:
+    """A reply a latency fault holds: its timer, and what it keeps in flight until it goes out.
+    A connection that ends first cancels it (once, however many times it is asked)."""
+    __slots__ = ("conn", "target", "timer", "done")
+
+    def __init__(self, conn, target):
+        self.conn = conn
+        self.target = target
+        self.timer = None
+        self.done = False
+
+    def cancel(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.timer.cancel()
+        self.conn.pending -= 1
+        self.target.replica.in_flight -= 1
+
+
 def _check_range(target, pk_header: str) -> None:
     """A point operation's key must hash into the named replica's range (else the client's
     routing map is stale: 410/1002)."""
@@ -560,6 +700,10 @@ async def _serve(call, target, op: str, item):
                                            definite=False), call.activity_id)
 
 
+# The request fault class of each direct operation (core/request_faults.py OPS).
+_FAULT_OP = {D.READ: "read", D.READ_FEED: "read", D.CHANGE_FEED: "read", D.QUERY: "query",
+             **{op: "write" for op in D.WRITE_OPERATIONS}}
+_LINGER_RESET = struct.pack("ii", 1, 0)       # SO_LINGER on, 0 s: abort sends RST, not FIN
 _READ_CODE = D.OPERATION_CODE[D.READ]
 _READ_200 = (D.READ, 200, 0)
 _ACTIVITY_PREFIX = str(uuid.uuid4())[:24]     # the node's own, so its ids never equal the gateway's

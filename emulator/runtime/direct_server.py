@@ -356,7 +356,9 @@ class DirectPlane:
         for (region, _), node in self.nodes.items():
             for (op, status, sub), n in node.requests.items():
                 total[(region, op, status, sub)] += n
-        return [(*k, n) for k, n in sorted(total.items())]
+        # A reply a request fault lost counts under its fault's name in place of its substatus
+        # ("drop_after_apply"): sorted as text beside the numbers.
+        return [(*k, n) for k, n in sorted(total.items(), key=lambda kv: (*kv[0][:3], str(kv[0][3])))]
 
     def served(self) -> dict:
         """{region: {"read 200": n, ...}}: every direct reply, as the gateways' counters."""

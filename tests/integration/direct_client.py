@@ -47,6 +47,8 @@ class Connection:
         self.closed_with = None               # the error or bye frame the node ended with
         self.frames: list = []                # non-reply frames received after the handshake
         self._buffered: list = []             # decoded frames not yet taken
+        self.arrivals: list = []              # reply ids in the order their replies arrived
+        self.ended = None                     # what ended the read loop (EOF, a reset, ...)
 
     @classmethod
     async def open(cls, host: str, port: int, key: str, versions=D.PROTOCOL_VERSIONS, mac=None, tls=None):
@@ -83,6 +85,7 @@ class Connection:
                 if D.frame_type(frame) == D.RESPONSE:
                     self.reply_shapes.add(type(frame))
                     frame = D.reply_fields(frame)
+                    self.arrivals.append(frame["id"])
                     fut = self._waiting.pop(frame["id"], None)
                     if fut is not None and not fut.done():
                         fut.set_result(frame)
@@ -91,6 +94,7 @@ class Connection:
                     if frame["t"] in (D.ERROR, D.BYE):
                         self.closed_with = frame
         except (ConnectionError, OSError, asyncio.TimeoutError, D.ProtocolError) as e:
+            self.ended = e
             for fut in self._waiting.values():
                 if not fut.done():
                     fut.set_exception(ConnectionError(f"connection ended: {e}"))
