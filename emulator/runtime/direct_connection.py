@@ -417,6 +417,9 @@ class DirectConnection(asyncio.Protocol):
         self.node.requests[(op, res[2], effect.drop or res[3])] += 1
         target.counter[target.key] += 1
         if effect.delay_ms and not self.closed:
+            replica = target.replica         # held, it is really in flight: routing sees it
+            if replica.in_flight > replica.in_flight_peak:
+                replica.in_flight_peak = replica.in_flight
             held = _Held(self, target)
             held.timer = self.loop.call_later(effect.delay_ms / 1000.0, self._release_held, rid, held, res,
                                               effect.drop)

@@ -81,6 +81,12 @@ async def closed(conn) -> None:
         pass                                 # a closed or reset one: nothing to say goodbye to
 
 
+def east_replicas(emu) -> list:
+    status, topo = control(emu, "GET", "/topology")
+    assert status == 200, topo
+    return topo["databases"][0]["containers"][0]["partitions"][0]["regions"][EAST]["replicas"]
+
+
 def test_error_on_reads_of_a_partition_answers_that_status_and_spares_writes(regionlab):
     setup(regionlab)
 
@@ -133,6 +139,9 @@ def test_latency_holds_only_its_reply_on_a_multiplexed_connection(regionlab):
         assert write["status"] == 201
         # The read was sent first and ran first, but its reply was held: the write's came first.
         assert conn.arrivals == [write["id"], got["id"]]
+        replicas = await sync(east_replicas, emu)
+        assert all(r["in_flight"] == 0 for r in replicas)    # released once the replies went out
+        assert max(r["in_flight_peak"] for r in replicas) >= 1   # the held read was in flight
         await sync(heal, emu, fid)
         got, write = await both(conn, key)
         assert write["status"] == 409                # l1 exists: the write ran under the fault
