@@ -4,12 +4,16 @@ through the gateway with the official SDK), a `latency` that holds one reply whi
 request on the same connection is answered first (judged by arrival order), a
 `timeout_after_apply` that applies the write and closes the connection without its reply, a
 `tcp_reset` that resets the connection, a `clock_skew` in the `_ts` a direct write stamps, and
-normal replies again once each fault is healed."""
+normal replies again once each fault is healed; and the bundled client in direct mode rides a
+503 error fault to the next region's replicas."""
 import asyncio
 import json
 import time
 
 from azure.cosmos import exceptions
+
+from client import CosmosClient
+from client import PartitionKey as BundledPK
 
 from direct_client import Connection, item_body, target
 from sdk_harness import make_client
@@ -200,3 +204,26 @@ def test_a_direct_write_stamps_ts_by_the_regions_skewed_clock(regionlab):
         await sync(heal, emu, fid)
         await closed(conn)
     asyncio.run(run(regionlab))
+
+
+def test_the_bundled_clients_direct_reads_ride_a_503_error_fault_to_the_next_region(regionlab):
+    """The bundled client in direct mode: the 503s from East's replicas are retried in the next
+    preferred region's replicas (client/policies/retry.py), so the read succeeds; both regions'
+    direct counters show it."""
+    west = "West US"
+    with CosmosClient(regionlab.endpoint, credential=regionlab.key, connection_mode="direct",
+                      preferred_locations=[EAST, west]) as client:
+        c = client.create_database_if_not_exists("db").create_container_if_not_exists(
+            "items", partition_key=BundledPK(path="/pk"))
+        c.upsert_item({"id": "b1", "pk": "p"})
+        fid = inject(regionlab, type="error", region=EAST, status=503, op="read")
+        assert c.read_item("b1", partition_key="p")["id"] == "b1"
+        status, topo = control(regionlab, "GET", "/topology")
+        assert status == 200, topo
+        assert topo["direct_requests"][EAST].get("read 503", 0) >= 1
+        assert topo["direct_requests"][west].get("read 200", 0) >= 1
+        heal(regionlab, fid)
+        before = topo["direct_requests"][EAST].get("read 200", 0)
+        assert c.read_item("b1", partition_key="p")["id"] == "b1"
+        _, topo = control(regionlab, "GET", "/topology")
+        assert topo["direct_requests"][EAST].get("read 200", 0) == before + 1   # East serves again
