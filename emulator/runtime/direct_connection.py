@@ -294,11 +294,10 @@ class DirectConnection(asyncio.Protocol):
         if self.faults.by_region:            # one emptiness check when no request fault is on
             effect = self._effect(op, target)
             if effect is not None:
+                self._effects[rid] = effect      # _answer applies it to the reply
                 if effect.error is not None:     # answered instead of running: nothing applied
-                    self._effects[rid] = effect
                     self._answer(rid, op, call.activity_id, target, responses.error(effect.error, call.activity_id))
                     return
-                self._effects[rid] = effect
         if op in _POINT_WRITES:
             self._point_write(rid, op, call, target, item)
             return
