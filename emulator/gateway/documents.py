@@ -211,8 +211,11 @@ def read_point(call, container, rs, pk_json: str, id: str, consistency: str, ses
     """(version or None, visible LSN, charge) of a point read, admitted: at the replica the
     consistency level routes to, or (direct mode) at the one the request named, never waiting.
     Both surfaces read through here."""
-    if call.replica is not None:
+    if call.replica is not None:         # direct mode: its connection counts the read in flight
         version, lsn = docs.read_at(rs, call.replica, pk_json, id, consistency, session)
+        call.replica.reads_served += 1
+        if call.replica.in_flight > call.replica.in_flight_peak:
+            call.replica.in_flight_peak = call.replica.in_flight
     else:
         replica, lsn = docs.choose_replica(rs, consistency, session, call.gw.primary_ok, call.pins())
         version = rs.store.get((pk_json, id), lsn)

@@ -81,6 +81,9 @@ def read(account, region: str, target, rid: int, item: str, pk, consistency, ses
         raise range_gone(target, pk_json)
     replica = target.replica
     version, lsn = read_at(rs, replica, pk_json, item, level, tokens)
+    replica.reads_served += 1            # the per-replica counters count direct reads too
+    if replica.in_flight >= replica.in_flight_peak:
+        replica.in_flight_peak = replica.in_flight + 1      # this read is in flight while it runs
     nbytes = len(version.body) if version is not None else 0
     ru = _read_charges.get(nbytes) or _read_charge(nbytes)
     account.throttle.admit(region, container, rs.range_id, ru, 1, th.READ)

@@ -432,3 +432,25 @@ def test_strong_reads_carry_the_lsns_a_client_needs_to_judge_a_read_quorum(regio
         assert item_body(best)["id"] == "q"
         await primary.close()
     asyncio.run(main())
+
+
+def test_direct_point_reads_count_in_the_per_replica_read_counters(regionlab):
+    """A direct read is a read its replica served: reads_served (GET /topology, /metrics) counts
+    it as it counts the gateway's."""
+    setup(regionlab)
+    entry = next(e for e in feed(regionlab)["0"]["all"] if not e["isPrimary"])
+    index = int(entry["replica"].rsplit("/", 1)[1])
+
+    def served(account):
+        rs = account.databases["db"].containers["items"].partitions[0].replica_sets[EAST]
+        return rs.replicas[index].reads_served
+
+    before = regionlab.call(served)
+
+    async def main():
+        conn, key = await connect(regionlab, entry)
+        replies = [await conn.request("read", key, item="a", pk='["p"]') for _ in range(3)]
+        assert [r["status"] for r in replies] == [200, 200, 200]
+        await conn.close()
+    asyncio.run(main())
+    assert regionlab.call(served) == before + 3
