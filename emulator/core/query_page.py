@@ -44,6 +44,7 @@ from .feed import PAGE_BYTES_MAX
 from .query.ordering import sort_rows
 from .query.sources import expand_rows
 from .query.values import UNDEFINED, canonical, sort_key
+from .validation import text_nests_at_most
 
 QUERY_PAGE_BYTES_MAX = PAGE_BYTES_MAX      # results per page (4 MB), as the service caps them
 QUERY_SLICE_WORK_MAX = 16_000              # work units per page (streaming) or slice (blocking)
@@ -331,7 +332,10 @@ def decode_state(query, token: str | None, parts: int):
     if not token:
         return first_state(query) if query.streams else 0
     try:
-        data = json.loads(base64.urlsafe_b64decode(token.encode()))
+        text = base64.urlsafe_b64decode(token.encode()).decode()
+        if not text_nests_at_most(text):             # never parse a hostile depth (it recurses)
+            raise ValueError("nested too deep")
+        data = json.loads(text)
         state = _state_of(query, data, parts)
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError):   # a token nested deep
         state = None

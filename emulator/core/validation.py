@@ -189,18 +189,6 @@ def _decode(text: str) -> Any:
     return _DECODER.decode(text)
 
 
-def _may_nest_too_deep(raw: bytes, value: Any) -> bool:
-    """False when a parsed value certainly nests at most NESTING_DEPTH_MAX deep, found cheaply:
-    an object or array with no object or array in it nests 1 deep; otherwise the value cannot
-    nest deeper than the brackets its text opens (those inside strings only add to the count)."""
-    t = type(value)
-    for member in value.values() if t is dict else value if t is list else ():
-        t = type(member)
-        if t is dict or t is list:
-            return raw.count(b"[") + raw.count(b"{") > NESTING_DEPTH_MAX
-    return False
-
-
 def check_numbers_in_double_range(obj: Any) -> None:
     """Every number in obj fits in a double. JSON integers are arbitrarily long in Python; the
     service reads numbers as doubles, so an integer past about 1.8e308 is no number it has."""
@@ -226,6 +214,10 @@ def parse_json_body(raw: bytes) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise _bad(f"The request body is not valid UTF-8 (byte {e.start}).") from None
+    # Depth is checked on the text, before parsing: the parser recurses per level, and a stack
+    # run deep enough to raise RecursionError also fails whatever the collector runs on it then.
+    if raw.count(b"[") + raw.count(b"{") > NESTING_DEPTH_MAX and not text_nests_at_most(text):
+        raise _too_deep()
     try:
         value = _decode(text)
     except json.JSONDecodeError as e:
@@ -235,8 +227,6 @@ def parse_json_body(raw: bytes) -> Any:
         raise _too_deep() from None
     except ValueError as e:   # raised by our hooks, or int() on a number with too many digits
         raise _bad(f"The request body is not valid JSON: {e}.") from None
-    if _may_nest_too_deep(raw, value):
-        check_depth(value)
     if b"\\u" in raw and _MAYBE_SURROGATE.search(raw):
         _check_no_surrogates(value)
     return value
