@@ -3,6 +3,7 @@
 Exit status: 0 when every assertion held, 1 when one failed (so a drill can gate CI), 2 for a
 usage error or a scenario that cannot run (one line on stderr)."""
 import argparse
+import logging
 import sys
 
 from . import SHORT_SCALE, builtin, builtin_names, resolve, run, table
@@ -39,6 +40,8 @@ def _list(out) -> int:
 def main(argv: list, out=None) -> int:
     out = out or sys.stdout
     args = build_parser().parse_args(argv)
+    # The report counts slow operations; one log line each would bury the progress line.
+    logging.getLogger("client.diagnostics").setLevel(logging.ERROR)
     what = args.what
     if what == ["list"]:
         return _list(out)

@@ -11,6 +11,7 @@ from .scenario import FAILOVER_WINDOW_MS
 from .workload import Op
 
 TIMELINE_BUCKET_MS = 1_000
+CLOCK_SLACK_MS = 50       # the control port stamps failovers on the wall clock, the drill on its own
 
 
 def percentile(values: list, q: float) -> float:
@@ -46,7 +47,10 @@ def fault_windows(schedule: list, duration_ms: int) -> list[dict]:
             windows.append(w)
             open_by_name[s.get("as", len(windows))] = w
         elif "failover" in s:
-            end = s["at_ms"] + s.get("window_ms", FAILOVER_WINDOW_MS)
+            # A failover's window also ends where the next step begins, so each step's RTO and RPO
+            # are its own.
+            later = [t["at_ms"] for t in schedule[i + 1:] if t["at_ms"] > s["at_ms"]]
+            end = min([s["at_ms"] + s.get("window_ms", FAILOVER_WINDOW_MS)] + later[:1])
             windows.append({"step": i, "label": describe(s), "start_ms": s["at_ms"], "end_ms": min(end, duration_ms)})
         elif "heal" in s:
             healed = list(open_by_name.values()) if s["heal"] == "all" else [open_by_name.get(s["heal"])]
@@ -164,7 +168,8 @@ def build(drill, ops: list[Op], lost: LostWrites, failovers: list, started_epoch
     lost_d = lost.to_dict()
     for w in windows:
         w["rto_ms"] = recovery(ops, w)
-        w["rpo_writes"] = _rpo(w, failovers, started_epoch_ms)
+        w["rpo_writes"] = 0
+    _attribute_rpo(windows, failovers, started_epoch_ms)
     results = check_assertions(drill.assertions, outside, lost_d)
     return {"drill": drill.name, "description": drill.description, "duration_ms": drill.duration_ms,
             "account": {"regions": list(drill.regions), "consistency": drill.consistency,
@@ -177,7 +182,11 @@ def build(drill, ops: list[Op], lost: LostWrites, failovers: list, started_epoch
             "assertions": results, "passed": all(r["held"] for r in results)}
 
 
-def _rpo(window: dict, failovers: list, started_epoch_ms: float) -> int:
-    """Writes discarded by the failovers that started inside the window (GET /failovers)."""
-    lo, hi = started_epoch_ms + window["start_ms"], started_epoch_ms + window["end_ms"]
-    return sum(f.get("lost_writes", 0) for f in failovers if lo <= (f.get("started_ms") or 0) < hi)
+def _attribute_rpo(windows: list, failovers: list, started_epoch_ms: float) -> None:
+    """Each failover's discarded writes (GET /failovers) go to the latest window that began at
+    or before it: the step that caused it (a failover step, or a write region's outage)."""
+    for f in failovers:
+        at_ms = (f.get("started_ms") or 0) - started_epoch_ms
+        before = [w for w in windows if w["start_ms"] <= at_ms + CLOCK_SLACK_MS]
+        if before:
+            max(before, key=lambda w: w["start_ms"])["rpo_writes"] += f.get("lost_writes", 0)

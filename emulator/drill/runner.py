@@ -57,7 +57,7 @@ def run(drill, target: Target, out=None, seed: int = 0) -> dict:
 async def _run(drill, target: Target, out, seed: int) -> dict:
     workload = Workload(drill, target.endpoint, target.key, seed)
     progress = Progress(out, drill)
-    lost_before = {_lost_key(w) for w in await _control(target, "GET", "/lost-writes")["writes"]}
+    lost_before = {_lost_key(w) for w in (await _control(target, "GET", "/lost-writes"))["writes"]}
     await workload.setup()
     started_epoch_ms = time.time() * 1000.0
     workload.start_clock()
@@ -73,6 +73,13 @@ async def _run(drill, target: Target, out, seed: int) -> dict:
     return await _report(drill, target, workload, lost_before, started_epoch_ms)
 
 
+def as_run(drill, started_at_ms: list):
+    """The drill with each step at the time it actually ran (a graceful failover's drain can
+    hold the next step back), so phases and windows match what the workload saw."""
+    steps = [dict(s, at_ms=int(round(t))) for s, t in zip(drill.schedule, started_at_ms)]
+    return drill.__class__(**{**drill.__dict__, "schedule": steps + drill.schedule[len(steps):]})
+
+
 async def _schedule(drill, target, workload, progress) -> None:
     named = {}
     steps = list(drill.schedule)
@@ -80,6 +87,7 @@ async def _schedule(drill, target, workload, progress) -> None:
     try:
         for i, step in enumerate(steps):
             await _until(workload, step["at_ms"])
+            workload.step_started_ms.append(max(step["at_ms"], workload.now_ms()))
             progress.phase(workload, reports.describe(step))
             await _apply(target, step, named, workload)
         await _until(workload, drill.duration_ms)
@@ -141,4 +149,4 @@ async def _report(drill, target, workload, lost_before: set, started_epoch_ms: f
     acked = {op.item_id for op in workload.ops if op.kind == "write" and op.ok}
     lost = reports.LostWrites(listed=listed, acked=len(acked), acked_unreadable=unreadable,
                               listed_acked=sorted({w["id"] for w in listed} & acked))
-    return reports.build(drill, workload.ops, lost, failovers, started_epoch_ms)
+    return reports.build(as_run(drill, workload.step_started_ms), workload.ops, lost, failovers, started_epoch_ms)

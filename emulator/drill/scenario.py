@@ -71,8 +71,8 @@ class Drill:
         steps = []
         for s in self.schedule:
             s = dict(s, at_ms=int(s["at_ms"] * scale))
-            if "window_ms" in s:
-                s["window_ms"] = int(s["window_ms"] * scale)
+            if "window_ms" in s or "failover" in s:
+                s["window_ms"] = int(s.get("window_ms", FAILOVER_WINDOW_MS) * scale)
             if "fault" in s and "duration_ms" in s["fault"]:
                 s["fault"] = dict(s["fault"], duration_ms=max(1, int(s["fault"]["duration_ms"] * scale)))
             steps.append(s)

@@ -67,6 +67,7 @@ class Workload:
         self.run_tag = f"{time.time_ns() // 1_000_000 % 16**8:08x}"
         self.ops: list[Op] = []
         self.injected: list[int] = []      # ids of the faults the drill injected
+        self.step_started_ms: list[float] = []   # when each schedule step actually ran
         self.started_s = 0.0
         self._stop = asyncio.Event()
         self._client = None
