@@ -17,6 +17,23 @@ from .scenario import Drill, DrillError, load, parse
 SHORT_SCALE = 0.3                  # `--short`: every time of the drill times this
 
 
+class Report(dict):
+    """A drill's report: report.json's dict, plus the figures a test asserts on most."""
+
+    @property
+    def passed(self) -> bool:
+        return self["passed"]
+
+    @property
+    def lost_writes(self) -> list[dict]:
+        """The writes GET /lost-writes listed for the drill's container during the drill."""
+        return self["lost_writes"]["writes"]
+
+    @property
+    def phases(self) -> list[dict]:
+        return self["phases"]
+
+
 def builtin_names() -> list[str]:
     files = resources.files(__package__).joinpath("builtin")
     return sorted(f.name.removesuffix(".json") for f in files.iterdir() if f.name.endswith(".json"))
@@ -43,7 +60,7 @@ def resolve(file_or_name) -> Drill:
 
 
 def run(file_or_name, *, target=None, scale: float = 1.0, seed: int = 0, out=None,
-        report_dir: str | None = None) -> dict:
+        report_dir: str | None = None) -> "Report":
     """Run a drill and return its report (a dict, as report.json has it). Without a target it
     starts its own emulator of the drill's account; with report_dir it writes report.json and
     report.html there."""
@@ -57,7 +74,7 @@ def run(file_or_name, *, target=None, scale: float = 1.0, seed: int = 0, out=Non
         report = runner.run(drill, target, out, seed)
     if report_dir is not None:
         write(report, report_dir)
-    return report
+    return Report(report)
 
 
 def write(report: dict, report_dir: str) -> tuple[str, str]:
@@ -70,4 +87,4 @@ def write(report: dict, report_dir: str) -> tuple[str, str]:
     return json_path, html_path
 
 
-__all__ = ["Drill", "DrillError", "builtin", "builtin_names", "resolve", "run", "write", "table"]
+__all__ = ["Drill", "DrillError", "Report", "builtin", "builtin_names", "resolve", "run", "write", "table"]
