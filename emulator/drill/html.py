@@ -46,8 +46,8 @@ def plots(report: dict, plt) -> list[tuple[str, str]]:
     t = [b["t_s"] for b in report["timeline"]]
     out = []
     fig, ax = plt.subplots(figsize=PLOT_SIZE_IN)
-    ax.plot(t, [b["ops"] for b in report["timeline"]], label="ops/s", drawstyle="steps-post")
-    ax.plot(t, [b["errors"] for b in report["timeline"]], label="errors/s", color="tab:red", drawstyle="steps-post")
+    ax.plot(t, [b["ops_per_s"] for b in report["timeline"]], label="ops/s", drawstyle="steps-post")
+    ax.plot(t, [b["errors_per_s"] for b in report["timeline"]], label="errors/s", color="tab:red", drawstyle="steps-post")
     _shade(ax, report)
     ax.set_xlabel("s"), ax.legend(loc="upper right"), ax.set_title("throughput and errors (fault windows shaded)")
     out.append(("Throughput and errors over time", _png(plt, fig)))
@@ -78,7 +78,7 @@ def plots(report: dict, plt) -> list[tuple[str, str]]:
                      labels=regions, step="post")
         ax.legend(loc="upper right", fontsize=7)
     _shade(ax, report)
-    ax.set_xlabel("s"), ax.set_title("which region served (successful ops per second)")
+    ax.set_xlabel("s"), ax.set_title("which region served (successful ops per bucket)")
     out.append(("Which region served over time", _png(plt, fig)))
     return out
 

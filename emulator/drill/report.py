@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from .scenario import FAILOVER_WINDOW_MS
 from .workload import Op
 
-TIMELINE_BUCKET_MS = 1_000
+TIMELINE_BUCKETS = 60           # points of the timeline plots, whatever the drill's length
+TIMELINE_BUCKET_MS_MIN = 100
 CLOCK_SLACK_MS = 50       # the control port stamps failovers on the wall clock, the drill on its own
 
 
@@ -108,14 +109,19 @@ def recovery(ops: list[Op], window: dict) -> float | None:
 
 
 def timeline(ops: list[Op], duration_ms: int) -> list[dict]:
-    buckets = [{"t_s": i * TIMELINE_BUCKET_MS / 1000, "ops": 0, "errors": 0, "served_by": {}}
-               for i in range(max(1, -(-duration_ms // TIMELINE_BUCKET_MS)))]
+    """Operations by start time in equal buckets: counts, and the rates per second the plots draw."""
+    bucket_ms = max(TIMELINE_BUCKET_MS_MIN, duration_ms // TIMELINE_BUCKETS)
+    buckets = [{"t_s": i * bucket_ms / 1000, "ops": 0, "errors": 0, "served_by": {}}
+               for i in range(max(1, -(-duration_ms // bucket_ms)))]
     for op in ops:
-        b = buckets[min(len(buckets) - 1, int(op.start_ms // TIMELINE_BUCKET_MS))]
+        b = buckets[min(len(buckets) - 1, int(op.start_ms // bucket_ms))]
         b["ops"] += 1
         b["errors"] += 0 if op.ok else 1
         if op.region:
             b["served_by"][op.region] = b["served_by"].get(op.region, 0) + 1
+    for b in buckets:
+        b["ops_per_s"] = round(b["ops"] * 1000 / bucket_ms, 2)
+        b["errors_per_s"] = round(b["errors"] * 1000 / bucket_ms, 2)
     return buckets
 
 

@@ -38,6 +38,7 @@ DURATION_MS_MAX = 3_600_000               # an hour: a drill, not a soak
 CONCURRENCY_MAX = 256
 KEYS_MAX = 1_000_000
 RATE_PER_S_MAX = 100_000
+MIX_WEIGHT_MAX = 1_000_000
 FAILOVER_WINDOW_MS = 5_000                 # a failover step counts as a fault window this long
 REGIONS_DEFAULT = ("East US", "East US 2", "West US")
 
@@ -184,7 +185,7 @@ def _client(value) -> str:
 def _mix(value) -> dict:
     mix = _object(value, "workload.mix", OPERATIONS)
     for op, share in mix.items():
-        _number(share, f"workload.mix.{op}", 0, 1)
+        _number(share, f"workload.mix.{op}", 0, MIX_WEIGHT_MAX)   # relative weights, normalized
     total = sum(mix.values())
     if total <= 0:
         raise DrillError("workload.mix needs a positive share of read, write or query")
@@ -217,7 +218,10 @@ def _client_options(value, regions: tuple) -> dict:
 def _schedule(steps, duration_ms: int, regions: tuple) -> list:
     if not isinstance(steps, list):
         raise DrillError("schedule must be a list of steps")
-    parsed, _ = parse_schedule(steps)        # the simulator's step checks (ScenarioError is a ConfigError)
+    try:
+        parsed, _ = parse_schedule(steps)    # the simulator's step checks: one schedule format
+    except ConfigError as e:
+        raise DrillError(f"schedule: {e}") from None
     for i, s in enumerate(parsed):
         _known(s, ("at_ms", "fault", "heal", "failover", "as", "window_ms", "label"), f"step {i}")
         if s["at_ms"] >= duration_ms:
