@@ -19,8 +19,11 @@ class Progress:
         ops = workload.ops[self.phase_first_op:]
         span_s = max((workload.now_ms() - self.phase_start_ms) / 1000.0, 1e-3)
         errors = sum(1 for op in ops if not op.ok)
+        now_ms = workload.now_ms()
+        faults = "; ".join(label for label, ends_ms in workload.active_faults.values()
+                           if ends_ms is None or ends_ms > now_ms) or "none"
         return (f"[{workload.now_ms() / 1000:6.1f}s/{self.drill.duration_ms / 1000:.0f}s] {self.current}: "
-                f"{len(ops) / span_s:7.1f} ops/s, {len(ops)} ops, {errors} errors")
+                f"{len(ops) / span_s:7.1f} ops/s, {len(ops)} ops, {errors} errors; active faults: {faults}")
 
     def _write(self, text: str, final: bool) -> None:
         if self.tty:

@@ -106,13 +106,18 @@ async def _apply(target, step: dict, named: dict, workload) -> None:
         spec = await _control(target, "POST", "/faults", step["fault"])
         named[step.get("as", spec["id"])] = spec["id"]
         workload.injected.append(spec["id"])
+        ends_ms = workload.now_ms() + step["fault"]["duration_ms"] if "duration_ms" in step["fault"] else None
+        workload.active_faults[spec["id"]] = (reports.describe(step), ends_ms)
     elif "failover" in step:
         await _control(target, "POST", "/failover", {"wait": True, **step["failover"]})
     elif step["heal"] == "all":
         for fid in list(named.values()):
             await _heal(target, fid)
+            workload.active_faults.pop(fid, None)
     else:
-        await _heal(target, named.get(step["heal"], step["heal"]))
+        fid = named.get(step["heal"], step["heal"])
+        await _heal(target, fid)
+        workload.active_faults.pop(fid, None)
 
 
 async def _heal(target, fault_id) -> None:

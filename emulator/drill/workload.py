@@ -68,6 +68,7 @@ class Workload:
         self.ops: list[Op] = []
         self.injected: list[int] = []      # ids of the faults the drill injected
         self.step_started_ms: list[float] = []   # when each schedule step actually ran
+        self.active_faults: dict = {}            # fault id -> (label, ends_ms or None): the progress line
         self.started_s = 0.0
         self._stop = asyncio.Event()
         self._client = None
