@@ -8,7 +8,7 @@ import sys
 
 from . import SHORT_SCALE, builtin, builtin_names, resolve, run, table
 from .runner import remote
-from ..ctl import ControlError, control_token
+from ..ctl import ControlError, _print, control_token
 from ..config import ConfigError
 
 REPORT_DIR_DEFAULT = "drill-report"
@@ -62,6 +62,5 @@ def main(argv: list, out=None) -> int:
     except (ConfigError, ControlError) as e:
         print(f"regionlab drill: error: {getattr(e, 'message', None) or e}", file=sys.stderr)
         return 2
-    print(table.render(report), file=out)
-    print(f"report: {args.out}/report.json, {args.out}/report.html", file=out)
+    _print(table.render(report) + f"\nreport: {args.out}/report.json, {args.out}/report.html", out)
     return 0 if report["passed"] else 1
