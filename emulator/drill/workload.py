@@ -50,6 +50,8 @@ def _record(kind: str, start_ms: float, diagnostics, status: int, sub: int, item
     attempts = d.attempts if d is not None else []
     final = next((a for a in reversed(attempts) if a.status is not None), None)
     retries = [reason_class(a.reason) for a in attempts[1:] if not a.hedge]
+    # Direct mode retries inside an attempt too: each 410 that refreshed the address cache.
+    retries += [f"direct: address refresh after {r}" for a in attempts if a.direct for r in a.direct["refreshes"]]
     return Op(start_ms=start_ms, kind=kind, status=status, sub_status=sub,
               latency_ms=d.latency_ms if d is not None else 0.0,
               region=final.region if final is not None and 200 <= (final.status or 0) < 300 else None,

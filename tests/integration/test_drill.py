@@ -3,8 +3,9 @@ emulator (real sockets, the bundled client), through the CLI driving it with --c
 report's figures agree with the emulator's own counters: the lost writes the report lists are the
 ones GET /lost-writes holds, and equal to the acknowledged writes the workload can no longer read
 (after a forced failover, more than none); the 429s the client retried are the 429s the storm
-served; the exit status is 0 exactly when every assertion held. Also: the in-process emulator
-(no --control), `drill list`, a bad scenario file (exit 2, one line), and `emu.drill(...)`."""
+served; the 410s of a moved replica are the address refreshes the client made; the exit status
+is 0 exactly when every assertion held. Also: the in-process emulator (no --control), `drill
+list`, a bad scenario file (exit 2, one line), and `emu.drill(...)`."""
 import json
 import os
 import subprocess
@@ -37,6 +38,12 @@ def docs_status_counts(emu) -> dict:
     return out
 
 
+def direct_gone_counts(emu) -> int:
+    """410 replies the direct nodes sent, every region and operation together."""
+    return sum(n for counts in emu.topology().get("direct_requests", {}).values()
+               for key, n in counts.items() if key.split(" ")[-1].startswith("410"))
+
+
 def drill_lost_writes(emu) -> list:
     return sorted(w["id"] for w in emu.lost_writes() if w["database"] == DATABASE and w["container"] == CONTAINER)
 
@@ -45,10 +52,10 @@ def drill_lost_writes(emu) -> list:
 def test_builtin_drill_short_form_agrees_with_the_emulator(name, tmp_path):
     drill = builtin(name)
     with running_emulator(**account_options(drill)) as emu:
-        before = docs_status_counts(emu)
+        before, gone_before = docs_status_counts(emu), direct_gone_counts(emu)
         done = regionlab("drill", name, "--short", "--control", emu.control_endpoint, "--out", str(tmp_path))
         report = json.loads((tmp_path / "report.json").read_text())
-        after = docs_status_counts(emu)
+        after, gone_after = docs_status_counts(emu), direct_gone_counts(emu)
         listed_by_emulator = drill_lost_writes(emu)
     assert done.returncode == (0 if report["passed"] else 1), done.stderr
     assert report["passed"], (done.stdout, report["assertions"])
@@ -68,6 +75,10 @@ def test_builtin_drill_short_form_agrees_with_the_emulator(name, tmp_path):
         seen_429 = report["total"]["retries_by_reason"].get("429/3200 throttled", 0) + \
             report["total"]["errors_by_status"].get("429/3200", 0)
         assert served_429 > 0 and seen_429 == served_429
+    if name == "replica-move":
+        refreshes = sum(n for reason, n in report["total"]["retries_by_reason"].items()
+                        if reason.startswith("direct: address refresh after 410/"))
+        assert refreshes > 0 and refreshes == gone_after - gone_before
     if name == "primary-crash":
         crash = report["faults"][0]
         assert crash["rto_ms"] is not None and report["phases"][1]["errors"] > 0
