@@ -246,3 +246,32 @@ def _assertions(value) -> dict:
     if "lost_writes_match" in a:
         _bool(a["lost_writes_match"], "assertions.lost_writes_match")
     return a
+
+
+# ---- the same file in the simulator ----------------------------------------------------------
+DRILL_ONLY_FIELDS = ("name", "description", "duration_ms", "account", "workload", "assertions")
+SIM_ACCOUNT_OPTIONS = ("detection_delay_ms", "election_ms", "nodes_per_region", "partitions",
+                       "intra_region_delay_ms", "max_staleness_prefix", "max_interval_s")
+
+
+def is_drill(data) -> bool:
+    return isinstance(data, dict) and any(k in data for k in ("account", "workload", "assertions"))
+
+
+def sim_scenario(data, sim_regions: tuple, clients_max: int, keys_max: int) -> dict:
+    """A drill file as the simulator's scenario ({"schedule", settings}): the account's
+    consistency, lag and timing options, the workload's concurrency as clients and its key space
+    (capped at the simulator's limits); the rest (the live workload's mix and client options,
+    assertions) has no meaning in virtual time. Regions must be the simulator's."""
+    drill = parse(data)
+    missing = [r for r in drill.regions if r not in sim_regions]
+    if missing:
+        raise DrillError(f"the simulator's account has the regions {', '.join(sim_regions)}; "
+                         f"this drill names {missing[0]!r}")
+    settings = {"consistency": drill.consistency, "clients": min(drill.concurrency, clients_max),
+                "keys": min(drill.keys, keys_max)}
+    if drill.lag_ms is not None:
+        settings["lag_ms"] = [[a, b, drill.lag_ms] for a in sim_regions for b in sim_regions if a != b]
+    settings.update({k: v for k, v in drill.account_options.items() if k in SIM_ACCOUNT_OPTIONS})
+    steps = [{k: v for k, v in s.items() if k not in ("window_ms", "label")} for s in drill.schedule]
+    return {"schedule": steps, **settings}
