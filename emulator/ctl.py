@@ -9,6 +9,7 @@
     regionlab failover "East US 2" [--forced]
     regionlab region add "North Europe" [--port N] | regionlab region remove "West US"
     regionlab sim --seed 7            (the deterministic simulator; no server needed)
+    regionlab drill failover | run FILE | list   (drills and their reports: emulator/drill/)
     regionlab throttle [show] | set | container | database | storm   (ctl_throttle.py)
     regionlab routing [show] | set | weights                          (ctl_routing.py)
 
@@ -33,7 +34,7 @@ from .core.faults import OUTAGE_MODE_DEFAULT, OUTAGE_MODES
 DEFAULT_CONTROL = "http://127.0.0.1:8090"
 HTTP_TIMEOUT_S = 90.0          # a graceful failover waits for the drain (up to 60 s) before it answers
 COMMANDS = ("topology", "health", "faults", "fault", "failover", "failovers", "lost-writes", "region", "sim",
-            "throttle", "routing")
+            "throttle", "routing", "drill")
 # CLI fault name -> (fault type, its positional region arguments)
 FAULT_FLAGS = {"region-outage": ("region_outage", ("region",)), "link-cut": ("link_cut", ("from", "to")),
                "link-lag": ("link_lag", ("from", "to")), "primary-crash": ("primary_crash", ("region",)),
@@ -116,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     ro.add_argument("name")
     ro.add_argument("--port", type=int, default=0, help="its port (default: any free one)")
     sub.add_parser("sim", add_help=False, help="run the deterministic simulator (see `regionlab sim --help`)")
+    sub.add_parser("drill", add_help=False, help="run a drill and write its report (see `regionlab drill --help`)")
     ctl_throttle.add_parser(sub, common)
     ctl_routing.add_parser(sub, common)
     return p
@@ -211,6 +213,9 @@ def main(argv: list, out=None) -> int:
     if argv and argv[0] == "sim":
         from .sim.__main__ import main as sim_main
         return sim_main(argv[1:], out=out, prog="regionlab sim")
+    if argv and argv[0] == "drill":
+        from .drill.command import main as drill_main
+        return drill_main(argv[1:], out=out)
     args = build_parser().parse_args(argv)
     base, token = control_url(args.control), control_token(getattr(args, "control_token", None))
     try:

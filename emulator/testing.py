@@ -84,6 +84,18 @@ class RunningEmulator:
         """Every direct-mode node as {"region", "node", "port"} (free ports; docs/direct.md)."""
         return self.emulator.ready_info()["direct"]["nodes"]
 
+    def drill(self, file_or_name, *, scale: float = 1.0, seed: int = 0, out=None, report_dir: str | None = None):
+        """Run a drill (a built-in's name, a scenario file's path, or its parsed JSON) against this
+        emulator and return its report (emulator.drill.Report: report.json's dict, with `.passed`).
+        The drill's "account" section is not applied: the steps run against this account, and a
+        step naming a region it lacks is refused (ControlError 400). `scale` multiplies every time
+        of the drill; with report_dir, report.json and report.html are written there."""
+        from . import drill
+        from .drill.runner import Target
+        target = Target(self.endpoint, self.key, self.control_endpoint, self.control_token)
+        return drill.run(file_or_name, target=target, scale=scale, seed=seed, out=out or _Discard(),
+                         report_dir=report_dir)
+
     def call(self, fn, *args, timeout: float = 10.0):
         """Run fn(account, *args) on the emulator's loop and return its result."""
         async def run():
@@ -96,6 +108,16 @@ class RunningEmulator:
         asyncio.run_coroutine_threadsafe(self.emulator.stop(), self.loop).result(START_TIMEOUT_S)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(START_TIMEOUT_S)
+
+
+class _Discard:
+    """A quiet progress line for drills run inside tests."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
 
 
 def make_config(**options):

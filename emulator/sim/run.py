@@ -13,6 +13,7 @@ byte (`Result.history_json`), so a failing seed is its own reproduction:
 
     python -m emulator.sim --seed 1234
 """
+import json
 import random
 from dataclasses import asdict, dataclass, field, fields
 
@@ -71,6 +72,14 @@ class SimConfig:
 
     @classmethod
     def from_scenario(cls, data, **overrides) -> "SimConfig":
+        if isinstance(data, (str, bytes)):
+            try:
+                data = json.loads(data)
+            except ValueError as e:
+                raise ScenarioError(f"a scenario is JSON: {e}") from None
+        from ..drill.scenario import is_drill, sim_scenario
+        if is_drill(data):                   # a drill's file (docs/drills.md) runs here too
+            data = sim_scenario(data, REGIONS, CLIENTS_MAX, KEYS_MAX)
         steps, settings = parse(data)
         known = [f.name for f in fields(cls) if f.name != "scenario"]
         unknown = sorted(set(settings) - set(known))

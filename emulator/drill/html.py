@@ -1,0 +1,130 @@
+"""report.html: one self-contained page (no CDN, no scripts; plots are PNGs as data: URIs).
+
+The plots need matplotlib, the optional extra `regionlab[report]`. Without it (or with
+REGIONLAB_REPORT_NO_PLOTS=1, which makes the page behave as if it were absent) the page still
+has every table and says how to get the plots.
+"""
+import base64
+import html
+import io
+import json
+import os
+
+NO_PLOTS_VARIABLE = "REGIONLAB_REPORT_NO_PLOTS"
+PLOT_DPI = 90
+PLOT_SIZE_IN = (8.0, 3.0)
+INSTALL_HINT = "pip install 'regionlab[report]'"
+
+
+def load_pyplot():
+    """matplotlib.pyplot with the Agg backend, or None if it is absent (or disabled)."""
+    if os.environ.get(NO_PLOTS_VARIABLE, "").lower() in ("1", "true", "yes", "on"):
+        return None
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
+def _png(plt, fig) -> str:
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png", dpi=PLOT_DPI)
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def _shade(ax, report) -> None:
+    for w in report["faults"]:
+        ax.axvspan(w["start_ms"] / 1000, w["end_ms"] / 1000, color="tab:red", alpha=0.12)
+
+
+def plots(report: dict, plt) -> list[tuple[str, str]]:
+    t = [b["t_s"] for b in report["timeline"]]
+    out = []
+    fig, ax = plt.subplots(figsize=PLOT_SIZE_IN)
+    ax.plot(t, [b["ops_per_s"] for b in report["timeline"]], label="ops/s", drawstyle="steps-post")
+    ax.plot(t, [b["errors_per_s"] for b in report["timeline"]], label="errors/s", color="tab:red", drawstyle="steps-post")
+    _shade(ax, report)
+    ax.set_xlabel("s"), ax.legend(loc="upper right"), ax.set_title("throughput and errors (fault windows shaded)")
+    out.append(("Throughput and errors over time", _png(plt, fig)))
+
+    fig, ax = plt.subplots(figsize=PLOT_SIZE_IN)
+    names = [p["name"][:24] for p in report["phases"]]
+    x = range(len(names))
+    ax.bar([i - 0.2 for i in x], [p["p50_ms"] for p in report["phases"]], width=0.4, label="p50")
+    ax.bar([i + 0.2 for i in x], [p["p99_ms"] for p in report["phases"]], width=0.4, label="p99")
+    ax.set_xticks(list(x), names, rotation=15, fontsize=7), ax.set_ylabel("ms"), ax.legend()
+    ax.set_title("latency per phase")
+    out.append(("Latency p50/p99 per phase", _png(plt, fig)))
+
+    reasons = report["total"]["retries_by_reason"]
+    fig, ax = plt.subplots(figsize=PLOT_SIZE_IN)
+    if reasons:
+        ax.barh(list(reasons), list(reasons.values()), color="tab:orange")
+        ax.tick_params(axis="y", labelsize=7)
+    else:
+        ax.text(0.5, 0.5, "no retries", ha="center", va="center", transform=ax.transAxes)
+    ax.set_title("retries by reason")
+    out.append(("Retries by reason", _png(plt, fig)))
+
+    regions = sorted({r for b in report["timeline"] for r in b["served_by"]})
+    fig, ax = plt.subplots(figsize=PLOT_SIZE_IN)
+    if regions:
+        ax.stackplot(t, *[[b["served_by"].get(r, 0) for b in report["timeline"]] for r in regions],
+                     labels=regions, step="post")
+        ax.legend(loc="upper right", fontsize=7)
+    _shade(ax, report)
+    ax.set_xlabel("s"), ax.set_title("which region served (successful ops per bucket)")
+    out.append(("Which region served over time", _png(plt, fig)))
+    return out
+
+
+def _table(headers, rows) -> str:
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _fmt(d: dict) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in d.items()) or "-"
+
+
+def render(report: dict) -> str:
+    plt = load_pyplot()
+    phase_rows = [(p["name"], p["ops"], p["ops_per_s"], _fmt(p["errors_by_status"]), p["p50_ms"], p["p99_ms"],
+                   _fmt(p["retries_by_reason"]), p["request_charge"], p["hedged_extra_charge"], _fmt(p["served_by"]))
+                  for p in report["phases"] + [dict(report["total"], name="total")]]
+    fault_rows = [(w["label"], w["start_ms"], w["end_ms"], "not recovered" if w["rto_ms"] is None else w["rto_ms"],
+                   w["rpo_writes"]) for w in report["faults"]]
+    lost = report["lost_writes"]
+    lost_rows = [(w["id"], w["partition"], w["lsn"], w["operation"], w["region"], w["reason"]) for w in lost["writes"]]
+    verdicts = [("PASS" if a["held"] else "FAIL", a["name"], a["value"], f"{a['op']} {a['limit']}")
+                for a in report["assertions"]]
+    if plt is None:
+        figures = (f"<p class=note>Plots need matplotlib: <code>{INSTALL_HINT}</code>, then run the drill "
+                   "again. Every figure is in the tables below and in report.json.</p>")
+    else:
+        figures = "".join(f"<figure><img alt='{html.escape(t)}' src='{src}'><figcaption>{html.escape(t)}"
+                          f"</figcaption></figure>" for t, src in plots(report, plt))
+    result = "passed" if report["passed"] else "FAILED"
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>regionlab drill {html.escape(report['drill'])}</title>
+<style>body{{font:14px system-ui,sans-serif;margin:2em;color:#222}}table{{border-collapse:collapse;margin:.5em 0 1.5em}}
+td,th{{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left}}th{{background:#f0f0f0}}
+.passed{{color:#070}}.FAILED{{color:#b00}}.note{{background:#fff8dc;padding:.6em}}figure{{margin:0 0 1em}}</style></head><body>
+<h1>regionlab drill <code>{html.escape(report['drill'])}</code>: <span class="{result}">{result}</span></h1>
+<p>{html.escape(report['description'])}</p>
+<p>Account: {html.escape(', '.join(report['account']['regions']))}; {report['account']['consistency']};
+multi-write {report['account']['multi_write']}. Workload: {html.escape(json.dumps(report['workload']))}</p>
+<h2>Assertions</h2>{_table(('', 'assertion', 'value', 'limit'), verdicts) if verdicts else '<p>none</p>'}
+<h2>Plots</h2>{figures}
+<h2>Phases</h2>{_table(('phase', 'ops', 'ops/s', 'errors', 'p50 ms', 'p99 ms', 'retries', 'RU', 'hedged extra RU', 'served by'), phase_rows)}
+<h2>Faults: recovery (RTO) and lost writes (RPO)</h2>{_table(('fault / failover', 'from ms', 'to ms', 'RTO ms', 'lost writes'), fault_rows)}
+<h2>Lost writes</h2><p>{lost['listed']} listed by GET /lost-writes; {lost['acknowledged_unreadable']} of
+{lost['acknowledged_writes']} acknowledged writes no longer readable; every unreadable one listed: {lost['match']}.</p>
+{_table(('id', 'partition', 'lsn', 'operation', 'region', 'reason'), lost_rows) if lost_rows else ''}
+</body></html>
+"""

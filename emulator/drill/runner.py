@@ -1,0 +1,157 @@
+"""Run a drill: an emulator (started in-process on free ports, or a running one through its
+control port), the workload, the schedule's steps at their times, a live progress line, and at
+the end the lost-writes cross-check and the report (report.py).
+
+The workload and the schedule share one asyncio loop in the caller's thread; control-port calls
+(blocking urllib, a graceful failover waits for its drain) run in worker threads so the workload
+keeps going while they are answered.
+"""
+import asyncio
+import sys
+import time
+from contextlib import contextmanager
+
+from .. import defaults
+from ..ctl import ControlError, call
+from . import report as reports
+from .progress import Progress
+from .workload import CONTAINER, DATABASE, Workload
+
+HEAL_TIMEOUT_S = 30.0
+
+
+class Target:
+    """Where the drill runs: the account endpoint and key, and the control port."""
+
+    def __init__(self, endpoint: str, key: str, control: str, token: str | None = None):
+        self.endpoint, self.key, self.control, self.token = endpoint, key, control.rstrip("/"), token
+
+    def call(self, method: str, path: str, body=None):
+        return call(self.control, method, path, body, token=self.token)
+
+
+def account_options(drill) -> dict:
+    opts = {"regions": drill.regions, "consistency": drill.consistency, "multi_write": drill.multi_write}
+    if drill.lag_ms is not None:
+        opts["lag_ms"] = {(a, b): drill.lag_ms for a in drill.regions for b in drill.regions if a != b}
+    return {**opts, **drill.account_options}
+
+
+@contextmanager
+def own_emulator(drill):
+    """An emulator of the drill's account, in-process on free ports, for the with-block."""
+    from ..testing import running_emulator
+    with running_emulator(**account_options(drill)) as emu:
+        yield Target(emu.endpoint, emu.key, emu.control_endpoint, emu.control_token)
+
+
+def remote(control: str, token: str | None = None, endpoint: str | None = None, key: str | None = None) -> Target:
+    topology = call(control.rstrip("/"), "GET", "/topology", token=token)
+    return Target(endpoint or topology["account_endpoint"], key or defaults.EMULATOR_KEY, control, token)
+
+
+def run(drill, target: Target, out=None, seed: int = 0) -> dict:
+    return asyncio.run(_run(drill, target, out or sys.stdout, seed))
+
+
+async def _run(drill, target: Target, out, seed: int) -> dict:
+    workload = Workload(drill, target.endpoint, target.key, seed)
+    progress = Progress(out, drill)
+    lost_before = {_lost_key(w) for w in (await _control(target, "GET", "/lost-writes"))["writes"]}
+    await workload.setup()
+    started_epoch_ms = time.time() * 1000.0
+    workload.start_clock()
+    runner = asyncio.ensure_future(workload.run())
+    try:
+        await _schedule(drill, target, workload, progress)
+    finally:
+        workload.stop()
+        await _heal_own(target, workload)    # first: a blackholed request returns once healed
+        await runner
+        await workload.close()
+        progress.finish(workload)
+    return await _report(drill, target, workload, lost_before, started_epoch_ms)
+
+
+def as_run(drill, started_at_ms: list):
+    """The drill with each step at the time it actually ran (a graceful failover's drain can
+    hold the next step back), so phases and windows match what the workload saw."""
+    steps = [dict(s, at_ms=int(round(t))) for s, t in zip(drill.schedule, started_at_ms)]
+    return drill.__class__(**{**drill.__dict__, "schedule": steps + drill.schedule[len(steps):]})
+
+
+async def _schedule(drill, target, workload, progress) -> None:
+    named = {}
+    steps = list(drill.schedule)
+    ticker = asyncio.ensure_future(progress.tick_forever(workload))
+    try:
+        for i, step in enumerate(steps):
+            await _until(workload, step["at_ms"])
+            workload.step_started_ms.append(max(step["at_ms"], workload.now_ms()))
+            progress.phase(workload, reports.describe(step))
+            await _apply(target, step, named, workload)
+        await _until(workload, drill.duration_ms)
+    finally:
+        ticker.cancel()
+
+
+async def _until(workload, at_ms: float) -> None:
+    wait_s = (at_ms - workload.now_ms()) / 1000.0
+    if wait_s > 0:
+        await asyncio.sleep(wait_s)
+
+
+async def _apply(target, step: dict, named: dict, workload) -> None:
+    if "fault" in step:
+        spec = await _control(target, "POST", "/faults", step["fault"])
+        named[step.get("as", spec["id"])] = spec["id"]
+        workload.injected.append(spec["id"])
+        ends_ms = workload.now_ms() + step["fault"]["duration_ms"] if "duration_ms" in step["fault"] else None
+        workload.active_faults[spec["id"]] = (reports.describe(step), ends_ms)
+    elif "failover" in step:
+        await _control(target, "POST", "/failover", {"wait": True, **step["failover"]})
+    elif step["heal"] == "all":
+        for fid in list(named.values()):
+            await _heal(target, fid)
+            workload.active_faults.pop(fid, None)
+    else:
+        fid = named.get(step["heal"], step["heal"])
+        await _heal(target, fid)
+        workload.active_faults.pop(fid, None)
+
+
+async def _heal(target, fault_id) -> None:
+    try:
+        await _control(target, "DELETE", f"/faults/{fault_id}")
+    except ControlError as e:
+        if e.status != 404:                # 404: it ended by its own duration_ms
+            raise
+
+
+async def _heal_own(target, workload) -> None:
+    """Heal what the drill injected and is still active, so a shared emulator is left as found."""
+    active = {f["id"] for f in (await _control(target, "GET", "/faults"))["faults"]}
+    for fid in workload.injected:
+        if fid in active:
+            await _heal(target, fid)
+
+
+async def _control(target, method, path, body=None):
+    return await asyncio.to_thread(target.call, method, path, body)
+
+
+def _lost_key(w: dict) -> tuple:
+    return (w["database"], w["container"], w["partition"], w["lsn"], w["id"])
+
+
+async def _report(drill, target, workload, lost_before: set, started_epoch_ms: float) -> dict:
+    topology = await _control(target, "GET", "/topology")
+    listed = [w for w in (await _control(target, "GET", "/lost-writes"))["writes"]
+              if _lost_key(w) not in lost_before and w["database"] == DATABASE and w["container"] == CONTAINER]
+    failovers = [f for f in (await _control(target, "GET", "/failovers"))["failovers"]
+                 if (f.get("started_ms") or 0) >= started_epoch_ms]
+    unreadable = await workload.unreadable_writes(topology["write_regions"][0])
+    acked = {op.item_id for op in workload.ops if op.kind == "write" and op.ok}
+    lost = reports.LostWrites(listed=listed, acked=len(acked), acked_unreadable=unreadable,
+                              listed_acked=sorted({w["id"] for w in listed} & acked))
+    return reports.build(as_run(drill, workload.step_started_ms), workload.ops, lost, failovers, started_epoch_ms)

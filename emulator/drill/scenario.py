@@ -1,0 +1,277 @@
+"""A drill's scenario file: the account, the workload, the timed steps and the assertions.
+
+    {"name": "failover", "description": "...", "duration_ms": 12000,
+     "account": {"regions": ["East US", "East US 2"], "consistency": "Session", "multi_write": false,
+                 "lag_ms": 300, "options": {"detection_delay_ms": 5000}},
+     "workload": {"client": "regionlab", "mix": {"read": 0.3, "write": 0.7, "query": 0},
+                  "concurrency": 8, "rate_per_s": null, "keys": 200,
+                  "client_options": {"preferred_locations": ["East US"], "connection_mode": "gateway"}},
+     "schedule": [{"at_ms": 3000, "failover": {"region": "East US 2", "kind": "graceful"}},
+                  {"at_ms": 4000, "fault": {"type": "region_outage", "region": "East US"}, "as": "o"},
+                  {"at_ms": 7000, "heal": "o"}],
+     "assertions": {"availability_min": 0.99, "lost_writes_max": 50, "p99_ms_max": 2000}}
+
+The schedule is the simulator's (sim/scenario.py): "fault" is the body of POST /faults,
+"failover" that of POST /failover, "heal" names a fault by "as", id or "all". A step may carry a
+"window_ms": how long after it the run counts as "in a fault window" (a failover's default
+FAILOVER_WINDOW_MS; a fault's window lasts until it is healed or its duration_ms ends).
+Every error is a DrillError (a ConfigError): one line naming the field and what is allowed.
+"""
+import json
+from dataclasses import dataclass, field
+
+from ..config import ConfigError
+from ..core.consistency import LEVELS, canonical
+from ..sim.scenario import parse as parse_schedule
+
+CLIENTS = ("regionlab", "azure-cosmos")
+CLIENTS_BUILT = ("regionlab",)
+OPERATIONS = ("read", "write", "query")
+CONNECTION_MODES = ("gateway", "direct")
+TOP_FIELDS = ("name", "description", "duration_ms", "account", "workload", "schedule", "assertions")
+ACCOUNT_FIELDS = ("regions", "consistency", "multi_write", "lag_ms", "options")
+WORKLOAD_FIELDS = ("client", "mix", "concurrency", "rate_per_s", "keys", "client_options")
+CLIENT_OPTION_FIELDS = ("preferred_locations", "excluded_locations", "connection_mode",
+                        "availability_strategy", "timeout_s", "multiple_write_locations")
+ASSERTION_FIELDS = ("availability_min", "lost_writes_max", "p99_ms_max", "lost_writes_match")
+DURATION_MS_MAX = 3_600_000               # an hour: a drill, not a soak
+CONCURRENCY_MAX = 256
+KEYS_MAX = 1_000_000
+RATE_PER_S_MAX = 100_000
+MIX_WEIGHT_MAX = 1_000_000
+FAILOVER_WINDOW_MS = 5_000                 # a failover step counts as a fault window this long
+REGIONS_DEFAULT = ("East US", "East US 2", "West US")
+
+
+class DrillError(ConfigError):
+    """A scenario file that cannot run; str() is one line naming the field and the rule."""
+
+
+@dataclass
+class Drill:
+    name: str
+    description: str
+    duration_ms: int
+    regions: tuple
+    consistency: str
+    multi_write: bool
+    lag_ms: int | None
+    account_options: dict
+    client: str
+    mix: dict
+    concurrency: int
+    rate_per_s: float | None
+    keys: int
+    client_options: dict
+    schedule: list
+    assertions: dict = field(default_factory=dict)
+
+    def scaled(self, scale: float) -> "Drill":
+        """The same drill with every time (duration, at_ms, duration_ms, window_ms) times scale:
+        the short form tests and `--short` run."""
+        steps = []
+        for s in self.schedule:
+            s = dict(s, at_ms=int(s["at_ms"] * scale))
+            if "window_ms" in s or "failover" in s:
+                s["window_ms"] = int(s.get("window_ms", FAILOVER_WINDOW_MS) * scale)
+            if "fault" in s and "duration_ms" in s["fault"]:
+                s["fault"] = dict(s["fault"], duration_ms=max(1, int(s["fault"]["duration_ms"] * scale)))
+            steps.append(s)
+        return Drill(**{**self.__dict__, "duration_ms": int(self.duration_ms * scale), "schedule": steps})
+
+
+def load(path: str) -> Drill:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise DrillError(f"cannot read the scenario file {path}: {e.strerror or e}") from None
+    return parse(text, default_name=path.rsplit("/", 1)[-1].removesuffix(".json"))
+
+
+def parse(data, default_name: str = "drill") -> Drill:
+    if isinstance(data, (str, bytes)):
+        try:
+            data = json.loads(data)
+        except ValueError as e:
+            raise DrillError(f"a scenario file is JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise DrillError("a scenario file is a JSON object with " + ", ".join(TOP_FIELDS))
+    _known(data, TOP_FIELDS, "the scenario")
+    duration = _int(data.get("duration_ms", 10_000), "duration_ms", 1, DURATION_MS_MAX)
+    account = _object(data.get("account", {}), "account", ACCOUNT_FIELDS)
+    workload = _object(data.get("workload", {}), "workload", WORKLOAD_FIELDS)
+    regions = _regions(account.get("regions", list(REGIONS_DEFAULT)))
+    consistency = _consistency(account.get("consistency", "Session"))
+    schedule = _schedule(data.get("schedule", []), duration, regions)
+    return Drill(name=_text(data.get("name", default_name), "name"),
+                 description=_text(data.get("description", ""), "description"),
+                 duration_ms=duration, regions=regions, consistency=consistency,
+                 multi_write=_bool(account.get("multi_write", False), "account.multi_write"),
+                 lag_ms=None if account.get("lag_ms") is None else
+                 _int(account["lag_ms"], "account.lag_ms", 0, DURATION_MS_MAX),
+                 account_options=_object(account.get("options", {}), "account.options", None),
+                 client=_client(workload.get("client", "regionlab")),
+                 mix=_mix(workload.get("mix", {"read": 0.5, "write": 0.5})),
+                 concurrency=_int(workload.get("concurrency", 4), "workload.concurrency", 1, CONCURRENCY_MAX),
+                 rate_per_s=_rate(workload.get("rate_per_s")),
+                 keys=_int(workload.get("keys", 100), "workload.keys", 1, KEYS_MAX),
+                 client_options=_client_options(workload.get("client_options", {}), regions),
+                 schedule=schedule, assertions=_assertions(data.get("assertions", {})))
+
+
+# ---- checks ----------------------------------------------------------------------------------
+def _known(obj: dict, allowed: tuple, where: str) -> None:
+    unknown = [k for k in obj if k not in allowed]
+    if unknown:
+        raise DrillError(f"{where}: unknown field {unknown[0]!r}; the fields are: {', '.join(allowed)}")
+
+
+def _object(value, where: str, allowed: tuple | None) -> dict:
+    if not isinstance(value, dict):
+        raise DrillError(f"{where} must be a JSON object")
+    if allowed is not None:
+        _known(value, allowed, where)
+    return value
+
+
+def _int(value, where: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise DrillError(f"{where} must be an integer from {lo} to {hi}, not {value!r}")
+    return value
+
+
+def _number(value, where: str, lo: float, hi: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+        raise DrillError(f"{where} must be a number from {lo} to {hi}, not {value!r}")
+    return float(value)
+
+
+def _bool(value, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise DrillError(f"{where} must be true or false, not {value!r}")
+    return value
+
+
+def _text(value, where: str) -> str:
+    if not isinstance(value, str):
+        raise DrillError(f"{where} must be a string")
+    return value
+
+
+def _regions(value) -> tuple:
+    if not isinstance(value, list) or not value or not all(isinstance(r, str) and r for r in value) \
+            or len(set(value)) != len(value):
+        raise DrillError("account.regions must be a non-empty list of distinct region names")
+    return tuple(value)
+
+
+def _consistency(value) -> str:
+    try:
+        return canonical(value)
+    except Exception:
+        raise DrillError(f"account.consistency {value!r} is not one of {', '.join(LEVELS)}") from None
+
+
+def _client(value) -> str:
+    if value not in CLIENTS:
+        raise DrillError(f"workload.client {value!r} is not one of {', '.join(CLIENTS)}")
+    if value not in CLIENTS_BUILT:
+        raise DrillError(f"workload.client {value!r} is not built yet: drills run through the bundled client "
+                         "(\"client\": \"regionlab\")")
+    return value
+
+
+def _mix(value) -> dict:
+    mix = _object(value, "workload.mix", OPERATIONS)
+    for op, share in mix.items():
+        _number(share, f"workload.mix.{op}", 0, MIX_WEIGHT_MAX)   # relative weights, normalized
+    total = sum(mix.values())
+    if total <= 0:
+        raise DrillError("workload.mix needs a positive share of read, write or query")
+    return {op: float(mix.get(op, 0)) / total for op in OPERATIONS}
+
+
+def _rate(value):
+    return None if value is None else _number(value, "workload.rate_per_s", 0.1, RATE_PER_S_MAX)
+
+
+def _client_options(value, regions: tuple) -> dict:
+    opts = dict(_object(value, "workload.client_options", CLIENT_OPTION_FIELDS))
+    for name in ("preferred_locations", "excluded_locations"):
+        if name in opts:
+            listed = opts[name]
+            if not isinstance(listed, list) or any(r not in regions for r in listed):
+                raise DrillError(f"workload.client_options.{name} must list regions of the account "
+                                 f"({', '.join(regions)}), not {listed!r}")
+    mode = opts.get("connection_mode", "gateway")
+    if mode not in CONNECTION_MODES:
+        raise DrillError(f"workload.client_options.connection_mode {mode!r} is not one of {', '.join(CONNECTION_MODES)}")
+    if "timeout_s" in opts:
+        _number(opts["timeout_s"], "workload.client_options.timeout_s", 0.01, 600)
+    if "availability_strategy" in opts and not isinstance(opts["availability_strategy"], (bool, dict)):
+        raise DrillError("workload.client_options.availability_strategy must be true/false or "
+                         '{"threshold_ms", "threshold_steps_ms"}')
+    return opts
+
+
+def _schedule(steps, duration_ms: int, regions: tuple) -> list:
+    if not isinstance(steps, list):
+        raise DrillError("schedule must be a list of steps")
+    try:
+        parsed, _ = parse_schedule(steps)    # the simulator's step checks: one schedule format
+    except ConfigError as e:
+        raise DrillError(f"schedule: {e}") from None
+    for i, s in enumerate(parsed):
+        _known(s, ("at_ms", "fault", "heal", "failover", "as", "window_ms", "label"), f"step {i}")
+        if s["at_ms"] >= duration_ms:
+            raise DrillError(f"step {i}: at_ms {s['at_ms']} is not before the end of the drill (duration_ms {duration_ms})")
+        if "window_ms" in s:
+            _int(s["window_ms"], f"step {i}: window_ms", 0, DURATION_MS_MAX)
+        named = [v for k, v in (s.get("fault") or s.get("failover") or {}).items() if k in ("region", "from", "to")]
+        for region in named:
+            if region not in regions:
+                raise DrillError(f"step {i} names region {region!r}; the account's regions are {', '.join(regions)}")
+    return parsed
+
+
+def _assertions(value) -> dict:
+    a = dict(_object(value, "assertions", ASSERTION_FIELDS))
+    if "availability_min" in a:
+        _number(a["availability_min"], "assertions.availability_min", 0, 1)
+    if "lost_writes_max" in a:
+        _int(a["lost_writes_max"], "assertions.lost_writes_max", 0, 10**9)
+    if "p99_ms_max" in a:
+        _number(a["p99_ms_max"], "assertions.p99_ms_max", 0, 3_600_000)
+    if "lost_writes_match" in a:
+        _bool(a["lost_writes_match"], "assertions.lost_writes_match")
+    return a
+
+
+# ---- the same file in the simulator ----------------------------------------------------------
+DRILL_ONLY_FIELDS = ("name", "description", "duration_ms", "account", "workload", "assertions")
+SIM_ACCOUNT_OPTIONS = ("detection_delay_ms", "election_ms", "nodes_per_region", "partitions",
+                       "intra_region_delay_ms", "max_staleness_prefix", "max_interval_s")
+
+
+def is_drill(data) -> bool:
+    return isinstance(data, dict) and any(k in data for k in ("account", "workload", "assertions"))
+
+
+def sim_scenario(data, sim_regions: tuple, clients_max: int, keys_max: int) -> dict:
+    """A drill file as the simulator's scenario ({"schedule", settings}): the account's
+    consistency, lag and timing options, the workload's concurrency as clients and its key space
+    (capped at the simulator's limits); the rest (the live workload's mix and client options,
+    assertions) has no meaning in virtual time. Regions must be the simulator's."""
+    drill = parse(data)
+    missing = [r for r in drill.regions if r not in sim_regions]
+    if missing:
+        raise DrillError(f"the simulator's account has the regions {', '.join(sim_regions)}; "
+                         f"this drill names {missing[0]!r}")
+    settings = {"consistency": drill.consistency, "clients": min(drill.concurrency, clients_max),
+                "keys": min(drill.keys, keys_max)}
+    if drill.lag_ms is not None:
+        settings["lag_ms"] = [[a, b, drill.lag_ms] for a in sim_regions for b in sim_regions if a != b]
+    settings.update({k: v for k, v in drill.account_options.items() if k in SIM_ACCOUNT_OPTIONS})
+    steps = [{k: v for k, v in s.items() if k not in ("window_ms", "label")} for s in drill.schedule]
+    return {"schedule": steps, **settings}

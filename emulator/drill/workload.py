@@ -1,0 +1,178 @@
+"""The drill's workload: `concurrency` workers driving the bundled client's aio API with the
+scenario's operation mix, each operation recorded as one `Op` (when it started, how long it took,
+its status, the region that served it, its retries by reason, its charge and the hedged share).
+
+Writes create new items (`w-<run>-<worker>-<n>`), so the record of acknowledged writes is exact: after
+the run every acknowledged one is read back in the write region, and the ones no longer there are
+the writes the application lost (the report cross-checks them against GET /lost-writes).
+"""
+import asyncio
+import random
+import time
+from dataclasses import dataclass, field
+
+from client import PartitionKey
+from client.aio import CosmosClient
+from client.exceptions import CosmosHttpResponseError
+
+DATABASE = "drill"
+CONTAINER = "items"
+PREFILL_CONCURRENCY = 16
+READBACK_CONCURRENCY = 16
+TRANSPORT_ERROR_STATUS = 0             # no reply at all (connection refused, reset, timed out)
+
+
+@dataclass
+class Op:
+    start_ms: float                  # from the start of the drill
+    kind: str                        # read, write, query
+    status: int
+    sub_status: int
+    latency_ms: float
+    region: str | None               # the region whose reply was final
+    retries: list = field(default_factory=list)      # reasons of the retry attempts
+    charge: float = 0.0
+    hedged_charge: float = 0.0
+    item_id: str | None = None       # writes: the item created
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300 or (self.kind == "read" and self.status == 404 and self.sub_status == 0)
+
+
+def reason_class(reason: str) -> str:
+    """'429/3200 throttled: retry-after 100 ms (retry 1/9)' -> '429/3200 throttled'."""
+    return reason.split(":", 1)[0].split(" (", 1)[0].strip()
+
+
+def _record(kind: str, start_ms: float, diagnostics, status: int, sub: int, item_id=None) -> Op:
+    d = diagnostics
+    attempts = d.attempts if d is not None else []
+    final = next((a for a in reversed(attempts) if a.status is not None), None)
+    retries = [reason_class(a.reason) for a in attempts[1:] if not a.hedge]
+    # Direct mode retries inside an attempt too: each 410 that refreshed the address cache.
+    retries += [f"direct: address refresh after {r}" for a in attempts if a.direct for r in a.direct["refreshes"]]
+    return Op(start_ms=start_ms, kind=kind, status=status, sub_status=sub,
+              latency_ms=d.latency_ms if d is not None else 0.0,
+              region=final.region if final is not None and 200 <= (final.status or 0) < 300 else None,
+              retries=retries, charge=sum(a.request_charge for a in attempts),
+              hedged_charge=sum(a.request_charge for a in attempts if a.hedge), item_id=item_id)
+
+
+class Workload:
+    def __init__(self, drill, endpoint: str, key: str, seed: int = 0):
+        self.drill = drill
+        self.endpoint = endpoint
+        self.key = key
+        self.rng = random.Random(seed)
+        # New ids each run, so a drill against a running emulator never collides with an earlier one.
+        self.run_tag = f"{time.time_ns() // 1_000_000 % 16**8:08x}"
+        self.ops: list[Op] = []
+        self.injected: list[int] = []      # ids of the faults the drill injected
+        self.step_started_ms: list[float] = []   # when each schedule step actually ran
+        self.active_faults: dict = {}            # fault id -> (label, ends_ms or None): the progress line
+        self.started_s = 0.0
+        self._stop = asyncio.Event()
+        self._client = None
+        self._container = None
+
+    def now_ms(self) -> float:
+        return (time.monotonic() - self.started_s) * 1000.0
+
+    def _client_kwargs(self) -> dict:
+        opts = dict(self.drill.client_options)
+        kw = {"preferred_locations": opts.get("preferred_locations"),
+              "excluded_locations": opts.get("excluded_locations"),
+              "connection_mode": opts.get("connection_mode", "gateway"),
+              "multiple_write_locations": opts.get("multiple_write_locations", True)}
+        if "availability_strategy" in opts:
+            kw["availability_strategy"] = opts["availability_strategy"]
+        if "timeout_s" in opts:
+            kw["timeout"] = opts["timeout_s"]
+        return kw
+
+    async def setup(self) -> None:
+        self._client = CosmosClient(self.endpoint, self.key, **self._client_kwargs())
+        await self._client.__aenter__()
+        db = await self._client.create_database_if_not_exists(DATABASE)
+        self._container = await db.create_container_if_not_exists(CONTAINER, partition_key=PartitionKey(path="/pk"))
+        sem = asyncio.Semaphore(PREFILL_CONCURRENCY)
+
+        async def put(i):
+            async with sem:
+                await self._container.upsert_item({"id": f"k-{i}", "pk": f"k-{i}", "n": i})
+        await asyncio.gather(*(put(i) for i in range(self.drill.keys)))
+
+    def start_clock(self) -> None:
+        self.started_s = time.monotonic()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> None:
+        await asyncio.gather(*(self._worker(w) for w in range(self.drill.concurrency)))
+
+    async def _worker(self, worker: int) -> None:
+        interval_s = self.drill.concurrency / self.drill.rate_per_s if self.drill.rate_per_s else 0.0
+        kinds, weights = zip(*self.drill.mix.items())
+        n = 0
+        while not self._stop.is_set():
+            began = time.monotonic()
+            kind = self.rng.choices(kinds, weights)[0]
+            self.ops.append(await self._one(kind, worker, n))
+            n += 1
+            wait_s = interval_s - (time.monotonic() - began)
+            if wait_s > 0:
+                try:
+                    await asyncio.wait_for(self._stop.wait(), wait_s)
+                except asyncio.TimeoutError:
+                    pass
+            else:
+                await asyncio.sleep(0)          # let the progress line and the schedule run
+
+    async def _one(self, kind: str, worker: int, n: int) -> Op:
+        start = self.now_ms()
+        key = f"k-{self.rng.randrange(self.drill.keys)}"
+        item_id = f"w-{self.run_tag}-{worker}-{n}" if kind == "write" else None
+        try:
+            if kind == "read":
+                reply = await self._container.read_item(key, partition_key=key)
+                return _record(kind, start, reply.diagnostics, 200, 0)
+            if kind == "write":
+                reply = await self._container.create_item({"id": item_id, "pk": item_id, "worker": worker})
+                return _record(kind, start, reply.diagnostics, 201, 0, item_id)
+            pager = self._container.query_items("SELECT * FROM c WHERE c.pk = @pk",
+                                                parameters=[{"name": "@pk", "value": key}], partition_key=key)
+            last = None
+            async for page in pager.by_page():
+                last = page.diagnostics
+            return _record(kind, start, last, 200, 0)
+        except CosmosHttpResponseError as e:
+            return _record(kind, start, e.diagnostics, e.status_code or TRANSPORT_ERROR_STATUS,
+                           e.sub_status or 0, item_id)
+        except (OSError, asyncio.TimeoutError) as e:      # a transport failure the client gave up on
+            return Op(start, kind, TRANSPORT_ERROR_STATUS, 0, self.now_ms() - start, None, [type(e).__name__])
+
+    async def unreadable_writes(self, write_region: str) -> list[str]:
+        """The acknowledged writes a read in the write region no longer finds."""
+        acked = [op.item_id for op in self.ops if op.kind == "write" and op.ok]
+        client = CosmosClient(self.endpoint, self.key, preferred_locations=[write_region])
+        missing = []
+        async with client:
+            container = client.get_database_client(DATABASE).get_container_client(CONTAINER)
+            sem = asyncio.Semaphore(READBACK_CONCURRENCY)
+
+            async def check(item_id):
+                async with sem:
+                    try:
+                        await container.read_item(item_id, partition_key=item_id)
+                    except CosmosHttpResponseError as e:
+                        if e.status_code != 404:
+                            raise
+                        missing.append(item_id)
+            await asyncio.gather(*(check(i) for i in acked))
+        return sorted(missing)
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()

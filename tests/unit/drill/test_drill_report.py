@@ -1,0 +1,87 @@
+"""Proves the drill report's arithmetic on hand-made operations: percentiles (nearest rank),
+phases cut at the steps, fault windows (heal, duration_ms, failover window clipped at the next
+step), availability outside the windows, RTO, RPO attributed to the causing step, retries by
+reason, hedged charge, and the assertions' verdicts."""
+from emulator.drill.report import (LostWrites, build, fault_windows, percentile, phases, recovery,
+                                   summarize, timeline)
+from emulator.drill.scenario import parse
+from emulator.drill.workload import Op, reason_class
+
+SCHEDULE = [{"at_ms": 1000, "fault": {"type": "region_outage", "region": "East US"}, "as": "o"},
+            {"at_ms": 3000, "heal": "o"},
+            {"at_ms": 5000, "failover": {"region": "East US 2", "kind": "forced"}, "window_ms": 4000},
+            {"at_ms": 7000, "fault": {"type": "latency", "region": "East US", "delay_ms": 9, "duration_ms": 500}}]
+
+
+def op(t, ok=True, latency=10.0, kind="read", region="East US", retries=(), charge=1.0, hedged=0.0, item=None):
+    return Op(t, kind, 200 if ok else 503, 0, latency, region if ok else None, list(retries), charge, hedged, item)
+
+
+def test_percentile_is_nearest_rank():
+    values = list(range(1, 101))
+    assert percentile(values, 50) == 50 and percentile(values, 99) == 99 and percentile(values, 100) == 100
+    assert percentile([7], 99) == 7 and percentile([], 99) == 0
+
+
+def test_windows_end_at_heal_duration_or_next_step():
+    w = fault_windows(SCHEDULE, 10000)
+    assert [(x["start_ms"], x["end_ms"]) for x in w] == [(1000, 3000), (5000, 7000), (7000, 7500)]
+
+
+def test_phases_cut_at_every_step():
+    p = phases(SCHEDULE, 10000)
+    assert [(x["start_ms"], x["end_ms"]) for x in p] == [(0, 1000), (1000, 3000), (3000, 5000), (5000, 7000),
+                                                         (7000, 10000)]
+    assert p[0]["name"] == "steady state" and p[2]["name"] == "heal o"
+
+
+def test_summary_counts_errors_retries_regions_and_charge():
+    ops = [op(0, retries=["429/3200 throttled"], charge=2, hedged=1), op(10, ok=False), op(20, region="West US"),
+           Op(30, "read", 404, 0, 1.0, "East US")]              # an absent key is a served read
+    s = summarize(ops, 1000)
+    assert s["ops"] == 4 and s["errors"] == 1 and s["errors_by_status"] == {"503/0": 1}
+    assert s["availability"] == 0.75 and s["ops_per_s"] == 4.0
+    assert s["retries_by_reason"] == {"429/3200 throttled": 1}
+    assert s["served_by"] == {"East US": 2, "West US": 1}
+    assert s["request_charge"] == 4.0 and s["hedged_extra_charge"] == 1.0
+
+
+def test_reason_class_drops_the_details():
+    assert reason_class("429/3200 throttled: retry-after 100 ms (retry 1/9)") == "429/3200 throttled"
+    assert reason_class("hedge after 500 ms") == "hedge after 500 ms"
+
+
+def test_recovery_is_from_window_start_to_first_success_after_last_failure():
+    w = {"start_ms": 1000, "end_ms": 3000}
+    ops = [op(1100, ok=False, latency=50), op(1500, ok=False, latency=100), op(1550, latency=10), op(1700)]
+    assert recovery(ops, w) == 710.0        # last failure ends at 1600; first success ending after: 1710
+    assert recovery([op(1200)], w) == 0.0
+    assert recovery([op(1200, ok=False)], w) is None
+
+
+def test_timeline_rates_per_second():
+    t = timeline([op(0), op(50, ok=False), op(150)], 1000)
+    assert t[0]["ops"] == 2 and t[0]["errors"] == 1 and t[0]["ops_per_s"] == 20.0 and t[1]["ops"] == 1
+
+
+def test_build_availability_outside_windows_rpo_and_assertions():
+    drill = parse({"duration_ms": 10000, "schedule": SCHEDULE,
+                   "account": {"regions": ["East US", "East US 2"]},
+                   "assertions": {"availability_min": 0.9, "lost_writes_max": 1, "p99_ms_max": 50,
+                                  "lost_writes_match": True}})
+    ops = [op(t) for t in range(0, 10000, 100)] + [op(1500, ok=False), op(5500, ok=False)]
+    lost = LostWrites(listed=[{"id": "w-1"}, {"id": "w-2"}], acked=10, acked_unreadable=["w-1"], listed_acked=["w-1"])
+    start = 1_000_000.0
+    failovers = [{"started_ms": start + 5002, "lost_writes": 2}]
+    r = build(drill, ops, lost, failovers, start)
+    assert r["outside_fault_windows"]["errors"] == 0 and r["outside_fault_windows"]["availability"] == 1.0
+    assert [w["rpo_writes"] for w in r["faults"]] == [0, 2, 0]
+    verdicts = {a["name"]: a["held"] for a in r["assertions"]}
+    assert verdicts == {"availability outside fault windows": True, "p99 latency outside fault windows (ms)": True,
+                        "lost writes (listed)": False, "every acknowledged unreadable write is listed": True}
+    assert r["passed"] is False and r["total"]["errors"] == 2
+
+
+def test_an_unreadable_write_that_is_not_listed_breaks_the_match():
+    lost = LostWrites(listed=[], acked=3, acked_unreadable=["w-9"]).to_dict()
+    assert lost["match"] is False and lost["unreadable_not_listed"] == ["w-9"]

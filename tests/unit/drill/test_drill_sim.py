@@ -1,0 +1,39 @@
+"""Proves a drill's scenario file runs in the simulator too (`regionlab sim --scenario FILE`): the
+account and workload map onto the simulator's settings, every built-in runs there in virtual time
+with no consistency violation, a seed reproduces the run, and a region the simulator lacks is
+refused with one line."""
+import json
+from importlib import resources
+
+import pytest
+
+from emulator.config import ConfigError
+from emulator.drill import builtin_names
+from emulator.drill.scenario import sim_scenario
+from emulator.sim import SimConfig, run
+from emulator.sim.run import CLIENTS_MAX, KEYS_MAX, REGIONS
+
+
+def builtin_text(name: str) -> str:
+    return resources.files("emulator.drill").joinpath("builtin", f"{name}.json").read_text()
+
+
+def test_account_and_workload_become_simulator_settings():
+    data = json.loads(builtin_text("failover"))
+    s = sim_scenario(data, REGIONS, CLIENTS_MAX, KEYS_MAX)
+    assert s["consistency"] == "Session" and s["clients"] == 8 and s["keys"] == 100
+    assert [300] * 6 == [ms for _, _, ms in s["lag_ms"]]
+    assert [step["at_ms"] for step in s["schedule"]] == [5000, 12000]
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_every_builtin_runs_in_the_simulator_and_a_seed_reproduces_it(name):
+    config = SimConfig.from_scenario(builtin_text(name))
+    first, again = run(5, config), run(5, config)
+    assert first.violations == [] and first.summary() == again.summary()
+
+
+def test_a_region_the_simulator_lacks_is_refused():
+    data = {"account": {"regions": ["East US", "Mars"]}, "schedule": []}
+    with pytest.raises(ConfigError, match="this drill names 'Mars'"):
+        SimConfig.from_scenario(json.dumps(data))
