@@ -363,9 +363,11 @@ class Pipeline:
                     start(i)
             return results[race.result_index()]
         finally:
-            for t in tasks:
+            running = [t for t in tasks if not t.done()]     # usually none: the first copy won alone
+            for t in running:
                 t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
 
     async def close(self) -> None:
         for task in (self._breaker_task, self._background):
