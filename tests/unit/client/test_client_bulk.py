@@ -193,3 +193,12 @@ def test_grouping_keeps_input_order_within_a_range():
         assert flat == sorted(flat) and all(len(c) <= 100 for c in chunks)
         assert all(ranges.range_of(epks[i]) == rid for i in flat)
     assert sorted(i for cs in groups.values() for c in cs for i in c) == list(range(250))
+
+
+def test_direct_mode_sends_bulk_through_the_gateway_and_batches_to_the_replicas():
+    from client.aio.direct import route_of
+    bulk_headers = {H.IS_BATCH: "True", H.BATCH_ATOMIC: "False", H.PK_RANGE_ID: "0"}
+    assert route_of("POST", "/dbs/d/colls/c/docs", bulk_headers) is None
+    batch = route_of("POST", "/dbs/d/colls/c/docs", {H.IS_BATCH: "True", H.BATCH_ATOMIC: "True",
+                                                    H.PARTITION_KEY: '["p"]'})
+    assert batch is not None and batch.pk == '["p"]'
