@@ -27,6 +27,7 @@ class Attempt:
     latency_ms: float = 0.0
     request_charge: float = 0.0
     error: str | None = None             # transport error or "cancelled"
+    outcome_unknown: bool = False        # a write sent and not answered (broken or timed out): it may have been applied
     direct: dict | None = None           # direct mode: replicas contacted, 410 refreshes, quorum, fallback
 
 

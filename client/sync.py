@@ -117,6 +117,8 @@ class ContainerProxy(_Proxy):
     def read_feed_ranges(self, **kw): return self._call("read_feed_ranges", **kw)
     def execute_item_batch(self, batch_operations, partition_key, **kw):
         return self._call("execute_item_batch", batch_operations, partition_key, **kw)
+    def execute_bulk_operations(self, operations, **kw):
+        return self._call("execute_bulk_operations", operations, **kw)
     def get_throughput(self, **kw): return self._call("get_throughput", **kw)
     read_offer = get_throughput
     def replace_throughput(self, throughput, **kw): return self._call("replace_throughput", throughput, **kw)
@@ -139,6 +141,8 @@ class DatabaseProxy(_Proxy):
         return self._call("delete_container", inner, **kw)
 
     def list_containers(self, **kw): return self._call("list_containers", **kw)
+    def execute_bulk_operations(self, operations, **kw):
+        return self._call("execute_bulk_operations", operations, **kw)
     def get_throughput(self, **kw): return self._call("get_throughput", **kw)
     read_offer = get_throughput
     def replace_throughput(self, throughput, **kw): return self._call("replace_throughput", throughput, **kw)

@@ -26,7 +26,7 @@ from .links import link_path
 from .pipeline import Pipeline
 from .request import Request
 from .responses import as_dict, body_json, dumps
-from .transport import GatewayTransport, IDLE_TIMEOUT_S, POOL_CONNECTIONS_MAX
+from .transport import GatewayTransport, IDLE_TIMEOUT_S, POOL_CONNECTIONS_MAX, REQUEST_TIMEOUT_S as GATEWAY_REQUEST_TIMEOUT_S
 from .direct import DirectTransport
 
 GATEWAY, DIRECT = "gateway", "direct"
@@ -56,7 +56,7 @@ class CosmosClient:
                  max_connections_per_endpoint=pool.MAX_CONNECTIONS_PER_ENDPOINT,
                  idle_connection_timeout_s=pool.IDLE_CONNECTION_TIMEOUT_S,
                  idle_endpoint_timeout_s=pool.IDLE_ENDPOINT_TIMEOUT_S,
-                 connect_timeout_s=pool.CONNECT_TIMEOUT_S, request_timeout_s=pool.REQUEST_TIMEOUT_S,
+                 connect_timeout_s=pool.CONNECT_TIMEOUT_S, request_timeout_s=None,
                  **kwargs):
         if connection_mode not in (GATEWAY, DIRECT):
             raise ValueError(f"connection_mode must be 'gateway' or 'direct', not {connection_mode!r}")
@@ -66,13 +66,15 @@ class CosmosClient:
         self._router = RegionRouter(preferred_locations, excluded_locations, multiple_write_locations,
                                     account_refresh_interval_ms)
         if transport is None:
-            transport = GatewayTransport(pool_connections_max, idle_timeout_s)
+            # request_timeout_s: None keeps each transport's own (gateway 65 s, direct 5 s)
+            transport = GatewayTransport(pool_connections_max, idle_timeout_s,
+                                         request_timeout_s=request_timeout_s or GATEWAY_REQUEST_TIMEOUT_S)
             if connection_mode == DIRECT:
                 transport = DirectTransport(
                     key, transport, self._account_consistency,
                     pool.PoolOptions(max_requests_per_connection, max_connections_per_endpoint,
                                      idle_connection_timeout_s, idle_endpoint_timeout_s,
-                                     connect_timeout_s, request_timeout_s), clock)
+                                     connect_timeout_s, request_timeout_s or pool.REQUEST_TIMEOUT_S), clock)
         self._pipeline = Pipeline(
             self.url, key, transport,
             self._router, retry_options=_retry_options(kwargs), consistency_level=consistency_level,

@@ -193,6 +193,16 @@ class ContainerProxy(Throughput):
                                             diagnostics=diag, request_charge=diag.request_charge)
         return CosmosList(results, reply.headers, diag)
 
+    # ---- bulk --------------------------------------------------------------------------------
+    async def execute_bulk_operations(self, operations: list, *, continue_on_error: bool = True,
+                                      **kwargs) -> CosmosList:
+        """Non-atomic: each operation applied on its own, one result per operation in input
+        order (client/aio/bulk.py). An operation is a JS-style dict (`operationType`, `id`,
+        `resourceBody`, `partitionKey`, `ifMatch`) or a batch tuple with
+        `{"partition_key": ...}` as its options."""
+        from . import bulk
+        return await bulk.execute(self, list(operations), continue_on_error, self._request_options(kwargs))
+
     @staticmethod
     def _batch_op(op) -> dict:
         kind, args = op[0], op[1]

@@ -64,6 +64,8 @@ def route_of(method: str, path: str, headers: dict) -> _Route | None:
         return None
     if any(h in headers for h in _GATEWAY_ONLY_HEADERS):
         return None
+    if str(headers.get(H.BATCH_ATOMIC, "")).lower() == "false":
+        return None                      # bulk: the protocol's batch frame is atomic; the gateway runs it
     container = "/".join(segs[:4])
     pk, range_id = headers.get(H.PARTITION_KEY), headers.get(H.PK_RANGE_ID)
     if len(segs) == 6:

@@ -148,7 +148,10 @@ class Pipeline:
                 diagnostics=diag, request_charge=diag.request_charge) from None
         self._finish(diag, req, result.status, result.sub_status)
         if result.reply is None:
-            raise CosmosHttpResponseError(S.SERVICE_UNAVAILABLE, f"no region answered: {result.error}",
+            unknown = any(a.outcome_unknown for a in diag.attempts)
+            raise CosmosHttpResponseError(S.SERVICE_UNAVAILABLE, f"no region answered: {result.error}" + (
+                "; the write was sent and not answered: it may have been applied (outcome unknown)"
+                if unknown else ""),
                                           diagnostics=diag, request_charge=diag.request_charge)
         if result.reply.status >= 400:
             if (result.status, result.sub_status) == (S.NOT_FOUND, S.SUB_READ_SESSION_NOT_AVAILABLE) \
@@ -263,6 +266,7 @@ class Pipeline:
         except TransportError as e:
             attempt.latency_ms = (self.now() - started) * 1000.0
             attempt.error = str(e)
+            attempt.outcome_unknown = req.is_write and e.kind != retry.CONNECT_ERROR
             self._record_breaker(req, diag, region, None, e.kind)
             return Result(None, str(e), region), retry.Outcome(None, transport_error=e.kind)
         except asyncio.CancelledError:
@@ -359,9 +363,11 @@ class Pipeline:
                     start(i)
             return results[race.result_index()]
         finally:
-            for t in tasks:
+            running = [t for t in tasks if not t.done()]     # usually none: the first copy won alone
+            for t in running:
                 t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
 
     async def close(self) -> None:
         for task in (self._breaker_task, self._background):

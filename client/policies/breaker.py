@@ -74,6 +74,8 @@ class PartitionCircuitBreaker:
 
     def order(self, partition, regions: list, now_ms: float, name=lambda r: r) -> list:
         """The regions with this partition's Unavailable ones moved to the end."""
+        if not self._health:             # no failure anywhere: the common case costs one check
+            return regions
         bad = [r for r in regions if self.state(partition, name(r), now_ms) == UNAVAILABLE]
         if not bad:
             return regions

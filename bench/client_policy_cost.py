@@ -1,0 +1,92 @@
+"""What hedging and the partition-level circuit breaker cost a point read when no fault is
+active, with the network taken out: the bundled client's pipeline over an in-memory transport
+that answers at once (a canned account, container and item reply), so the CPU per read is the
+client's own work and the policies' share of it is not lost in the noise of a shared machine.
+
+    python bench/client_policy_cost.py [--reads 20000] [--rounds 5]
+
+Kinds as in client_bench.py on a multi-write account: `ours` (multiple_write_locations=False, no
+hedging), `hedged` (availability_strategy=True), `breaker` (multiple_write_locations=True),
+`both`. Rounds alternate the kinds; prints one JSON line per round and the medians. Numbers go
+to docs/performance.md, never into tests.
+"""
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import uvloop  # noqa: E402
+
+from client.aio import CosmosClient  # noqa: E402
+from client.aio.transport import Reply  # noqa: E402
+from client_bench import POLICY_KINDS  # noqa: E402
+from gateway_bench import machine  # noqa: E402
+
+KEY = "a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2U="
+REGIONS = {"East US": "http://east/", "East US 2": "http://east2/", "West US": "http://west/"}
+ACCOUNT = json.dumps({
+    "writableLocations": [{"name": n, "databaseAccountEndpoint": e} for n, e in REGIONS.items()],
+    "readableLocations": [{"name": n, "databaseAccountEndpoint": e} for n, e in REGIONS.items()],
+    "enableMultipleWriteLocations": True,
+    "userConsistencyPolicy": {"defaultConsistencyLevel": "Session"}}).encode()
+CONTAINER = json.dumps({"id": "c", "_self": "dbs/x/colls/y/",
+                        "partitionKey": {"paths": ["/pk"], "kind": "Hash"}}).encode()
+ITEM = json.dumps({"id": "item", "pk": "p", "payload": "x" * 100}).encode()
+ITEM_HEADERS = {"x-ms-request-charge": "1", "x-ms-substatus": "0", "x-ms-session-token": "0:-1#12"}
+
+
+class InstantTransport:
+    async def send(self, endpoint, method, path, headers, body):
+        if path == "/":
+            return Reply(200, {}, ACCOUNT)
+        if path.endswith("/colls/c"):
+            return Reply(200, {}, CONTAINER)
+        return Reply(200, ITEM_HEADERS, ITEM)
+
+    async def close(self):
+        pass
+
+
+def options(kind: str) -> dict:
+    return {"multiple_write_locations": False} if kind == "ours" else POLICY_KINDS[kind]
+
+
+async def one_round(kind: str, reads: int) -> dict:
+    async with CosmosClient("http://global/", KEY, transport=InstantTransport(), **options(kind)) as client:
+        c = client.get_database_client("d").get_container_client("c")
+        await c.read_item("item", partition_key="p")
+        cpu0 = time.process_time()
+        for _ in range(reads):
+            await c.read_item("item", partition_key="p")
+        cpu = time.process_time() - cpu0
+    return {"client": kind, "reads": reads, "client_cpu_us_per_read": round(cpu / reads * 1e6, 2)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--reads", type=int, default=20_000)
+    p.add_argument("--rounds", type=int, default=5)
+    args = p.parse_args()
+    kinds = ["ours", "hedged", "breaker", "both"]
+    runs = []
+    for _ in range(args.rounds):
+        for kind in kinds:
+            run = uvloop.run(one_round(kind, args.reads))
+            print(json.dumps(run), flush=True)
+            runs.append(run)
+    summary = {"machine": machine()}
+    for kind in kinds:
+        summary[kind] = statistics.median(r["client_cpu_us_per_read"] for r in runs if r["client"] == kind)
+    for kind in kinds[1:]:
+        summary[f"extra_us_{kind}"] = round(summary[kind] - summary["ours"], 2)
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
