@@ -5,6 +5,7 @@ latency fault, the per-partition circuit breaker under a 503 error fault on one 
 regional 503 failover of reads, and timeout_after_apply turning an SDK write retry into a 409."""
 import pytest
 from azure.cosmos import PartitionKey, exceptions
+from azure.cosmos import _partition_health_tracker as health_tracker
 
 from emulator.core.container import canonical_pk_json
 from emulator.ctl import call as control
@@ -93,8 +94,8 @@ def test_circuit_breaker_moves_one_partition_away_from_a_failing_region(regionla
         for k in (bad, good):
             c.create_item({"id": k, "pk": k})
         wait_replicated(regionlab, "db", "c", EAST2)
-        _inject(regionlab, {"type": "error", "region": EAST, "status": 503, "op": "read",
-                            "database": "db", "container": "c", "partition": "0"})
+        fid = _inject(regionlab, {"type": "error", "region": EAST, "status": 503, "op": "read",
+                                  "database": "db", "container": "c", "partition": "0"})
         reads = 16
         for _ in range(reads):
             assert c.read_item(bad, partition_key=bad)["id"] == bad        # each read succeeds
@@ -106,6 +107,21 @@ def test_circuit_breaker_moves_one_partition_away_from_a_failing_region(regionla
         east_ok = _served(regionlab, EAST, "GET docs 200")
         assert c.read_item(good, partition_key=good)["id"] == good        # partition 1 stays put
         assert _served(regionlab, EAST, "GET docs 200") == east_ok + 1
+        # Healed, partition 0 stays away from East US until the SDK's unavailability window
+        # (a minute) has passed on its clock; then one probe read finds East US healthy and
+        # partition 0 reads from it again. The SDK's breaker clock is moved on, not waited for.
+        _heal(regionlab, fid)
+        east2_ok = _served(regionlab, EAST2, "GET docs 200")
+        assert c.read_item(bad, partition_key=bad)["id"] == bad
+        assert _served(regionlab, EAST2, "GET docs 200") == east2_ok + 1, "still away within the window"
+        real_ms = health_tracker.current_time_millis
+        monkeypatch.setattr(health_tracker, "current_time_millis",
+                            lambda: real_ms() + health_tracker.INITIAL_UNAVAILABLE_TIME_MS + 1_000)
+        east_ok = _served(regionlab, EAST, "GET docs 200")
+        for _ in range(3):
+            assert c.read_item(bad, partition_key=bad)["id"] == bad
+        assert _served(regionlab, EAST, "GET docs 200") == east_ok + 3, "back on East US after the probe"
+        assert _served(regionlab, EAST, "GET docs 503") == refused
 
 
 def test_timeout_after_apply_then_the_sdk_retry_gets_409(regionlab):
