@@ -16,8 +16,8 @@ is in the OS's page cache before it is acknowledged: survives a killed process, 
 loss or kernel crash).
 
 The file: tables meta (schema version, the config it was made with, the metadata image of
-core/account_image.py), partitions (committed LSN and write progress per container
-partition) and items (the newest live version of every key). `PRAGMA application_id` marks it
+core/account_image.py), partitions (committed LSN, write progress and the container's document
+rid counter per container partition) and items (the newest live version of every key). `PRAGMA application_id` marks it
 as regionlab's. Opening refuses, with one line (PersistenceError), a file that is not SQLite,
 not regionlab's, of a newer schema, corrupt, or made with other topology flags.
 """
@@ -44,7 +44,7 @@ BOUND_SETTINGS = ("regions", "multi_write", "consistency", "partition_count")
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
     "CREATE TABLE partitions (coll_rid TEXT NOT NULL, idx INTEGER NOT NULL, lsn INTEGER NOT NULL, "
-    "progress TEXT NOT NULL, PRIMARY KEY (coll_rid, idx)) WITHOUT ROWID",
+    "state TEXT NOT NULL, PRIMARY KEY (coll_rid, idx)) WITHOUT ROWID",
     "CREATE TABLE items (coll_rid TEXT NOT NULL, idx INTEGER NOT NULL, pk TEXT NOT NULL, id TEXT NOT NULL, "
     "lsn INTEGER NOT NULL, rid TEXT NOT NULL, etag TEXT NOT NULL, ts INTEGER NOT NULL, ts_ms INTEGER NOT NULL, "
     "op TEXT NOT NULL, prev_lsn INTEGER NOT NULL, origin TEXT NOT NULL, oseq INTEGER NOT NULL, "
@@ -70,7 +70,7 @@ class _Group:
 
     def __init__(self, loop):
         self.items: dict = {}          # (coll rid, partition index, key) -> newest Version
-        self.partitions: dict = {}     # (coll rid, partition index) -> its write replica set
+        self.partitions: dict = {}     # (coll rid, partition index) -> (container, write replica set)
         self.metadata = False
         self.done = loop.create_future()   # result: None when durable, else the error text
 
@@ -165,14 +165,16 @@ class Persistence:
                                    "--regions/--multi-write/--consistency/--partitions, or --reset-data to start empty")
         account_image.restore_metadata(account, json.loads(meta["metadata"]))
         restored = 0
-        for coll_rid, idx, lsn, progress in db.execute("SELECT coll_rid, idx, lsn, progress FROM partitions").fetchall():
+        for coll_rid, idx, lsn, state in db.execute("SELECT coll_rid, idx, lsn, state FROM partitions").fetchall():
             c = account.colls_by_rid.get(coll_rid)
             if c is None or idx >= len(c.partitions):
                 continue
+            state = json.loads(state)
+            c.doc_seq = max(c.doc_seq, state["doc_seq"])      # rids of deleted items are not reused
             rows = db.execute("SELECT pk, id, lsn, rid, etag, ts, ts_ms, op, prev_lsn, origin, oseq, body "
                               "FROM items WHERE coll_rid = ? AND idx = ?", (coll_rid, idx)).fetchall()
             versions = [account_image.version_from_record(row, json.loads(row[-1])) for row in rows]
-            account_image.restore_partition(c, idx, lsn, json.loads(progress), versions)
+            account_image.restore_partition(c, idx, lsn, state["progress"], versions)
             restored += len(versions)
         return restored
 
@@ -205,7 +207,7 @@ class Persistence:
         for _, versions in rs.commits_between(old, new):
             for v in versions:
                 items[(rid, idx, v.key)] = v
-        group.partitions[(rid, idx)] = rs
+        group.partitions[(rid, idx)] = (c, rs)
 
     def _on_metadata(self) -> None:
         self._current().metadata = True
@@ -239,7 +241,8 @@ class Persistence:
                 deletes.append((rid, idx, v.key[0], v.key[1]))
             else:
                 upserts.append((rid, idx) + account_image.item_record(v))
-        parts = [(rid, idx, rs.committed_lsn, json.dumps(rs.progress)) for (rid, idx), rs in group.partitions.items()]
+        parts = [(rid, idx, rs.committed_lsn, json.dumps({"progress": rs.progress, "doc_seq": c.doc_seq}))
+                 for (rid, idx), (c, rs) in group.partitions.items()]
         image = gone = None
         if group.metadata:
             account = self._account
