@@ -66,13 +66,28 @@ def bound_config(account_config) -> dict:
 
 class _Group:
     """The commits of one or more loop turns, written in one transaction."""
-    __slots__ = ("items", "partitions", "metadata", "done")
+    __slots__ = ("items", "partitions", "metadata", "waiters", "loop")
 
     def __init__(self, loop):
+        self.loop = loop
         self.items: dict = {}          # (coll rid, partition index, key) -> newest Version
         self.partitions: dict = {}     # (coll rid, partition index) -> (container, write replica set)
         self.metadata = False
-        self.done = loop.create_future()   # result: None when durable, else the error text
+        # One future per waiting write, not one shared: a gateway handler's first step runs
+        # outside its task (gateway/http.py), and a future awaited that way must be its own.
+        self.waiters: list = []
+
+    def waiter(self):
+        fut = self.loop.create_future()
+        self.waiters.append(fut)
+        return fut
+
+    def settle(self, failed: str | None) -> None:
+        """Tell every waiter: None when the group is durable, else what went wrong."""
+        for fut in self.waiters:
+            if not fut.done():
+                fut.set_result(failed)
+        self.waiters.clear()
 
     def __bool__(self) -> bool:
         return bool(self.items or self.partitions or self.metadata)
@@ -216,17 +231,17 @@ class Persistence:
         """A future that is done (result None, or the error text) once every commit reported so
         far is on disk; None when it already is."""
         if self._group:
-            return self._group.done
+            return self._group.waiter()
         if self._writing is not None:
-            return self._writing.done
+            return self._writing.waiter()
         return None
 
     def _flush(self) -> None:
         self._scheduled = False
         group, self._group = self._group, None
         if not group:
-            if group is not None and not group.done.done():
-                group.done.set_result(None)
+            if group is not None:
+                group.settle(None)
             return
         work = self._rows(group)
         self._writing = group
@@ -279,10 +294,10 @@ class Persistence:
         err = f.exception()
         if err is not None:
             log.error("writing to %s failed: %s", self.path, err)
-            group.done.set_result(f"{self.path}: {err}")
+            group.settle(f"{self.path}: {err}")
         else:
             self.groups_written += 1
-            group.done.set_result(None)
+            group.settle(None)
         if self._group:
             self._scheduled = True
             self._loop.call_soon(self._flush)

@@ -40,6 +40,7 @@ class Writer(threading.Thread):
         self.container, self.n, self.stop, self.acks = container, n, stop, acks
         self.state: dict = {}          # id -> last acknowledged value (None: deleted)
         self.in_flight = None          # (id, value) sent, not yet answered
+        self.refused: list = []        # replies with an error status: none is expected
 
     def run(self) -> None:
         i = 0
@@ -53,6 +54,9 @@ class Writer(threading.Thread):
                     self.container.delete_item(id, partition_key=f"p{self.n}")
                 else:
                     self.container.upsert_item({"id": id, "pk": f"p{self.n}", "v": i})
+            except exceptions.CosmosHttpResponseError as e:
+                self.refused.append(e)
+                return
             except Exception:
                 return                 # the server went away: this write's outcome is unknown
             self.state[id] = value
@@ -69,6 +73,7 @@ class Batcher(threading.Thread):
         self.container, self.stop = container, stop
         self.acked: list = []
         self.in_flight = None
+        self.refused: list = []
 
     def run(self) -> None:
         j = 0
@@ -78,6 +83,9 @@ class Batcher(threading.Thread):
             ops = [("create", ({"id": f"b{k}", "pk": pk, "j": j},)) for k in range(BATCH_OPS)]
             try:
                 self.container.execute_item_batch(ops, partition_key=pk)
+            except exceptions.CosmosHttpResponseError as e:
+                self.refused.append(e)
+                return
             except Exception:
                 return
             self.acked.append(j)
@@ -113,6 +121,7 @@ def test_kill_9_under_load_loses_no_acknowledged_write_and_halves_no_batch(tmp_p
             t.join(60)
             assert not t.is_alive()
     assert len(acks) >= ACKS_BEFORE_KILL and batcher.acked
+    assert [e for t in writers + [batcher] for e in t.refused] == []
     with spawn(tmp_path, *ARGS, "--data-dir", str(data)) as cli:
         assert cli.info["restored_items"] > 0
         container = _container(cli.info)
