@@ -30,7 +30,9 @@ def metadata(account) -> dict:
     offers = [{"rid": o.rid, "resource": o.resource, "resource_rid": o.resource_rid,
                "throughput": o.throughput, "autoscale_max": o.autoscale_max, "etag": o.etag, "ts": o.ts}
               for o in account.offers.values()]
-    return {"seq": account._seq, "databases": dbs, "containers": colls, "offers": offers}
+    return {"seq": account._seq, "databases": dbs, "containers": colls, "offers": offers,
+            "write_region": account.hub_region, "failovers": len(account.failovers),
+            "lost_writes": account.lost_writes}
 
 
 def restore_metadata(account, image: dict) -> None:
@@ -52,6 +54,17 @@ def restore_metadata(account, image: dict) -> None:
                                          o["autoscale_max"], o["etag"], o["ts"])
 
 
+def restore_write_region(account, image: dict) -> None:
+    """After the partitions are restored: the write region a failover had moved to, and the
+    lost-writes log; a region the account no longer has is ignored (the flags decide)."""
+    from .failover import switch_write_region
+    account.lost_writes.extend(image.get("lost_writes", ()))
+    target = image.get("write_region")
+    if (target and not account.config.multi_write and target != account.write_regions[0]
+            and account.region_state(target) is not None):
+        switch_write_region(account, target)
+
+
 def item_record(v: Version) -> tuple:
     """A live version as a row: (pk json, id, lsn, rid, etag, ts, ts_ms, op, prev_lsn, origin,
     oseq, body). The document is its body (the JSON it is served as)."""
@@ -64,10 +77,11 @@ def version_from_record(row, doc: dict) -> Version:
     return Version(lsn, (pk, id), doc, body, etag, ts, rid, False, op, prev_lsn, origin, oseq, ts_ms, None)
 
 
-def restore_partition(container, index: int, lsn: int, progress: dict, versions: list) -> None:
+def restore_partition(container, index: int, lsn: int, progress: dict, versions: list, epoch: int = 0) -> None:
     """Every region's replica set of partition `index` at the committed LSN lsn, holding
     `versions` (the newest live version of each key), with the write progress of each origin
-    region; the container's rid index learns each item."""
+    region, in session-token version `epoch` (a forced failover's cut moved it on; every older
+    epoch counts as cut back to lsn); the container's rid index learns each item."""
     p = container.partitions[index]
     rid_index = container.rid_index
     for v in versions:
@@ -82,4 +96,6 @@ def restore_partition(container, index: int, lsn: int, progress: dict, versions:
         rs.progress = dict(progress)
         rs.progress_seq += 1
         rs.own_seq = progress.get(rs.region, 0)
+        rs.epoch, rs.epoch_start_lsn = epoch, lsn
+        rs.epoch_starts = [0] + [lsn] * epoch
     p.global_lsn = lsn

@@ -104,6 +104,7 @@ class Persistence:
         self._writing: _Group | None = None
         self._scheduled = False
         self._colls: set = set()       # container rids the file holds metadata of
+        self._failovers = 0            # the account's failovers the file has seen
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="regionlab-persistence")
         self.groups_written = 0
         os.makedirs(data_dir, exist_ok=True)
@@ -178,7 +179,8 @@ class Persistence:
                              if stored.get(k) != bound[k])
             raise PersistenceError(f"{self.path} holds an account made with {diff}; start with the same "
                                    "--regions/--multi-write/--consistency/--partitions, or --reset-data to start empty")
-        account_image.restore_metadata(account, json.loads(meta["metadata"]))
+        image = json.loads(meta["metadata"])
+        account_image.restore_metadata(account, image)
         restored = 0
         for coll_rid, idx, lsn, state in db.execute("SELECT coll_rid, idx, lsn, state FROM partitions").fetchall():
             c = account.colls_by_rid.get(coll_rid)
@@ -189,8 +191,10 @@ class Persistence:
             rows = db.execute("SELECT pk, id, lsn, rid, etag, ts, ts_ms, op, prev_lsn, origin, oseq, body "
                               "FROM items WHERE coll_rid = ? AND idx = ?", (coll_rid, idx)).fetchall()
             versions = [account_image.version_from_record(row, json.loads(row[-1])) for row in rows]
-            account_image.restore_partition(c, idx, lsn, state["progress"], versions)
+            account_image.restore_partition(c, idx, lsn, state["progress"], versions, state.get("epoch", 0))
             restored += len(versions)
+        account_image.restore_write_region(account, image)
+        self._failovers = len(account.failovers)
         return restored
 
     def _close_quietly(self) -> None:
@@ -256,19 +260,36 @@ class Persistence:
                 deletes.append((rid, idx, v.key[0], v.key[1]))
             else:
                 upserts.append((rid, idx) + account_image.item_record(v))
-        parts = [(rid, idx, rs.committed_lsn, json.dumps({"progress": rs.progress, "doc_seq": c.doc_seq}))
+        parts = [(rid, idx, rs.committed_lsn, json.dumps({"progress": rs.progress, "doc_seq": c.doc_seq, "epoch": rs.epoch}))
                  for (rid, idx), (c, rs) in group.partitions.items()]
-        image = gone = None
+        image = gone = resync = None
         if group.metadata:
             account = self._account
             image = json.dumps(account_image.metadata(account))
             now = set(account.colls_by_rid)
             gone = [(rid,) for rid in self._colls - now]
             self._colls = now
-        return upserts, deletes, parts, image, gone
+            if len(account.failovers) != self._failovers:
+                self._failovers = len(account.failovers)
+                resync = self._resync_rows(account)
+        return upserts, deletes, parts, image, gone, resync
+
+    @staticmethod
+    def _resync_rows(account) -> list:
+        """After a failover, every partition as its new write region has it: a forced failover
+        cut history back (its lost writes must not come back at a restart), and the file kept
+        only the newest version of each key, not what to go back to. Rare, and O(items)."""
+        out = []
+        for c, p in account.partitions():
+            rs = p.replica_sets[account.hub_region]
+            idx = int(p.range_id)
+            rows = [(c.rid, idx) + account_image.item_record(v) for v in rs.store.scan(rs.committed_lsn)]
+            state = json.dumps({"progress": rs.progress, "doc_seq": c.doc_seq, "epoch": rs.epoch})
+            out.append((c.rid, idx, rows, (c.rid, idx, rs.committed_lsn, state)))
+        return out
 
     def _write(self, work: tuple) -> None:
-        upserts, deletes, parts, image, gone = work
+        upserts, deletes, parts, image, gone, resync = work
         db = self._db
         db.execute("BEGIN")
         try:
@@ -283,6 +304,11 @@ class Persistence:
             if gone:
                 db.executemany("DELETE FROM items WHERE coll_rid = ?", gone)
                 db.executemany("DELETE FROM partitions WHERE coll_rid = ?", gone)
+            # Last: the partitions as they are now, over any older commit of this group.
+            for rid, idx, rows, part in resync or ():
+                db.execute("DELETE FROM items WHERE coll_rid = ? AND idx = ?", (rid, idx))
+                db.executemany(_UPSERT_ITEM, rows)
+                db.execute(_UPSERT_PARTITION, part)
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:

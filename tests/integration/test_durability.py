@@ -275,3 +275,37 @@ def test_reset_data_without_data_dir_is_a_usage_error(tmp_path):
                           text=True, env=_clean_env(), cwd=tmp_path, timeout=60)
     assert done.returncode == 2 and "--reset-data needs --data-dir" in done.stderr
     json.dumps(done.stderr)
+
+
+def _control(info: dict, method: str, path: str, body: dict | None = None) -> dict:
+    import urllib.request
+    req = urllib.request.Request(info["control_endpoint"].rstrip("/") + path, method=method,
+                                 data=None if body is None else json.dumps(body).encode(),
+                                 headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def test_forced_failover_then_kill_9_keeps_the_new_write_region_and_not_the_lost_writes(tmp_path):
+    data = tmp_path / "data"
+    with spawn(tmp_path, *ARGS, "--data-dir", str(data)) as cli:
+        c = _container(cli.info)
+        for i in range(20):
+            c.create_item({"id": f"before{i}", "pk": "a"})
+        _control(cli.info, "POST", "/faults", {"type": "link_cut", "from": "East US", "to": "East US 2"})
+        for i in range(10):
+            c.create_item({"id": f"cut{i}", "pk": "a"})      # acknowledged by East US only
+        f = _control(cli.info, "POST", "/failover", {"region": "East US 2", "kind": "forced", "wait": True})
+        assert f["state"] == "completed" and f["lost_writes"] >= 10
+        after = _container(cli.info)                     # a fresh client finds the new write region
+        for i in range(5):
+            after.create_item({"id": f"after{i}", "pk": "a"})
+        cli.proc.kill()
+        cli.proc.wait(EXIT_TIMEOUT_S)
+    with spawn(tmp_path, *ARGS, "--data-dir", str(data)) as cli:
+        assert [r["name"] for r in cli.info["regions"] if r["write"]] == ["East US 2"]
+        ids = {d["id"] for d in _container(cli.info).read_all_items()}
+        assert ids == {f"before{i}" for i in range(20)} | {f"after{i}" for i in range(5)}
+        lost = _control(cli.info, "GET", "/lost-writes")["writes"]
+        assert {w["id"] for w in lost} >= {f"cut{i}" for i in range(10)}
+        _container(cli.info).create_item({"id": "later", "pk": "a"})   # the new write region takes writes
