@@ -107,11 +107,18 @@ class Persistence:
         self._failovers = 0            # the account's failovers the file has seen
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="regionlab-persistence")
         self.groups_written = 0
-        os.makedirs(data_dir, exist_ok=True)
-        if reset:
-            for suffix in ("", "-wal", "-shm"):
-                if os.path.exists(self.path + suffix):
-                    os.remove(self.path + suffix)
+        try:
+            os.makedirs(data_dir, exist_ok=True)
+            if reset:
+                for suffix in ("", "-wal", "-shm"):
+                    if os.path.exists(self.path + suffix):
+                        os.remove(self.path + suffix)
+            if not os.access(data_dir, os.W_OK | os.X_OK):
+                raise PermissionError(13, "Permission denied")
+        except OSError as e:
+            self._thread.shutdown(wait=False)
+            raise PersistenceError(f"cannot keep data in {data_dir}: {e.strerror or e}; give --data-dir a "
+                                   "directory this user can write") from None
 
     # ---- opening and recovery (at start-up, before anything listens) -----------------------
     def open(self, account) -> int:

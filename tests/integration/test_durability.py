@@ -309,3 +309,10 @@ def test_forced_failover_then_kill_9_keeps_the_new_write_region_and_not_the_lost
         lost = _control(cli.info, "GET", "/lost-writes")["writes"]
         assert {w["id"] for w in lost} >= {f"cut{i}" for i in range(10)}
         _container(cli.info).create_item({"id": "later", "pk": "a"})   # the new write region takes writes
+
+
+def test_unwritable_data_dir_is_one_line_and_exit_1(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file, not a directory")
+    line = _start_fails(tmp_path, "--data-dir", str(blocker / "data"))
+    assert "cannot keep data in" in line and "--data-dir" in line
