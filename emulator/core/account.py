@@ -416,7 +416,7 @@ class Account:
         self.dbs_by_rid[db.rid] = db
         if throughput or autoscale_max:
             db.offer_rid = self._add_offer(db.self_link, db.rid, throughput, autoscale_max).rid
-        self._metadata_changed()
+        self.metadata_changed()
         return db
 
     def database(self, name_or_rid: str, by_rid: bool = False) -> Database:
@@ -432,7 +432,7 @@ class Account:
             self.offers.pop(db.offer_rid, None)
         del self.databases[db.id]
         del self.dbs_by_rid[db.rid]
-        self._metadata_changed()
+        self.metadata_changed()
 
     # ---- containers --------------------------------------------------------------------
     def create_container(self, db: Database, body: dict, throughput: int | None = None,
@@ -448,7 +448,7 @@ class Account:
         c = self.build_container(db, definition, rid, self.now_s(), self._etag(), split_ranges(pk_def, count))
         if throughput or autoscale_max:
             c.offer_rid = self._add_offer(c.self_link, c.rid, throughput, autoscale_max).rid
-        self._metadata_changed()
+        self.metadata_changed()
         return c
 
     def build_container(self, db: Database, definition: dict, rid: str, ts: int, etag: str, ranges) -> Container:
@@ -483,7 +483,9 @@ class Account:
         self.colls_by_rid[rid] = c
         return c
 
-    def _metadata_changed(self) -> None:
+    def metadata_changed(self) -> None:
+        """Databases, containers, offers or the write region changed: a durable account writes
+        its metadata again (runtime/persistence.py)."""
         if self.metadata_hook is not None:
             self.metadata_hook()
 
@@ -502,7 +504,7 @@ class Account:
         c.definition = definition
         c.etag = self._etag()
         c.ts = self.now_s()
-        self._metadata_changed()
+        self.metadata_changed()
         return c
 
     def delete_container(self, c: Container) -> None:
@@ -519,7 +521,7 @@ class Account:
         sets = {id(rs) for p in c.partitions for rs in p.replica_sets.values()}
         for link in self.links.values():
             link.forget(sets)
-        self._metadata_changed()
+        self.metadata_changed()
 
     # ---- offers ------------------------------------------------------------------------
     def _add_offer(self, resource_self: str, resource_rid: str, throughput, autoscale_max) -> Offer:
@@ -538,7 +540,7 @@ class Account:
         offer.replace(body)
         offer.etag = self._etag()
         offer.ts = self.now_s()
-        self._metadata_changed()
+        self.metadata_changed()
         return offer
 
     def set_throughput(self, resource, throughput: int | None = None,
@@ -551,13 +553,13 @@ class Account:
             if current is not None:
                 del self.offers[current.rid]
             resource.offer_rid = None
-            self._metadata_changed()
+            self.metadata_changed()
             return None
         self._check_provisionable(throughput, autoscale_max)
         if current is None:
             current = self._add_offer(resource.self_link, resource.rid, throughput, autoscale_max)
             resource.offer_rid = current.rid
-            self._metadata_changed()
+            self.metadata_changed()
             return current
         content = ({"offerAutopilotSettings": {"maxThroughput": autoscale_max}} if autoscale_max is not None
                    else {"offerThroughput": throughput})
