@@ -299,6 +299,10 @@ def test_forced_failover_then_kill_9_keeps_the_new_write_region_and_not_the_lost
             c.create_item({"id": f"cut{i}", "pk": "a"})      # acknowledged by East US only
         f = _control(cli.info, "POST", "/failover", {"region": "East US 2", "kind": "forced", "wait": True})
         assert f["state"] == "completed" and f["lost_writes"] >= 10
+        # What the failover discarded (the cut writes, and any "before" write still in flight
+        # to East US 2 when the link was cut): the server's own list, taken before the kill.
+        lost = {w["id"] for w in _control(cli.info, "GET", "/lost-writes")["writes"]}
+        assert lost >= {f"cut{i}" for i in range(10)}
         after = _container(cli.info)                     # a fresh client finds the new write region
         for i in range(5):
             after.create_item({"id": f"after{i}", "pk": "a"})
@@ -307,9 +311,9 @@ def test_forced_failover_then_kill_9_keeps_the_new_write_region_and_not_the_lost
     with spawn(tmp_path, *ARGS, "--data-dir", str(data)) as cli:
         assert [r["name"] for r in cli.info["regions"] if r["write"]] == ["East US 2"]
         ids = {d["id"] for d in _container(cli.info).read_all_items()}
-        assert ids == {f"before{i}" for i in range(20)} | {f"after{i}" for i in range(5)}
-        lost = _control(cli.info, "GET", "/lost-writes")["writes"]
-        assert {w["id"] for w in lost} >= {f"cut{i}" for i in range(10)}
+        acknowledged = {f"before{i}" for i in range(20)} | {f"cut{i}" for i in range(10)} | {f"after{i}" for i in range(5)}
+        assert ids == acknowledged - lost
+        assert {w["id"] for w in _control(cli.info, "GET", "/lost-writes")["writes"]} == lost
         _container(cli.info).create_item({"id": "later", "pk": "a"})   # the new write region takes writes
 
 
