@@ -21,8 +21,8 @@ from importlib import metadata
 from . import config, logs
 
 DESCRIPTION = ("Serve a local multi-region Cosmos DB-style account: a global endpoint, one gateway per "
-               "region and a control port, until SIGINT or SIGTERM. Data lives in memory only: it is gone "
-               "when the process exits.")
+               "region and a control port, until SIGINT or SIGTERM. Data lives in memory only, gone when the "
+               "process exits, unless --data-dir keeps it on disk across restarts.")
 
 HELP_WIDTH = 90
 
@@ -130,10 +130,11 @@ def main(argv=None) -> int:
         _usage_error(str(e))
     logs.configure(level)
     from .runtime.certificate import CertificateError
+    from .runtime.persistence import PersistenceError
     try:
         import uvloop
         uvloop.run(serve(server_config))
-    except CertificateError as e:
+    except (CertificateError, PersistenceError) as e:
         print(f"regionlab: error: {e}", file=sys.stderr)
         return 1
     except OSError as e:

@@ -215,6 +215,13 @@ def query_mode(value) -> str:
     raise ValueError(f"must be one of {', '.join(QUERY_MODES)}")
 
 
+def durability(value) -> str:
+    from .runtime.persistence import DURABILITY_MODES
+    if isinstance(value, str) and value.strip().lower() in DURABILITY_MODES:
+        return value.strip().lower()
+    raise ValueError(f"must be one of {', '.join(DURABILITY_MODES)}")
+
+
 def limits(value) -> dict:
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise ValueError("must be a dict of the direct server's limits, e.g. {'idle_timeout_s': 0.5}")
@@ -261,6 +268,7 @@ STALENESS = "bounded staleness (with --consistency BoundedStaleness)"
 _ports = "0: free ports for all"
 DIRECT = "direct mode (docs/direct.md)"
 HTTPS = "HTTPS (docs/https.md; the control port stays plain HTTP)"
+DURABILITY = "durability (docs/durability.md)"
 
 OPTIONS = (
     Option("host", text, defaults.HOST, "--host", "HOST", "address to listen on"),
@@ -344,6 +352,15 @@ OPTIONS = (
            "ports (with --direct-tls-key)", group=DIRECT, metavar="FILE"),
     Option("direct_tls_key", optional(pem_file), None, "--direct-tls-key", "DIRECT_TLS_KEY",
            "PEM private key of --direct-tls-cert", group=DIRECT, metavar="FILE"),
+    Option("data_dir", optional(path), None, "--data-dir", "DATA_DIR",
+           "keep the account (databases, containers, offers, items) in DIR/regionlab.sqlite and restore it "
+           "at start; without it, data lives in memory only (docs/durability.md)", group=DURABILITY, metavar="DIR"),
+    Option("durability", durability, "strict", "--durability", "DURABILITY",
+           "strict: each group of writes is fsynced before it is acknowledged (survives power loss); "
+           "relaxed: written to the OS before it is acknowledged (survives a killed process, not a power loss)",
+           group=DURABILITY, metavar="MODE"),
+    Option("reset_data", boolean, False, "--reset-data", "RESET_DATA",
+           "with --data-dir: discard what DIR holds and start empty", switch=True, group=DURABILITY),
     # Options of running_emulator() and the marker only.
     Option("direct_limits", limits, {}),
     Option("lag_ms", lag_matrix, {}),
@@ -423,6 +440,11 @@ def _cross_check(v: dict) -> None:
     if v["multi_write"] and v["consistency"] == "Strong":
         raise ConfigError("Strong consistency cannot be combined with multi-write regions "
                           "(the service does not offer it either); pick another consistency level.")
+    if v["data_dir"] is not None and v["multi_write"]:
+        raise ConfigError("--data-dir does not support --multi-write accounts yet (each region's own history "
+                          "would have to be kept); drop one of them")
+    if v["reset_data"] and v["data_dir"] is None:
+        raise ConfigError("--reset-data needs --data-dir: without a data dir there is nothing to reset")
     n = len(v["regions"])
     port, control = v["port"], v["control_port"]
     if port and port + n > PORT_MAX:
@@ -497,7 +519,8 @@ def _build(v: dict):
                         control_token=v["control_token"], connections_max=v["connections_max"],
                         read_only_endpoints=v["read_only_endpoints"], max_clock_skew_s=v["max_clock_skew_s"],
                         query_mode=v["query_mode"], direct_tls_cert=v["direct_tls_cert"],
-                        direct_tls_key=v["direct_tls_key"], **_tls(v))
+                        direct_tls_key=v["direct_tls_key"], data_dir=v["data_dir"], durability=v["durability"],
+                        reset_data=v["reset_data"], **_tls(v))
 
 
 def environment_help() -> str:

@@ -131,7 +131,9 @@ def make_config(**options):
     capacity, serverless a per-partition ceiling without offers. https=True (with cert_dir=..., or
     cert=/cert_key= for your own) serves the gateway ports over TLS (docs/https.md; the handle's
     `certificate` is the file to trust); query_mode="service" answers cross-partition queries
-    that need client-side work 400/1004 as the service does (docs/queries.md)."""
+    that need client-side work 400/1004 as the service does (docs/queries.md). data_dir=... keeps
+    the account on disk and restores it on the next start there (durability="strict"|"relaxed",
+    reset_data=True to start empty; docs/durability.md)."""
     return options_config.from_keywords(options)
 
 

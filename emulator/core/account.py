@@ -121,6 +121,11 @@ class Account:
         self.failover_waiting = None            # (region, outage): a service-managed failover that
                                                 # waits for a region that can take over (Strong)
         self.region_listeners: list = []        # fn(region_name, state): shells open/close endpoints
+        # Durability (core/account_image.py, runtime/persistence.py): fn(container, partition, rs,
+        # old, new) for each write-region commit, and fn() after any metadata change. None (the
+        # default, memory only) costs nothing.
+        self.commit_hook = None
+        self.metadata_hook = None
         from .faults import FaultRegistry
         self.faults = FaultRegistry(self)
         self.throttle = Throttle(self, config.throttle)
@@ -412,6 +417,7 @@ class Account:
         self.dbs_by_rid[db.rid] = db
         if throughput or autoscale_max:
             db.offer_rid = self._add_offer(db.self_link, db.rid, throughput, autoscale_max).rid
+        self.metadata_changed()
         return db
 
     def database(self, name_or_rid: str, by_rid: bool = False) -> Database:
@@ -427,6 +433,7 @@ class Account:
             self.offers.pop(db.offer_rid, None)
         del self.databases[db.id]
         del self.dbs_by_rid[db.rid]
+        self.metadata_changed()
 
     # ---- containers --------------------------------------------------------------------
     def create_container(self, db: Database, body: dict, throughput: int | None = None,
@@ -439,10 +446,19 @@ class Account:
         pk_def = PartitionKeyDef.from_json(definition["partitionKey"])
         count = self.config.partition_count or partition_count_for(throughput, autoscale_max)
         rid = rids.collection_rid(db.rid, self._next())
+        c = self.build_container(db, definition, rid, self.now_s(), self._etag(), split_ranges(pk_def, count))
+        if throughput or autoscale_max:
+            c.offer_rid = self._add_offer(c.self_link, c.rid, throughput, autoscale_max).rid
+        self.metadata_changed()
+        return c
+
+    def build_container(self, db: Database, definition: dict, rid: str, ts: int, etag: str, ranges) -> Container:
+        """A container with one partition per (min, max) EPK range, each with a replica set in
+        every region: what create_container makes, and what a restart restores."""
         conflict_log = ConflictLog(rid)
         resolver = resolver_for(definition, {r.name: r.id for r in self.regions})
         partitions = []
-        for i, (lo, hi) in enumerate(split_ranges(pk_def, count)):
+        for i, (lo, hi) in enumerate(ranges):
             p = Partition(str(i), lo, hi)
             p.write_regions = self.write_regions if self.draining is None else ()
             p.links = self.links
@@ -458,13 +474,21 @@ class Account:
                     rs.multi_write, rs.resolver, rs.on_conflict = True, resolver, conflict_log.record
                 p.attach(region.name, rs)
             partitions.append(p)
-        c = Container(db, definition, rid, self.now_s(), self._etag(), partitions)
+        c = Container(db, definition, rid, ts, etag, partitions)
         c.conflicts = conflict_log
-        db.containers[id] = c
+        if self.commit_hook is not None:
+            hook = self.commit_hook
+            for p in partitions:
+                p.durable = lambda p, rs, old, new, c=c: hook(c, p, rs, old, new)
+        db.containers[c.id] = c
         self.colls_by_rid[rid] = c
-        if throughput or autoscale_max:
-            c.offer_rid = self._add_offer(c.self_link, c.rid, throughput, autoscale_max).rid
         return c
+
+    def metadata_changed(self) -> None:
+        """Databases, containers, offers or the write region changed: a durable account writes
+        its metadata again (runtime/persistence.py)."""
+        if self.metadata_hook is not None:
+            self.metadata_hook()
 
     def container(self, db: Database, name_or_rid: str, by_rid: bool = False) -> Container:
         c = self.colls_by_rid.get(name_or_rid) if by_rid else db.containers.get(name_or_rid)
@@ -481,6 +505,7 @@ class Account:
         c.definition = definition
         c.etag = self._etag()
         c.ts = self.now_s()
+        self.metadata_changed()
         return c
 
     def delete_container(self, c: Container) -> None:
@@ -497,6 +522,7 @@ class Account:
         sets = {id(rs) for p in c.partitions for rs in p.replica_sets.values()}
         for link in self.links.values():
             link.forget(sets)
+        self.metadata_changed()
 
     # ---- offers ------------------------------------------------------------------------
     def _add_offer(self, resource_self: str, resource_rid: str, throughput, autoscale_max) -> Offer:
@@ -515,6 +541,7 @@ class Account:
         offer.replace(body)
         offer.etag = self._etag()
         offer.ts = self.now_s()
+        self.metadata_changed()
         return offer
 
     def set_throughput(self, resource, throughput: int | None = None,
@@ -527,11 +554,13 @@ class Account:
             if current is not None:
                 del self.offers[current.rid]
             resource.offer_rid = None
+            self.metadata_changed()
             return None
         self._check_provisionable(throughput, autoscale_max)
         if current is None:
             current = self._add_offer(resource.self_link, resource.rid, throughput, autoscale_max)
             resource.offer_rid = current.rid
+            self.metadata_changed()
             return current
         content = ({"offerAutopilotSettings": {"maxThroughput": autoscale_max}} if autoscale_max is not None
                    else {"offerThroughput": throughput})

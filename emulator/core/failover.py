@@ -88,6 +88,7 @@ def switch_write_region(account, target: str) -> None:
                 continue
             for lsn, versions in hub.commits_between(have, hub.committed_lsn):
                 link.send(rs, lsn, versions)
+    account.metadata_changed()          # a durable account keeps the write region (account_image.py)
 
 
 def _lsn_after_cuts(account, p, region: str, rs) -> int:

@@ -27,7 +27,7 @@ def _commit_ts_ms(rs: ReplicaSet, lsn: int) -> int | None:
 class Partition:
     __slots__ = ("range_id", "min_epk", "max_epk", "replica_sets", "write_regions", "_links", "_targets",
                  "_global_waiters", "global_lsn", "staleness_ops", "staleness_s", "_region_ids", "region_order",
-                 "region_up", "draining_from")
+                 "region_up", "draining_from", "durable")
 
     def __init__(self, range_id: str, min_epk: str, max_epk: str):
         self.range_id = range_id
@@ -45,6 +45,9 @@ class Partition:
         self.region_up = lambda region: True   # the account's view; a region in an outage is exempt
         self._region_ids: dict[str, int] = {}  # region name -> id in session-token vectors
         self.region_order: tuple = ()          # (name, id) by id: the order of those vectors
+        # fn(partition, rs, old, new) for every commit of a write region, when the account is
+        # durable (runtime/persistence.py writes them); None keeps the in-memory path as it was.
+        self.durable = None
 
     @property
     def region_ids(self) -> dict:
@@ -126,6 +129,8 @@ class Partition:
         # failover still commits and must still ship, or the drain never completes.
         if rs.region in self.write_regions or rs.region == self.draining_from:
             self._ship(rs, old, new)
+            if self.durable is not None:
+                self.durable(self, rs, old, new)
         self._recompute_global()
 
     def _ship(self, rs: ReplicaSet, old: int, new: int) -> None:

@@ -62,6 +62,7 @@ class Gateway:
         # Query execution (gateway/queries.py): work units spent, slices run (a streaming page is
         # one), and queries stopped because their client went away between slices.
         self.query_work: collections.Counter = collections.Counter()
+        self.persistence = None                 # with --data-dir: runtime/persistence.py (make_durable)
         # Decided once, when the endpoint starts: with DEBUG off a request pays nothing for it.
         if log.isEnabledFor(logging.DEBUG):
             self.handle = self._handle_logged
@@ -179,6 +180,37 @@ class Gateway:
         if not ok:
             raise CosmosError(503, 0, f"The write (LSN {lsn}) was discarded before a quorum acknowledged "
                                       "it (its primary failed); it was not applied. Retry it.")
+
+    def make_durable(self, persistence) -> None:
+        """Acknowledge writes only once they are on disk (runtime/persistence.py): item writes
+        after their commit's quorum, metadata writes (databases, containers, offers) after their
+        reply is made. Replaces two methods on this instance, so a gateway without a data dir
+        pays nothing for it."""
+        self.persistence = persistence
+        committed, handle = self.write_acknowledged, self.handle
+
+        async def write_acknowledged(writer, lsn: int) -> None:
+            await committed(writer, lsn)
+            if lsn:
+                await self._durable()
+
+        async def durable_handle(req) -> responses.Reply:
+            resp = await handle(req)
+            if req.method not in ("GET", "HEAD") and "/docs" not in req.raw_path and resp.status < 300:
+                try:
+                    await self._durable()
+                except CosmosError as e:
+                    return responses.error(e, responses.activity_id())
+            return resp
+        self.write_acknowledged, self.handle = write_acknowledged, durable_handle
+
+    async def _durable(self) -> None:
+        fut = self.persistence.barrier()
+        if fut is not None:
+            failed = await fut
+            if failed is not None:
+                raise CosmosError(503, 0, f"The write could not be made durable ({failed}); it may or may not "
+                                          "survive a restart.", definite=False)
 
     def readable(self, rs, consistency: str, session):
         """None if rs can serve a read at this consistency now (nearly always); otherwise a

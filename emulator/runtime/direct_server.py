@@ -270,6 +270,8 @@ class DirectPlane:
     def _add_region(self, name: str) -> None:
         gw = Gateway(self.account, self.emu.topology, name, None)
         gw.write_ack_timeout_s = self.emu.config.write_ack_timeout_s
+        if self.emu.persistence is not None:
+            gw.make_durable(self.emu.persistence)
         self.gateways[name] = gw
         for node in self.account.placement.nodes(name):
             dn = DirectNode(self, name, node.index, self._allocate_port())

@@ -35,6 +35,7 @@ from .clock import LoopClock, SchedulerDriver
 from .tls_listener import TlsListener
 from .control import control_app
 from .direct_server import DirectPlane
+from .persistence import Persistence
 from .control_access import is_loopback
 
 log = logging.getLogger("regionlab")
@@ -75,6 +76,10 @@ class ServerConfig:
     tls_key_file: str | None = None
     tls_trust_file: str | None = None
     read_only_endpoints: bool = False         # one more endpoint per region: reads from secondaries only
+    # Durability (runtime/persistence.py, docs/durability.md): None keeps everything in memory.
+    data_dir: str | None = None
+    durability: str = "strict"                # strict: fsync per group; relaxed: survives a crash, not power loss
+    reset_data: bool = False                  # start empty, discarding what data_dir holds
 
     def read_only_ports(self) -> list[int]:
         """Free ports when the account's are free, else the ports after the regions'."""
@@ -182,6 +187,8 @@ class Emulator:
         self.pending_sockets: dict = {}          # region being added -> its already bound socket
         self._settling: set = set()              # endpoint changes not yet complete (see settled)
         self.direct: DirectPlane | None = None   # the backend nodes' TCP listeners (direct mode)
+        self.persistence: Persistence | None = None   # with a data dir
+        self.restored_items = 0
         self.started = asyncio.Event()
 
     async def start(self) -> None:
@@ -194,6 +201,12 @@ class Emulator:
         scheduler = Scheduler()
         self._driver = SchedulerDriver(loop, clock, scheduler)
         self.account = Account(cfg.account, clock, scheduler, random.Random(cfg.seed))
+        if cfg.data_dir is not None:
+            # Before anything listens: a data dir that cannot be used ends start-up (PersistenceError).
+            persistence = Persistence(cfg.data_dir, cfg.durability, cfg.reset_data)
+            self.restored_items = persistence.open(self.account)
+            persistence.start(loop)
+            self.persistence = persistence
         socks = [(None, _bind(cfg.host, cfg.global_port))]
         for name, port in zip(cfg.account.regions, cfg.ports()):
             socks.append((name, _bind(cfg.host, port)))
@@ -307,6 +320,8 @@ class Emulator:
         gw.write_ack_timeout_s = cfg.write_ack_timeout_s
         gw.max_clock_skew_s = cfg.max_clock_skew_s
         gw.query_mode = cfg.query_mode
+        if self.persistence is not None:
+            gw.make_durable(self.persistence)
         self.gateways[name] = gw
         if self.certificate is not None:
             gw.trust_pem = self.certificate.trust_pem()
@@ -346,6 +361,8 @@ class Emulator:
         cfg = self.config
         gw = Gateway(self.account, self.topology, name, cfg.key, read_only=True)
         gw.write_ack_timeout_s = cfg.write_ack_timeout_s
+        if self.persistence is not None:
+            gw.make_durable(self.persistence)
         self.gateways[f"{name} (read-only)"] = gw
         http = HttpServer(gw.handle, header_timeout_s=cfg.header_timeout_s, connections_max=cfg.connections_max)
         self._http_servers.append(http)
@@ -394,6 +411,8 @@ class Emulator:
             await self._control_runner.cleanup()
         if self._driver is not None:
             self._driver.close()
+        if self.persistence is not None:
+            await self.persistence.close()
 
     def ready_info(self) -> dict:
         t = self.topology
@@ -408,4 +427,5 @@ class Emulator:
                 "consistency": self.account.consistency,
                 "direct_port_range": list(self.config.direct_port_range),
                 "direct": self.direct.ready_info(),
-                "read_only_endpoints": t.read_only_endpoints()}
+                "read_only_endpoints": t.read_only_endpoints(),
+                "data_dir": self.config.data_dir, "restored_items": self.restored_items}

@@ -288,3 +288,12 @@ def test_compose_pins_the_direct_nodes_to_the_published_slice_and_advertises_the
     assert hi - lo + 1 >= 4 * len(defaults.REGIONS), "every default node needs a published port"
     assert env["REGIONLAB_ADVERTISE_HOST"] == "127.0.0.1", "addresses must name the host, not the container"
 
+
+
+def test_compose_keeps_the_account_in_a_named_volume(compose_service):
+    """--data-dir (docs/durability.md): the data dir the environment names is a named volume."""
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    data_dir = compose_service["environment"]["REGIONLAB_DATA_DIR"]
+    mounts = [m.split(":") for m in compose_service["volumes"]]
+    assert [name for name, target, *_ in mounts if target == data_dir] == ["regionlab-data"]
+    assert "regionlab-data" in compose["volumes"]
