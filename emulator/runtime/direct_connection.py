@@ -325,7 +325,8 @@ class DirectConnection(asyncio.Protocol):
             self._answer(rid, op, activity, target, responses.error(_INTERNAL, activity))
             return
         writer, status, version, lsn, ru = staged
-        if self.gw.acknowledged(writer, lsn):
+        # With --data-dir a write is answered only once on disk: write_acknowledged waits for it.
+        if self.gw.persistence is None and self.gw.acknowledged(writer, lsn):
             self._answer(rid, op, activity, target, _write_fields(call, writer, status, version, lsn, ru))
             return
         task = self.loop.create_task(_acknowledged(call, staged))
