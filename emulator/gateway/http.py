@@ -227,7 +227,7 @@ class _Rest:
         return _relay(self.coro, self.waiting)
 
 
-async def _carry_on(coro, waiting):
+async def carry_on(coro, waiting):
     """A native coroutine for the task (3.12+ accept nothing else) that finishes coro."""
     return await _Rest(coro, waiting)
 
@@ -557,7 +557,7 @@ class Connection(asyncio.Protocol):
             log.exception("internal error on %s %s", req.method, req.raw_path)
             self._refuse(500, "Internal error in regionlab; see the server log.")
             return
-        task = self.task = self.loop.create_task(_carry_on(coro, waiting))
+        task = self.task = self.loop.create_task(carry_on(coro, waiting))
         task.add_done_callback(lambda t: self._finished(req, t))
 
     def _finished(self, req: Request, task) -> None:

@@ -32,6 +32,7 @@ from ..core.errors import CosmosError, bad_request
 from ..core.replica import PRIMARY, UP
 from ..gateway.call import Call
 from ..gateway.server import Gateway
+from ..gateway.http import carry_on as http_carry_on
 from . import direct_tls
 
 log = logging.getLogger("regionlab.direct")
@@ -373,35 +374,5 @@ class DirectPlane:
         return out
 
 
-def _relay(coro, waiting):
-    """The rest of a coroutine whose first step already ran and yielded `waiting`: hand each
-    yielded future to the driving task and relay what it sends or throws (as `yield from`)."""
-    while True:
-        try:
-            sent = yield waiting
-        except BaseException as exc:            # cancellation, thrown in by the task
-            try:
-                waiting = coro.throw(exc)
-            except StopIteration as done:
-                return done.value
-            continue
-        try:
-            waiting = coro.send(sent)
-        except StopIteration as done:
-            return done.value
-
-
-class _Rest:
-    __slots__ = ("coro", "waiting")
-
-    def __init__(self, coro, waiting):
-        self.coro = coro
-        self.waiting = waiting
-
-    def __await__(self):
-        return _relay(self.coro, self.waiting)
-
-
-async def carry_on(coro, waiting):
-    """A native coroutine for a task that finishes coro (started outside any task)."""
-    return await _Rest(coro, waiting)
+# A handler's rest after its first step ran outside any task: the gateway's handoff (gateway/http.py).
+carry_on = http_carry_on

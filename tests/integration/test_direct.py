@@ -7,7 +7,6 @@ import asyncio
 import json
 import socket
 import time
-import urllib.error
 import urllib.request
 
 import pytest
@@ -15,21 +14,10 @@ from azure.cosmos import PartitionKey
 
 from client.protocol import direct as D
 from direct_client import Connection, addresses, by_range, item_body, target
-from sdk_harness import make_client
+from sdk_harness import control, make_client
 
 POLL_DEADLINE_S = 10.0
 EAST = "East US"
-
-
-def control(emu, method: str, path: str, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(emu.control_endpoint.rstrip("/") + path, data=data, method=method,
-                                 headers={"content-type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as reply:
-            return reply.status, json.loads(reply.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
 
 
 def inject(emu, **spec) -> int:

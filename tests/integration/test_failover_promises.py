@@ -5,31 +5,15 @@ under the region that accepted it, with the LSN the SDK was told); and under Str
 failover that would lose acknowledged writes is refused with the reason, and goes ahead without
 losing one once a region holding them can reach the target. Waits are on server events, never
 sleeps; the retained log is made short so a test outruns it with few writes."""
-import json
-import urllib.error
-import urllib.request
-
 import pytest
 from azure.cosmos import PartitionKey
 
-from sdk_harness import make_client, wait_replicated
+from sdk_harness import control, make_client, wait_replicated
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
 NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
 RETAINED = 20                          # commits each replica set's log keeps in these tests
-
-
-def control(emu, method: str, path: str, body=None):
-    """(status, JSON reply) of one control-port request."""
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(emu.control_endpoint.rstrip("/") + path, data=data, method=method,
-                                 headers={"content-type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as reply:
-            return reply.status, json.loads(reply.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
 
 
 def cut(emu, src: str, dst: str) -> int:

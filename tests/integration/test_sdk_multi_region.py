@@ -15,14 +15,13 @@ import asyncio
 import json
 import socket
 import time
-import urllib.error
 import urllib.request
 
 import pytest
 from azure.core.exceptions import ServiceRequestError
 from azure.cosmos import PartitionKey, exceptions
 
-from sdk_harness import host_port, make_aio_client, make_client, wait_replicated
+from sdk_harness import control, host_port, make_aio_client, make_client, wait_replicated
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
@@ -33,18 +32,6 @@ REFRESH_TIMEOUT_S = 10.0
 
 
 # ---- the control port --------------------------------------------------------------------------
-def control(emu, method: str, path: str, body=None):
-    """(status, JSON reply) of one control-port request."""
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(emu.control_endpoint.rstrip("/") + path, data=data, method=method,
-                                 headers={"content-type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as reply:
-            return reply.status, json.loads(reply.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
-
-
 def inject(emu, **spec) -> int:
     status, fault = control(emu, "POST", "/faults", spec)
     assert status == 201, fault

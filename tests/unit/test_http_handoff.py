@@ -1,5 +1,5 @@
 """The HTTP layer runs a handler's first step itself and hands the rest to a task
-(gateway/http.py `_carry_on`). The handoff must be a native coroutine, which is all that
+(gateway/http.py `carry_on`). The handoff must be a native coroutine, which is all that
 create_task accepts from Python 3.12 on (CI runs 3.11, which also takes generators), and it
 must deliver results, exceptions and cancellation as if the task had run the handler whole."""
 import asyncio
@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from emulator.gateway.http import _carry_on
+from emulator.gateway.http import carry_on
 
 
 def _started(coro):
@@ -23,7 +23,7 @@ def test_the_handoff_is_a_native_coroutine_that_finishes_the_handler():
         async def handler():
             got = await fut
             return got + await second        # a second suspension, relayed too
-        rest = _carry_on(*_started(handler()))
+        rest = carry_on(*_started(handler()))
         assert isinstance(rest, types.CoroutineType)
         task = loop.create_task(rest)
         fut.set_result(41)
@@ -39,7 +39,7 @@ def test_an_exception_after_the_handoff_reaches_the_task():
         async def handler():
             await fut
             raise ValueError("after the first step")
-        task = asyncio.get_running_loop().create_task(_carry_on(*_started(handler())))
+        task = asyncio.get_running_loop().create_task(carry_on(*_started(handler())))
         fut.set_result(None)
         with pytest.raises(ValueError, match="after the first step"):
             await task
@@ -58,7 +58,7 @@ def test_cancelling_the_task_cancels_the_handler_where_it_waits():
                 seen.append("cancelled in the handler")
                 raise
         loop = asyncio.get_running_loop()
-        task = loop.create_task(_carry_on(*_started(handler())))
+        task = loop.create_task(carry_on(*_started(handler())))
         loop.call_soon(task.cancel)          # after the task's first step: it waits in the handler
         with pytest.raises(asyncio.CancelledError):
             await task
