@@ -16,6 +16,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from azure.core.exceptions import ServiceRequestError, ServiceResponseError
+from azure.core.pipeline.transport import RequestsTransport
 from azure.cosmos import CosmosClient, PartitionKey
 from azure.cosmos.aio import CosmosClient as AioCosmosClient
 
@@ -52,6 +54,51 @@ class WireLog:
     @property
     def last(self) -> Exchange:
         return self.entries[-1]
+
+
+class AttemptLog(RequestsTransport):
+    """The sync SDK's transport, recording every document attempt it makes (status, or no reply)
+    into the logical operation open in `op()`, for the black-box history checker
+    (emulator/sim/observed.py). Pass as `make_client(emu, transport=log)`."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.ops: list[dict] = []
+        self._open = None
+        self._seq = 0
+
+    def _tick(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    @contextlib.contextmanager
+    def op(self, f: str, key: str, value=None, client: int = 0, consistency: str = "Session"):
+        """Record the SDK call inside as one logical operation; a read sets `o["value"]`."""
+        o = {"id": len(self.ops) + 1, "client": client, "f": f, "key": key, "value": value,
+             "consistency": consistency, "invoke_seq": self._tick(), "attempts": []}
+        self.ops.append(o)
+        self._open = o
+        try:
+            yield o
+        finally:
+            self._open = None
+            o["complete_seq"] = self._tick()
+
+    def send(self, request, **kwargs):
+        o = self._open
+        if o is None or "/docs" not in urllib.parse.urlsplit(request.url).path:
+            return super().send(request, **kwargs)
+        try:
+            response = super().send(request, **kwargs)
+        except ServiceRequestError:             # never left the client
+            o["attempts"].append({"status": None, "sent": False})
+            raise
+        except ServiceResponseError:            # sent; the reply never came
+            o["attempts"].append({"status": None})
+            raise
+        o["attempts"].append({"status": response.status_code,
+                              "substatus": int(response.headers.get("x-ms-substatus") or 0)})
+        return response
 
 
 def client_kwargs(**kwargs) -> dict:

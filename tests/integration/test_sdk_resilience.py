@@ -9,7 +9,8 @@ from azure.cosmos import _partition_health_tracker as health_tracker
 
 from emulator.core.container import canonical_pk_json
 from emulator.ctl import call as control
-from sdk_harness import make_client, wait_replicated
+from emulator.sim import observed
+from sdk_harness import AttemptLog, make_client, wait_replicated
 
 EAST, EAST2 = "East US", "East US 2"
 PREFER = [EAST, EAST2]
@@ -129,13 +130,24 @@ def test_timeout_after_apply_then_the_sdk_retry_gets_409(regionlab):
     # share 0.5 with seed 1: the first matching request is struck, the second is not.
     _inject(regionlab, {"type": "timeout_after_apply", "region": EAST, "op": "write", "share": 0.5, "seed": 1,
                         "database": "db", "container": "c"})
-    with make_client(regionlab, retry_write=2) as client:       # retry_write: attempts in all
+    log = AttemptLog()
+    with make_client(regionlab, retry_write=2, transport=log) as client:       # retry_write: attempts in all
         c = client.get_database_client("db").get_container_client("c")
-        with pytest.raises(exceptions.CosmosResourceExistsError):
+        with log.op("create", key="x", value=1), pytest.raises(exceptions.CosmosResourceExistsError):
             c.create_item({"id": "x", "pk": "p", "n": 1})
     # The first attempt was applied and its reply lost (indefinite: it did happen); the retry
     # found it there.
     assert _served(regionlab, EAST, "POST docs 201/drop_after_apply") == 1
     assert _served(regionlab, EAST, "POST docs 409") == 1
     with make_client(regionlab) as client:
-        assert client.get_database_client("db").get_container_client("c").read_item("x", "p")["n"] == 1
+        final = client.get_database_client("db").get_container_client("c").read_item("x", "p")["n"]
+    assert final == 1
+    # The history checker, from what the SDK saw on the wire alone: the application was told
+    # "conflict", but the first attempt is unknown (no reply), so the operation is indefinite,
+    # and the final state says it applied. No violation: a 409 after an unknown attempt is lawful.
+    verdict = observed.check(log.ops, final={"x": final})
+    assert [a["outcome"] for a in log.ops[0]["attempts"]] == [observed.UNKNOWN, observed.FAIL]
+    assert log.ops[0]["outcome"] == observed.UNKNOWN
+    assert verdict.unknown_writes == [{"op": 1, "f": "create", "key": "x", "applied": True,
+                                       "attempts": [observed.UNKNOWN, observed.FAIL]}]
+    assert verdict.valid, verdict.violations
