@@ -133,10 +133,8 @@ def features_needed(query) -> list[str]:
         out.append(FEATURE_MULTIPLE_ORDER_BY if len(tree.order_by) > 1 else FEATURE_ORDER_BY)
     if tree.group_by:
         out.append(FEATURE_GROUP_BY)
-    if _value_aggregate(tree) is not None:
-        out.append(FEATURE_AGGREGATE)
-    elif not tree.select.value and any(_holds_aggregate(item.expr) for item in tree.select.items):
-        out.append(FEATURE_NON_VALUE_AGGREGATE)
+    if any(_holds_aggregate(item.expr) for item in tree.select.items):
+        out.append(FEATURE_AGGREGATE if tree.select.value else FEATURE_NON_VALUE_AGGREGATE)
     if tree.select.distinct:
         out.append(FEATURE_DISTINCT)
     if tree.select.top is not None:

@@ -113,7 +113,7 @@ def test_distinct_and_top_rewrites():
     ("SELECT VALUE c.k FROM c GROUP BY c.k", True, True, ["GroupBy"]),
     ("SELECT c.k, (SELECT VALUE COUNT(1) FROM t IN c.tags) AS z FROM c GROUP BY c.k", True, True, ["GroupBy"]),
     ("SELECT c.k, COUNT(1) + 1 AS n FROM c GROUP BY c.k", True, False, ["GroupBy", "NonValueAggregate"]),
-    ("SELECT VALUE {'k': c.k, 'n': COUNT(1)} FROM c GROUP BY c.k", True, False, ["GroupBy"]),
+    ("SELECT VALUE {'k': c.k, 'n': COUNT(1)} FROM c GROUP BY c.k", True, False, ["GroupBy", "Aggregate"]),
     ("SELECT DISTINCT c.k FROM c GROUP BY c.k", True, False, ["GroupBy", "Distinct"]),
     ("SELECT DISTINCT VALUE c.k FROM c ORDER BY c.k", True, False, ["OrderBy", "Distinct"]),
     ("SELECT * FROM c OFFSET 1 LIMIT 2", True, True, ["OffsetAndLimit"]),
