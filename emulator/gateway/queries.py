@@ -3,7 +3,7 @@
 In the default query mode ("whole") the gateway never asks the SDK to plan a query: it runs
 the whole query over every partition in scope and returns final results, paged by an opaque
 continuation. In "service" mode a cross-partition query that needs client-side work (ORDER
-BY, VALUE aggregates, DISTINCT, TOP, OFFSET/LIMIT) is answered 400/1004 with its plan, as the
+BY, aggregates, GROUP BY, DISTINCT, TOP, OFFSET/LIMIT) is answered 400/1004 with its plan, as the
 service does, and the SDK fans out the plan's rewritten query per partition key range, which
 is served like any query; plan requests get the service-shaped plan in either mode
 (core/query/execution_info.py, docs/queries.md). Scope, narrowest first:
@@ -303,8 +303,8 @@ def _refusal(call, q):
     """--query-mode service: a cross-partition query the service would not run whole in the
     gateway is answered 400/1004 with its plan (in `additionalErrorInfo`, as the JS SDK reads
     it), so the SDK plans it and queries each partition key range itself; None for a query
-    the gateway runs (no ORDER BY, aggregate, DISTINCT, TOP, OFFSET/LIMIT, or one regionlab
-    does not plan: see core/query/execution_info.py)."""
+    the gateway runs (no ORDER BY, aggregate, GROUP BY, DISTINCT, TOP, OFFSET/LIMIT, or one
+    regionlab does not plan: see core/query/execution_info.py)."""
     from ..core.query import execution_info as ei
     if not (ei.needs_pipeline(q) and ei.plannable(q)):
         return None
@@ -328,6 +328,7 @@ async def query_plan(call, container):
                           f"that does support the requested features: Query contained {', '.join(missing)}, "
                           "which the calling client does not support.")
     if not ei.plannable(q):
-        raise bad_request("regionlab does not plan GROUP BY queries, aggregates outside SELECT VALUE, or "
-                          "DISTINCT with ORDER BY; send the query itself: the gateway runs it whole.")
+        raise bad_request("regionlab does not plan an aggregate inside another expression (such as "
+                          "COUNT(1) + 1 or {\"n\": COUNT(1)}), DISTINCT with GROUP BY or aggregates, or DISTINCT "
+                          "with ORDER BY; send the query itself: the gateway runs it whole.")
     return responses.reply(200, ei.plan_of(q), call.activity_id)

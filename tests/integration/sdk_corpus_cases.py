@@ -82,6 +82,11 @@ def ternary(cond, a, b):
     return a if cond is True else b
 
 
+def _defined(v) -> list:
+    """A group-key part that tells undefined from every value (null included)."""
+    return [False, None] if v is MISSING else [True, v]
+
+
 def k(key):
     """An `ordered=` key reading a member of a result row."""
     return lambda r: get(r, key)
@@ -338,6 +343,24 @@ q("SELECT c.rank % 3 AS r, COUNT(1) AS n FROM c GROUP BY c.rank % 3",
   lambda D: [{"r": key, "n": len(ds)} for key, ds in groups(D, lambda d: d["rank"] % 3).values()])
 q("SELECT c.kind, MIN(c.name) AS first FROM c GROUP BY c.kind",
   lambda D: [row(kind=key, first=agg_extreme((name(d) for d in ds), False)) for key, ds in groups(D, kind).values()])
+
+q("SELECT c.kind, MIN(c.rank) AS lo, MAX(c.rank) AS hi, AVG(c.rank) AS mean FROM c WHERE c.rank >= 20 GROUP BY c.kind",
+  lambda D: [{"kind": key, "lo": min(d["rank"] for d in ds), "hi": max(d["rank"] for d in ds),
+              "mean": agg_avg(d["rank"] for d in ds)}
+             for key, ds in groups([d for d in D if d["rank"] >= 20], kind).values()])
+q("SELECT c.kind, COUNT(c.name) AS named, MAX(c.name) AS last FROM c GROUP BY c.kind",
+  lambda D: [row(kind=key, named=agg_count(name(d) for d in ds), last=agg_extreme((name(d) for d in ds), True))
+             for key, ds in groups(D, kind).values()])
+q("SELECT c.kind, c.addr.city AS city, AVG(c.score) AS avg, SUM(c.rank) AS total FROM c GROUP BY c.kind, c.addr.city",
+  lambda D: [row(kind=ds[0]["kind"], city=get(ds[0], "addr", "city"), avg=agg_avg(d["score"] for d in ds),
+                 total=sum(d["rank"] for d in ds))
+             for _, ds in groups(D, lambda d: [d["kind"], *_defined(get(d, "addr", "city"))]).values()])
+q("SELECT c.kind, COUNT(1) AS n FROM c WHERE c.kind = 'z' GROUP BY c.kind", lambda D: [])
+q("SELECT MAX(c.rank) AS hi, MIN(c.rank) AS lo FROM c",
+  lambda D: [{"hi": max(d["rank"] for d in D), "lo": min(d["rank"] for d in D)}] if D else [{}])
+q("SELECT COUNT(1) AS n, MAX(c.rank) AS hi, AVG(c.score) AS mean FROM c WHERE c.kind = 'z'", lambda D: [{"n": 0}])
+q("SELECT COUNT(c.note) AS notes, MIN(c.name) AS first FROM c",
+  lambda D: [row(notes=agg_count(get(d, "note") for d in D), first=agg_extreme((name(d) for d in D), False))])
 
 # ---- JOIN ---------------------------------------------------------------------------------------
 q("SELECT c.id, t AS tag FROM c JOIN t IN c.tags",

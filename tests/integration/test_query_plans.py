@@ -1,6 +1,7 @@
 """Query plans on the wire: a plan request (as the Python and JS SDKs send it) gets the
-service's plan shape, a client lacking a feature the query needs gets the service's 400, and a
-query regionlab does not plan gets a clear 400; under --query-mode service a cross-partition
+service's plan shape (GROUP BY and aggregates outside SELECT VALUE included, whose per-range
+partials merge to the whole query's answer), a client lacking a feature the query needs gets the
+service's 400, and a query regionlab does not plan gets a clear 400; under --query-mode service a cross-partition
 query that needs client-side work answers 400/1004 with its plan in `additionalErrorInfo`,
 while partition-scoped and plain cross-partition queries are served, and the default mode
 never answers 1004. Real emulator, signed raw HTTP (the SDK paths are in the corpus tests)."""
@@ -14,8 +15,9 @@ from emulator.testing import running_emulator
 from sdk_harness import WireLog, make_client, raw_request
 
 DOCS_PATH = "/dbs/db/colls/items/docs"
-ALL_FEATURES = ("Aggregate,CompositeAggregate,Distinct,MultipleOrderBy,OffsetAndLimit,OrderBy,Top,"
-                "NonStreamingOrderBy,HybridSearch,CountIf,WeightedRankFusion")
+PYTHON_FEATURES = ("Aggregate,CompositeAggregate,Distinct,MultipleOrderBy,OffsetAndLimit,OrderBy,Top,"
+                   "NonStreamingOrderBy,HybridSearch,CountIf,WeightedRankFusion")      # azure-cosmos 4.17.1
+ALL_FEATURES = PYTHON_FEATURES + ",GroupBy,NonValueAggregate,MultipleAggregates"
 ORDERED = "SELECT c.id FROM c WHERE c.n > 1 ORDER BY c.n DESC"
 
 
@@ -75,8 +77,82 @@ def test_a_client_missing_a_feature_gets_the_service_400(emu):
 
 
 def test_a_query_regionlab_does_not_plan_gets_a_clear_400(emu):
-    r = plan_request(emu, "SELECT c.pk, COUNT(1) AS n FROM c GROUP BY c.pk", ALL_FEATURES + ",GroupBy")
-    assert r.status == 400 and "does not plan GROUP BY" in r.message
+    r = plan_request(emu, "SELECT c.pk, COUNT(1) + 1 AS n FROM c GROUP BY c.pk")
+    assert r.status == 400 and "does not plan an aggregate inside another expression" in r.message
+
+
+GROUPED = "SELECT COUNT(1) AS n, c.pk, MAX(c.n) AS hi, AVG(c.n) AS mean FROM c WHERE c.n > 0 GROUP BY c.pk"
+
+
+def test_a_group_by_plan_has_the_service_shape(emu):
+    r = plan_request(emu, GROUPED)
+    assert r.status == 200, r
+    info = r.json()["queryInfo"]
+    assert info["groupByExpressions"] == ["c.pk"] and info["groupByAliases"] == ["n", "pk", "hi", "mean"]
+    assert info["groupByAliasToAggregateType"] == {"n": "Count", "pk": None, "hi": "Max", "mean": "Average"}
+    assert info["aggregates"] == [] and info["hasSelectValue"] is False and info["orderBy"] == []
+    assert info["rewrittenQuery"] == (
+        'SELECT [{"item": c.pk}] AS groupByItems, {"n": {"item": COUNT(1)}, "pk": c.pk, '
+        '"hi": {"item": MAX(c.n), "item2": {"max": MAX(c.n), "count": COUNT(c.n)}}, '
+        '"mean": {"item": {"sum": SUM(c.n), "count": COUNT(c.n)}}} AS payload FROM c WHERE c.n > 0 GROUP BY c.pk')
+
+
+@pytest.mark.parametrize("sql,aliases,rewritten", [
+    ("SELECT COUNT(1) FROM c", {"$1": "Count"}, 'SELECT {"$1": {"item": COUNT(1)}} AS payload FROM c'),
+    ("SELECT MAX(c.n) AS m, MIN(c.n) AS mi FROM c", {"m": "Max", "mi": "Min"},
+     'SELECT {"m": {"item": MAX(c.n), "item2": {"max": MAX(c.n), "count": COUNT(c.n)}}, '
+     '"mi": {"item": MIN(c.n), "item2": {"min": MIN(c.n), "count": COUNT(c.n)}}} AS payload FROM c'),
+])
+def test_aggregates_outside_select_value_are_planned_as_one_group(emu, sql, aliases, rewritten):
+    info = plan_request(emu, sql).json()["queryInfo"]
+    assert info["groupByExpressions"] == [] and info["groupByAliases"] == list(aliases)
+    assert info["groupByAliasToAggregateType"] == aliases and info["aggregates"] == []
+    assert info["rewrittenQuery"] == rewritten and info["hasSelectValue"] is False
+
+
+def test_a_value_aggregate_by_group_plans_its_aggregate_with_select_value(emu):
+    info = plan_request(emu, "SELECT VALUE SUM(c.n) FROM c GROUP BY c.pk").json()["queryInfo"]
+    assert info["aggregates"] == ["Sum"] and info["hasSelectValue"] is True
+    assert info["groupByAliases"] == [] and info["groupByAliasToAggregateType"] == {}
+    assert info["rewrittenQuery"] == (
+        'SELECT [{"item": c.pk}] AS groupByItems, [{"item": SUM(c.n)}] AS payload FROM c GROUP BY c.pk')
+
+
+def test_grouped_partials_from_every_partition_key_range_merge_to_the_whole_answer(emu):
+    sql = plan_request(emu, GROUPED).json()["queryInfo"]["rewrittenQuery"]
+    merged: dict = {}
+    for rid in ("0", "1", "2"):
+        r = query_request(emu, sql, {"x-ms-documentdb-partitionkeyrangeid": rid})
+        assert r.status == 200, r
+        for row in r.json()["Documents"]:
+            key = json.dumps(row["groupByItems"])
+            p = row["payload"]
+            n, total, count, hi = merged.get(key, (0, 0, 0, None))
+            part_hi = p["hi"]["item2"]
+            if part_hi["count"]:
+                hi = part_hi["max"] if hi is None else max(hi, part_hi["max"])
+            merged[key] = (n + p["n"]["item"], total + p["mean"]["item"]["sum"],
+                           count + p["mean"]["item"]["count"], hi)
+    docs = [{"pk": f"p{i % 4}", "n": i} for i in range(1, 12)]       # the fixture's documents with n > 0
+    expected = {}
+    for pk in sorted({d["pk"] for d in docs}):
+        ns = [d["n"] for d in docs if d["pk"] == pk]
+        expected[json.dumps([{"item": pk}])] = (len(ns), sum(ns), len(ns), max(ns))
+    assert merged == expected
+
+
+def test_a_client_without_group_by_or_non_value_aggregates_gets_the_service_400(emu):
+    r = plan_request(emu, GROUPED, features=PYTHON_FEATURES)
+    assert r.status == 400 and "Query contained GroupBy, NonValueAggregate, which the calling client does not support" in r.message
+    r = plan_request(emu, "SELECT COUNT(1) AS n FROM c", features=PYTHON_FEATURES)
+    assert r.status == 400 and "Query contained NonValueAggregate, which" in r.message
+    assert plan_request(emu, "SELECT VALUE COUNT(1) FROM c", features=PYTHON_FEATURES).status == 200
+
+
+def test_group_by_with_order_by_is_refused(emu):
+    for r in (plan_request(emu, "SELECT c.pk, COUNT(1) AS n FROM c GROUP BY c.pk ORDER BY c.pk"),
+              query_request(emu, "SELECT c.pk, COUNT(1) AS n FROM c GROUP BY c.pk ORDER BY c.pk")):
+        assert r.status == 400 and "ORDER BY is not supported together with aggregates or GROUP BY" in r.message
 
 
 def test_service_mode_refuses_cross_partition_pipelines_with_the_plan_and_serves_the_rest(emu):
@@ -92,8 +168,15 @@ def test_service_mode_refuses_cross_partition_pipelines_with_the_plan_and_serves
     assert scoped.status == 200 and [d["id"] for d in scoped.json()["Documents"]] == ["i9", "i5"]
     plain = query_request(emu, "SELECT VALUE c.id FROM c WHERE c.n < 3")
     assert plain.status == 200 and sorted(plain.json()["Documents"]) == ["i0", "i1", "i2"]
-    grouped = query_request(emu, "SELECT c.pk, COUNT(1) AS n FROM c GROUP BY c.pk")
-    assert grouped.status == 200 and len(grouped.json()["Documents"]) == 4     # not planned: run whole
+    for sql in ("SELECT c.pk, COUNT(1) AS n FROM c GROUP BY c.pk", "SELECT COUNT(1) FROM c"):
+        grouped = query_request(emu, sql)
+        assert grouped.status == 400 and grouped.headers["x-ms-substatus"] == "1004", (sql, grouped)
+        assert json.loads(grouped.json()["additionalErrorInfo"]) == plan_request(emu, sql).json()
+    scoped_grouped = query_request(emu, "SELECT c.pk, COUNT(1) AS n FROM c GROUP BY c.pk",
+                                   {"x-ms-documentdb-partitionkey": '["p1"]'})
+    assert scoped_grouped.status == 200 and scoped_grouped.json()["Documents"] == [{"pk": "p1", "n": 3}]
+    composite = query_request(emu, "SELECT c.pk, COUNT(1) + 1 AS n FROM c GROUP BY c.pk")
+    assert composite.status == 200 and len(composite.json()["Documents"]) == 4     # not planned: run whole
 
 
 def test_the_python_sdk_asks_for_a_plan_only_in_service_mode(emu):
@@ -108,3 +191,21 @@ def test_the_python_sdk_asks_for_a_plan_only_in_service_mode(emu):
 def test_query_mode_is_checked():
     with pytest.raises(ConfigError, match="query_mode='fast': must be one of whole, service"):
         running_emulator(query_mode="fast").__enter__()
+
+
+def test_the_python_sdk_runs_group_by_whole_and_meets_the_service_refusal_when_it_must_plan(emu):
+    from azure.cosmos.exceptions import CosmosHttpResponseError
+    with make_client(emu) as client:
+        c = client.get_database_client("db").get_container_client("items")
+        sql = "SELECT c.pk, COUNT(1) AS n FROM c GROUP BY c.pk"
+        scoped = list(c.query_items(sql, partition_key="p2"))
+        assert scoped == [{"pk": "p2", "n": 3}]
+        if emu.mode == "whole":
+            assert sorted(r["pk"] for r in c.query_items(sql, enable_cross_partition_query=True)) == [
+                "p0", "p1", "p2", "p3"]
+            return
+        # azure-cosmos 4.17.1 lists neither GroupBy nor NonValueAggregate, so the service
+        # will not plan the query for it.
+        with pytest.raises(CosmosHttpResponseError, match="Query contained GroupBy, NonValueAggregate") as e:
+            list(c.query_items(sql, enable_cross_partition_query=True))
+        assert e.value.status_code == 400

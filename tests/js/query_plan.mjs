@@ -2,20 +2,27 @@
 // (the SDK asks for the query plan, sends the rewritten query to every partition key range and
 // merges) and without it, and both results are reported for
 // tests/integration/test_js_sdk.py to compare (with each other and with the expected answer).
+// A query is its SQL text, or {name, sql, partitionKey, container}: scoped to one partition
+// key, or run on the container "empty" (created with no documents).
 import { client, report } from "./lib.mjs";
 
 const QUERIES = JSON.parse(process.env.REGIONLAB_QUERIES);
 const admin = client();
 const { database } = await admin.databases.createIfNotExists({ id: "jsplan" });
-const { container } = await database.containers.createIfNotExists(
-  { id: "items", partitionKey: { paths: ["/pk"] } });
-for (const doc of JSON.parse(process.env.REGIONLAB_DOCS)) await container.items.upsert(doc);
+const containers = {};
+for (const id of ["items", "empty"]) {
+  containers[id] = (await database.containers.createIfNotExists({ id, partitionKey: { paths: ["/pk"] } })).container;
+}
+for (const doc of JSON.parse(process.env.REGIONLAB_DOCS)) await containers.items.items.upsert(doc);
 
 const cases = {};
-for (const sql of QUERIES) {
-  cases[sql] = async () => {
-    const forced = await container.items.query(sql, { forceQueryPlan: true, maxItemCount: 3 }).fetchAll();
-    const plain = await container.items.query(sql, { maxItemCount: 3 }).fetchAll();
+for (const entry of QUERIES) {
+  const q = typeof entry === "string" ? { name: entry, sql: entry } : entry;
+  const container = containers[q.container || "items"];
+  const scope = q.partitionKey === undefined ? {} : { partitionKey: q.partitionKey };
+  cases[q.name] = async () => {
+    const forced = await container.items.query(q.sql, { ...scope, forceQueryPlan: true, maxItemCount: 3 }).fetchAll();
+    const plain = await container.items.query(q.sql, { ...scope, maxItemCount: 3 }).fetchAll();
     return { forced: forced.resources, plain: plain.resources };
   };
 }

@@ -17,19 +17,33 @@ rewritten query is real SQL this engine (like the service's) runs per partition:
   `{"sum": SUM(x), "count": COUNT(x)}`, which the SDKs combine; MIN and MAX send
   `{"item": MAX(x), "item2": {"max": MAX(x), "count": COUNT(x)}}` (the Python SDK reads item,
   the JS SDK item2, which tells an empty partition from one whose maximum is null).
+* GROUP BY, and aggregates outside SELECT VALUE (one group of everything): `SELECT
+  [{"item": g1}, ...] AS groupByItems, <payload> AS payload FROM ... WHERE ... GROUP BY ...`
+  (no groupByItems without GROUP BY). The payload is an object of the select list by its
+  names (queryInfo.groupByAliases), each aggregate item sent as the partial above without
+  the array (`{"n": {"item": COUNT(1)}}`), each other item as its value; or, for SELECT
+  VALUE, the VALUE partial or expression itself. groupByAliasToAggregateType maps each name
+  to its aggregate ("Count", ...) or null; the SDK merges the groups' partials per name.
 * DISTINCT, TOP, OFFSET/LIMIT: the query without them; TOP, OFFSET and LIMIT become a per-
-  partition `TOP offset+limit` (no partition needs to send more than that).
+  partition `TOP offset+limit` (no partition needs to send more than that), except over
+  groups, where every partition must send every group.
 
-`plannable` says whether a query has one of these shapes; GROUP BY, non-VALUE aggregates and
-DISTINCT together with ORDER BY do not (the gateway then runs them whole in either query mode).
+`plannable` says whether a query has one of these shapes; an aggregate inside another
+expression (`COUNT(1) + 1`, `{"n": COUNT(1)}`), DISTINCT with GROUP BY or aggregates, and
+DISTINCT with ORDER BY do not (the gateway then runs them whole in either query mode).
 `needs_pipeline` says whether the service would refuse to run a query whole across partitions
 (400/1004), i.e. whether it has ORDER BY, aggregates, DISTINCT, TOP, OFFSET/LIMIT or GROUP BY.
+`features_needed` names what a client must list in `x-ms-cosmos-supported-query-features` to
+get the plan, as the service asks: GroupBy for GROUP BY, NonValueAggregate for an aggregate
+outside SELECT VALUE, Aggregate for a VALUE aggregate (the Python SDK lists neither GroupBy
+nor NonValueAggregate, so the service refuses it those plans).
 Expression texts are cut from the query text by its tokens, so the rewrite keeps the user's
 spelling (parameters included: the SDKs send the parameters with the rewritten query).
 """
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 
 from emulator.core.query import nodes as n
 from emulator.core.query.lexer import tokenize
@@ -45,10 +59,35 @@ _OPEN, _CLOSE = frozenset("([{"), frozenset(")]}")
 FEATURE_ORDER_BY, FEATURE_MULTIPLE_ORDER_BY = "OrderBy", "MultipleOrderBy"
 FEATURE_AGGREGATE, FEATURE_DISTINCT, FEATURE_TOP = "Aggregate", "Distinct", "Top"
 FEATURE_OFFSET_LIMIT, FEATURE_GROUP_BY = "OffsetAndLimit", "GroupBy"
+FEATURE_NON_VALUE_AGGREGATE = "NonValueAggregate"
 
 
 def _tree(query):
     return query._tree
+
+
+def _aggregate_name(expr) -> str | None:
+    """The aggregate's name when expr is an aggregate call itself, else None."""
+    if isinstance(expr, n.Call) and not expr.udf and expr.name.upper() in AGGREGATES:
+        return expr.name.upper()
+    return None
+
+
+def _holds_aggregate(node) -> bool:
+    """Whether an aggregate call appears anywhere in node (a subquery's own aggregates aside)."""
+    if _aggregate_name(node) is not None:
+        return True
+    if isinstance(node, n.Subquery) or not isinstance(node, n.Node):
+        return False
+    for field in fields(node):
+        value = getattr(node, field.name)
+        parts = value if isinstance(value, tuple) else (value,)
+        for part in parts:
+            if isinstance(part, tuple):         # ObjectCtor pairs: (name, node)
+                part = part[1]
+            if isinstance(part, n.Node) and _holds_aggregate(part):
+                return True
+    return False
 
 
 def _value_aggregate(tree) -> str | None:
@@ -56,10 +95,14 @@ def _value_aggregate(tree) -> str | None:
     select = tree.select
     if not select.value:
         return None
-    expr = select.items[0].expr
-    if isinstance(expr, n.Call) and not expr.udf and expr.name.upper() in AGGREGATES:
-        return expr.name.upper()
-    return None
+    return _aggregate_name(select.items[0].expr)
+
+
+def _grouped(query) -> bool:
+    """Whether the SDK merges the query's results by group: GROUP BY, or aggregates outside
+    SELECT VALUE (the service plans `SELECT COUNT(1) FROM c` as one group of everything)."""
+    tree = _tree(query)
+    return bool(tree.group_by) or (query.is_aggregate and not tree.select.value)
 
 
 def needs_pipeline(query) -> bool:
@@ -70,8 +113,14 @@ def needs_pipeline(query) -> bool:
 
 def plannable(query) -> bool:
     tree = _tree(query)
-    if tree.group_by or tree.source is None:
+    if tree.source is None:
         return False
+    if _grouped(query):
+        select = tree.select
+        if select.distinct or select.star or tree.order_by:
+            return False
+        return all(_aggregate_name(item.expr) is not None or not _holds_aggregate(item.expr)
+                   for item in select.items)
     if query.is_aggregate:
         return _value_aggregate(tree) is not None and not tree.select.distinct
     return not (tree.order_by and tree.select.distinct)
@@ -82,8 +131,10 @@ def features_needed(query) -> list[str]:
     out = []
     if tree.order_by:
         out.append(FEATURE_MULTIPLE_ORDER_BY if len(tree.order_by) > 1 else FEATURE_ORDER_BY)
-    if query.is_aggregate:
-        out.append(FEATURE_GROUP_BY if tree.group_by else FEATURE_AGGREGATE)
+    if tree.group_by:
+        out.append(FEATURE_GROUP_BY)
+    if any(_holds_aggregate(item.expr) for item in tree.select.items):
+        out.append(FEATURE_AGGREGATE if tree.select.value else FEATURE_NON_VALUE_AGGREGATE)
     if tree.select.distinct:
         out.append(FEATURE_DISTINCT)
     if tree.select.top is not None:
@@ -99,24 +150,55 @@ def plan_of(query) -> dict:
     pieces = _Pieces(query.text)
     plan = query.plan
     aggregate = _value_aggregate(tree)
+    grouped = _grouped(query)
     offset = plan.offset if tree.offset is not None else None
     limit = plan.take if tree.limit is not None else None
     top = plan.take if tree.select.top is not None and tree.limit is None else None
     order = [item.descending for item in tree.order_by]
+    aliases = _aliases(tree) if grouped else {}
     info = {
         "distinctType": ("Ordered" if tree.order_by else "Unordered") if tree.select.distinct else "None",
         "top": top, "offset": offset, "limit": limit,
         "orderBy": ["Descending" if d else "Ascending" for d in order],
         "orderByExpressions": pieces.order_texts(),
-        "groupByExpressions": [], "groupByAliases": [],
+        "groupByExpressions": pieces.group_texts(),
+        "groupByAliases": list(aliases),
         "aggregates": [AGGREGATES[aggregate]] if aggregate else [],
-        "groupByAliasToAggregateType": {},
-        "rewrittenQuery": _rewrite(tree, pieces, plan, aggregate),
+        "groupByAliasToAggregateType": aliases,
+        "rewrittenQuery": (_rewrite_grouped(tree, pieces, aggregate) if grouped
+                           else _rewrite(tree, pieces, plan, aggregate)),
         "hasSelectValue": bool(tree.select.value),
         "dCountInfo": None,
         "hasNonStreamingOrderBy": False,
     }
     return {"partitionedQueryExecutionInfoVersion": PLAN_VERSION, "queryInfo": info, "queryRanges": [FULL_RANGE]}
+
+
+def _aliases(tree) -> dict:
+    """{select-list name: its aggregate type or None} of a grouped non-VALUE query."""
+    if tree.select.value:
+        return {}
+    out = {}
+    for name, item in _named(tree.select.items):
+        agg = _aggregate_name(item.expr)
+        out[name] = AGGREGATES[agg] if agg else None
+    return out
+
+
+def _partial(aggregate: str, arg: str) -> str:
+    """The object a partition sends for AGG(arg): {"item": ...} (and "item2" for MIN/MAX)."""
+    if aggregate == "AVG":
+        return f'{{"item": {{"sum": SUM({arg}), "count": COUNT({arg})}}}}'
+    if aggregate in ("MIN", "MAX"):
+        low = aggregate.lower()
+        return (f'{{"item": {aggregate}({arg}), '
+                f'"item2": {{"{low}": {aggregate}({arg}), "count": COUNT({arg})}}}}')
+    return f'{{"item": {aggregate}({arg})}}'
+
+
+def _call_argument(text: str) -> str:
+    """The argument text of a call's text `NAME(arg)`."""
+    return text[text.index("(") + 1:text.rindex(")")].strip()
 
 
 def _rewrite(tree, pieces: "_Pieces", plan, aggregate: str | None) -> str:
@@ -126,15 +208,7 @@ def _rewrite(tree, pieces: "_Pieces", plan, aggregate: str | None) -> str:
     top = f"TOP {per_partition} " if per_partition is not None else ""
     rest = pieces.from_through_where()
     if aggregate is not None:
-        arg = pieces.value_aggregate_argument()
-        if aggregate == "AVG":
-            item = f'"item": {{"sum": SUM({arg}), "count": COUNT({arg})}}'
-        elif aggregate in ("MIN", "MAX"):
-            low = aggregate.lower()
-            item = f'"item": {aggregate}({arg}), "item2": {{"{low}": {aggregate}({arg}), "count": COUNT({arg})}}'
-        else:
-            item = f'"item": {aggregate}({arg})'
-        return f'SELECT {top}VALUE [{{{item}}}] {rest}'
+        return f'SELECT {top}VALUE [{_partial(aggregate, pieces.value_aggregate_argument())}] {rest}'
     if tree.order_by:
         root = tree.source.alias
         items = ", ".join(f'{{"item": {t}}}' for t in pieces.order_texts())
@@ -144,6 +218,24 @@ def _rewrite(tree, pieces: "_Pieces", plan, aggregate: str | None) -> str:
                 f"{pieces.from_text()} WHERE {cond} ORDER BY {pieces.order_clause()}")
     distinct = "DISTINCT " if tree.select.distinct else ""
     return f"SELECT {distinct}{top}{pieces.select_list()} {rest}"
+
+
+def _rewrite_grouped(tree, pieces: "_Pieces", aggregate: str | None) -> str:
+    """`SELECT [groupByItems,] payload FROM ... GROUP BY ...`: one row per group per partition.
+    No TOP: a group's rows may sit in every partition, so each must send all its groups."""
+    keys = ""
+    if tree.group_by:
+        keys = "[" + ", ".join(f'{{"item": {t}}}' for t in pieces.group_texts()) + "] AS groupByItems, "
+    texts = pieces.select_item_texts(tree.select.items)
+    if tree.select.value:
+        payload = f"[{_partial(aggregate, _call_argument(texts[0]))}]" if aggregate else texts[0]
+    else:
+        fields_ = []
+        for (name, item), text in zip(_named(tree.select.items), texts):
+            agg = _aggregate_name(item.expr)
+            fields_.append(f"{json.dumps(name)}: {_partial(agg, _call_argument(text)) if agg else text}")
+        payload = "{" + ", ".join(fields_) + "}"
+    return f"SELECT {keys}{payload} AS payload {pieces.from_through_where()}"
 
 
 def _payload(tree, pieces: "_Pieces") -> str:
@@ -256,6 +348,13 @@ class _Pieces:
             return ""
         start = self.at["ORDER"] + 2               # past ORDER BY
         return self._span(start, self._next_clause(start - 1))
+
+    def group_texts(self) -> list[str]:
+        """Each GROUP BY expression as written."""
+        if "GROUP" not in self.at:
+            return []
+        start = self.at["GROUP"] + 2               # past GROUP BY
+        return [self._span(first, stop) for first, stop in self._segments(start, self._next_clause(start - 1))]
 
     def order_texts(self) -> list[str]:
         if "ORDER" not in self.at:
