@@ -1,77 +1,56 @@
 """The account on disk: SQLite in WAL mode, written by group commit (docs/durability.md).
 
-Theory of operation: the core reports every commit of a write region (Partition.durable) and
-every metadata change (Account.metadata_hook); nothing is written there. Here they collect in
-the current *group* (the newest version of each key touched, the partitions touched, whether
-metadata changed), and at the end of the event-loop turn (call_soon) the group is written in
-one SQLite transaction on a worker thread while the loop goes on serving. A write is
-acknowledged only after the group that holds its commit is on disk (`barrier`): the gateway
-awaits it after the commit's quorum. At most one group is being written at a time; commits
-arriving meanwhile form the next group, written as soon as the current one is done — so the
-queue is bounded at two groups, and a busy second fills one transaction instead of many.
+Theory of operation: the core reports every commit of every region's replica sets
+(Partition.durable), every new conflict (Account.conflict_hook) and every metadata or topology
+change (Account.metadata_hook); nothing is written there. Here they collect in the current
+*group* (the newest version of each key touched per region, the replica sets touched, the
+commits shipped, the conflicts, whether metadata changed), and at the end of the event-loop turn
+(call_soon) the group is written in one SQLite transaction on a worker thread while the loop
+goes on serving. A write is acknowledged only after the group that holds its commit is on disk
+(`barrier`): the gateway awaits it after the commit's quorum. At most one group is being
+written at a time; commits arriving meanwhile form the next group, written as soon as the
+current one is done — so the queue is bounded at two groups, and a busy second fills one
+transaction instead of many.
+
+What a region shipped is kept in the outbox until every other region's row says it committed
+it (the rows of one transaction agree with each other), so a restart can queue exactly the
+missing commits on the links again (core/account_image.py).
 
 Durability: `strict` sets synchronous=FULL (each group is fsynced before its writes are
 acknowledged: survives power loss), `relaxed` sets synchronous=NORMAL in WAL mode (each group
 is in the OS's page cache before it is acknowledged: survives a killed process, not a power
-loss or kernel crash).
-
-The file: tables meta (schema version, the config it was made with, the metadata image of
-core/account_image.py), partitions (committed LSN, write progress and the container's document
-rid counter per container partition) and items (the newest live version of every key). `PRAGMA application_id` marks it
-as regionlab's. Opening refuses, with one line (PersistenceError), a file that is not SQLite,
-not regionlab's, of a newer schema, corrupt, or made with other topology flags.
+loss or kernel crash). The file itself is data_file.py.
 """
-import asyncio
 import json
 import logging
 import os
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 
+import msgpack
+
 from ..core import account_image
+from ..core.conflicts import CONFLICTS_KEPT_MAX
+from . import data_file as F
+from .data_file import FILE_NAME, PersistenceError, bound_config  # noqa: F401 (the module's public names)
 
 log = logging.getLogger("regionlab.persistence")
 
-FILE_NAME = "regionlab.sqlite"
-SCHEMA_VERSION = 1
-APPLICATION_ID = 0x52474C42               # "RGLB": PRAGMA application_id of a regionlab file
-SQLITE_HEADER = b"SQLite format 3\x00"
 DURABILITY_MODES = ("strict", "relaxed")
 SYNCHRONOUS = {"strict": "FULL", "relaxed": "NORMAL"}
-# The settings a data dir is bound to: the account's shape. Others (ports, faults) may change.
-BOUND_SETTINGS = ("regions", "multi_write", "consistency", "partition_count")
-
-_SCHEMA = (
-    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
-    "CREATE TABLE partitions (coll_rid TEXT NOT NULL, idx INTEGER NOT NULL, lsn INTEGER NOT NULL, "
-    "state TEXT NOT NULL, PRIMARY KEY (coll_rid, idx)) WITHOUT ROWID",
-    "CREATE TABLE items (coll_rid TEXT NOT NULL, idx INTEGER NOT NULL, pk TEXT NOT NULL, id TEXT NOT NULL, "
-    "lsn INTEGER NOT NULL, rid TEXT NOT NULL, etag TEXT NOT NULL, ts INTEGER NOT NULL, ts_ms INTEGER NOT NULL, "
-    "op TEXT NOT NULL, prev_lsn INTEGER NOT NULL, origin TEXT NOT NULL, oseq INTEGER NOT NULL, "
-    "body BLOB NOT NULL, PRIMARY KEY (coll_rid, idx, pk, id)) WITHOUT ROWID",
-)
-_UPSERT_ITEM = "INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-_DELETE_ITEM = "DELETE FROM items WHERE coll_rid = ? AND idx = ? AND pk = ? AND id = ?"
-_UPSERT_PARTITION = "INSERT OR REPLACE INTO partitions VALUES (?, ?, ?, ?)"
-
-
-class PersistenceError(Exception):
-    """A data dir regionlab cannot start from; str() is one line naming the file and what to do."""
-
-
-def bound_config(account_config) -> dict:
-    return {name: (list(v) if isinstance(v := getattr(account_config, name), tuple) else v)
-            for name in BOUND_SETTINGS}
 
 
 class _Group:
     """The commits of one or more loop turns, written in one transaction."""
-    __slots__ = ("items", "partitions", "metadata", "waiters", "loop")
+    __slots__ = ("items", "replicas", "outbox", "conflicts", "resync", "metadata", "waiters", "loop")
 
     def __init__(self, loop):
         self.loop = loop
-        self.items: dict = {}          # (coll rid, partition index, key) -> newest Version
-        self.partitions: dict = {}     # (coll rid, partition index) -> (container, write replica set)
+        self.items: dict = {}          # (coll rid, idx, region, key) -> newest Version
+        self.replicas: dict = {}       # (coll rid, idx, region) -> (container, partition, replica set)
+        self.outbox: list = []         # (coll rid, idx, origin, seq, lsn, versions)
+        self.conflicts: list = []      # (container, ident, entry)
+        self.resync: dict = {}         # (coll rid, idx, region) -> (container, partition, rs): rewrite whole
         self.metadata = False
         # One future per waiting write, not one shared: a gateway handler's first step runs
         # outside its task (gateway/http.py), and a future awaited that way must be its own.
@@ -90,7 +69,7 @@ class _Group:
         self.waiters.clear()
 
     def __bool__(self) -> bool:
-        return bool(self.items or self.partitions or self.metadata)
+        return bool(self.items or self.replicas or self.metadata or self.conflicts or self.resync)
 
 
 class Persistence:
@@ -104,9 +83,15 @@ class Persistence:
         self._writing: _Group | None = None
         self._scheduled = False
         self._colls: set = set()       # container rids the file holds metadata of
-        self._failovers = 0            # the account's failovers the file has seen
+        self._regions: tuple = ()      # the regions the file holds rows of
+        self._failovers = (0, None)    # (failovers, write region) the file has seen
+        self._have: dict = {}          # (coll rid, idx, region) -> (LSN, progress) its row says
+        self._pruned: dict = {}        # (coll rid, idx, origin) -> the outbox pruned up to
+        self._conflict_seq: dict = {}  # coll rid -> the last conflicts row's seq
+        self.region_ports: dict = {}   # runtime-added region -> the port it was asked for (0: any)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="regionlab-persistence")
         self.groups_written = 0
+        self.leveled: list = []        # "container/partition/region" a restart brought level (rare)
         try:
             os.makedirs(data_dir, exist_ok=True)
             if reset:
@@ -126,83 +111,69 @@ class Persistence:
         account's state from it, and hook the account's commits; how many items it restored."""
         bound = bound_config(account.config)
         try:
-            existed = os.path.exists(self.path) and os.path.getsize(self.path) > 0
-            if existed:
-                with open(self.path, "rb") as f:
-                    if f.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
-                        raise PersistenceError(f"{self.path} is not a regionlab data file (not SQLite); "
-                                               "point --data-dir elsewhere, or --reset-data to start empty")
+            existed = F.check_header(self.path)
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             db = self._db
-            if existed:
-                restored = self._recover(account, bound)
-            else:
-                self._create(bound)
-                restored = 0
+            got = F.recover(db, self.path, account, bound) if existed else None
+            if got is None:
+                F.create(db, bound)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute(f"PRAGMA synchronous={SYNCHRONOUS[self.durability]}")
+            self._account = account
+            self._adopt(account, got)
+            if got is not None and got.migrated:
+                F.migrate_v1(db, self._everything())
         except sqlite3.DatabaseError as e:
             self._close_quietly()
             raise PersistenceError(f"{self.path} is corrupt or unreadable ({e}); move it away, or "
                                    "--reset-data to start empty") from None
-        except PersistenceError:
+        except (PersistenceError, KeyError, ValueError, TypeError, msgpack.UnpackException) as e:
             self._close_quietly()
-            raise
-        self._account = account
+            if isinstance(e, PersistenceError):
+                raise
+            raise PersistenceError(f"{self.path} holds rows this regionlab cannot read ({type(e).__name__}: "
+                                   f"{e}); move it away, or --reset-data to start empty") from None
+        self._hook(account)
+        return got.items if got is not None else 0
+
+    def _adopt(self, account, got) -> None:
         self._colls = set(account.colls_by_rid)
+        self._regions = tuple(r.name for r in account.regions)
+        self._failovers = (len(account.failovers), account_image.write_region_of(account))
+        if got is None:
+            return
+        self._have = got.have
+        self.region_ports = got.region_ports
+        self._conflict_seq = got.conflict_seq
+        for c, p, region in got.leveled:
+            self.leveled.append(f"{c.db.id}/{c.id}/{p.range_id}/{region}")
+            log.warning("partition %s of %s/%s in %s had lagged past the commits the file kept; it was "
+                        "restored level with the write region", p.range_id, c.db.id, c.id, region)
+        if got.leveled:
+            group = self._group = _Group(None)
+            for c, p, region in got.leveled:
+                group.resync[(c.rid, int(p.range_id), region)] = (c, p, p.replica_sets[region])
+
+    def _hook(self, account) -> None:
         account.metadata_hook = self._on_metadata
         account.commit_hook = self._on_commit
-        for c in account.colls_by_rid.values():      # restored before the hook was there
+        account.conflict_hook = self._on_conflict
+        for c in account.colls_by_rid.values():      # restored before the hooks were there
             for p in c.partitions:
                 p.durable = lambda p, rs, old, new, c=c: self._on_commit(c, p, rs, old, new)
-        return restored
+            c.conflicts.on_record = lambda ident, entry, c=c: self._on_conflict(c, ident, entry)
 
-    def _create(self, bound: dict) -> None:
-        db = self._db
-        db.execute("BEGIN")
-        db.execute(f"PRAGMA application_id={APPLICATION_ID}")
-        for statement in _SCHEMA:
-            db.execute(statement)
-        db.executemany("INSERT INTO meta VALUES (?, ?)",
-                       [("schema_version", str(SCHEMA_VERSION)), ("config", json.dumps(bound)),
-                        ("metadata", json.dumps({"seq": 0, "databases": [], "containers": [], "offers": []}))])
-        db.execute("COMMIT")
-
-    def _recover(self, account, bound: dict) -> int:
-        db = self._db
-        if db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
-            raise PersistenceError(f"{self.path} is an SQLite file but not a regionlab data file; point "
-                                   "--data-dir elsewhere, or --reset-data to start empty")
-        meta = dict(db.execute("SELECT key, value FROM meta"))
-        version = int(meta.get("schema_version", "0"))
-        if version > SCHEMA_VERSION:
-            raise PersistenceError(f"{self.path} was written by a newer regionlab (schema {version}; this one "
-                                   f"reads up to {SCHEMA_VERSION}); upgrade regionlab, or --reset-data to start empty")
-        if version < 1 or "metadata" not in meta or "config" not in meta:
-            raise PersistenceError(f"{self.path} has no regionlab schema; --reset-data to start empty")
-        stored = json.loads(meta["config"])
-        if stored != bound:
-            diff = ", ".join(f"{k} {stored.get(k)!r} (now {bound[k]!r})" for k in BOUND_SETTINGS
-                             if stored.get(k) != bound[k])
-            raise PersistenceError(f"{self.path} holds an account made with {diff}; start with the same "
-                                   "--regions/--multi-write/--consistency/--partitions, or --reset-data to start empty")
-        image = json.loads(meta["metadata"])
-        account_image.restore_metadata(account, image)
-        restored = 0
-        for coll_rid, idx, lsn, state in db.execute("SELECT coll_rid, idx, lsn, state FROM partitions").fetchall():
-            c = account.colls_by_rid.get(coll_rid)
-            if c is None or idx >= len(c.partitions):
-                continue
-            state = json.loads(state)
-            c.doc_seq = max(c.doc_seq, state["doc_seq"])      # rids of deleted items are not reused
-            rows = db.execute("SELECT pk, id, lsn, rid, etag, ts, ts_ms, op, prev_lsn, origin, oseq, body "
-                              "FROM items WHERE coll_rid = ? AND idx = ?", (coll_rid, idx)).fetchall()
-            versions = [account_image.version_from_record(row, json.loads(row[-1])) for row in rows]
-            account_image.restore_partition(c, idx, lsn, state["progress"], versions, state.get("epoch", 0))
-            restored += len(versions)
-        account_image.restore_write_region(account, image)
-        self._failovers = len(account.failovers)
-        return restored
+    def _everything(self) -> list:
+        """Statements that write the whole account (a schema-1 file's migration)."""
+        group = _Group(None)
+        group.metadata = True
+        account = self._account
+        for c, p in account.partitions():
+            for region, rs in p.replica_sets.items():
+                group.resync[(c.rid, int(p.range_id), region)] = (c, p, rs)
+        self._failovers = None                        # every replica set and the outbox afresh
+        work = self._rows(group)
+        return [(sql, rows) for sql, rows in work if sql is not None]
 
     def _close_quietly(self) -> None:
         if self._db is not None:
@@ -215,6 +186,10 @@ class Persistence:
     # ---- group commit ---------------------------------------------------------------------
     def start(self, loop) -> None:
         self._loop = loop
+        if self._group is not None:                   # what recovery itself changed
+            self._group.loop = loop
+            self._scheduled = True
+            loop.call_soon(self._flush)
 
     def _current(self) -> _Group:
         group = self._group
@@ -228,12 +203,23 @@ class Persistence:
     def _on_commit(self, c, p, rs, old: int, new: int) -> None:
         group = self._current()
         idx = int(p.range_id)
-        rid = c.rid
+        rid, region = c.rid, rs.region
+        if rs.log_first_lsn() > old + 1:
+            # A state transfer (a snapshot) moved this replica set on without its commits.
+            group.resync[(rid, idx, region)] = (c, p, rs)
+            return
         items = group.items
-        for _, versions in rs.commits_between(old, new):
+        ships = region in p.write_regions or region == p.draining_from
+        own_only = rs.multi_write
+        for lsn, versions in rs.commits_between(old, new):
             for v in versions:
-                items[(rid, idx, v.key)] = v
-        group.partitions[(rid, idx)] = (c, rs)
+                items[(rid, idx, region, v.key)] = v
+            if ships and (not own_only or versions[0].origin == region):
+                group.outbox.append((rid, idx, region, versions[0].oseq if own_only else lsn, lsn, versions))
+        group.replicas[(rid, idx, region)] = (c, p, rs)
+
+    def _on_conflict(self, c, ident, entry) -> None:
+        self._current().conflicts.append((c, ident, entry))
 
     def _on_metadata(self) -> None:
         self._current().metadata = True
@@ -259,63 +245,140 @@ class Persistence:
         fut = self._loop.run_in_executor(self._thread, self._write, work)
         fut.add_done_callback(lambda f: self._written(group, f))
 
-    def _rows(self, group: _Group) -> tuple:
-        """What the worker thread writes, taken now on the loop (the core's state moves on)."""
+    # ---- the rows of a group (taken on the loop: the core's state moves on) -----------------
+    def _rows(self, group: _Group) -> list:
+        """[(sql, rows)] in the order the worker thread runs them."""
+        account = self._account
+        multi = account.config.multi_write
         upserts, deletes = [], []
-        for (rid, idx, _), v in group.items.items():
+        for (rid, idx, region, _), v in group.items.items():
             if v.deleted:
-                deletes.append((rid, idx, v.key[0], v.key[1]))
+                deletes.append((rid, idx, region, v.key[0], v.key[1]))
             else:
-                upserts.append((rid, idx) + account_image.item_record(v))
-        parts = [(rid, idx, rs.committed_lsn, json.dumps({"progress": rs.progress, "doc_seq": c.doc_seq, "epoch": rs.epoch}))
-                 for (rid, idx), (c, rs) in group.partitions.items()]
-        image = gone = resync = None
+                upserts.append((rid, idx, region) + account_image.item_record(v))
+        work = [(F.UPSERT_ITEM, upserts), (F.DELETE_ITEM, deletes)]
+        resync = dict(group.resync)
+        touched = {(rid, idx): p for (rid, idx, _), (_, p, _) in group.replicas.items()}
         if group.metadata:
-            account = self._account
-            image = json.dumps(account_image.metadata(account))
-            now = set(account.colls_by_rid)
-            gone = [(rid,) for rid in self._colls - now]
-            self._colls = now
-            if len(account.failovers) != self._failovers:
-                self._failovers = len(account.failovers)
-                resync = self._resync_rows(account)
-        return upserts, deletes, parts, image, gone, resync
+            work += self._metadata_rows(resync)
+        replicas = []
+        for key, (c, p, rs) in group.replicas.items():
+            if key not in resync:
+                replicas.append(self._replica_row(key, c, rs, rs.committed_lsn, account_image.replica_state(rs), multi))
+        work.append((F.UPSERT_REPLICA, replicas))
+        work.append((F.INSERT_OUTBOX, [(rid, idx, origin, seq, lsn, _packed(versions))
+                                       for rid, idx, origin, seq, lsn, versions in group.outbox]))
+        work += self._conflict_rows(group.conflicts)
+        moved = (len(account.failovers), account_image.write_region_of(account))
+        failed_over = self._failovers != moved
+        if failed_over:
+            # A failover began, ended, or cut history: every replica set and the outbox afresh.
+            self._failovers = moved
+            for c, p in account.partitions():
+                for region, rs in p.replica_sets.items():
+                    resync[(c.rid, int(p.range_id), region)] = (c, p, rs)
+        for key, (c, p, rs) in resync.items():
+            work += self._resync_rows(key, c, p, rs, multi)
+            touched[key[:2]] = p
+        if failed_over and not multi:
+            work += self._outbox_rewrite()
+        work.append((F.PRUNE_OUTBOX, self._prunes(touched, multi)))
+        return [(sql, rows) for sql, rows in work if rows]
 
-    @staticmethod
-    def _resync_rows(account) -> list:
-        """After a failover, every partition as its new write region has it: a forced failover
-        cut history back (its lost writes must not come back at a restart), and the file kept
-        only the newest version of each key, not what to go back to. Rare, and O(items)."""
-        out = []
+    def _replica_row(self, key: tuple, c, rs, lsn: int, state: dict, multi: bool) -> tuple:
+        self._have[key] = (lsn, dict(state["progress"]) if multi else None)
+        return key + (lsn, json.dumps(dict(state, doc_seq=c.doc_seq)))
+
+    def _resync_rows(self, key: tuple, c, p, rs, multi: bool) -> list:
+        """Rewrite one replica set whole: after a failover (a cut), a snapshot, a region's join."""
+        lsn, state = account_image.state_after_cuts(self._account, p, rs)
+        rid, idx, region = key
+        rows = [key + account_image.item_record(v) for v in rs.store.scan(lsn)]
+        return [("DELETE FROM replica_items WHERE coll_rid = ? AND idx = ? AND region = ?", [key]),
+                (F.UPSERT_ITEM, rows), (F.UPSERT_REPLICA, [self._replica_row(key, c, rs, lsn, state, multi)])]
+
+    def _metadata_rows(self, resync: dict) -> list:
+        """The image, and the rows of containers and regions that left or joined."""
+        account = self._account
+        image = dict(account_image.metadata(account), region_ports=self.region_ports)
+        work = [("UPDATE meta SET value = ? WHERE key = 'metadata'", [(json.dumps(image),)])]
+        now = set(account.colls_by_rid)
+        gone = [(rid,) for rid in self._colls - now]
+        self._colls = now
+        for table in ("replica_items", "replicas", "outbox", "conflicts"):
+            work.append((f"DELETE FROM {table} WHERE coll_rid = ?", gone))
+        regions = tuple(r.name for r in account.regions)
+        if regions != self._regions:
+            left = [(name,) for name in self._regions if name not in regions]
+            joined = [name for name in regions if name not in self._regions]
+            self._regions = regions
+            work += [("DELETE FROM replica_items WHERE region = ?", left),
+                     ("DELETE FROM replicas WHERE region = ?", left), ("DELETE FROM outbox WHERE origin = ?", left)]
+            for c, p in account.partitions():
+                for region, rs in p.replica_sets.items():
+                    # A join seeds the new region whole; every region's session-token epoch moved.
+                    resync[(c.rid, int(p.range_id), region)] = (c, p, rs)
+            if left:
+                self._have = {k: v for k, v in self._have.items() if k[2] in regions}
+                self._pruned = {k: v for k, v in self._pruned.items() if k[2] in regions}
+            log.debug("regions now %s (joined %s)", regions, joined)
+        if gone:
+            self._have = {k: v for k, v in self._have.items() if k[0] in now}
+            self._pruned = {k: v for k, v in self._pruned.items() if k[0] in now}
+        return work
+
+    def _conflict_rows(self, conflicts: list) -> list:
+        rows, trims = [], {}
+        for c, ident, entry in conflicts:
+            seq = self._conflict_seq[c.rid] = self._conflict_seq.get(c.rid, 0) + 1
+            (pk, id), origin, oseq = ident
+            rows.append((c.rid, seq, json.dumps([pk, id, origin, oseq]), json.dumps(entry)))
+            if seq > CONFLICTS_KEPT_MAX:
+                trims[c.rid] = seq - CONFLICTS_KEPT_MAX
+        return [(F.INSERT_CONFLICT, rows), (F.TRIM_CONFLICTS, list(trims.items()))]
+
+    def _outbox_rewrite(self) -> list:
+        """After a failover: each partition's outbox is the new write region's commits above the
+        lowest region (a forced failover cut history: what it discarded must not be shipped
+        again at a restart). The write region's log may not reach back that far; a restart then
+        brings such a region level (account_image.finish)."""
+        account = self._account
+        hub = account_image.write_region_of(account)
+        rows = []
         for c, p in account.partitions():
-            rs = p.replica_sets[account.hub_region]
+            rs = p.replica_sets[hub]
+            low = min(account_image.state_after_cuts(account, p, other)[0] for other in p.replica_sets.values())
             idx = int(p.range_id)
-            rows = [(c.rid, idx) + account_image.item_record(v) for v in rs.store.scan(rs.committed_lsn)]
-            state = json.dumps({"progress": rs.progress, "doc_seq": c.doc_seq, "epoch": rs.epoch})
-            out.append((c.rid, idx, rows, (c.rid, idx, rs.committed_lsn, state)))
+            rows += [(c.rid, idx, hub, lsn, lsn, _packed(vs)) for lsn, vs in rs.commits_between(low, rs.committed_lsn)]
+        self._pruned.clear()
+        return [("DELETE FROM outbox", [()]), (F.INSERT_OUTBOX, rows)]
+
+    def _prunes(self, touched: dict, multi: bool) -> list:
+        """Outbox rows every other region's row (in this transaction or before) has committed."""
+        out = []
+        have = self._have
+        for (rid, idx), p in touched.items():
+            origins = p.replica_sets if multi else p.write_regions + ((p.draining_from,) if p.draining_from else ())
+            for origin in origins:
+                bound = None
+                for dst in p.replica_sets:
+                    if dst == origin:
+                        continue
+                    lsn, progress = have.get((rid, idx, dst), (0, None))
+                    got = progress.get(origin, 0) if multi and progress is not None else (0 if multi else lsn)
+                    bound = got if bound is None else min(bound, got)
+                key = (rid, idx, origin)
+                if bound and bound > self._pruned.get(key, 0):
+                    self._pruned[key] = bound
+                    out.append(key + (bound,))
         return out
 
-    def _write(self, work: tuple) -> None:
-        upserts, deletes, parts, image, gone, resync = work
+    def _write(self, work: list) -> None:
         db = self._db
         db.execute("BEGIN")
         try:
-            if upserts:
-                db.executemany(_UPSERT_ITEM, upserts)
-            if deletes:
-                db.executemany(_DELETE_ITEM, deletes)
-            if parts:
-                db.executemany(_UPSERT_PARTITION, parts)
-            if image is not None:
-                db.execute("UPDATE meta SET value = ? WHERE key = 'metadata'", (image,))
-            if gone:
-                db.executemany("DELETE FROM items WHERE coll_rid = ?", gone)
-                db.executemany("DELETE FROM partitions WHERE coll_rid = ?", gone)
-            # Last: the partitions as they are now, over any older commit of this group.
-            for rid, idx, rows, part in resync or ():
-                db.execute("DELETE FROM items WHERE coll_rid = ? AND idx = ?", (rid, idx))
-                db.executemany(_UPSERT_ITEM, rows)
-                db.execute(_UPSERT_PARTITION, part)
+            for sql, rows in work:
+                db.executemany(sql, rows)
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
@@ -344,3 +407,7 @@ class Persistence:
             await fut
         self._thread.shutdown(wait=True)
         self._close_quietly()
+
+
+def _packed(versions) -> bytes:
+    return msgpack.packb(account_image.commit_record(versions), use_bin_type=True)
