@@ -25,6 +25,8 @@ from collections import deque
 
 from .account import Region, default_lag_ms
 from .container import Database
+from .errors import CosmosError
+from .faults import KEPT_FAULT_TYPES
 from .offers import Offer
 from .replica_set import NO_CUT_LSN
 from .store import Version
@@ -56,7 +58,9 @@ def metadata(account) -> dict:
     return {"seq": account._seq, "databases": dbs, "containers": colls, "offers": offers,
             "write_region": write_region_of(account), "failovers": len(account.failovers),
             "lost_writes": account.lost_writes,
-            "regions": [[r.name, r.id] for r in account.regions]}
+            "regions": [[r.name, r.id] for r in account.regions],
+            "faults": [spec for spec in account.faults.active.values() if spec["type"] in KEPT_FAULT_TYPES],
+            "fault_seq": account.faults._seq}
 
 
 def restore_topology(account, image: dict) -> None:
@@ -270,6 +274,21 @@ def _requeue_multi(account, p, origin: str, commits) -> None:
         for seq, lsn, versions in commits:
             if seq > have:
                 link.send(rs, lsn, versions)
+
+
+def restore_faults(account, image: dict) -> None:
+    """The link faults that were active, injected again under their ids (a client may heal
+    one by the id it was given). A timed one runs its whole duration again: the time the
+    process was down is not known here. One that no longer applies is left out."""
+    faults = account.faults
+    for spec in sorted(image.get("faults", ()), key=lambda s: s["id"]):
+        faults._seq = spec["id"] - 1
+        fresh = {k: v for k, v in spec.items() if k not in ("id", "started_ms")}
+        try:
+            faults.inject(fresh)
+        except CosmosError:
+            continue
+    faults._seq = max(faults._seq, image.get("fault_seq", 0))
 
 
 # ---- the conflicts feed ----------------------------------------------------------------------

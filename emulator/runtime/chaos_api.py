@@ -22,6 +22,7 @@ def add_chaos_routes(app: web.Application, emu) -> None:
         fid = emu.account.faults.inject(await _body(request))
         fault = emu.account.faults.active[fid]     # now: a duration_ms of 0 may end it while we settle
         await emu.settled()
+        await on_disk(emu)
         return _json(fault, status=201)
 
     async def fault_heal(request):
@@ -31,6 +32,7 @@ def add_chaos_routes(app: web.Application, emu) -> None:
             raise CosmosError(400, 0, "A fault id is an integer.") from None
         healed = emu.account.faults.heal(fid)
         await emu.settled()
+        await on_disk(emu)
         return _json({"healed": healed})
 
     async def failover(request):

@@ -144,6 +144,7 @@ def recover(db, path: str, account, bound: dict) -> Recovered:
         versions = account_image.commit_from_record(msgpack.unpackb(record), json.loads)
         outbox.setdefault((coll_rid, idx, origin), []).append((seq, lsn, versions))
     out.leveled = account_image.finish(account, outbox)
+    account_image.restore_faults(account, image)
     return out
 
 
