@@ -6,14 +6,17 @@ Theory of operation: a durable account (runtime/persistence.py) keeps four thing
   the lost-writes log) are small and kept whole: `metadata(account)` is a JSON-able dict of
   all of it, written again after every change.
 * Each region's replica set of each partition: its committed LSN and state (`replica_state`:
-  write progress per origin region, session-token epochs) and the newest committed version
-  of each of its keys (`item_record` / `version_from_record`). Regions are kept apart, so a
-  region that lagged comes back lagging, and a multi-write region with its own LSNs and its
-  own merge of the others' writes comes back as it was.
+  write progress per origin region, session-token epochs), and the newest committed version
+  of each of its keys (`item_record` / `version_from_record`) — in a multi-write account for
+  every region (each has its own LSNs and its own merge of the others' writes), in a
+  single-write account for the write region only: another region's items are the write
+  region's taken back to its LSN (`state_at`), since its history is a prefix of the write
+  region's. Either way a region that lagged comes back lagging.
 * The *outbox*: the commits a region shipped (the write region's, or in a multi-write account
-  each region's own) that some other region had not committed yet (`commit_record`). A restart
-  queues them on the links again (`requeue`), so the lagging region receives exactly what it
-  lacked, after the link's lag, as it would have without the restart.
+  each region's own) that some other region had not committed yet (`commit_record`, with the
+  versions they replaced in a single-write account). A restart queues them on the links
+  again (`finish`), so the lagging region receives exactly what it lacked, after the link's
+  lag, as it would have without the restart.
 * The conflicts feed of each container (core/conflicts.py).
 
 This module never touches a file: the runtime does. Restoring goes topology first
@@ -129,23 +132,53 @@ def version_from_record(row, doc: dict) -> Version:
     return Version(lsn, (pk, id), doc, body, etag, ts, rid, False, op, prev_lsn, origin, oseq, ts_ms, None)
 
 
-def commit_record(versions) -> list:
+def commit_record(versions, befores=None) -> list:
     """One shipped commit as plain data (msgpack-able): every version with what an item row
     lacks, since a commit in flight may be a delete, and a multi-write merge compares the
-    version each one superseded (prev_id)."""
-    return [[v.key[0], v.key[1], v.lsn, v.rid, v.etag, v.ts, v.ts_ms, v.op, v.prev_lsn, v.origin, v.oseq,
-             v.body, v.deleted, list(v.prev_id) if v.prev_id else None, v.doc if v.deleted else None]
-            for v in versions]
+    version each one superseded (prev_id); and in a single-write account the live version each
+    one replaced (None: none), which takes a region back from the write region's state to the
+    LSN before the commit (`state_at`)."""
+    records = [[v.key[0], v.key[1], v.lsn, v.rid, v.etag, v.ts, v.ts_ms, v.op, v.prev_lsn, v.origin, v.oseq,
+                v.body, v.deleted, list(v.prev_id) if v.prev_id else None, v.doc if v.deleted else None]
+               for v in versions]
+    return [records, [None if b is None else list(item_record(b)) for b in befores or ()]]
 
 
-def commit_from_record(record: list, parse) -> list:
-    """The versions of a commit_record; parse(body bytes) -> the document."""
+def commit_from_record(record: list, parse) -> tuple:
+    """(versions, befores) of a commit_record; parse(body bytes) -> the document."""
+    records, befores = record
     out = []
-    for pk, id, lsn, rid, etag, ts, ts_ms, op, prev_lsn, origin, oseq, body, deleted, prev_id, doc in record:
+    for pk, id, lsn, rid, etag, ts, ts_ms, op, prev_lsn, origin, oseq, body, deleted, prev_id, doc in records:
         doc = doc if deleted else parse(body)
         out.append(Version(lsn, (pk, id), doc, body, etag, ts, rid, deleted, op, prev_lsn, origin, oseq, ts_ms,
                            tuple(prev_id) if prev_id else None))
-    return out
+    return out, [None if b is None else version_from_record(b, parse(b[-1])) for b in befores]
+
+
+def befores_of(rs, lsn: int, versions) -> list:
+    """The live version each of a commit's versions replaced (visible at lsn - 1; the store
+    keeps it while any region is below lsn, see ReplicaSet.floor_lsn)."""
+    get = rs.store.get
+    return [get(v.key, lsn - 1) for v in versions]
+
+
+def state_at(versions: list, commits: list, upto_lsn: int, lsn: int) -> list | None:
+    """A single-write region's items at lsn, from the write region's (`versions`, at upto_lsn)
+    and its commits [(lsn, versions, befores)] above lsn, undone newest first; None when the
+    commits do not cover (lsn, upto_lsn] whole."""
+    if lsn >= upto_lsn:
+        return versions
+    above = [(at, vs, bs) for at, vs, bs in commits if lsn < at <= upto_lsn]
+    if [at for at, _, _ in above] != list(range(lsn + 1, upto_lsn + 1)):
+        return None
+    state = {v.key: v for v in versions}
+    for _, vs, bs in reversed(above):
+        for v, b in zip(vs, bs):
+            if b is None:
+                state.pop(v.key, None)
+            else:
+                state[v.key] = b
+    return list(state.values())
 
 
 # ---- replicas --------------------------------------------------------------------------------
@@ -202,7 +235,7 @@ def restore_partition(container, index: int, lsn: int, progress: dict, versions:
 def finish(account, outbox: dict) -> list:
     """After every replica is restored: each partition's global LSN and write regions, and the
     commits of `outbox` ({(container rid, partition index, origin region): [(seq, lsn,
-    versions)] in seq order}) queued again on the links to every region that lacked them.
+    versions, befores)] in seq order}) queued again on the links to every region that lacked them.
     Returns the (container, partition, region) replica sets a single-write region lagged past
     what the outbox kept; those are brought level with the write region here, and named."""
     caught_up = []
@@ -227,7 +260,7 @@ def _requeue_single(account, p, hub_name: str, commits) -> list:
     state at once (it cannot happen unless a failover's new write region's log did not reach
     back far enough): returns those regions."""
     hub = p.replica_sets[hub_name]
-    commits = [(lsn, vs) for _, lsn, vs in commits if lsn <= hub.committed_lsn]
+    commits = [(lsn, vs) for _, lsn, vs, _ in commits if lsn <= hub.committed_lsn]
     first = commits[0][0] if commits else hub.committed_lsn + 1
     if commits and commits[-1][0] == hub.committed_lsn and all(
             lsn == first + i for i, (lsn, _) in enumerate(commits)):
@@ -271,7 +304,7 @@ def _requeue_multi(account, p, origin: str, commits) -> None:
             continue
         have = rs.progress.get(origin, 0)
         link = account.links[(origin, region)]
-        for seq, lsn, versions in commits:
+        for seq, lsn, versions, _ in commits:
             if seq > have:
                 link.send(rs, lsn, versions)
 

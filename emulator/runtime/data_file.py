@@ -7,9 +7,11 @@ meta table recording its schema version and the topology flags it was made with.
   image: databases, containers, offers, regions, write region, lost writes; JSON);
 * replicas: one row per (container, partition, region): the replica set's committed LSN and its
   state (write progress, epochs, the container's rid counter; JSON);
-* replica_items: per replica set, the newest committed live version of each key;
-* outbox: the commits a region shipped that some region had not committed yet (msgpack), by
-  shipping region and sequence (the LSN, or in a multi-write account the origin's sequence);
+* replica_items: per replica set, the newest committed live version of each key (in a
+  single-write account the write region's only: the others are taken back from it);
+* outbox: the commits a region shipped that some region had not committed yet (msgpack, with
+  the versions they replaced), by shipping region and sequence (the LSN, or in a multi-write
+  account the origin's sequence);
 * conflicts: each container's conflicts feed.
 
 `recover` checks a file and rebuilds the account from it, or raises PersistenceError, one line
@@ -137,49 +139,64 @@ def recover(db, path: str, account, bound: dict) -> Recovered:
             pk, id, origin, oseq = json.loads(ident)
             account_image.restore_conflicts(c, [(((pk, id), origin, oseq), json.loads(entry))])
             out.conflict_seq[coll_rid] = seq
-    _recover_replicas(db, account, out)
     outbox: dict = {}
     for coll_rid, idx, origin, seq, lsn, record in db.execute(
             "SELECT coll_rid, idx, origin, seq, lsn, record FROM outbox ORDER BY coll_rid, idx, origin, seq"):
-        versions = account_image.commit_from_record(msgpack.unpackb(record), json.loads)
-        outbox.setdefault((coll_rid, idx, origin), []).append((seq, lsn, versions))
-    out.leveled = account_image.finish(account, outbox)
+        versions, befores = account_image.commit_from_record(msgpack.unpackb(record), json.loads)
+        outbox.setdefault((coll_rid, idx, origin), []).append((seq, lsn, versions, befores))
+    _recover_replicas(db, account, out, outbox)
+    out.leveled += account_image.finish(account, outbox)
     account_image.restore_faults(account, image)
     return out
 
 
-def _recover_replicas(db, account, out: Recovered) -> None:
+def _recover_replicas(db, account, out: Recovered, outbox: dict) -> None:
     multi = account.config.multi_write
-    counted = _counted_region(account)
+    hub = account_image.write_region_of(account)
     rows = db.execute("SELECT coll_rid, idx, region, lsn, state FROM replicas ORDER BY coll_rid, idx").fetchall()
-    shared: dict = {}                    # one Version per version, across a partition's regions
-    part = None
+    parts: dict = {}
     for coll_rid, idx, region, lsn, state in rows:
         c = account.colls_by_rid.get(coll_rid)
-        if c is None or idx >= len(c.partitions) or region not in c.partitions[idx].replica_sets:
-            continue
-        if part != (coll_rid, idx):
-            part, shared = (coll_rid, idx), {}
-        state = json.loads(state)
-        c.doc_seq = max(c.doc_seq, state.get("doc_seq", 0))     # rids of deleted items are not reused
-        versions = []
-        for row in db.execute("SELECT pk, id, lsn, rid, etag, ts, ts_ms, op, prev_lsn, origin, oseq, body "
-                              "FROM replica_items WHERE coll_rid = ? AND idx = ? AND region = ?",
-                              (coll_rid, idx, region)):
-            ident = (row[0], row[1], row[2], row[9], row[10])
-            v = shared.get(ident)
-            if v is None:
-                v = shared[ident] = account_image.version_from_record(row, json.loads(row[-1]))
-            versions.append(v)
-        account_image.restore_replica(c, idx, region, lsn, state, versions)
-        out.have[(coll_rid, idx, region)] = (lsn, dict(state["progress"]) if multi else None)
-        if region == counted:
-            out.items += len(versions)
+        if c is not None and idx < len(c.partitions) and region in c.partitions[idx].replica_sets:
+            parts.setdefault((coll_rid, idx), []).append((region, lsn, json.loads(state)))
+    for (coll_rid, idx), replicas in parts.items():
+        c = account.colls_by_rid[coll_rid]
+        # The write region first: a single-write account's other regions are taken from it.
+        replicas.sort(key=lambda r: r[0] != hub)
+        shared: dict = {}                # one Version per version, across a partition's regions
+        hub_versions, hub_lsn = [], 0
+        for region, lsn, state in replicas:
+            c.doc_seq = max(c.doc_seq, state.get("doc_seq", 0))     # rids of deleted items are not reused
+            if multi or region == hub:
+                versions = _items(db, coll_rid, idx, region, shared)
+                if region == hub:
+                    hub_versions, hub_lsn = versions, lsn
+            else:
+                commits = [(at, vs, bs) for _, at, vs, bs in outbox.get((coll_rid, idx, hub), ())]
+                versions = account_image.state_at(hub_versions, commits, hub_lsn, lsn)
+                if versions is None:      # lagged past what was kept: level with the write region
+                    versions, lsn, state = hub_versions, hub_lsn, dict(state, progress=_progress_of(replicas, hub))
+                    out.leveled.append((c, c.partitions[idx], region))
+            account_image.restore_replica(c, idx, region, lsn, state, versions)
+            out.have[(coll_rid, idx, region)] = (lsn, dict(state["progress"]) if multi else None)
+            if region == (hub or account.regions[0].name):
+                out.items += len(versions)
 
 
-def _counted_region(account) -> str:
-    """restored_items counts the items of one region: the write region's (the first one's)."""
-    return account_image.write_region_of(account) or account.regions[0].name
+def _progress_of(replicas: list, region: str) -> dict:
+    return next((state["progress"] for name, _, state in replicas if name == region), {})
+
+
+def _items(db, coll_rid: str, idx: int, region: str, shared: dict) -> list:
+    versions = []
+    for row in db.execute("SELECT pk, id, lsn, rid, etag, ts, ts_ms, op, prev_lsn, origin, oseq, body "
+                          "FROM replica_items WHERE coll_rid = ? AND idx = ? AND region = ?", (coll_rid, idx, region)):
+        ident = (row[0], row[1], row[2], row[9], row[10])
+        v = shared.get(ident)
+        if v is None:
+            v = shared[ident] = account_image.version_from_record(row, json.loads(row[-1]))
+        versions.append(v)
+    return versions
 
 
 def _recover_v1(db, account, image: dict) -> int:

@@ -48,7 +48,7 @@ class _Group:
         self.loop = loop
         self.items: dict = {}          # (coll rid, idx, region, key) -> newest Version
         self.replicas: dict = {}       # (coll rid, idx, region) -> (container, partition, replica set)
-        self.outbox: list = []         # (coll rid, idx, origin, seq, lsn, versions)
+        self.outbox: list = []         # (coll rid, idx, origin, seq, lsn, versions, befores)
         self.conflicts: list = []      # (container, ident, entry)
         self.resync: dict = {}         # (coll rid, idx, region) -> (container, partition, rs): rewrite whole
         self.metadata = False
@@ -204,19 +204,27 @@ class Persistence:
         group = self._current()
         idx = int(p.range_id)
         rid, region = c.rid, rs.region
+        key = (rid, idx, region)
+        ships = region in p.write_regions or region == p.draining_from
+        multi = rs.multi_write
+        if not ships and not multi:
+            # Single-write: a region's items are the write region's taken back to its LSN
+            # (account_image.state_at); its row's LSN is all it writes.
+            group.replicas[key] = (c, p, rs)
+            return
         if rs.log_first_lsn() > old + 1:
             # A state transfer (a snapshot) moved this replica set on without its commits.
-            group.resync[(rid, idx, region)] = (c, p, rs)
+            group.resync[key] = (c, p, rs)
             return
-        items = group.items
-        ships = region in p.write_regions or region == p.draining_from
-        own_only = rs.multi_write
+        items, outbox = group.items, group.outbox
         for lsn, versions in rs.commits_between(old, new):
             for v in versions:
                 items[(rid, idx, region, v.key)] = v
-            if ships and (not own_only or versions[0].origin == region):
-                group.outbox.append((rid, idx, region, versions[0].oseq if own_only else lsn, lsn, versions))
-        group.replicas[(rid, idx, region)] = (c, p, rs)
+            if not multi:
+                outbox.append((rid, idx, region, lsn, lsn, versions, account_image.befores_of(rs, lsn, versions)))
+            elif versions[0].origin == region:
+                outbox.append((rid, idx, region, versions[0].oseq, lsn, versions, None))
+        group.replicas[key] = (c, p, rs)
 
     def _on_conflict(self, c, ident, entry) -> None:
         self._current().conflicts.append((c, ident, entry))
@@ -266,8 +274,8 @@ class Persistence:
             if key not in resync:
                 replicas.append(self._replica_row(key, c, rs, rs.committed_lsn, account_image.replica_state(rs), multi))
         work.append((F.UPSERT_REPLICA, replicas))
-        work.append((F.INSERT_OUTBOX, [(rid, idx, origin, seq, lsn, _packed(versions))
-                                       for rid, idx, origin, seq, lsn, versions in group.outbox]))
+        work.append((F.INSERT_OUTBOX, [(rid, idx, origin, seq, lsn, _packed(versions, befores))
+                                       for rid, idx, origin, seq, lsn, versions, befores in group.outbox]))
         work += self._conflict_rows(group.conflicts)
         moved = (len(account.failovers), account_image.write_region_of(account))
         failed_over = self._failovers != moved
@@ -290,12 +298,15 @@ class Persistence:
         return key + (lsn, json.dumps(dict(state, doc_seq=c.doc_seq)))
 
     def _resync_rows(self, key: tuple, c, p, rs, multi: bool) -> list:
-        """Rewrite one replica set whole: after a failover (a cut), a snapshot, a region's join."""
-        lsn, state = account_image.state_after_cuts(self._account, p, rs)
-        rid, idx, region = key
-        rows = [key + account_image.item_record(v) for v in rs.store.scan(lsn)]
-        return [("DELETE FROM replica_items WHERE coll_rid = ? AND idx = ? AND region = ?", [key]),
-                (F.UPSERT_ITEM, rows), (F.UPSERT_REPLICA, [self._replica_row(key, c, rs, lsn, state, multi)])]
+        """Rewrite one replica set whole: after a failover (a cut), a snapshot, a region's join.
+        A single-write account keeps items for its write region only."""
+        account = self._account
+        lsn, state = account_image.state_after_cuts(account, p, rs)
+        work = [("DELETE FROM replica_items WHERE coll_rid = ? AND idx = ? AND region = ?", [key])]
+        if multi or rs.region == account_image.write_region_of(account):
+            work.append((F.UPSERT_ITEM, [key + account_image.item_record(v) for v in rs.store.scan(lsn)]))
+        work.append((F.UPSERT_REPLICA, [self._replica_row(key, c, rs, lsn, state, multi)]))
+        return work
 
     def _metadata_rows(self, resync: dict) -> list:
         """The image, and the rows of containers and regions that left or joined."""
@@ -349,7 +360,8 @@ class Persistence:
             rs = p.replica_sets[hub]
             low = min(account_image.state_after_cuts(account, p, other)[0] for other in p.replica_sets.values())
             idx = int(p.range_id)
-            rows += [(c.rid, idx, hub, lsn, lsn, _packed(vs)) for lsn, vs in rs.commits_between(low, rs.committed_lsn)]
+            rows += [(c.rid, idx, hub, lsn, lsn, _packed(vs, account_image.befores_of(rs, lsn, vs)))
+                     for lsn, vs in rs.commits_between(low, rs.committed_lsn)]
         self._pruned.clear()
         return [("DELETE FROM outbox", [()]), (F.INSERT_OUTBOX, rows)]
 
@@ -409,5 +421,5 @@ class Persistence:
         self._close_quietly()
 
 
-def _packed(versions) -> bytes:
-    return msgpack.packb(account_image.commit_record(versions), use_bin_type=True)
+def _packed(versions, befores) -> bytes:
+    return msgpack.packb(account_image.commit_record(versions, befores), use_bin_type=True)
