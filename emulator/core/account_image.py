@@ -199,18 +199,22 @@ def state_after_cuts(account, p, rs) -> tuple:
     return lsn, state
 
 
-def restore_replica(container, index: int, region: str, lsn: int, state: dict, versions: list) -> None:
+def restore_replica(container, index: int, region: str, lsn: int, state: dict, versions: list,
+                    index_rids: bool = True) -> None:
     """Region's replica set of partition `index` at committed LSN lsn, holding `versions` (the
-    newest live version of each key it had there); the container's rid index learns each item."""
+    newest live version of each key it had there); the container's rid index learns each item
+    (once per partition is enough: index_rids=False for the other regions)."""
     p = container.partitions[index]
     rs = p.replica_sets.get(region)
     if rs is None:
         return
-    rid_index = container.rid_index
-    store = rs.store
+    if index_rids:
+        rid_index = container.rid_index
+        for v in versions:
+            rid_index[v.rid] = (index, v.key)
+    add = rs.store.add
     for v in versions:
-        rid_index[v.rid] = (index, v.key)
-        store.add(v, 0)
+        add(v, 0)
     rs.lsn = rs.committed_lsn = lsn
     for r in rs.replicas:
         r.applied_lsn = lsn

@@ -163,9 +163,9 @@ def _recover_replicas(db, account, out: Recovered, outbox: dict) -> None:
         c = account.colls_by_rid[coll_rid]
         # The write region first: a single-write account's other regions are taken from it.
         replicas.sort(key=lambda r: r[0] != hub)
-        shared: dict = {}                # one Version per version, across a partition's regions
+        shared: dict | None = {} if multi else None     # one Version per version, across regions
         hub_versions, hub_lsn = [], 0
-        for region, lsn, state in replicas:
+        for n, (region, lsn, state) in enumerate(replicas):
             c.doc_seq = max(c.doc_seq, state.get("doc_seq", 0))     # rids of deleted items are not reused
             if multi or region == hub:
                 versions = _items(db, coll_rid, idx, region, shared)
@@ -177,7 +177,7 @@ def _recover_replicas(db, account, out: Recovered, outbox: dict) -> None:
                 if versions is None:      # lagged past what was kept: level with the write region
                     versions, lsn, state = hub_versions, hub_lsn, dict(state, progress=_progress_of(replicas, hub))
                     out.leveled.append((c, c.partitions[idx], region))
-            account_image.restore_replica(c, idx, region, lsn, state, versions)
+            account_image.restore_replica(c, idx, region, lsn, state, versions, index_rids=n == 0 or multi)
             out.have[(coll_rid, idx, region)] = (lsn, dict(state["progress"]) if multi else None)
             if region == (hub or account.regions[0].name):
                 out.items += len(versions)
@@ -187,10 +187,14 @@ def _progress_of(replicas: list, region: str) -> dict:
     return next((state["progress"] for name, _, state in replicas if name == region), {})
 
 
-def _items(db, coll_rid: str, idx: int, region: str, shared: dict) -> list:
+def _items(db, coll_rid: str, idx: int, region: str, shared: dict | None) -> list:
+    rows = db.execute("SELECT pk, id, lsn, rid, etag, ts, ts_ms, op, prev_lsn, origin, oseq, body "
+                      "FROM replica_items WHERE coll_rid = ? AND idx = ? AND region = ?", (coll_rid, idx, region))
+    loads, version = json.loads, account_image.version_from_record
+    if shared is None:
+        return [version(row, loads(row[-1])) for row in rows]
     versions = []
-    for row in db.execute("SELECT pk, id, lsn, rid, etag, ts, ts_ms, op, prev_lsn, origin, oseq, body "
-                          "FROM replica_items WHERE coll_rid = ? AND idx = ? AND region = ?", (coll_rid, idx, region)):
+    for row in rows:
         ident = (row[0], row[1], row[2], row[9], row[10])
         v = shared.get(ident)
         if v is None:
