@@ -265,18 +265,23 @@ class Persistence:
             else:
                 upserts.append((rid, idx, region) + account_image.item_record(v))
         work = [(F.UPSERT_ITEM, upserts), (F.DELETE_ITEM, deletes)]
-        resync = dict(group.resync)
-        touched = {(rid, idx): p for (rid, idx, _), (_, p, _) in group.replicas.items()}
+        # What a container or region that left since (in this group, or before it was written)
+        # still reported is not written: its rows are deleted below, and would come back.
+        colls, regions = account.colls_by_rid, {r.name for r in account.regions}
+        resync = {k: v for k, v in group.resync.items() if k[0] in colls and k[2] in regions}
+        replicas = {k: v for k, v in group.replicas.items() if k[0] in colls and k[2] in regions}
+        touched = {(rid, idx): p for (rid, idx, _), (_, p, _) in replicas.items()}
         if group.metadata:
             work += self._metadata_rows(resync)
-        replicas = []
-        for key, (c, p, rs) in group.replicas.items():
+        rows = []
+        for key, (c, p, rs) in replicas.items():
             if key not in resync:
-                replicas.append(self._replica_row(key, c, rs, rs.committed_lsn, account_image.replica_state(rs), multi))
-        work.append((F.UPSERT_REPLICA, replicas))
+                rows.append(self._replica_row(key, c, rs, rs.committed_lsn, account_image.replica_state(rs), multi))
+        work.append((F.UPSERT_REPLICA, rows))
         work.append((F.INSERT_OUTBOX, [(rid, idx, origin, seq, lsn, _packed(versions, befores))
-                                       for rid, idx, origin, seq, lsn, versions, befores in group.outbox]))
-        work += self._conflict_rows(group.conflicts)
+                                       for rid, idx, origin, seq, lsn, versions, befores in group.outbox
+                                       if rid in colls and origin in regions]))
+        work += self._conflict_rows([entry for entry in group.conflicts if entry[0].rid in colls])
         moved = (len(account.failovers), account_image.write_region_of(account))
         failed_over = self._failovers != moved
         if failed_over:
