@@ -333,3 +333,37 @@ def test_an_unreadable_row_is_one_line_and_exit_1(tmp_path):
     db.close()
     line = _start_fails(tmp_path, "--data-dir", str(data))
     assert "cannot read" in line and "--reset-data" in line
+
+
+def test_forced_failover_with_a_region_down_then_kill_9_cuts_it_on_restart(tmp_path):
+    data = tmp_path / "data"
+    with spawn(tmp_path, *ARGS, "--data-dir", str(data)) as cli:
+        info = cli.info
+        c = CosmosClient(info["account_endpoint"], info["key"]).create_database("d").create_container(
+            "c", PartitionKey("/pk"))
+        for i in range(10):
+            c.create_item({"id": f"before{i}", "pk": "a"})
+        _quiet(info)
+        _control(info, "POST", "/faults", {"type": "region_outage", "region": WEST})
+        _control(info, "POST", "/faults", {"type": "link_cut", "from": EAST, "to": EAST2, "one_way": True})
+        for i in range(5):
+            c.create_item({"id": f"cut{i}", "pk": "a"})       # only East US has them
+        f = _control(info, "POST", "/failover", {"region": EAST2, "kind": "forced"})
+        assert f["lost_writes"] >= 5
+        lost = {w["id"] for w in _control(info, "GET", "/lost-writes")["writes"]}
+        after = CosmosClient(info["account_endpoint"], info["key"]).get_database_client("d").get_container_client("c")
+        for i in range(3):
+            after.create_item({"id": f"after{i}", "pk": "a"})
+        cli.proc.kill()
+        cli.proc.wait(EXIT_TIMEOUT_S)
+    acknowledged = {f"before{i}" for i in range(10)} | {f"after{i}" for i in range(3)}
+    with spawn(tmp_path, *ARGS, "--data-dir", str(data)) as cli:
+        info = cli.info
+        assert [r["name"] for r in info["regions"] if r["write"]] == [EAST2]
+        faults = _control(info, "GET", "/faults")["faults"]
+        assert [f["type"] for f in faults] == ["link_cut"]         # the outage ended with the process
+        _control(info, "DELETE", f"/faults/{faults[0]['id']}")
+        _quiet(info)
+        for region in (EAST, EAST2, WEST):      # West, down at the failover, took the cut on restart
+            assert {id for _, id in _items(_region_container(info, region))} == acknowledged - lost, region
+        assert {w["id"] for w in _control(info, "GET", "/lost-writes")["writes"]} == lost
