@@ -228,7 +228,8 @@ class Emulator:
             self._listeners[name] = (http, server)
         if cfg.read_only_endpoints:
             for name, port in zip(cfg.account.regions, cfg.read_only_ports()):
-                await self.add_read_only_endpoint(name, port)
+                if self.account.region_state(name) is not None:     # not removed (a data dir's)
+                    await self.add_read_only_endpoint(name, port)
         self.account.region_listeners.append(self._on_region_state)
         await self.direct.start()
         self._control_runner = web.AppRunner(control_app(self), access_log=None,
