@@ -127,12 +127,16 @@ class Persistence:
             self._close_quietly()
             raise PersistenceError(f"{self.path} is corrupt or unreadable ({e}); move it away, or "
                                    "--reset-data to start empty") from None
-        except (PersistenceError, KeyError, ValueError, TypeError, msgpack.UnpackException) as e:
+        except PersistenceError:
             self._close_quietly()
-            if isinstance(e, PersistenceError):
-                raise
+            raise
+        except (KeyError, IndexError, ValueError, TypeError, AttributeError, msgpack.UnpackException) as e:
+            # Rows that are not what this schema writes (edited by hand, or damaged inside a
+            # page SQLite itself still reads): refused like a damaged file, never half-restored.
+            self._close_quietly()
+            what = (str(e).splitlines() or [""])[0][:200]
             raise PersistenceError(f"{self.path} holds rows this regionlab cannot read ({type(e).__name__}: "
-                                   f"{e}); move it away, or --reset-data to start empty") from None
+                                   f"{what}); move it away, or --reset-data to start empty") from None
         self._hook(account)
         return got.items if got is not None else 0
 
