@@ -263,6 +263,8 @@ def test_a_graceful_failover_cut_short_by_kill_9_keeps_the_old_write_region(tmp_
             c.create_item({"id": f"i{i}", "pk": "a"})      # East US 2 lacks them: the drain cannot end
         f = _control(info, "POST", "/failover", {"region": EAST2, "kind": "graceful", "wait": False})
         assert f["state"] == "draining"
+        # Something that rewrites the account's metadata while the drain is under way.
+        _control(info, "POST", "/faults", {"type": "link_lag", "from": WEST, "to": EAST, "lag_ms": 3})
         cli.proc.kill()
         cli.proc.wait(EXIT_TIMEOUT_S)
     with spawn(tmp_path, *ARGS, "--data-dir", str(data)) as cli:
