@@ -440,9 +440,6 @@ def _cross_check(v: dict) -> None:
     if v["multi_write"] and v["consistency"] == "Strong":
         raise ConfigError("Strong consistency cannot be combined with multi-write regions "
                           "(the service does not offer it either); pick another consistency level.")
-    if v["data_dir"] is not None and v["multi_write"]:
-        raise ConfigError("--data-dir does not support --multi-write accounts yet (each region's own history "
-                          "would have to be kept); drop one of them")
     if v["reset_data"] and v["data_dir"] is None:
         raise ConfigError("--reset-data needs --data-dir: without a data dir there is nothing to reset")
     n = len(v["regions"])

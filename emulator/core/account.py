@@ -126,6 +126,7 @@ class Account:
         # default, memory only) costs nothing.
         self.commit_hook = None
         self.metadata_hook = None
+        self.conflict_hook = None               # fn(container, ident, entry) for each new conflict
         from .faults import FaultRegistry
         self.faults = FaultRegistry(self)
         self.throttle = Throttle(self, config.throttle)
@@ -315,6 +316,7 @@ class Account:
         for c, p in self.partitions():
             self._join_partition(c, p, name)
         self._regions_changed()
+        self.metadata_changed()               # a durable account keeps its regions (account_image.py)
         for fn in self.region_listeners:
             fn(name, "added")
         return region
@@ -374,6 +376,7 @@ class Account:
             p.detach(name)
         self.throttle.clear_storm(name)       # a region re-added under this name starts without it
         self._regions_changed()
+        self.metadata_changed()
         for fn in self.region_listeners:
             fn(name, "removed")
 
@@ -476,6 +479,8 @@ class Account:
             partitions.append(p)
         c = Container(db, definition, rid, ts, etag, partitions)
         c.conflicts = conflict_log
+        if self.conflict_hook is not None:
+            conflict_log.on_record = lambda ident, entry, c=c, hook=self.conflict_hook: hook(c, ident, entry)
         if self.commit_hook is not None:
             hook = self.commit_hook
             for p in partitions:

@@ -38,6 +38,7 @@ class ConflictLog:
         self.container_rid = container_rid
         self.entries: list[dict] = []
         self._seen: set = set()
+        self.on_record = None           # fn(ident, entry) for each new entry: a durable account keeps it
 
     def record(self, loser, winner) -> None:
         ident = (loser.key, loser.origin, loser.oseq)
@@ -54,3 +55,5 @@ class ConflictLog:
                           "partitionKey": loser.key[0]}})
         if len(self.entries) > CONFLICTS_KEPT_MAX:
             del self.entries[0]
+        if self.on_record is not None:
+            self.on_record(ident, self.entries[-1])

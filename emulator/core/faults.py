@@ -38,6 +38,9 @@ FAULT_TYPES = ("region_outage", "link_cut", "link_lag", "primary_crash", "replic
 OUTAGE_MODES = ("refuse", "reset", "unavailable", "blackhole")
 OUTAGE_MODE_DEFAULT = "unavailable"
 FAULT_TYPES += DIRECT_FAULT_TYPES              # replica_move, node_crash, direct_ports_blocked
+# The faults a durable account keeps across a restart (account_image.py): the links' state.
+# The others (outages, crashes, request faults) are what a process restart itself ends.
+KEPT_FAULT_TYPES = ("link_cut", "link_lag")
 
 
 class FaultRegistry(DirectFaults):
@@ -71,6 +74,8 @@ class FaultRegistry(DirectFaults):
                               and self.account.region_state(spec[k]) is not None]
         if duration is not None:
             self.account.scheduler.call_at(self.account.clock.now_ms() + duration, self._expire, fid)
+        if spec["type"] in KEPT_FAULT_TYPES:
+            self.account.metadata_changed()
         return fid
 
     def heal(self, fid: int) -> dict:
@@ -78,6 +83,8 @@ class FaultRegistry(DirectFaults):
             raise not_found(f"No active fault with id {fid}.")
         spec = self.active.pop(fid)
         undo = self._undo.pop(fid)
+        if spec["type"] in KEPT_FAULT_TYPES:
+            self.account.metadata_changed()
         gone = [name for name, region in self._regions.pop(fid)         # by identity: a region re-added
                 if not any(r is region for r in self.account.regions)]  # under the name is another one
         if gone:

@@ -45,7 +45,7 @@ class Partition:
         self.region_up = lambda region: True   # the account's view; a region in an outage is exempt
         self._region_ids: dict[str, int] = {}  # region name -> id in session-token vectors
         self.region_order: tuple = ()          # (name, id) by id: the order of those vectors
-        # fn(partition, rs, old, new) for every commit of a write region, when the account is
+        # fn(partition, rs, old, new) for every commit of every region, when the account is
         # durable (runtime/persistence.py writes them); None keeps the in-memory path as it was.
         self.durable = None
 
@@ -129,8 +129,8 @@ class Partition:
         # failover still commits and must still ship, or the drain never completes.
         if rs.region in self.write_regions or rs.region == self.draining_from:
             self._ship(rs, old, new)
-            if self.durable is not None:
-                self.durable(self, rs, old, new)
+        if self.durable is not None:           # every region's: a restart brings each back as it was
+            self.durable(self, rs, old, new)
         self._recompute_global()
 
     def _ship(self, rs: ReplicaSet, old: int, new: int) -> None:

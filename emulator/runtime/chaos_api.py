@@ -9,6 +9,7 @@ from aiohttp import web
 
 from ..core.errors import CosmosError
 from .control_json import guarded, json_body as _body, json_reply as _json
+from .throughput_api import on_disk
 
 FAILOVER_WAIT_S = 60.0
 
@@ -21,6 +22,7 @@ def add_chaos_routes(app: web.Application, emu) -> None:
         fid = emu.account.faults.inject(await _body(request))
         fault = emu.account.faults.active[fid]     # now: a duration_ms of 0 may end it while we settle
         await emu.settled()
+        await on_disk(emu)
         return _json(fault, status=201)
 
     async def fault_heal(request):
@@ -30,6 +32,7 @@ def add_chaos_routes(app: web.Application, emu) -> None:
             raise CosmosError(400, 0, "A fault id is an integer.") from None
         healed = emu.account.faults.heal(fid)
         await emu.settled()
+        await on_disk(emu)
         return _json({"healed": healed})
 
     async def failover(request):
@@ -47,6 +50,7 @@ def add_chaos_routes(app: web.Application, emu) -> None:
                 await asyncio.wait_for(done, FAILOVER_WAIT_S)
             except asyncio.TimeoutError:
                 pass
+        await on_disk(emu)
         return _json(f.describe(), status=200 if f.state != "draining" else 202)
 
     async def failovers(request):
@@ -64,11 +68,18 @@ def add_chaos_routes(app: web.Application, emu) -> None:
                                       '(port: an integer 0-65535, 0 for any free one).')
         emu.account.check_new_region(name)       # refuse a duplicate before binding its port
         emu.reserve_port(name, port)
+        if emu.persistence is not None:          # a restart serves it on the port asked for
+            emu.persistence.region_ports[name] = port
         try:
             region = emu.account.add_region(name)
+        except BaseException:
+            if emu.persistence is not None:
+                emu.persistence.region_ports.pop(name, None)
+            raise
         finally:
             emu.release_port(name)               # a no-op once the region serves on it
         await emu.settled()
+        await on_disk(emu)
         return _json({"name": region.name, "id": region.id,
                       "endpoint": emu.topology.region_endpoint(region.name)}, status=201)
 
@@ -79,7 +90,10 @@ def add_chaos_routes(app: web.Application, emu) -> None:
         except KeyError:
             raise CosmosError(404, 0, f"No region named '{name}'.") from None
         emu.account.remove_region(name)
+        if emu.persistence is not None:
+            emu.persistence.region_ports.pop(name, None)
         await emu.settled()
+        await on_disk(emu)
         return _json({"removed": name})
 
     app.router.add_post("/regions", guarded(region_add))

@@ -1,96 +1,42 @@
 """The account on disk: SQLite in WAL mode, written by group commit (docs/durability.md).
 
-Theory of operation: the core reports every commit of a write region (Partition.durable) and
-every metadata change (Account.metadata_hook); nothing is written there. Here they collect in
-the current *group* (the newest version of each key touched, the partitions touched, whether
-metadata changed), and at the end of the event-loop turn (call_soon) the group is written in
-one SQLite transaction on a worker thread while the loop goes on serving. A write is
-acknowledged only after the group that holds its commit is on disk (`barrier`): the gateway
-awaits it after the commit's quorum. At most one group is being written at a time; commits
-arriving meanwhile form the next group, written as soon as the current one is done — so the
-queue is bounded at two groups, and a busy second fills one transaction instead of many.
+Theory of operation: the core reports every commit of every region's replica sets
+(Partition.durable), every new conflict (Account.conflict_hook) and every metadata or topology
+change (Account.metadata_hook); nothing is written there. Here they collect in the current
+*group* (the newest version of each key touched per region, the replica sets touched, the
+commits shipped, the conflicts, whether metadata changed), and at the end of the event-loop turn
+(call_soon) the group is written in one SQLite transaction on a worker thread while the loop
+goes on serving. A write is acknowledged only after the group that holds its commit is on disk
+(`barrier`): the gateway awaits it after the commit's quorum. At most one group is being
+written at a time; commits arriving meanwhile form the next group, written as soon as the
+current one is done — so the queue is bounded at two groups, and a busy second fills one
+transaction instead of many.
+
+What a region shipped is kept in the outbox until every other region's row says it committed
+it (the rows of one transaction agree with each other), so a restart can queue exactly the
+missing commits on the links again (core/account_image.py).
 
 Durability: `strict` sets synchronous=FULL (each group is fsynced before its writes are
 acknowledged: survives power loss), `relaxed` sets synchronous=NORMAL in WAL mode (each group
 is in the OS's page cache before it is acknowledged: survives a killed process, not a power
-loss or kernel crash).
-
-The file: tables meta (schema version, the config it was made with, the metadata image of
-core/account_image.py), partitions (committed LSN, write progress and the container's document
-rid counter per container partition) and items (the newest live version of every key). `PRAGMA application_id` marks it
-as regionlab's. Opening refuses, with one line (PersistenceError), a file that is not SQLite,
-not regionlab's, of a newer schema, corrupt, or made with other topology flags.
+loss or kernel crash). The file itself is data_file.py.
 """
-import asyncio
-import json
 import logging
 import os
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 
+import msgpack
+
 from ..core import account_image
+from . import data_file as F
+from .data_file import FILE_NAME, PersistenceError, bound_config  # noqa: F401 (the module's public names)
+from .group_rows import Group, GroupRows
 
 log = logging.getLogger("regionlab.persistence")
 
-FILE_NAME = "regionlab.sqlite"
-SCHEMA_VERSION = 1
-APPLICATION_ID = 0x52474C42               # "RGLB": PRAGMA application_id of a regionlab file
-SQLITE_HEADER = b"SQLite format 3\x00"
 DURABILITY_MODES = ("strict", "relaxed")
 SYNCHRONOUS = {"strict": "FULL", "relaxed": "NORMAL"}
-# The settings a data dir is bound to: the account's shape. Others (ports, faults) may change.
-BOUND_SETTINGS = ("regions", "multi_write", "consistency", "partition_count")
-
-_SCHEMA = (
-    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
-    "CREATE TABLE partitions (coll_rid TEXT NOT NULL, idx INTEGER NOT NULL, lsn INTEGER NOT NULL, "
-    "state TEXT NOT NULL, PRIMARY KEY (coll_rid, idx)) WITHOUT ROWID",
-    "CREATE TABLE items (coll_rid TEXT NOT NULL, idx INTEGER NOT NULL, pk TEXT NOT NULL, id TEXT NOT NULL, "
-    "lsn INTEGER NOT NULL, rid TEXT NOT NULL, etag TEXT NOT NULL, ts INTEGER NOT NULL, ts_ms INTEGER NOT NULL, "
-    "op TEXT NOT NULL, prev_lsn INTEGER NOT NULL, origin TEXT NOT NULL, oseq INTEGER NOT NULL, "
-    "body BLOB NOT NULL, PRIMARY KEY (coll_rid, idx, pk, id)) WITHOUT ROWID",
-)
-_UPSERT_ITEM = "INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-_DELETE_ITEM = "DELETE FROM items WHERE coll_rid = ? AND idx = ? AND pk = ? AND id = ?"
-_UPSERT_PARTITION = "INSERT OR REPLACE INTO partitions VALUES (?, ?, ?, ?)"
-
-
-class PersistenceError(Exception):
-    """A data dir regionlab cannot start from; str() is one line naming the file and what to do."""
-
-
-def bound_config(account_config) -> dict:
-    return {name: (list(v) if isinstance(v := getattr(account_config, name), tuple) else v)
-            for name in BOUND_SETTINGS}
-
-
-class _Group:
-    """The commits of one or more loop turns, written in one transaction."""
-    __slots__ = ("items", "partitions", "metadata", "waiters", "loop")
-
-    def __init__(self, loop):
-        self.loop = loop
-        self.items: dict = {}          # (coll rid, partition index, key) -> newest Version
-        self.partitions: dict = {}     # (coll rid, partition index) -> (container, write replica set)
-        self.metadata = False
-        # One future per waiting write, not one shared: a gateway handler's first step runs
-        # outside its task (gateway/http.py), and a future awaited that way must be its own.
-        self.waiters: list = []
-
-    def waiter(self):
-        fut = self.loop.create_future()
-        self.waiters.append(fut)
-        return fut
-
-    def settle(self, failed: str | None) -> None:
-        """Tell every waiter: None when the group is durable, else what went wrong."""
-        for fut in self.waiters:
-            if not fut.done():
-                fut.set_result(failed)
-        self.waiters.clear()
-
-    def __bool__(self) -> bool:
-        return bool(self.items or self.partitions or self.metadata)
 
 
 class Persistence:
@@ -100,13 +46,13 @@ class Persistence:
         self._db: sqlite3.Connection | None = None
         self._account = None
         self._loop = None
-        self._group: _Group | None = None
-        self._writing: _Group | None = None
+        self._group: Group | None = None
+        self._writing: Group | None = None
         self._scheduled = False
-        self._colls: set = set()       # container rids the file holds metadata of
-        self._failovers = 0            # the account's failovers the file has seen
+        self._file = GroupRows()       # what the file holds; the rows of each group
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="regionlab-persistence")
         self.groups_written = 0
+        self.leveled: list = []        # "container/partition/region" a restart brought level (rare)
         try:
             os.makedirs(data_dir, exist_ok=True)
             if reset:
@@ -126,21 +72,18 @@ class Persistence:
         account's state from it, and hook the account's commits; how many items it restored."""
         bound = bound_config(account.config)
         try:
-            existed = os.path.exists(self.path) and os.path.getsize(self.path) > 0
-            if existed:
-                with open(self.path, "rb") as f:
-                    if f.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
-                        raise PersistenceError(f"{self.path} is not a regionlab data file (not SQLite); "
-                                               "point --data-dir elsewhere, or --reset-data to start empty")
+            existed = F.check_header(self.path)
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             db = self._db
-            if existed:
-                restored = self._recover(account, bound)
-            else:
-                self._create(bound)
-                restored = 0
+            got = F.recover(db, self.path, account, bound) if existed else None
+            if got is None:
+                F.create(db, bound)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute(f"PRAGMA synchronous={SYNCHRONOUS[self.durability]}")
+            self._account = account
+            self._adopt(account, got)
+            if got is not None and got.migrated:
+                F.migrate_v1(db, self._everything())
         except sqlite3.DatabaseError as e:
             self._close_quietly()
             raise PersistenceError(f"{self.path} is corrupt or unreadable ({e}); move it away, or "
@@ -148,61 +91,54 @@ class Persistence:
         except PersistenceError:
             self._close_quietly()
             raise
-        self._account = account
-        self._colls = set(account.colls_by_rid)
+        except (KeyError, IndexError, ValueError, TypeError, AttributeError, msgpack.UnpackException) as e:
+            # Rows that are not what this schema writes (edited by hand, or damaged inside a
+            # page SQLite itself still reads): refused like a damaged file, never half-restored.
+            self._close_quietly()
+            what = (str(e).splitlines() or [""])[0][:200]
+            raise PersistenceError(f"{self.path} holds rows this regionlab cannot read ({type(e).__name__}: "
+                                   f"{what}); move it away, or --reset-data to start empty") from None
+        self._hook(account)
+        return got.items if got is not None else 0
+
+    @property
+    def region_ports(self) -> dict:
+        """Runtime-added region -> the port it was asked for (0: any); the control port fills it."""
+        return self._file.region_ports
+
+    def _adopt(self, account, got) -> None:
+        self._file.adopt(account, got)
+        if got is None:
+            return
+        for c, p, region in got.leveled:
+            self.leveled.append(f"{c.db.id}/{c.id}/{p.range_id}/{region}")
+            log.warning("partition %s of %s/%s in %s had lagged past the commits the file kept; it was "
+                        "restored level with the write region", p.range_id, c.db.id, c.id, region)
+        if got.leveled:
+            group = self._group = Group(None)
+            for c, p, region in got.leveled:
+                group.resync[(c.rid, int(p.range_id), region)] = (c, p, p.replica_sets[region])
+
+    def _hook(self, account) -> None:
         account.metadata_hook = self._on_metadata
         account.commit_hook = self._on_commit
-        for c in account.colls_by_rid.values():      # restored before the hook was there
+        account.conflict_hook = self._on_conflict
+        for c in account.colls_by_rid.values():      # restored before the hooks were there
             for p in c.partitions:
                 p.durable = lambda p, rs, old, new, c=c: self._on_commit(c, p, rs, old, new)
-        return restored
+            c.conflicts.on_record = lambda ident, entry, c=c: self._on_conflict(c, ident, entry)
 
-    def _create(self, bound: dict) -> None:
-        db = self._db
-        db.execute("BEGIN")
-        db.execute(f"PRAGMA application_id={APPLICATION_ID}")
-        for statement in _SCHEMA:
-            db.execute(statement)
-        db.executemany("INSERT INTO meta VALUES (?, ?)",
-                       [("schema_version", str(SCHEMA_VERSION)), ("config", json.dumps(bound)),
-                        ("metadata", json.dumps({"seq": 0, "databases": [], "containers": [], "offers": []}))])
-        db.execute("COMMIT")
-
-    def _recover(self, account, bound: dict) -> int:
-        db = self._db
-        if db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
-            raise PersistenceError(f"{self.path} is an SQLite file but not a regionlab data file; point "
-                                   "--data-dir elsewhere, or --reset-data to start empty")
-        meta = dict(db.execute("SELECT key, value FROM meta"))
-        version = int(meta.get("schema_version", "0"))
-        if version > SCHEMA_VERSION:
-            raise PersistenceError(f"{self.path} was written by a newer regionlab (schema {version}; this one "
-                                   f"reads up to {SCHEMA_VERSION}); upgrade regionlab, or --reset-data to start empty")
-        if version < 1 or "metadata" not in meta or "config" not in meta:
-            raise PersistenceError(f"{self.path} has no regionlab schema; --reset-data to start empty")
-        stored = json.loads(meta["config"])
-        if stored != bound:
-            diff = ", ".join(f"{k} {stored.get(k)!r} (now {bound[k]!r})" for k in BOUND_SETTINGS
-                             if stored.get(k) != bound[k])
-            raise PersistenceError(f"{self.path} holds an account made with {diff}; start with the same "
-                                   "--regions/--multi-write/--consistency/--partitions, or --reset-data to start empty")
-        image = json.loads(meta["metadata"])
-        account_image.restore_metadata(account, image)
-        restored = 0
-        for coll_rid, idx, lsn, state in db.execute("SELECT coll_rid, idx, lsn, state FROM partitions").fetchall():
-            c = account.colls_by_rid.get(coll_rid)
-            if c is None or idx >= len(c.partitions):
-                continue
-            state = json.loads(state)
-            c.doc_seq = max(c.doc_seq, state["doc_seq"])      # rids of deleted items are not reused
-            rows = db.execute("SELECT pk, id, lsn, rid, etag, ts, ts_ms, op, prev_lsn, origin, oseq, body "
-                              "FROM items WHERE coll_rid = ? AND idx = ?", (coll_rid, idx)).fetchall()
-            versions = [account_image.version_from_record(row, json.loads(row[-1])) for row in rows]
-            account_image.restore_partition(c, idx, lsn, state["progress"], versions, state.get("epoch", 0))
-            restored += len(versions)
-        account_image.restore_write_region(account, image)
-        self._failovers = len(account.failovers)
-        return restored
+    def _everything(self) -> list:
+        """Statements that write the whole account (a schema-1 file's migration)."""
+        group = Group(None)
+        group.metadata = True
+        account = self._account
+        for c, p in account.partitions():
+            for region, rs in p.replica_sets.items():
+                group.resync[(c.rid, int(p.range_id), region)] = (c, p, rs)
+        self._file.failovers = None                   # every replica set and the outbox afresh
+        work = self._file.rows(group)
+        return [(sql, rows) for sql, rows in work if sql is not None]
 
     def _close_quietly(self) -> None:
         if self._db is not None:
@@ -215,11 +151,15 @@ class Persistence:
     # ---- group commit ---------------------------------------------------------------------
     def start(self, loop) -> None:
         self._loop = loop
+        if self._group is not None:                   # what recovery itself changed
+            self._group.loop = loop
+            self._scheduled = True
+            loop.call_soon(self._flush)
 
-    def _current(self) -> _Group:
+    def _current(self) -> Group:
         group = self._group
         if group is None:
-            group = self._group = _Group(self._loop)
+            group = self._group = Group(self._loop)
         if not self._scheduled and self._writing is None:
             self._scheduled = True
             self._loop.call_soon(self._flush)
@@ -228,12 +168,31 @@ class Persistence:
     def _on_commit(self, c, p, rs, old: int, new: int) -> None:
         group = self._current()
         idx = int(p.range_id)
-        rid = c.rid
-        items = group.items
-        for _, versions in rs.commits_between(old, new):
+        rid, region = c.rid, rs.region
+        key = (rid, idx, region)
+        ships = region in p.write_regions or region == p.draining_from
+        multi = rs.multi_write
+        if not ships and not multi:
+            # Single-write: a region's items are the write region's taken back to its LSN
+            # (account_image.state_at); its row's LSN is all it writes.
+            group.replicas[key] = (c, p, rs)
+            return
+        if rs.log_first_lsn() > old + 1:
+            # A state transfer (a snapshot) moved this replica set on without its commits.
+            group.resync[key] = (c, p, rs)
+            return
+        items, outbox = group.items, group.outbox
+        for lsn, versions in rs.commits_between(old, new):
             for v in versions:
-                items[(rid, idx, v.key)] = v
-        group.partitions[(rid, idx)] = (c, rs)
+                items[(rid, idx, region, v.key)] = v
+            if not multi:
+                outbox.append((rid, idx, region, lsn, lsn, versions, account_image.befores_of(rs, lsn, versions)))
+            elif versions[0].origin == region:
+                outbox.append((rid, idx, region, versions[0].oseq, lsn, versions, None))
+        group.replicas[key] = (c, p, rs)
+
+    def _on_conflict(self, c, ident, entry) -> None:
+        self._current().conflicts.append((c, ident, entry))
 
     def _on_metadata(self) -> None:
         self._current().metadata = True
@@ -254,75 +213,24 @@ class Persistence:
             if group is not None:
                 group.settle(None)
             return
-        work = self._rows(group)
+        work = self._file.rows(group)
         self._writing = group
         fut = self._loop.run_in_executor(self._thread, self._write, work)
         fut.add_done_callback(lambda f: self._written(group, f))
 
-    def _rows(self, group: _Group) -> tuple:
-        """What the worker thread writes, taken now on the loop (the core's state moves on)."""
-        upserts, deletes = [], []
-        for (rid, idx, _), v in group.items.items():
-            if v.deleted:
-                deletes.append((rid, idx, v.key[0], v.key[1]))
-            else:
-                upserts.append((rid, idx) + account_image.item_record(v))
-        parts = [(rid, idx, rs.committed_lsn, json.dumps({"progress": rs.progress, "doc_seq": c.doc_seq, "epoch": rs.epoch}))
-                 for (rid, idx), (c, rs) in group.partitions.items()]
-        image = gone = resync = None
-        if group.metadata:
-            account = self._account
-            image = json.dumps(account_image.metadata(account))
-            now = set(account.colls_by_rid)
-            gone = [(rid,) for rid in self._colls - now]
-            self._colls = now
-            if len(account.failovers) != self._failovers:
-                self._failovers = len(account.failovers)
-                resync = self._resync_rows(account)
-        return upserts, deletes, parts, image, gone, resync
-
-    @staticmethod
-    def _resync_rows(account) -> list:
-        """After a failover, every partition as its new write region has it: a forced failover
-        cut history back (its lost writes must not come back at a restart), and the file kept
-        only the newest version of each key, not what to go back to. Rare, and O(items)."""
-        out = []
-        for c, p in account.partitions():
-            rs = p.replica_sets[account.hub_region]
-            idx = int(p.range_id)
-            rows = [(c.rid, idx) + account_image.item_record(v) for v in rs.store.scan(rs.committed_lsn)]
-            state = json.dumps({"progress": rs.progress, "doc_seq": c.doc_seq, "epoch": rs.epoch})
-            out.append((c.rid, idx, rows, (c.rid, idx, rs.committed_lsn, state)))
-        return out
-
-    def _write(self, work: tuple) -> None:
-        upserts, deletes, parts, image, gone, resync = work
+    def _write(self, work: list) -> None:
         db = self._db
         db.execute("BEGIN")
         try:
-            if upserts:
-                db.executemany(_UPSERT_ITEM, upserts)
-            if deletes:
-                db.executemany(_DELETE_ITEM, deletes)
-            if parts:
-                db.executemany(_UPSERT_PARTITION, parts)
-            if image is not None:
-                db.execute("UPDATE meta SET value = ? WHERE key = 'metadata'", (image,))
-            if gone:
-                db.executemany("DELETE FROM items WHERE coll_rid = ?", gone)
-                db.executemany("DELETE FROM partitions WHERE coll_rid = ?", gone)
-            # Last: the partitions as they are now, over any older commit of this group.
-            for rid, idx, rows, part in resync or ():
-                db.execute("DELETE FROM items WHERE coll_rid = ? AND idx = ?", (rid, idx))
-                db.executemany(_UPSERT_ITEM, rows)
-                db.execute(_UPSERT_PARTITION, part)
+            for sql, rows in work:
+                db.executemany(sql, rows)
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
 
-    def _written(self, group: _Group, f) -> None:
+    def _written(self, group: Group, f) -> None:
         self._writing = None
         err = f.exception()
         if err is not None:

@@ -208,8 +208,10 @@ class Emulator:
             persistence.start(loop)
             self.persistence = persistence
         socks = [(None, _bind(cfg.host, cfg.global_port))]
-        for name, port in zip(cfg.account.regions, cfg.ports()):
-            socks.append((name, _bind(cfg.host, port)))
+        ports = dict(zip(cfg.account.regions, cfg.ports()))
+        kept = self.persistence.region_ports if self.persistence is not None else {}
+        for name in (r.name for r in self.account.regions):     # a data dir's regions added at runtime too
+            socks.append((name, _bind(cfg.host, ports[name] if name in ports else kept.get(name, 0))))
         control_sock = _bind(cfg.host, cfg.control_port)
         for name, sock in socks:
             port = sock.getsockname()[1]
@@ -226,7 +228,8 @@ class Emulator:
             self._listeners[name] = (http, server)
         if cfg.read_only_endpoints:
             for name, port in zip(cfg.account.regions, cfg.read_only_ports()):
-                await self.add_read_only_endpoint(name, port)
+                if self.account.region_state(name) is not None:     # not removed (a data dir's)
+                    await self.add_read_only_endpoint(name, port)
         self.account.region_listeners.append(self._on_region_state)
         await self.direct.start()
         self._control_runner = web.AppRunner(control_app(self), access_log=None,
@@ -421,7 +424,7 @@ class Emulator:
             tls["certificate"] = self.certificate.trust_file
         return {"ready": True, "account_endpoint": t.global_endpoint, **tls,
                 "regions": [{"name": n, "endpoint": t.region_endpoint(n),
-                             "write": n in self.account.write_regions} for n in self.account.config.regions],
+                             "write": n in self.account.write_regions} for n in (r.name for r in self.account.regions)],
                 "control_port": t.control_port, "control_endpoint": t.control_url,
                 "key": self.config.key, "auth": self.config.key is not None,
                 "consistency": self.account.consistency,

@@ -168,8 +168,8 @@ def _throughput(body: dict) -> tuple:
     return ru, auto
 
 
-async def _durable(emu) -> None:
-    """With --data-dir, answer once the new offer is on disk (runtime/persistence.py)."""
+async def on_disk(emu) -> None:
+    """With --data-dir, answer once the change is on disk (runtime/persistence.py)."""
     if emu.persistence is not None:
         fut = emu.persistence.barrier()
         if fut is not None:
@@ -193,7 +193,7 @@ def add_throughput_routes(app: web.Application, emu) -> None:
         db = a.database(request.match_info["db"])
         c = a.container(db, request.match_info["coll"])
         offer = a.set_throughput(c, ru, auto)
-        await _durable(emu)
+        await on_disk(emu)
         return _json({"database": db.id, "container": c.id, "offer": offer.properties() if offer else None,
                       "partition_ru_per_s": a.throttle.partition_budget(c)})
 
@@ -202,7 +202,7 @@ def add_throughput_routes(app: web.Application, emu) -> None:
         ru, auto = _throughput(await _body(request))
         db = a.database(request.match_info["db"])
         offer = a.set_throughput(db, ru, auto)
-        await _durable(emu)
+        await on_disk(emu)
         return _json({"database": db.id, "offer": offer.properties() if offer else None})
 
     async def put_storm(request):
