@@ -335,3 +335,4 @@ def restore_conflicts(container, entries: list) -> None:
     for ident, entry in entries:
         log.entries.append(entry)
         log._seen.add(ident)
+        log.recorded = max(log.recorded, int(entry["id"]))

@@ -38,6 +38,7 @@ class ConflictLog:
         self.container_rid = container_rid
         self.entries: list[dict] = []
         self._seen: set = set()
+        self.recorded = 0               # entries ever recorded: ids stay unique past the kept window
         self.on_record = None           # fn(ident, entry) for each new entry: a durable account keeps it
 
     def record(self, loser, winner) -> None:
@@ -45,7 +46,8 @@ class ConflictLog:
         if ident in self._seen:
             return
         self._seen.add(ident)
-        n = len(self.entries) + 1
+        self.recorded += 1
+        n = self.recorded
         self.entries.append({
             "id": str(n), "_rid": f"{self.container_rid}conflict{n}", "resourceType": "document",
             "operationType": loser.op, "resourceId": loser.rid,
