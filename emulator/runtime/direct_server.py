@@ -34,6 +34,7 @@ from ..gateway.call import Call
 from ..gateway.server import Gateway
 from ..gateway.http import carry_on as http_carry_on
 from . import direct_tls
+from .port_hold import PortHold
 
 log = logging.getLogger("regionlab.direct")
 
@@ -118,6 +119,7 @@ class DirectNode:
         self.port = port
         self.server = None
         self._sock = None
+        self._hold = None               # PortHold while a fault keeps the node from listening
         self.connections: set = set()
         self.requests: collections.Counter = collections.Counter()   # (op, status, sub) -> replies
         self.replica_requests = plane.replica_requests.setdefault(region, collections.Counter())
@@ -181,11 +183,15 @@ class DirectNode:
         if sock is not None:
             self.server = await asyncio.get_running_loop().create_server(self, sock=sock)
 
-    def set_listening(self, want: bool) -> asyncio.Task | None:
+    def set_listening(self, want: bool, hold: bool = True) -> asyncio.Task | None:
+        """Listen or not; a node that stops listening keeps its port (port_hold.py) unless
+        `hold` is False (the node goes away), so it comes back on the same address."""
         if want and self.server is None and self._sock is None:
             self.bind()
+            self._release_hold()
             return asyncio.get_running_loop().create_task(self.serve())
         if not want:
+            was_listening = self.server is not None or self._sock is not None
             if self._sock is not None:
                 self._sock.close()
                 self._sock = None
@@ -194,7 +200,16 @@ class DirectNode:
                 self.server = None
             for conn in list(self.connections):
                 conn.abort()
+            if not hold:
+                self._release_hold()
+            elif was_listening and self._hold is None:
+                self._hold = PortHold(self.plane.host, self.port)
         return None
+
+    def _release_hold(self) -> None:
+        if self._hold is not None:
+            self._hold.release()
+            self._hold = None
 
     def describe(self) -> dict:
         return {"region": self.region, "node": self.index, "port": self.port,
@@ -256,7 +271,7 @@ class DirectPlane:
         for node in self.nodes.values():
             for conn in list(node.connections):
                 conn.goodbye()
-            node.set_listening(False)
+            node.set_listening(False, hold=False)
 
     def _allocate_port(self) -> int:
         lo, hi = self._port_range
@@ -291,7 +306,7 @@ class DirectPlane:
                 self._settle(node.serve())
         elif state == "removed":
             for node in self.region_nodes(name):
-                node.set_listening(False)
+                node.set_listening(False, hold=False)
                 del self.nodes[(name, node.index)]
                 self.emu.topology.direct_ports.pop((name, node.index), None)
             self.gateways.pop(name, None)

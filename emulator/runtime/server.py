@@ -36,6 +36,7 @@ from .tls_listener import TlsListener
 from .control import control_app
 from .direct_server import DirectPlane
 from .persistence import Persistence
+from .port_hold import PortHold
 from .control_access import is_loopback
 
 log = logging.getLogger("regionlab")
@@ -184,6 +185,7 @@ class Emulator:
         self._control_server = None
         self.control_refusals: Refusals | None = None
         self._listeners: dict = {}               # region (None = global) -> (HttpServer, asyncio.Server)
+        self._port_holds: dict = {}              # region -> PortHold while a refuse outage closes it
         self.pending_sockets: dict = {}          # region being added -> its already bound socket
         self._settling: set = set()              # endpoint changes not yet complete (see settled)
         self.direct: DirectPlane | None = None   # the backend nodes' TCP listeners (direct mode)
@@ -278,6 +280,9 @@ class Emulator:
             self._add_endpoint(name, self.pending_sockets.pop(name))
         elif state == "removed":
             self._stop_listening(name)
+            hold = self._port_holds.pop(name, None)
+            if hold is not None:
+                hold.release()
             self.topology.region_ports.pop(name, None)
             self.gateways.pop(name, None)
             http, _server = self._listeners.pop(name)       # nothing of the region is kept
@@ -291,6 +296,8 @@ class Emulator:
     def _begin_outage(self, name: str, mode: str) -> None:
         if mode == "refuse":
             self._stop_listening(name)
+            # Nobody else may take the port meanwhile: the region listens on it again.
+            self._port_holds[name] = PortHold(self.config.host, self.topology.region_ports[name])
         elif mode in (RESET, BLACKHOLE):
             http = self._listeners[name][0]
             reset = http.begin_outage(mode)
@@ -388,6 +395,9 @@ class Emulator:
             return
         port = self.topology.region_ports[name]
         sock = _bind(self.config.host, port)
+        hold = self._port_holds.pop(name, None)
+        if hold is not None:
+            hold.release()
         self._listeners[name] = (http, await self._serve(http, sock))
 
     def _sweep(self) -> None:
@@ -401,6 +411,9 @@ class Emulator:
             self._sweeper.cancel()
         if self.direct is not None:
             await self.direct.stop()
+        for hold in self._port_holds.values():
+            hold.release()
+        self._port_holds.clear()
         for s in self._servers:
             s.close()
         for http in self._http_servers:

@@ -68,6 +68,37 @@ def test_refuse_closes_the_port_and_heal_listens_again_on_it(regionlab):
     assert raw_request(regionlab, "GET", "/", url=url).status == 200
 
 
+def _bind_fails(port: int) -> bool:
+    """Whether another program's bind of the port (as an outgoing connection's or a bind(0)'s
+    port would take it) is refused."""
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+        return False
+    except OSError:
+        return True
+    finally:
+        s.close()
+
+
+def test_refuse_keeps_the_gateway_and_direct_ports_from_anyone_else_until_heal(regionlab):
+    """A closed port is free for the taking; on a busy machine something takes it and the heal
+    cannot listen again. The outage holds each port (bound, never listening: still refused)."""
+    url = regionlab.region_endpoints[REGION]
+    port = host_port(url)[1]
+    nodes = [n["port"] for n in regionlab.direct_nodes if n["region"] == REGION]
+    fault = inject_fault(regionlab, type="region_outage", region=REGION, mode="refuse")
+    for p in [port, *nodes]:
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", p), timeout=5).close()
+        assert _bind_fails(p), f"port {p} of an out region could be taken by anyone"
+    heal_fault(regionlab, fault["id"])
+    assert raw_request(regionlab, "GET", "/", url=url).status == 200
+    for p in nodes:
+        socket.create_connection(("127.0.0.1", p), timeout=5).close()
+    assert _bind_fails(port)
+
+
 def test_reset_accepts_then_resets_open_and_new_connections(regionlab):
     url = regionlab.region_endpoints[REGION]
     with raw_socket(regionlab, url) as old:
