@@ -59,7 +59,7 @@ class Pipeline:
         self.consistency_level = consistency_level
         self.availability_strategy = hedging.AvailabilityStrategy.of(availability_strategy)
         self.timeout_s = timeout_s
-        self.breaker = breaker or cb.PartitionCircuitBreaker()
+        self.breaker = breaker            # None: no circuit breaker (the client's circuit_breaker=False)
         self.sessions = sessions or SessionContainer()
         self.latency_threshold_ms = latency_threshold_ms
         # perf_counter, not the loop's clock: uvloop's ticks in whole milliseconds
@@ -195,7 +195,8 @@ class Pipeline:
 
     # ---- routing ---------------------------------------------------------------------------
     def _partition(self, req):
-        if not (req.is_document and req.partition_key is not None and self.router.multi_write):
+        """The breaker's key of a request, or None when the breaker does not apply to it."""
+        if self.breaker is None or not (req.is_document and req.partition_key is not None and self.router.multi_write):
             return None
         return req.collection, req.partition_key
 
