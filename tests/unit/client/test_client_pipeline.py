@@ -3,7 +3,7 @@ transport (client_world): hedged reads start the second region at exactly 500 ms
 answer and cancel the first; the end-to-end timeout cancels the attempt in flight at exactly 3 s;
 429s are waited out by their retry-after; 403/3 refreshes the account and follows the new write
 region; per-request exclusions route reads; repeated 503s open the circuit breaker so the next
-read of that partition goes elsewhere first; reads carry the region-scoped session token; the
+read of that partition goes elsewhere first (and with circuit_breaker=False never do); reads carry the region-scoped session token; the
 periodic account refresh runs in the background without holding a request; every
 attempt, hedge and decision is in the diagnostics with its charge."""
 import asyncio
@@ -167,6 +167,21 @@ def test_repeated_failures_open_the_breaker_for_that_partition():
     assert any(e.kind == "breaker" and "Unavailable" in e.detail for e in last.diagnostics.events)
     assert [a.region for a in after.diagnostics.attempts] == ["West US"]
     assert [a.region for a in other.diagnostics.attempts] == ["East US"]
+
+
+def test_without_the_breaker_repeated_failures_keep_the_region_order():
+    doc = account_doc(write=("East US", "West US"), read=("East US", "West US"), multi_write=True)
+    t = ScriptedTransport(serve(lambda r, m, h: (0.0, reply(503)) if r == "East US" else (0.0, reply())), doc)
+
+    async def main():
+        client, c = await container(t, circuit_breaker=False)
+        reads = [await c.read_item("1", partition_key="a") for _ in range(8)]
+        await client.close()
+        return client, reads
+    client, reads = run(main())
+    assert client.circuit_breaker is None
+    assert all([a.region for a in r.diagnostics.attempts] == ["East US", "East US", "West US"] for r in reads)
+    assert not any(e.kind == "breaker" for r in reads for e in r.diagnostics.events)
 
 
 def test_reads_carry_the_region_scoped_session_token():
