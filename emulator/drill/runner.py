@@ -97,8 +97,12 @@ async def _run(drill, target: Target, out, seed: int) -> tuple[dict, list]:
 
 def as_run(drill, started_at_ms: list):
     """The drill with each step at the time it actually ran (a graceful failover's drain can
-    hold the next step back), so phases and windows match what the workload saw."""
-    steps = [dict(s, at_ms=int(round(t))) for s, t in zip(drill.schedule, started_at_ms)]
+    hold the next step back), so phases and windows match what the workload saw. Steps planned
+    for the same time stay together, at the time the first of them ran."""
+    first_at: dict = {}            # steps planned for one time are one phase: the first one's time
+    for s, t in zip(drill.schedule, started_at_ms):
+        first_at.setdefault(s["at_ms"], int(round(t)))
+    steps = [dict(s, at_ms=first_at[s["at_ms"]]) for s in drill.schedule[:len(started_at_ms)]]
     return drill.__class__(**{**drill.__dict__, "schedule": steps + drill.schedule[len(steps):]})
 
 
