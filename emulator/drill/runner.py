@@ -9,6 +9,7 @@ on the same account: each run heals its faults and restores the throttling knobs
 before the next begins, and comparison.py puts the runs side by side.
 """
 import asyncio
+import importlib.util
 import sys
 import time
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ from .. import defaults
 from ..ctl import ControlError, call
 from . import comparison, report as reports
 from .progress import Progress
+from .scenario import DrillError
 from .workload import CONTAINER, DATABASE, Workload
 
 HEAL_TIMEOUT_S = 30.0
@@ -53,7 +55,20 @@ def remote(control: str, token: str | None = None, endpoint: str | None = None, 
 
 
 def run(drill, target: Target, out=None, seed: int = 0) -> dict:
+    if drill.client == "azure-cosmos":
+        _sdk_installed()
     return asyncio.run(_run_setups(drill, target, out or sys.stdout, seed))
+
+
+def _sdk_installed() -> None:
+    """The official SDK is the optional extra `sdk`: say so before anything runs."""
+    try:
+        found = importlib.util.find_spec("azure.cosmos") is not None
+    except ImportError:                  # "azure" itself is absent
+        found = False
+    if not found:
+        raise DrillError('workload.client "azure-cosmos" runs the workload through the official SDK, which is '
+                         "not installed: pip install 'regionlab[sdk]' (azure-cosmos 4.17.1)") from None
 
 
 async def _run_setups(drill, target: Target, out, seed: int) -> dict:
