@@ -5,7 +5,8 @@
 
 The constructor mirrors azure.cosmos.aio.CosmosClient's (url, credential, preferred_locations,
 excluded_locations, consistency_level, connection_mode, multiple_write_locations) and adds the
-policies' knobs: availability_strategy (hedging), timeout (end-to-end seconds),
+policies' knobs: availability_strategy (hedging), timeout (end-to-end seconds), circuit_breaker
+(False: no partition-level circuit breaker, as the SDKs' default),
 non_idempotent_write_retry, retry limits, region-scoped session capture and its Bloom filter,
 the diagnostics latency threshold, the account refresh interval, the gateway pool and direct
 mode's pool (connection_mode="direct": client/aio/direct.py; docs/client.md). A custom
@@ -46,7 +47,8 @@ def _retry_options(kwargs) -> RetryOptions:
 class CosmosClient:
     def __init__(self, url: str, credential, *, preferred_locations=None, excluded_locations=None,
                  consistency_level=None, connection_mode: str = GATEWAY, multiple_write_locations=True,
-                 availability_strategy=None, timeout=None, region_scoped_session_capturing=True,
+                 availability_strategy=None, timeout=None, circuit_breaker: bool = True,
+                 region_scoped_session_capturing=True,
                  session_bloom_expected_insertions=BLOOM_EXPECTED_INSERTIONS,
                  session_bloom_false_positive_rate=BLOOM_FALSE_POSITIVE_RATE,
                  diagnostics_latency_threshold_ms=None, account_refresh_interval_ms=ACCOUNT_REFRESH_MS,
@@ -79,7 +81,7 @@ class CosmosClient:
             self.url, key, transport,
             self._router, retry_options=_retry_options(kwargs), consistency_level=consistency_level,
             availability_strategy=availability_strategy, timeout_s=timeout,
-            breaker=PartitionCircuitBreaker(),
+            breaker=PartitionCircuitBreaker() if circuit_breaker else None,
             sessions=SessionContainer(region_scoped_session_capturing, session_bloom_expected_insertions,
                                       session_bloom_false_positive_rate),
             latency_threshold_ms=diagnostics_latency_threshold_ms, clock=clock)
@@ -138,7 +140,8 @@ class CosmosClient:
         return self._pipeline.sessions
 
     @property
-    def circuit_breaker(self) -> PartitionCircuitBreaker:
+    def circuit_breaker(self) -> PartitionCircuitBreaker | None:
+        """The partition-level circuit breaker; None when the client was made with circuit_breaker=False."""
         return self._pipeline.breaker
 
     async def get_database_account(self) -> dict:

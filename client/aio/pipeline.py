@@ -59,12 +59,12 @@ class Pipeline:
         self.consistency_level = consistency_level
         self.availability_strategy = hedging.AvailabilityStrategy.of(availability_strategy)
         self.timeout_s = timeout_s
-        self.breaker = breaker or cb.PartitionCircuitBreaker()
+        self.breaker = breaker            # None: no circuit breaker (the client's circuit_breaker=False)
         self.sessions = sessions or SessionContainer()
         self.latency_threshold_ms = latency_threshold_ms
         # perf_counter, not the loop's clock: uvloop's ticks in whole milliseconds
         self._clock = clock or time.perf_counter
-        self._refreshing: asyncio.Future | None = None
+        self._refreshing: asyncio.Task | None = None      # the account fetch in flight
         self._breaker_task: asyncio.Task | None = None
         self._background: asyncio.Task | None = None
 
@@ -92,23 +92,27 @@ class Pipeline:
             LOG.warning("periodic account refresh failed: %s", e)
 
     async def refresh_account(self, diag: Diagnostics | None = None) -> None:
-        """Re-read the account document; concurrent callers share one fetch."""
-        if self._refreshing is not None:
-            return await asyncio.shield(self._refreshing)
-        self._refreshing = asyncio.get_running_loop().create_future()
-        try:
-            reason = self.router.refresh_reason or "periodic"
-            self.router.update(parse_account(await self._fetch_account()), self.now_ms())
-            if diag is not None:
-                diag.event(self.now(), "account", f"refreshed ({reason}): write regions "
-                           f"{[r.name for r in self.router.account.write_regions]}")
-            self._refreshing.set_result(None)
-        except BaseException as e:
-            self._refreshing.set_exception(e)
-            self._refreshing.exception()        # retrieved: waiters re-raise it
-            raise
-        finally:
-            self._refreshing = None
+        """Re-read the account document; concurrent callers share one fetch. The fetch runs in a
+        task of its own, so a caller cancelled while it runs (its end-to-end timeout, a hedge
+        that lost) neither stops it nor hands the other callers its CancelledError."""
+        first = self._refreshing is None
+        if first:
+            self._refreshing = asyncio.ensure_future(self._refresh())
+            self._refreshing.add_done_callback(self._refreshed)
+        reason = await asyncio.shield(self._refreshing)
+        if first and diag is not None:
+            diag.event(self.now(), "account", f"refreshed ({reason}): write regions "
+                       f"{[r.name for r in self.router.account.write_regions]}")
+
+    async def _refresh(self) -> str:
+        reason = self.router.refresh_reason or "periodic"
+        self.router.update(parse_account(await self._fetch_account()), self.now_ms())
+        return reason
+
+    def _refreshed(self, task: asyncio.Task) -> None:
+        self._refreshing = None
+        if not task.cancelled():
+            task.exception()                 # retrieved: every caller re-raises it
 
     async def _fetch_account(self) -> dict:
         endpoints = [self.global_endpoint]
@@ -195,7 +199,8 @@ class Pipeline:
 
     # ---- routing ---------------------------------------------------------------------------
     def _partition(self, req):
-        if not (req.is_document and req.partition_key is not None and self.router.multi_write):
+        """The breaker's key of a request, or None when the breaker does not apply to it."""
+        if self.breaker is None or not (req.is_document and req.partition_key is not None and self.router.multi_write):
             return None
         return req.collection, req.partition_key
 
@@ -370,7 +375,7 @@ class Pipeline:
                 await asyncio.gather(*running, return_exceptions=True)
 
     async def close(self) -> None:
-        for task in (self._breaker_task, self._background):
+        for task in (self._breaker_task, self._background, self._refreshing):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)

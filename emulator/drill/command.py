@@ -33,7 +33,8 @@ def build_parser(prog: str = "regionlab drill") -> argparse.ArgumentParser:
 def _list(out) -> int:
     for name in builtin_names():
         d = builtin(name)
-        print(f"{name:16} {d.duration_ms / 1000:5.0f} s  {d.description}", file=out)
+        runs = f" x{len(d.setups)}" if d.setups else "   "
+        print(f"{name:20} {d.duration_ms / 1000:5.0f} s{runs}  {d.description}", file=out)
     return 0
 
 

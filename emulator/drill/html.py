@@ -1,6 +1,8 @@
 """report.html: one self-contained page (no CDN, no scripts; plots are PNGs as data: URIs).
 
-The plots need matplotlib, the optional extra `regionlab[report]`. Without it (or with
+A drill with setups gets the comparison plots instead of one run's (availability and p99 in the
+fault windows per setup, request charge with the hedged extra RU, throughput over time per setup,
+retries by reason and regions served per setup) and the comparison table. The plots need matplotlib, the optional extra `regionlab[report]`. Without it (or with
 REGIONLAB_REPORT_NO_PLOTS=1, which makes the page behave as if it were absent) the page still
 has every table and says how to get the plots.
 """
@@ -83,6 +85,65 @@ def plots(report: dict, plt) -> list[tuple[str, str]]:
     return out
 
 
+def _bars(ax, names, values, title, fmt="{:g}", color=None):
+    bars = ax.bar(range(len(names)), values, color=color)
+    ax.set_xticks(range(len(names)), names, fontsize=8)
+    ax.set_title(title, fontsize=10)
+    for b, v in zip(bars, values):
+        ax.annotate(fmt.format(v), (b.get_x() + b.get_width() / 2, b.get_height()), ha="center",
+                    va="bottom", fontsize=7)
+
+
+def comparison_plots(report: dict, plt) -> list[tuple[str, str]]:
+    rows, setups = report["comparison"], report["setups"]
+    names = [r["setup"] for r in rows]
+    out = []
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=PLOT_SIZE_IN)
+    _bars(a1, names, [r["availability_in_fault_windows"] for r in rows], "availability in fault windows", "{:.3f}")
+    a1.set_ylim(0, 1.1)
+    _bars(a2, names, [r["p99_ms_in_fault_windows"] for r in rows], "p99 ms in fault windows", "{:.0f}", "tab:purple")
+    out.append(("Availability and p99 latency in the fault windows, per setup", _png(plt, fig)))
+
+    fig, ax = plt.subplots(figsize=PLOT_SIZE_IN)
+    x = range(len(names))
+    base = [r["request_charge"] - r["hedged_extra_charge"] for r in rows]
+    ax.bar(x, base, label="RU of the requests")
+    ax.bar(x, [r["hedged_extra_charge"] for r in rows], bottom=base, label="hedged extra RU", color="tab:red")
+    ax.set_xticks(list(x), names, fontsize=8), ax.set_ylabel("RU"), ax.legend(fontsize=7)
+    ax.set_title("request charge per setup (hedged copies on top)", fontsize=10)
+    out.append(("Request charge including hedged extra RU, per setup", _png(plt, fig)))
+
+    fig, ax = plt.subplots(figsize=PLOT_SIZE_IN)
+    for s in setups:
+        ax.plot([b["t_s"] for b in s["timeline"]], [b["ops_per_s"] for b in s["timeline"]], label=s["name"],
+                drawstyle="steps-post")
+    _shade(ax, setups[0])
+    ax.set_xlabel("s"), ax.set_ylabel("ops/s"), ax.legend(loc="upper right", fontsize=7)
+    ax.set_title("throughput over time per setup (fault windows shaded)", fontsize=10)
+    out.append(("Throughput over time, per setup", _png(plt, fig)))
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=PLOT_SIZE_IN)
+    _stacked(a1, names, [s["total"]["retries_by_reason"] for s in setups], "retries by reason")
+    _stacked(a2, names, [s["total"]["served_by"] for s in setups], "which region served")
+    out.append(("Retries by reason and regions served, per setup", _png(plt, fig)))
+    return out
+
+
+def _stacked(ax, names, counts: list, title: str) -> None:
+    keys = sorted({k for c in counts for k in c})
+    bottom = [0] * len(names)
+    for k in keys:
+        values = [c.get(k, 0) for c in counts]
+        ax.bar(range(len(names)), values, bottom=bottom, label=k[:28])
+        bottom = [b + v for b, v in zip(bottom, values)]
+    if not keys:
+        ax.text(0.5, 0.5, "none", ha="center", va="center", transform=ax.transAxes)
+    else:
+        ax.legend(fontsize=6)
+    ax.set_xticks(range(len(names)), names, fontsize=7)
+    ax.set_title(title, fontsize=10)
+
+
 def _table(headers, rows) -> str:
     head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
@@ -108,9 +169,25 @@ def render(report: dict) -> str:
         figures = (f"<p class=note>Plots need matplotlib: <code>{INSTALL_HINT}</code>, then run the drill "
                    "again. Every figure is in the tables below and in report.json.</p>")
     else:
+        drawn = comparison_plots(report, plt) if "setups" in report else plots(report, plt)
         figures = "".join(f"<figure><img alt='{html.escape(t)}' src='{src}'><figcaption>{html.escape(t)}"
-                          f"</figcaption></figure>" for t, src in plots(report, plt))
+                          f"</figcaption></figure>" for t, src in drawn)
     result = "passed" if report["passed"] else "FAILED"
+    compared = ""
+    if "comparison" in report:
+        rows = [(r["setup"], json.dumps(s["client_options"]), r["ops"], r["availability"],
+                 r["availability_in_fault_windows"], r["p99_ms"], r["p99_ms_in_fault_windows"], r["request_charge"],
+                 r["hedged_extra_charge"], f"{r['extra_ru_share']:.1%}", r["breaker_opened"])
+                for r, s in zip(report["comparison"], report["setups"])]
+        compared = "<h2>Setups compared</h2>" + _table(
+            ("setup", "client options", "ops", "availability", "availability in fault windows", "p99 ms",
+             "p99 ms in fault windows", "RU", "hedged extra RU", "extra RU share", "breaker opened"), rows)
+    changes = ""
+    if report.get("client_changes"):
+        changes = "<h2>Client option changes</h2>" + _table(
+            ("step", "at ms", "availability before", "availability after", "p99 ms before", "p99 ms after"),
+            [(c["label"], c["at_ms"], c["availability_before"], c["availability_after"], c["p99_ms_before"],
+              c["p99_ms_after"]) for c in report["client_changes"]])
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>regionlab drill {html.escape(report['drill'])}</title>
 <style>body{{font:14px system-ui,sans-serif;margin:2em;color:#222}}table{{border-collapse:collapse;margin:.5em 0 1.5em}}
 td,th{{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left}}th{{background:#f0f0f0}}
@@ -120,7 +197,7 @@ td,th{{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left}}th{
 <p>Account: {html.escape(', '.join(report['account']['regions']))}; {report['account']['consistency']};
 multi-write {report['account']['multi_write']}. Workload: {html.escape(json.dumps(report['workload']))}</p>
 <h2>Assertions</h2>{_table(('', 'assertion', 'value', 'limit'), verdicts) if verdicts else '<p>none</p>'}
-<h2>Plots</h2>{figures}
+{compared}{changes}<h2>Plots</h2>{figures}
 <h2>Phases</h2>{_table(('phase', 'ops', 'ops/s', 'errors', 'p50 ms', 'p99 ms', 'retries', 'RU', 'hedged extra RU', 'served by'), phase_rows)}
 <h2>Faults: recovery (RTO) and lost writes (RPO)</h2>{_table(('fault / failover', 'from ms', 'to ms', 'RTO ms', 'lost writes'), fault_rows)}
 <h2>Lost writes</h2><p>{lost['listed']} listed by GET /lost-writes; {lost['acknowledged_unreadable']} of

@@ -34,16 +34,22 @@ def describe(step: dict) -> str:
         return f"{f.get('type')} {where}{mode}".strip()
     if "failover" in step:
         return f"{step['failover'].get('kind', 'graceful')} failover -> {step['failover']['region']}"
+    if "client" in step:
+        return "client: " + ", ".join(f"{k} {v}" for k, v in step["client"].items())
+    if "throttle" in step:
+        return "throttle " + ", ".join(f"{k}={v}" for k, v in step["throttle"].items())
     return f"heal {step['heal']}"
 
 
 def fault_windows(schedule: list, duration_ms: int) -> list[dict]:
-    """[{"step", "label", "start_ms", "end_ms"}] for every fault and failover step: a fault lasts
-    until its heal step, its duration_ms or the end; a failover FAILOVER_WINDOW_MS (or window_ms)."""
+    """[{"step", "label", "start_ms", "end_ms"}] for every fault, throttle and failover step: a
+    fault or throttle step lasts until its heal step, its duration_ms or the end; a failover
+    FAILOVER_WINDOW_MS (or window_ms). Client steps change the client, not the account: no window."""
     windows, open_by_name = [], {}
     for i, s in enumerate(schedule):
-        if "fault" in s:
-            end = s["at_ms"] + s["fault"]["duration_ms"] if "duration_ms" in s["fault"] else duration_ms
+        if "fault" in s or "throttle" in s:
+            body = s.get("fault") or {}
+            end = s["at_ms"] + body["duration_ms"] if "duration_ms" in body else duration_ms
             w = {"step": i, "label": describe(s), "start_ms": s["at_ms"], "end_ms": min(end, duration_ms)}
             windows.append(w)
             open_by_name[s.get("as", len(windows))] = w
@@ -59,7 +65,7 @@ def fault_windows(schedule: list, duration_ms: int) -> list[dict]:
                 if w is not None and w["end_ms"] > s["at_ms"]:
                     w["end_ms"] = s["at_ms"]
     for w in windows:
-        if "window_ms" in schedule[w["step"]] and "fault" in schedule[w["step"]]:
+        if "window_ms" in schedule[w["step"]] and "failover" not in schedule[w["step"]]:
             w["end_ms"] = min(duration_ms, max(w["end_ms"], w["start_ms"] + schedule[w["step"]]["window_ms"]))
     return windows
 
@@ -79,7 +85,9 @@ def phases(schedule: list, duration_ms: int) -> list[dict]:
 
 def summarize(ops: list[Op], span_ms: float) -> dict:
     errors, retries, regions = {}, {}, {}
+    opened = 0
     for op in ops:
+        opened += op.breaker_opened
         if not op.ok:
             key = f"{op.status}/{op.sub_status}" if op.status else "transport"
             errors[key] = errors.get(key, 0) + 1
@@ -94,7 +102,8 @@ def summarize(ops: list[Op], span_ms: float) -> dict:
             "ops_per_s": round(len(ops) / (span_ms / 1000.0), 2) if span_ms > 0 else 0.0,
             "p50_ms": round(percentile(latencies, 50), 3), "p99_ms": round(percentile(latencies, 99), 3),
             "retries_by_reason": retries, "request_charge": round(sum(op.charge for op in ops), 2),
-            "hedged_extra_charge": round(sum(op.hedged_charge for op in ops), 2), "served_by": regions}
+            "hedged_extra_charge": round(sum(op.hedged_charge for op in ops), 2), "served_by": regions,
+            "breaker_opened": opened}
 
 
 def recovery(ops: list[Op], window: dict) -> float | None:
@@ -142,6 +151,23 @@ class LostWrites:
                 "writes": self.listed}
 
 
+def client_changes(schedule: list, per_phase: list) -> list[dict]:
+    """For each client step, the availability of the phase that ended at it and of the one it
+    began: what changing the client's options did."""
+    out = []
+    for s in schedule:
+        if "client" not in s:
+            continue
+        before = next((p for p in per_phase if p["end_ms"] == s["at_ms"]), None)
+        after = next((p for p in per_phase if p["start_ms"] == s["at_ms"]), None)
+        out.append({"label": describe(s), "at_ms": s["at_ms"], "options": s["client"],
+                    "availability_before": before["availability"] if before else None,
+                    "availability_after": after["availability"] if after else None,
+                    "p99_ms_before": before["p99_ms"] if before else None,
+                    "p99_ms_after": after["p99_ms"] if after else None})
+    return out
+
+
 def check_assertions(assertions: dict, outside: dict, lost: dict) -> list[dict]:
     out = []
     if "availability_min" in assertions:
@@ -171,6 +197,7 @@ def build(drill, ops: list[Op], lost: LostWrites, failovers: list, started_epoch
     outside_ops = [op for op in ops if not in_window(op.start_ms, windows)]
     outside_span = drill.duration_ms - sum(w["end_ms"] - w["start_ms"] for w in windows)
     outside = summarize(outside_ops, max(outside_span, 1))
+    inside = summarize([op for op in ops if in_window(op.start_ms, windows)], max(drill.duration_ms - outside_span, 1))
     lost_d = lost.to_dict()
     for w in windows:
         w["rto_ms"] = recovery(ops, w)
@@ -183,7 +210,8 @@ def build(drill, ops: list[Op], lost: LostWrites, failovers: list, started_epoch
             "workload": {"client": drill.client, "mix": drill.mix, "concurrency": drill.concurrency,
                          "rate_per_s": drill.rate_per_s, "keys": drill.keys, "client_options": drill.client_options},
             "total": summarize(ops, drill.duration_ms), "outside_fault_windows": outside,
-            "phases": per_phase, "faults": windows, "lost_writes": lost_d, "failovers": failovers,
+            "in_fault_windows": inside, "phases": per_phase, "faults": windows,
+            "client_changes": client_changes(drill.schedule, per_phase), "lost_writes": lost_d, "failovers": failovers,
             "timeline": timeline(ops, drill.duration_ms),
             "assertions": results, "passed": all(r["held"] for r in results)}
 

@@ -4,17 +4,21 @@ the end the lost-writes cross-check and the report (report.py).
 
 The workload and the schedule share one asyncio loop in the caller's thread; control-port calls
 (blocking urllib, a graceful failover waits for its drain) run in worker threads so the workload
-keeps going while they are answered.
+keeps going while they are answered. A drill with `setups` runs once per setup, one after another
+on the same account: each run heals its faults and restores the throttling knobs it changed
+before the next begins, and comparison.py puts the runs side by side.
 """
 import asyncio
+import importlib.util
 import sys
 import time
 from contextlib import contextmanager
 
 from .. import defaults
 from ..ctl import ControlError, call
-from . import report as reports
+from . import comparison, report as reports
 from .progress import Progress
+from .scenario import DrillError
 from .workload import CONTAINER, DATABASE, Workload
 
 HEAL_TIMEOUT_S = 30.0
@@ -51,11 +55,44 @@ def remote(control: str, token: str | None = None, endpoint: str | None = None, 
 
 
 def run(drill, target: Target, out=None, seed: int = 0) -> dict:
-    return asyncio.run(_run(drill, target, out or sys.stdout, seed))
+    if drill.client == "azure-cosmos":
+        _sdk_installed()
+    return asyncio.run(_run_setups(drill, target, out or sys.stdout, seed))
 
 
-async def _run(drill, target: Target, out, seed: int) -> dict:
-    workload = Workload(drill, target.endpoint, target.key, seed)
+def _sdk_installed() -> None:
+    """The official SDK is the optional extra `sdk`: say so before anything runs."""
+    try:
+        found = importlib.util.find_spec("azure.cosmos") is not None
+    except ImportError:                  # "azure" itself is absent
+        found = False
+    if not found:
+        raise DrillError('workload.client "azure-cosmos" runs the workload through the official SDK, which is '
+                         "not installed: pip install 'regionlab[sdk]' (azure-cosmos 4.17.1)") from None
+
+
+async def _run_setups(drill, target: Target, out, seed: int) -> dict:
+    if not drill.setups:
+        report, _ = await _run(drill, target, out, seed)
+        return report
+    runs = []
+    for setup in drill.setups:
+        out.write(f"setup {setup['name']}: client options {setup['client_options']}\n")
+        report, ops = await _run(drill.for_setup(setup), target, out, seed)
+        runs.append((setup, report, ops))
+    return comparison.combine(drill, runs)
+
+
+def workload_for(drill, target: Target, seed: int):
+    """The workload of the drill's client: the bundled one, or the official SDK (sdk_workload.py)."""
+    if drill.client == "azure-cosmos":
+        from .sdk_workload import SdkWorkload      # azure-cosmos is imported only by drills that use it
+        return SdkWorkload(drill, target.endpoint, target.key, seed)
+    return Workload(drill, target.endpoint, target.key, seed)
+
+
+async def _run(drill, target: Target, out, seed: int) -> tuple[dict, list]:
+    workload = workload_for(drill, target, seed)
     progress = Progress(out, drill)
     lost_before = {_lost_key(w) for w in (await _control(target, "GET", "/lost-writes"))["writes"]}
     await workload.setup()
@@ -70,13 +107,17 @@ async def _run(drill, target: Target, out, seed: int) -> dict:
         await runner
         await workload.close()
         progress.finish(workload)
-    return await _report(drill, target, workload, lost_before, started_epoch_ms)
+    return await _report(drill, target, workload, lost_before, started_epoch_ms), workload.ops
 
 
 def as_run(drill, started_at_ms: list):
     """The drill with each step at the time it actually ran (a graceful failover's drain can
-    hold the next step back), so phases and windows match what the workload saw."""
-    steps = [dict(s, at_ms=int(round(t))) for s, t in zip(drill.schedule, started_at_ms)]
+    hold the next step back), so phases and windows match what the workload saw. Steps planned
+    for the same time stay together, at the time the first of them ran."""
+    first_at: dict = {}            # steps planned for one time are one phase: the first one's time
+    for s, t in zip(drill.schedule, started_at_ms):
+        first_at.setdefault(s["at_ms"], int(round(t)))
+    steps = [dict(s, at_ms=first_at[s["at_ms"]]) for s in drill.schedule[:len(started_at_ms)]]
     return drill.__class__(**{**drill.__dict__, "schedule": steps + drill.schedule[len(steps):]})
 
 
@@ -110,14 +151,32 @@ async def _apply(target, step: dict, named: dict, workload) -> None:
         workload.active_faults[spec["id"]] = (reports.describe(step), ends_ms)
     elif "failover" in step:
         await _control(target, "POST", "/failover", {"wait": True, **step["failover"]})
+    elif "client" in step:
+        workload.change_client(step["client"])
+    elif "throttle" in step:
+        before = await _control(target, "GET", "/throttle")
+        await _control(target, "PUT", "/throttle", step["throttle"])
+        name = step.get("as", f"throttle@{step['at_ms']}")
+        workload.knobs_changed[name] = {k: before[k] for k in step["throttle"]}
+        workload.active_faults[name] = (reports.describe(step), None)
     elif step["heal"] == "all":
         for fid in list(named.values()):
             await _heal(target, fid)
             workload.active_faults.pop(fid, None)
+        await _restore_knobs(target, workload)
+    elif step["heal"] in workload.knobs_changed:
+        await _restore_knobs(target, workload, step["heal"])
     else:
         fid = named.get(step["heal"], step["heal"])
         await _heal(target, fid)
         workload.active_faults.pop(fid, None)
+
+
+async def _restore_knobs(target, workload, name: str | None = None) -> None:
+    """Put back the throttling knobs a throttle step changed (all of them, the latest first)."""
+    for n in [name] if name is not None else list(reversed(workload.knobs_changed)):
+        await _control(target, "PUT", "/throttle", workload.knobs_changed.pop(n))
+        workload.active_faults.pop(n, None)
 
 
 async def _heal(target, fault_id) -> None:
@@ -134,6 +193,7 @@ async def _heal_own(target, workload) -> None:
     for fid in workload.injected:
         if fid in active:
             await _heal(target, fid)
+    await _restore_knobs(target, workload)
 
 
 async def _control(target, method, path, body=None):

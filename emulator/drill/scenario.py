@@ -15,6 +15,14 @@ The schedule is the simulator's (sim/scenario.py): "fault" is the body of POST /
 "failover" that of POST /failover, "heal" names a fault by "as", id or "all". A step may carry a
 "window_ms": how long after it the run counts as "in a fault window" (a failover's default
 FAILOVER_WINDOW_MS; a fault's window lasts until it is healed or its duration_ms ends).
+Two step kinds are the drill's own (the simulator has no live client and does not meter):
+"client" changes the running client's options (CLIENT_STEP_FIELDS: what the client can change
+while it runs), and "throttle" is the body of PUT /throttle (credits, RU limits), undone by a
+"heal" naming its "as".
+
+"setups" runs the same workload and schedule once per client setup, one after another against
+the same account (every fault healed and every knob restored between them), and the report
+compares them: each setup is {"name", "client_options"}, its options laid over the workload's.
 Every error is a DrillError (a ConfigError): one line naming the field and what is allowed.
 """
 import json
@@ -22,17 +30,26 @@ from dataclasses import dataclass, field
 
 from ..config import ConfigError
 from ..core.consistency import LEVELS, canonical
-from ..sim.scenario import parse as parse_schedule
+from ..sim.scenario import check_step
 
 CLIENTS = ("regionlab", "azure-cosmos")
-CLIENTS_BUILT = ("regionlab",)
 OPERATIONS = ("read", "write", "query")
 CONNECTION_MODES = ("gateway", "direct")
-TOP_FIELDS = ("name", "description", "duration_ms", "account", "workload", "schedule", "assertions")
+TOP_FIELDS = ("name", "description", "duration_ms", "account", "workload", "setups", "schedule", "assertions")
 ACCOUNT_FIELDS = ("regions", "consistency", "multi_write", "lag_ms", "options")
 WORKLOAD_FIELDS = ("client", "mix", "concurrency", "rate_per_s", "keys", "client_options")
 CLIENT_OPTION_FIELDS = ("preferred_locations", "excluded_locations", "connection_mode",
-                        "availability_strategy", "timeout_s", "multiple_write_locations")
+                        "availability_strategy", "circuit_breaker", "timeout_s", "multiple_write_locations")
+# What only the bundled client has, with why the official SDK cannot take it from a scenario.
+REGIONLAB_ONLY_OPTIONS = {
+    "circuit_breaker": "the SDK's partition-level circuit breaker is the process-wide environment variable "
+                       "AZURE_COSMOS_ENABLE_CIRCUIT_BREAKER, not a client option",
+    "connection_mode": "the Python SDK speaks only gateway mode"}
+CLIENT_STEP_FIELDS = ("excluded_locations",)        # what a running client can change (docs/client.md)
+THROTTLE_KNOBS = ("credits_per_s", "ru", "burst", "serverless", "serverless_ru_per_s")   # PUT /throttle
+STEP_FIELDS = ("at_ms", "fault", "heal", "failover", "client", "throttle", "as", "window_ms", "label")
+SETUP_FIELDS = ("name", "client_options")
+SETUPS_MAX = 8
 ASSERTION_FIELDS = ("availability_min", "lost_writes_max", "p99_ms_max", "lost_writes_match")
 DURATION_MS_MAX = 3_600_000               # an hour: a drill, not a soak
 CONCURRENCY_MAX = 256
@@ -65,6 +82,12 @@ class Drill:
     client_options: dict
     schedule: list
     assertions: dict = field(default_factory=dict)
+    setups: list = field(default_factory=list)      # [{"name", "client_options"}]; [] for one run
+
+    def for_setup(self, setup: dict) -> "Drill":
+        """The one-run drill of a setup: its client options laid over the workload's."""
+        return Drill(**{**self.__dict__, "setups": [],
+                        "client_options": {**self.client_options, **setup["client_options"]}})
 
     def scaled(self, scale: float) -> "Drill":
         """The same drill with every time (duration, at_ms, duration_ms, window_ms) times scale:
@@ -72,7 +95,7 @@ class Drill:
         steps = []
         for s in self.schedule:
             s = dict(s, at_ms=int(s["at_ms"] * scale))
-            if "window_ms" in s or "failover" in s:
+            if "window_ms" in s or "failover" in s:  # client and throttle steps scale as faults do
                 s["window_ms"] = int(s.get("window_ms", FAILOVER_WINDOW_MS) * scale)
             if "fault" in s and "duration_ms" in s["fault"]:
                 s["fault"] = dict(s["fault"], duration_ms=max(1, int(s["fault"]["duration_ms"] * scale)))
@@ -104,6 +127,9 @@ def parse(data, default_name: str = "drill") -> Drill:
     regions = _regions(account.get("regions", list(REGIONS_DEFAULT)))
     consistency = _consistency(account.get("consistency", "Session"))
     schedule = _schedule(data.get("schedule", []), duration, regions)
+    client = _client(workload.get("client", "regionlab"))
+    client_options = _client_options(workload.get("client_options", {}), regions, client, "workload.client_options")
+    setups = _setups(data.get("setups", []), regions, client)
     return Drill(name=_text(data.get("name", default_name), "name"),
                  description=_text(data.get("description", ""), "description"),
                  duration_ms=duration, regions=regions, consistency=consistency,
@@ -111,13 +137,13 @@ def parse(data, default_name: str = "drill") -> Drill:
                  lag_ms=None if account.get("lag_ms") is None else
                  _int(account["lag_ms"], "account.lag_ms", 0, DURATION_MS_MAX),
                  account_options=_object(account.get("options", {}), "account.options", None),
-                 client=_client(workload.get("client", "regionlab")),
+                 client=client,
                  mix=_mix(workload.get("mix", {"read": 0.5, "write": 0.5})),
                  concurrency=_int(workload.get("concurrency", 4), "workload.concurrency", 1, CONCURRENCY_MAX),
                  rate_per_s=_rate(workload.get("rate_per_s")),
                  keys=_int(workload.get("keys", 100), "workload.keys", 1, KEYS_MAX),
-                 client_options=_client_options(workload.get("client_options", {}), regions),
-                 schedule=schedule, assertions=_assertions(data.get("assertions", {})))
+                 client_options=client_options,
+                 schedule=schedule, assertions=_assertions(data.get("assertions", {})), setups=setups)
 
 
 # ---- checks ----------------------------------------------------------------------------------
@@ -176,9 +202,6 @@ def _consistency(value) -> str:
 def _client(value) -> str:
     if value not in CLIENTS:
         raise DrillError(f"workload.client {value!r} is not one of {', '.join(CLIENTS)}")
-    if value not in CLIENTS_BUILT:
-        raise DrillError(f"workload.client {value!r} is not built yet: drills run through the bundled client "
-                         "(\"client\": \"regionlab\")")
     return value
 
 
@@ -196,34 +219,62 @@ def _rate(value):
     return None if value is None else _number(value, "workload.rate_per_s", 0.1, RATE_PER_S_MAX)
 
 
-def _client_options(value, regions: tuple) -> dict:
-    opts = dict(_object(value, "workload.client_options", CLIENT_OPTION_FIELDS))
+def _locations(opts: dict, name: str, regions: tuple, where: str) -> None:
+    if name in opts:
+        listed = opts[name]
+        if not isinstance(listed, list) or any(r not in regions for r in listed):
+            raise DrillError(f"{where}.{name} must list regions of the account "
+                             f"({', '.join(regions)}), not {listed!r}")
+
+
+def _client_options(value, regions: tuple, client: str, where: str) -> dict:
+    opts = dict(_object(value, where, CLIENT_OPTION_FIELDS))
     for name in ("preferred_locations", "excluded_locations"):
-        if name in opts:
-            listed = opts[name]
-            if not isinstance(listed, list) or any(r not in regions for r in listed):
-                raise DrillError(f"workload.client_options.{name} must list regions of the account "
-                                 f"({', '.join(regions)}), not {listed!r}")
+        _locations(opts, name, regions, where)
     mode = opts.get("connection_mode", "gateway")
     if mode not in CONNECTION_MODES:
-        raise DrillError(f"workload.client_options.connection_mode {mode!r} is not one of {', '.join(CONNECTION_MODES)}")
+        raise DrillError(f"{where}.connection_mode {mode!r} is not one of {', '.join(CONNECTION_MODES)}")
     if "timeout_s" in opts:
-        _number(opts["timeout_s"], "workload.client_options.timeout_s", 0.01, 600)
-    if "availability_strategy" in opts and not isinstance(opts["availability_strategy"], (bool, dict)):
-        raise DrillError("workload.client_options.availability_strategy must be true/false or "
-                         '{"threshold_ms", "threshold_steps_ms"}')
+        _number(opts["timeout_s"], f"{where}.timeout_s", 0.01, 600)
+    for name in ("circuit_breaker", "multiple_write_locations"):
+        if name in opts:
+            _bool(opts[name], f"{where}.{name}")
+    strategy = opts.get("availability_strategy", False)
+    if not isinstance(strategy, (bool, dict)) or isinstance(strategy, dict) and (
+            set(strategy) - {"threshold_ms", "threshold_steps_ms"}
+            or any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in strategy.values())):
+        raise DrillError(f"{where}.availability_strategy must be true/false or "
+                         '{"threshold_ms": N, "threshold_steps_ms": N} (positive integers)')
+    if client == "azure-cosmos":
+        for name, why in REGIONLAB_ONLY_OPTIONS.items():
+            if name in opts and not (name == "connection_mode" and opts[name] == "gateway"):
+                raise DrillError(f"{where}.{name} is an option of the bundled client only "
+                                 f"(\"client\": \"regionlab\"): {why}")
     return opts
+
+
+def _setups(value, regions: tuple, client: str) -> list:
+    if not isinstance(value, list) or len(value) == 1 or len(value) > SETUPS_MAX:
+        raise DrillError(f"setups must be a list of 2 to {SETUPS_MAX} client setups "
+                         '({"name": ..., "client_options": {...}}), or absent for one run')
+    out = []
+    for i, setup in enumerate(value):
+        setup = _object(setup, f"setups[{i}]", SETUP_FIELDS)
+        name = setup.get("name")
+        if not isinstance(name, str) or not name or name in (s["name"] for s in out):
+            raise DrillError(f"setups[{i}].name must be a non-empty string, distinct from the other setups'")
+        opts = _client_options(setup.get("client_options", {}), regions, client, f"setups[{i}].client_options")
+        out.append({"name": name, "client_options": opts})
+    return out
 
 
 def _schedule(steps, duration_ms: int, regions: tuple) -> list:
     if not isinstance(steps, list):
         raise DrillError("schedule must be a list of steps")
-    try:
-        parsed, _ = parse_schedule(steps)    # the simulator's step checks: one schedule format
-    except ConfigError as e:
-        raise DrillError(f"schedule: {e}") from None
+    parsed = [_step(i, s, regions) for i, s in enumerate(steps)]
+    parsed.sort(key=lambda s: s["at_ms"])    # stable: steps at one time keep their order
     for i, s in enumerate(parsed):
-        _known(s, ("at_ms", "fault", "heal", "failover", "as", "window_ms", "label"), f"step {i}")
+        _known(s, STEP_FIELDS, f"step {i}")
         if s["at_ms"] >= duration_ms:
             raise DrillError(f"step {i}: at_ms {s['at_ms']} is not before the end of the drill (duration_ms {duration_ms})")
         if "window_ms" in s:
@@ -233,6 +284,39 @@ def _schedule(steps, duration_ms: int, regions: tuple) -> list:
             if region not in regions:
                 raise DrillError(f"step {i} names region {region!r}; the account's regions are {', '.join(regions)}")
     return parsed
+
+
+def _step(i: int, step, regions: tuple) -> dict:
+    """A step of the drill's own kinds ("client", "throttle"), or one the simulator's checks pass."""
+    own = [k for k in ("client", "throttle") if isinstance(step, dict) and k in step]
+    if not own:
+        try:
+            return check_step(i, step)        # the simulator's step checks: one schedule format
+        except ConfigError as e:
+            raise DrillError(f"schedule: {e}") from None
+    if len(own) + sum(k in step for k in ("fault", "heal", "failover")) != 1:
+        raise DrillError(f"step {i} needs exactly one of fault, heal, failover, client, throttle")
+    at = step.get("at_ms", 0)
+    if isinstance(at, bool) or not isinstance(at, int) or at < 0:
+        raise DrillError(f"step {i}: at_ms must be a non-negative integer")
+    if own[0] == "client":
+        body = _object(step["client"], f"step {i}: client", CLIENT_STEP_FIELDS)
+        if not body:
+            raise DrillError(f"step {i}: a client step changes one of {', '.join(CLIENT_STEP_FIELDS)}")
+        _locations(body, "excluded_locations", regions, f"step {i}: client")
+    else:
+        body = _object(step["throttle"], f"step {i}: throttle", THROTTLE_KNOBS)
+        if not body:
+            raise DrillError(f"step {i}: a throttle step sets one of {', '.join(THROTTLE_KNOBS)} (PUT /throttle)")
+        for knob in ("ru", "burst", "serverless"):
+            if knob in body:
+                _bool(body[knob], f"step {i}: throttle.{knob}")
+        credits = body.get("credits_per_s")
+        if credits is not None and credits is not True:
+            _int(credits, f"step {i}: throttle.credits_per_s (null: off, true: 1000)", 1, 10**9)
+        if "serverless_ru_per_s" in body:
+            _int(body["serverless_ru_per_s"], f"step {i}: throttle.serverless_ru_per_s", 1, 10**9)
+    return dict(step, at_ms=at)
 
 
 def _assertions(value) -> dict:
@@ -249,7 +333,7 @@ def _assertions(value) -> dict:
 
 
 # ---- the same file in the simulator ----------------------------------------------------------
-DRILL_ONLY_FIELDS = ("name", "description", "duration_ms", "account", "workload", "assertions")
+DRILL_ONLY_FIELDS = ("name", "description", "duration_ms", "account", "workload", "setups", "assertions")
 SIM_ACCOUNT_OPTIONS = ("detection_delay_ms", "election_ms", "nodes_per_region", "partitions",
                        "intra_region_delay_ms", "max_staleness_prefix", "max_interval_s")
 
@@ -261,8 +345,9 @@ def is_drill(data) -> bool:
 def sim_scenario(data, sim_regions: tuple, clients_max: int, keys_max: int) -> dict:
     """A drill file as the simulator's scenario ({"schedule", settings}): the account's
     consistency, lag and timing options, the workload's concurrency as clients and its key space
-    (capped at the simulator's limits); the rest (the live workload's mix and client options,
-    assertions) has no meaning in virtual time. Regions must be the simulator's."""
+    (capped at the simulator's limits); the rest (the live workload's client, mix, client options
+    and setups, client and throttle steps, assertions) has no meaning in virtual time: the
+    simulator's clients are its own and it does not meter. Regions must be the simulator's."""
     drill = parse(data)
     missing = [r for r in drill.regions if r not in sim_regions]
     if missing:
@@ -273,5 +358,7 @@ def sim_scenario(data, sim_regions: tuple, clients_max: int, keys_max: int) -> d
     if drill.lag_ms is not None:
         settings["lag_ms"] = [[a, b, drill.lag_ms] for a in sim_regions for b in sim_regions if a != b]
     settings.update({k: v for k, v in drill.account_options.items() if k in SIM_ACCOUNT_OPTIONS})
-    steps = [{k: v for k, v in s.items() if k not in ("window_ms", "label")} for s in drill.schedule]
+    live_only = {s["as"] for s in drill.schedule if "throttle" in s and "as" in s}
+    steps = [{k: v for k, v in s.items() if k not in ("window_ms", "label")} for s in drill.schedule
+             if not ("client" in s or "throttle" in s or s.get("heal") in live_only)]
     return {"schedule": steps, **settings}

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from client import PartitionKey
 from client.aio import CosmosClient
 from client.exceptions import CosmosHttpResponseError
+from client.policies.breaker import UNAVAILABLE
 
 DATABASE = "drill"
 CONTAINER = "items"
@@ -34,6 +35,7 @@ class Op:
     charge: float = 0.0
     hedged_charge: float = 0.0
     item_id: str | None = None       # writes: the item created
+    breaker_opened: int = 0          # circuit-breaker transitions to Unavailable it caused
 
     @property
     def ok(self) -> bool:
@@ -52,11 +54,13 @@ def _record(kind: str, start_ms: float, diagnostics, status: int, sub: int, item
     retries = [reason_class(a.reason) for a in attempts[1:] if not a.hedge]
     # Direct mode retries inside an attempt too: each 410 that refreshed the address cache.
     retries += [f"direct: address refresh after {r}" for a in attempts if a.direct for r in a.direct["refreshes"]]
+    opened = sum(1 for e in (d.events if d is not None else []) if e.kind == "breaker" and e.detail.endswith(UNAVAILABLE))
     return Op(start_ms=start_ms, kind=kind, status=status, sub_status=sub,
               latency_ms=d.latency_ms if d is not None else 0.0,
               region=final.region if final is not None and 200 <= (final.status or 0) < 300 else None,
               retries=retries, charge=sum(a.request_charge for a in attempts),
-              hedged_charge=sum(a.request_charge for a in attempts if a.hedge), item_id=item_id)
+              hedged_charge=sum(a.request_charge for a in attempts if a.hedge), item_id=item_id,
+              breaker_opened=opened)
 
 
 class Workload:
@@ -71,6 +75,7 @@ class Workload:
         self.injected: list[int] = []      # ids of the faults the drill injected
         self.step_started_ms: list[float] = []   # when each schedule step actually ran
         self.active_faults: dict = {}            # fault id -> (label, ends_ms or None): the progress line
+        self.knobs_changed: dict = {}            # throttle step name -> the knobs' values before it
         self.started_s = 0.0
         self._stop = asyncio.Event()
         self._client = None
@@ -87,9 +92,16 @@ class Workload:
               "multiple_write_locations": opts.get("multiple_write_locations", True)}
         if "availability_strategy" in opts:
             kw["availability_strategy"] = opts["availability_strategy"]
+        if "circuit_breaker" in opts:
+            kw["circuit_breaker"] = opts["circuit_breaker"]
         if "timeout_s" in opts:
             kw["timeout"] = opts["timeout_s"]
         return kw
+
+    def change_client(self, options: dict) -> None:
+        """A client step: the running client's excluded regions (docs/client.md)."""
+        if "excluded_locations" in options:
+            self._client.excluded_locations = list(options["excluded_locations"])
 
     async def setup(self) -> None:
         self._client = CosmosClient(self.endpoint, self.key, **self._client_kwargs())

@@ -426,9 +426,9 @@ class Connection(asyncio.Protocol):
                 if req is None:
                     req = self._take_head()
                     if req is None:
-                        return
+                        break               # dry: a half-closed connection closes below
                 if not self._take_body(req):
-                    return
+                    break
             except BadRequest as e:
                 self._refuse(e.status, e.message, e.discard)
                 return

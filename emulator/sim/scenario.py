@@ -43,12 +43,12 @@ def parse(data) -> tuple[list, dict]:
         data = data.get("schedule")
     if not isinstance(data, list):
         raise ScenarioError('a scenario is a list of steps, or {"schedule": [steps...], ...settings}')
-    steps = [_check_step(i, s) for i, s in enumerate(data)]
+    steps = [check_step(i, s) for i, s in enumerate(data)]
     steps.sort(key=lambda s: s["at_ms"])       # stable: steps at one time keep their order
     return steps, settings
 
 
-def _check_step(i: int, step) -> dict:
+def check_step(i: int, step) -> dict:
     if not isinstance(step, dict):
         raise ScenarioError(f"step {i} must be an object")
     kinds = [k for k in STEP_KINDS if k in step]

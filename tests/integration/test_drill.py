@@ -3,9 +3,12 @@ emulator (real sockets, the bundled client), through the CLI driving it with --c
 report's figures agree with the emulator's own counters: the lost writes the report lists are the
 ones GET /lost-writes holds, and equal to the acknowledged writes the workload can no longer read
 (after a forced failover, more than none); the 429s the client retried are the 429s the storm
-served; the 410s of a moved replica are the address refreshes the client made; the exit status
-is 0 exactly when every assertion held. Also: the in-process emulator (no --control), `drill
-list`, a bad scenario file (exit 2, one line), and `emu.drill(...)`."""
+served; the 410s of a moved replica are the address refreshes the client made; the 429/50009s the
+client backed off from are the credit refusals the emulator counted; hedged extra RU appears only
+in the setups that hedge, the breaker opens only where it is on; after the playbook's client step
+every read East US 2 served is one the emulator counted there; the exit status is 0 exactly when
+every assertion held. Also: the in-process emulator (no --control), `drill list` (all nine), a
+bad scenario file (exit 2, one line), and `emu.drill(...)`."""
 import json
 import os
 import subprocess
@@ -20,6 +23,8 @@ from emulator.testing import running_emulator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DRILL_TIMEOUT_S = 180
+NINE = ("failover", "region-outage", "lag", "primary-crash", "replica-move", "throttle", "credits",
+        "hedging-vs-breaker", "outage-playbook")
 
 
 def regionlab(*args, env=None):
@@ -44,6 +49,22 @@ def direct_gone_counts(emu) -> int:
                for key, n in counts.items() if key.split(" ")[-1].startswith("410"))
 
 
+def served_2xx(emu, region: str) -> int:
+    """Item requests (docs) the region answered with a success."""
+    return sum(n for key, n in emu.topology()["requests"][region].items()
+               if key.split(" ")[1] == "docs" and key.split(" ")[2].startswith("2"))
+
+
+def credit_refusals(emu) -> int:
+    """429/50009s the emulator's throttle counted for the drill's container, every region."""
+    return sum(t["count"] for t in emu.control("GET", "/throttle")["throttled"]
+               if t["reason"] == "credits" and t["database"] == DATABASE and t["container"] == CONTAINER)
+
+
+def seen_50009(summary: dict) -> int:
+    return summary["retries_by_reason"].get("429/50009 credits spent", 0) + summary["errors_by_status"].get("429/50009", 0)
+
+
 def drill_lost_writes(emu) -> list:
     return sorted(w["id"] for w in emu.lost_writes() if w["database"] == DATABASE and w["container"] == CONTAINER)
 
@@ -53,9 +74,12 @@ def test_builtin_drill_short_form_agrees_with_the_emulator(name, tmp_path):
     drill = builtin(name)
     with running_emulator(**account_options(drill)) as emu:
         before, gone_before = docs_status_counts(emu), direct_gone_counts(emu)
+        credits_before, east2_before = credit_refusals(emu), served_2xx(emu, drill.regions[1])
         done = regionlab("drill", name, "--short", "--control", emu.control_endpoint, "--out", str(tmp_path))
+        assert done.returncode in (0, 1), done.stderr
         report = json.loads((tmp_path / "report.json").read_text())
         after, gone_after = docs_status_counts(emu), direct_gone_counts(emu)
+        credits_after, east2_after = credit_refusals(emu), served_2xx(emu, drill.regions[1])
         listed_by_emulator = drill_lost_writes(emu)
     assert done.returncode == (0 if report["passed"] else 1), done.stderr
     assert report["passed"], (done.stdout, report["assertions"])
@@ -65,7 +89,7 @@ def test_builtin_drill_short_form_agrees_with_the_emulator(name, tmp_path):
     assert sorted(w["id"] for w in lost["writes"]) == listed_by_emulator
     assert lost["acknowledged_unreadable"] == lost["listed_acknowledged"] and lost["match"]
     assert report["total"]["ops"] > 0 and report["duration_ms"] == int(drill.duration_ms * SHORT_SCALE)
-    assert len(report["phases"]) == len({s["at_ms"] for s in drill.schedule} | {0})
+    assert len(report["phases"]) == len({s["at_ms"] for s in drill.schedule} | {0}) * max(1, len(drill.setups))
     if name == "failover":
         assert lost["listed"] > 0 and lost["acknowledged_unreadable"] > 0       # lag 300 ms under writes
         assert sum(w["rpo_writes"] for w in report["faults"]) == sum(
@@ -79,6 +103,27 @@ def test_builtin_drill_short_form_agrees_with_the_emulator(name, tmp_path):
         refreshes = sum(n for reason, n in report["total"]["retries_by_reason"].items()
                         if reason.startswith("direct: address refresh after 410/"))
         assert refreshes > 0 and refreshes == gone_after - gone_before
+    if name == "credits":
+        assert credits_after - credits_before == seen_50009(report["total"]) > 0
+        steady, squeezed, healed = report["phases"]
+        assert squeezed["ops_per_s"] < steady["ops_per_s"] / 2 and healed["ops_per_s"] > squeezed["ops_per_s"]
+        assert after.get("429/50009", 0) - before.get("429/50009", 0) == seen_50009(report["total"])
+    if name == "hedging-vs-breaker":
+        rows = {r["setup"]: r for r in report["comparison"]}
+        assert list(rows) == ["none", "hedging", "circuit breaker", "both"]
+        for setup in report["setups"]:
+            row, opts = rows[setup["name"]], setup["client_options"]
+            assert (row["hedged_extra_charge"] > 0) == bool(opts["availability_strategy"]), row
+            assert row["ops"] == setup["total"]["ops"] and (opts["circuit_breaker"] or row["breaker_opened"] == 0)
+        assert sum(r["ops"] for r in rows.values()) == report["total"]["ops"]
+        assert rows["hedging"]["availability_in_fault_windows"] > rows["none"]["availability_in_fault_windows"]
+        assert rows["hedging"]["p99_ms_in_fault_windows"] < rows["none"]["p99_ms_in_fault_windows"]
+        assert "Setups compared" in (tmp_path / "report.html").read_text()
+    if name == "outage-playbook":
+        [change] = report["client_changes"]
+        assert change["availability_before"] < 0.9 and change["availability_after"] >= 0.99
+        assert report["total"]["served_by"].get("East US 2", 0) == east2_after - east2_before > 0
+        assert report["phases"][0]["served_by"] == {"East US": report["phases"][0]["ops"]}
     if name == "primary-crash":
         crash = report["faults"][0]
         assert crash["rto_ms"] is not None and report["phases"][1]["errors"] > 0
@@ -106,13 +151,15 @@ def test_in_process_emulator_failing_assertion_exits_1_and_plots_can_be_off(tmp_
 def test_list_and_bad_scenario(tmp_path):
     listed = regionlab("drill", "list")
     assert listed.returncode == 0
-    assert [line.split()[0] for line in listed.stdout.splitlines()] == builtin_names()
+    assert [line.split()[0] for line in listed.stdout.splitlines()] == builtin_names() == sorted(NINE)
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"workload": {"client": "azure-cosmos"}}))
+    bad.write_text(json.dumps({"workload": {"client": "azure-cosmos", "client_options": {"circuit_breaker": True}}}))
     done = regionlab("drill", "run", str(bad))
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.strip() == ("regionlab drill: error: workload.client 'azure-cosmos' is not built yet: "
-                                   "drills run through the bundled client (\"client\": \"regionlab\")")
+    assert done.stderr.strip() == (
+        "regionlab drill: error: workload.client_options.circuit_breaker is an option of the bundled client only "
+        "(\"client\": \"regionlab\"): the SDK's partition-level circuit breaker is the process-wide environment "
+        "variable AZURE_COSMOS_ENABLE_CIRCUIT_BREAKER, not a client option")
     assert regionlab("drill", "no-such-drill").returncode == 2
 
 

@@ -2,7 +2,7 @@
 pipelined requests are answered in order on one connection (after a request without a body
 too), chunked bodies are framed and bad framing is refused with nothing stored,
 `Expect: 100-continue` is honoured, HEAD sends no body, `Connection` semantics of HTTP/1.1 and 1.0
-hold, an oversized head is 431, TLS on the plain port is 400 with a hint, an oversized body is 413
+hold (a client that half-closes while its reply is held is answered, then closed), an oversized head is 431, TLS on the plain port is 400 with a hint, an oversized body is 413
 that the client can read while still sending, the sweep closes idle keep-alives and answers 408
 to a stalled body, and a region outage closes the region's open connections before the control
 call returns.
@@ -270,6 +270,21 @@ def test_a_connection_that_asks_to_close_is_answered_then_closed(regionlab, vers
         assert reply.status == 200, reply
         assert reply.headers.get("connection") == "close"
         assert replies.closed()
+
+
+def test_a_client_that_half_closes_while_its_reply_is_held_gets_the_reply_then_the_close(regionlab, container):
+    """A client that gives up on a request (a cancelled hedge, an end-to-end timeout) closes its
+    side while the reply is still held: it is answered, then the server closes the connection
+    too, instead of keeping it until the per-endpoint connection cap turns every client away."""
+    region = regionlab.regions[0]
+    container.create_item({"id": "held", "pk": "p"})
+    with regionlab.faults.latency(region, delay_ms=200, op="read"):
+        with raw_socket(regionlab, regionlab.region_endpoints[region]) as sock:
+            sock.sendall(_signed(regionlab, "GET", f"{DOCS}/held", extra=PK_P))
+            sock.shutdown(socket.SHUT_WR)           # EOF arrives while the handler holds the reply
+            replies = _Replies(sock)
+            assert replies.next().status == 200
+            assert replies.closed()
 
 
 def test_http_1_1_without_connection_header_stays_open(regionlab):

@@ -3,8 +3,9 @@ transport (client_world): hedged reads start the second region at exactly 500 ms
 answer and cancel the first; the end-to-end timeout cancels the attempt in flight at exactly 3 s;
 429s are waited out by their retry-after; 403/3 refreshes the account and follows the new write
 region; per-request exclusions route reads; repeated 503s open the circuit breaker so the next
-read of that partition goes elsewhere first; reads carry the region-scoped session token; the
-periodic account refresh runs in the background without holding a request; every
+read of that partition goes elsewhere first (and with circuit_breaker=False never do); reads carry the region-scoped session token; the
+periodic account refresh runs in the background without holding a request, and a caller
+cancelled during a shared refresh leaves it to the others; every
 attempt, hedge and decision is in the diagnostics with its charge."""
 import asyncio
 import base64
@@ -167,6 +168,48 @@ def test_repeated_failures_open_the_breaker_for_that_partition():
     assert any(e.kind == "breaker" and "Unavailable" in e.detail for e in last.diagnostics.events)
     assert [a.region for a in after.diagnostics.attempts] == ["West US"]
     assert [a.region for a in other.diagnostics.attempts] == ["East US"]
+
+
+def test_without_the_breaker_repeated_failures_keep_the_region_order():
+    doc = account_doc(write=("East US", "West US"), read=("East US", "West US"), multi_write=True)
+    t = ScriptedTransport(serve(lambda r, m, h: (0.0, reply(503)) if r == "East US" else (0.0, reply())), doc)
+
+    async def main():
+        client, c = await container(t, circuit_breaker=False)
+        reads = [await c.read_item("1", partition_key="a") for _ in range(8)]
+        await client.close()
+        return client, reads
+    client, reads = run(main())
+    assert client.circuit_breaker is None
+    assert all([a.region for a in r.diagnostics.attempts] == ["East US", "East US", "West US"] for r in reads)
+    assert not any(e.kind == "breaker" for r in reads for e in r.diagnostics.events)
+
+
+class SlowRefresh(ScriptedTransport):
+    """Every account read after the first takes 1 s."""
+    async def send(self, endpoint, method, path, headers, body):
+        if path == "/" and self.account_reads:
+            await asyncio.sleep(1.0)
+        return await super().send(endpoint, method, path, headers, body)
+
+
+def test_a_caller_timed_out_during_a_shared_account_refresh_does_not_cancel_the_others():
+    doc = account_doc(write=("East US",), read=("East US", "West US"))
+    t = SlowRefresh(serve(lambda r, m, h: (0.0, reply(503)) if r == "East US" else (0.0, reply())), doc)
+
+    async def main():
+        client, c = await container(t)
+        # Both reads get a regional 503 and wait for one account refresh; the first times out in it.
+        first = asyncio.ensure_future(c.read_item("1", partition_key="a", timeout=0.5))
+        second = asyncio.ensure_future(c.read_item("1", partition_key="b"))
+        done = await asyncio.gather(first, second, return_exceptions=True)
+        await client.close()
+        return done
+    first, second = run(main())
+    assert isinstance(first, CosmosClientTimeoutError)
+    assert isinstance(second, dict)
+    assert [(a.region, a.status) for a in second.diagnostics.attempts] == [
+        ("East US", 503), ("East US", 503), ("West US", 200)]
 
 
 def test_reads_carry_the_region_scoped_session_token():

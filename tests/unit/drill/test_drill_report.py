@@ -1,7 +1,8 @@
 """Proves the drill report's arithmetic on hand-made operations: percentiles (nearest rank),
 phases cut at the steps, fault windows (heal, duration_ms, failover window clipped at the next
 step), availability outside the windows, RTO, RPO attributed to the causing step, retries by
-reason, hedged charge, and the assertions' verdicts."""
+reason, hedged charge, breaker openings, throttle steps' windows, client steps' before/after, the
+side-by-side comparison of setups, and the assertions' verdicts."""
 from emulator.drill.report import (LostWrites, build, fault_windows, percentile, phases, recovery,
                                    summarize, timeline)
 from emulator.drill.scenario import parse
@@ -85,3 +86,57 @@ def test_build_availability_outside_windows_rpo_and_assertions():
 def test_an_unreadable_write_that_is_not_listed_breaks_the_match():
     lost = LostWrites(listed=[], acked=3, acked_unreadable=["w-9"]).to_dict()
     assert lost["match"] is False and lost["unreadable_not_listed"] == ["w-9"]
+
+
+def test_a_throttle_step_is_a_window_until_its_heal_and_a_client_step_is_none():
+    schedule = [{"at_ms": 1000, "throttle": {"credits_per_s": 100}, "as": "c"}, {"at_ms": 2000, "heal": "c"},
+                {"at_ms": 3000, "client": {"excluded_locations": []}}]
+    w = fault_windows(schedule, 5000)
+    assert [(x["start_ms"], x["end_ms"], x["label"]) for x in w] == [(1000, 2000, "throttle credits_per_s=100")]
+    assert [p["name"] for p in phases(schedule, 5000)][-1] == "client: excluded_locations []"
+
+
+def test_client_changes_compare_the_phases_around_the_step():
+    drill = parse({"duration_ms": 6000, "account": {"regions": ["East US", "East US 2"]},
+                   "schedule": [{"at_ms": 1000, "fault": {"type": "region_outage", "region": "East US"}, "as": "o"},
+                                {"at_ms": 3000, "client": {"excluded_locations": []}, "label": "open"},
+                                {"at_ms": 5000, "heal": "o"}]})
+    ops = [op(t, ok=not 1000 <= t < 3000 or t % 400 == 0) for t in range(0, 6000, 100)]
+    r = build(drill, ops, LostWrites([], 0, []), [], 0.0)
+    [change] = r["client_changes"]
+    assert change["label"] == "open" and change["at_ms"] == 3000
+    assert change["availability_before"] == 0.25 and change["availability_after"] == 1.0
+    assert r["in_fault_windows"]["ops"] == 40 and r["outside_fault_windows"]["ops"] == 20
+
+
+def test_breaker_openings_are_counted():
+    ops = [Op(0, "read", 200, 0, 1.0, "East US", breaker_opened=1), op(5)]
+    assert summarize(ops, 1000)["breaker_opened"] == 1
+
+
+def test_comparison_puts_each_setup_side_by_side():
+    from emulator.drill.comparison import combine
+    drill = parse({"duration_ms": 4000, "account": {"regions": ["East US", "East US 2"]},
+                   "setups": [{"name": "plain"}, {"name": "hedged", "client_options": {"availability_strategy": True}}],
+                   "schedule": [{"at_ms": 1000, "fault": {"type": "latency", "region": "East US", "delay_ms": 5},
+                                 "as": "s"}, {"at_ms": 3000, "heal": "s"}],
+                   "assertions": {"availability_min": 0.9}})
+    runs = []
+    for setup, slow, hedged in ((drill.setups[0], 900.0, 0.0), (drill.setups[1], 510.0, 1.0)):
+        ops = [op(t, latency=slow if 1000 <= t < 3000 else 5.0, hedged=hedged if 1000 <= t < 3000 else 0.0,
+                  charge=1.0 + (hedged if 1000 <= t < 3000 else 0.0), ok=t != 1500 or not hedged)
+               for t in range(0, 4000, 100)]
+        one = drill.for_setup(setup)
+        runs.append((setup, build(one, ops, LostWrites([], 3, []), [], 0.0), ops))
+    r = combine(drill, runs)
+    plain, hedged = r["comparison"]
+    assert (plain["setup"], hedged["setup"]) == ("plain", "hedged")
+    assert plain["p99_ms_in_fault_windows"] == 900.0 and hedged["p99_ms_in_fault_windows"] == 510.0
+    assert plain["hedged_extra_charge"] == 0 and hedged["hedged_extra_charge"] == 20.0
+    assert hedged["extra_ru_share"] == round(20 / 60, 4) and hedged["availability_in_fault_windows"] == 0.95
+    assert r["total"]["ops"] == 80 and r["in_fault_windows"]["ops"] == 40
+    assert [p["name"] for p in r["phases"]][:2] == ["[plain] steady state", "[plain] latency East US"]
+    assert r["setups"][1]["client_options"] == {"availability_strategy": True}
+    assert [a["name"] for a in r["assertions"]] == ["[plain] availability outside fault windows",
+                                                    "[hedged] availability outside fault windows"]
+    assert r["passed"] and r["lost_writes"]["acknowledged_writes"] == 6 and "timeline" not in r

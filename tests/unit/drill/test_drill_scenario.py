@@ -1,6 +1,7 @@
 """Proves the drill scenario schema: every built-in parses; each kind of bad field is refused with
-one line naming the field and the rule (a DrillError, which is a ConfigError); scaling moves every
-time of the schedule."""
+one line naming the field and the rule (a DrillError, which is a ConfigError); setups, client steps
+and throttle steps validate; options only the bundled client has are refused for azure-cosmos;
+scaling moves every time of the schedule; the simulator's form drops what only a live run has."""
 import json
 
 import pytest
@@ -29,7 +30,8 @@ def with_(path: str, value):
 
 def test_builtins_parse_and_list_the_required_drills():
     names = builtin_names()
-    for required in ("failover", "region-outage", "lag", "primary-crash", "throttle"):
+    for required in ("failover", "region-outage", "lag", "primary-crash", "throttle", "replica-move", "credits",
+                     "hedging-vs-breaker", "outage-playbook"):
         assert required in names
     for name in names:
         d = builtin(name)
@@ -53,7 +55,13 @@ def test_good_scenario_normalizes_the_mix_and_keeps_the_schedule_sorted():
     ("workload.mix", {"scan": 1}, "unknown field 'scan'"),
     ("workload.concurrency", 0, "workload.concurrency must be an integer from 1"),
     ("workload.client", "mongo", "workload.client 'mongo' is not one of"),
-    ("workload.client", "azure-cosmos", "not built yet"),
+    ("workload.client_options", {"circuit_breaker": "on"}, "circuit_breaker must be true or false"),
+    ("workload.client_options", {"availability_strategy": {"threshold_ms": 0}}, "positive integers"),
+    ("setups", [{"name": "only"}], "setups must be a list of 2 to 8"),
+    ("setups", [{"name": "a"}, {"name": "a"}], "setups[1].name must be a non-empty string, distinct"),
+    ("setups", [{"name": "a"}, {"name": "b", "client_options": {"timeout_s": 0}}],
+     "setups[1].client_options.timeout_s must be a number"),
+    ("setups", [{"name": "a"}, {"name": "b", "color": 1}], "setups[1]: unknown field 'color'"),
     ("workload.client_options", {"connection_mode": "udp"}, "connection_mode 'udp'"),
     ("workload.client_options", {"preferred_locations": ["Mars"]}, "preferred_locations must list regions"),
     ("assertions.availability_min", 2, "assertions.availability_min must be a number from 0 to 1"),
@@ -73,6 +81,13 @@ def test_bad_fields_are_refused_with_one_line_naming_them(path, value, words):
     ([{"at_ms": 1, "fault": {"type": "region_outage", "region": "East US", "mode": "melt"}}], "mode 'melt'"),
     ([{"at_ms": 1}], "exactly one of"),
     ([{"at_ms": 1, "heal": "all", "when": 3}], "unknown field 'when'"),
+    ([{"at_ms": 1, "client": {"preferred_locations": []}}], "step 0: client: unknown field 'preferred_locations'"),
+    ([{"at_ms": 1, "client": {"excluded_locations": ["Mars"]}}], "step 0: client.excluded_locations must list regions"),
+    ([{"at_ms": 1, "client": {}}], "a client step changes one of excluded_locations"),
+    ([{"at_ms": 1, "throttle": {"credits_per_s": 0}}], "throttle.credits_per_s (null: off, true: 1000) must be"),
+    ([{"at_ms": 1, "throttle": {"storms": 1}}], "throttle: unknown field 'storms'"),
+    ([{"at_ms": 1, "throttle": {"ru": False}, "heal": "x"}], "exactly one of fault, heal, failover, client, throttle"),
+    ([{"at_ms": 20000, "client": {"excluded_locations": []}}], "not before the end of the drill"),
 ])
 def test_bad_steps_are_refused(schedule, words):
     with pytest.raises(DrillError, match=None) as e:
@@ -96,3 +111,55 @@ def test_scaling_moves_every_time():
     assert s.schedule[2]["window_ms"] == FAILOVER_WINDOW_MS // 2
     assert s.schedule[3]["fault"]["duration_ms"] == 1000 and s.schedule[3]["fault"]["delay_ms"] == 5
     assert d.duration_ms == 10000                     # the original is unchanged
+
+
+def test_setups_lay_their_options_over_the_workloads():
+    d = parse(with_("setups", [{"name": "plain"}, {"name": "hedged", "client_options": {"availability_strategy": True}}]))
+    assert [s["name"] for s in d.setups] == ["plain", "hedged"]
+    one = d.for_setup(d.setups[1])
+    assert one.setups == [] and one.client_options == {"availability_strategy": True}
+    assert d.scaled(0.5).setups == d.setups
+
+
+def test_client_and_throttle_steps_sort_into_the_schedule_and_scale():
+    d = parse(with_("schedule", GOOD["schedule"] + [
+        {"at_ms": 2000, "client": {"excluded_locations": ["East US 2"]}},
+        {"at_ms": 500, "throttle": {"credits_per_s": 100}, "as": "c", "window_ms": 1000}]))
+    assert [next(k for k in ("fault", "heal", "failover", "client", "throttle") if k in s) for s in d.schedule] == \
+        ["throttle", "fault", "client", "heal", "failover"]
+    s = d.scaled(0.5)
+    assert [x["at_ms"] for x in s.schedule] == [250, 500, 1000, 2000, 2500] and s.schedule[0]["window_ms"] == 500
+
+
+@pytest.mark.parametrize("options,words", [
+    ({"circuit_breaker": True}, "circuit_breaker is an option of the bundled client only (\"client\": "
+                                "\"regionlab\"): the SDK's partition-level circuit breaker is the process-wide "
+                                "environment variable AZURE_COSMOS_ENABLE_CIRCUIT_BREAKER"),
+    ({"connection_mode": "direct"}, "connection_mode is an option of the bundled client only (\"client\": "
+                                    "\"regionlab\"): the Python SDK speaks only gateway mode"),
+])
+def test_azure_cosmos_refuses_options_only_the_bundled_client_has(options, words):
+    data = with_("workload.client", "azure-cosmos")
+    data["workload"]["client_options"] = options
+    with pytest.raises(DrillError) as e:
+        parse(data)
+    assert str(e.value).startswith("workload.client_options.") and words in str(e.value)
+    data["workload"]["client_options"] = {}
+    data["setups"] = [{"name": "a"}, {"name": "b", "client_options": options}]
+    with pytest.raises(DrillError, match=r"setups\[1\]\.client_options\."):
+        parse(data)
+    data["workload"]["client_options"] = {"connection_mode": "gateway", "availability_strategy": True}
+    data.pop("setups")
+    assert parse(data).client == "azure-cosmos"
+
+
+def test_the_simulators_form_drops_client_and_throttle_steps_and_their_heals():
+    from emulator.drill.scenario import sim_scenario
+    data = with_("schedule", [{"at_ms": 100, "throttle": {"credits_per_s": 5}, "as": "c"},
+                              {"at_ms": 200, "client": {"excluded_locations": []}},
+                              {"at_ms": 300, "fault": {"type": "region_outage", "region": "East US 2"}, "as": "o"},
+                              {"at_ms": 400, "heal": "c"}, {"at_ms": 500, "heal": "o"}])
+    data["setups"] = [{"name": "a"}, {"name": "b"}]
+    steps = sim_scenario(data, ("East US", "East US 2", "West US"), 100, 1000)["schedule"]
+    assert steps == [{"at_ms": 300, "fault": {"type": "region_outage", "region": "East US 2"}, "as": "o"},
+                     {"at_ms": 500, "heal": "o"}]

@@ -1,0 +1,151 @@
+"""The drill's workload through the official SDK (`"client": "azure-cosmos"`, its asyncio API):
+the same operations, mix and pacing as workload.py, each recorded as the same `Op`.
+
+The SDK has no per-operation diagnostics object with attempts, so the workload watches every HTTP
+attempt itself through the azure-core hooks each call takes (`raw_request_hook` as an attempt
+leaves, `raw_response_hook` as its reply comes back): status and substatus, `x-ms-request-charge`,
+and the URL the attempt went to, which names its region through the account's locations. From
+those:
+
+* retries by reason: every attempt after the first, named after the reply that led to it as the
+  bundled client names its reasons (`429/3200 throttled`, `429/50009 credits spent`, `503/0`, ...);
+* hedged extra RU: an attempt that left while another attempt of the same operation had no reply
+  yet is a hedged copy (the SDK's availability_strategy); the charge of its reply is hedged;
+* the region that served: the region of the final successful reply.
+
+What the SDK does not let it see: the reason the SDK itself gives for a retry (only the reply
+before it), an attempt that got no reply (a transport error or a cancelled copy: no charge, no
+status), and circuit-breaker transitions (the SDK's breaker is process-wide and unreported), so
+`breaker_opened` is always 0 here.
+"""
+import asyncio
+import time
+
+from azure.core.exceptions import AzureError
+from azure.cosmos import PartitionKey
+from azure.cosmos.aio import CosmosClient as SdkClient
+from azure.cosmos.exceptions import CosmosHttpResponseError
+
+from client.aio import CosmosClient as BundledClient
+
+from .workload import CONTAINER, DATABASE, PREFILL_CONCURRENCY, TRANSPORT_ERROR_STATUS, Op, Workload
+
+SUBSTATUS_HEADER = "x-ms-substatus"
+CHARGE_HEADER = "x-ms-request-charge"
+REASONS = {(429, 50009): "429/50009 credits spent", (403, 3): "403/3 write forbidden",
+           (404, 1002): "404/1002 session not yet readable"}
+
+
+def reason_of(status: int, sub: int) -> str:
+    """The bundled client's reason class for a retry after this reply."""
+    if (status, sub) in REASONS:
+        return REASONS[(status, sub)]
+    return f"429/{sub} throttled" if status == 429 else f"{status}/{sub}"
+
+
+class Attempts:
+    """The HTTP attempts of one operation, in the order they left, as the azure-core hooks see them."""
+
+    def __init__(self, regions: dict):
+        self.regions = regions               # endpoint "http://host:port/" -> region name
+        self.sent: list[dict] = []           # {"hedge", "reply": (status, sub, charge, region) or None}
+        self._waiting: dict[int, dict] = {}  # id(http request) -> its entry, until its reply
+
+    def on_request(self, request) -> None:
+        entry = {"hedge": bool(self._waiting), "reply": None}
+        self.sent.append(entry)
+        self._waiting[id(request.http_request)] = entry
+
+    def on_response(self, response) -> None:
+        entry = self._waiting.pop(id(response.http_request), None)
+        if entry is None:
+            return
+        r = response.http_response
+        url = response.http_request.url
+        base = url[:url.index("/", url.index("//") + 2) + 1]
+        entry["reply"] = (r.status_code, int(r.headers.get(SUBSTATUS_HEADER) or 0),
+                          float(r.headers.get(CHARGE_HEADER) or 0.0), self.regions.get(base))
+
+    def op(self, kind: str, start_ms: float, latency_ms: float, status: int, sub: int, item_id=None) -> Op:
+        chain = [a for a in self.sent if not a["hedge"]]
+        retries = [reason_of(*a["reply"][:2]) if a["reply"] else "no reply" for a in chain[:-1]]
+        replies = [a["reply"] for a in self.sent if a["reply"]]
+        served = [r for r in replies if 200 <= r[0] < 300]
+        return Op(start_ms=start_ms, kind=kind, status=status, sub_status=sub, latency_ms=latency_ms,
+                  region=served[-1][3] if served and 200 <= status < 300 else None, retries=retries,
+                  charge=sum(r[2] for r in replies),
+                  hedged_charge=sum(a["reply"][2] for a in self.sent if a["hedge"] and a["reply"]), item_id=item_id)
+
+
+class SdkWorkload(Workload):
+    """workload.py's Workload, with the official azure-cosmos aio client doing the operations."""
+
+    def __init__(self, drill, endpoint: str, key: str, seed: int = 0):
+        super().__init__(drill, endpoint, key, seed)
+        self._regions: dict = {}
+        self._excluded = None            # set by a client step: sent with every request
+
+    def _sdk_kwargs(self) -> dict:
+        opts = self.drill.client_options
+        kw = {"multiple_write_locations": opts.get("multiple_write_locations", True)}
+        for name in ("preferred_locations", "excluded_locations", "availability_strategy"):
+            if name in opts:
+                kw[name] = opts[name]
+        return kw
+
+    async def _locations(self) -> dict:
+        """endpoint -> region, from the account's locations (GET / through the bundled client:
+        the SDK keeps its own to itself)."""
+        async with BundledClient(self.endpoint, self.key) as probe:
+            account = await probe.get_database_account()
+        return {r.endpoint: r.name for r in account.read_regions + account.write_regions}
+
+    async def setup(self) -> None:
+        self._regions = await self._locations()
+        self._client = SdkClient(self.endpoint, self.key, **self._sdk_kwargs())
+        await self._client.__aenter__()
+        db = await self._client.create_database_if_not_exists(DATABASE)
+        self._container = await db.create_container_if_not_exists(CONTAINER, partition_key=PartitionKey(path="/pk"))
+        sem = asyncio.Semaphore(PREFILL_CONCURRENCY)
+
+        async def put(i):
+            async with sem:
+                await self._container.upsert_item({"id": f"k-{i}", "pk": f"k-{i}", "n": i})
+        await asyncio.gather(*(put(i) for i in range(self.drill.keys)))
+
+    def change_client(self, options: dict) -> None:
+        if "excluded_locations" in options:
+            self._excluded = list(options["excluded_locations"])
+
+    def _request_kwargs(self, attempts: Attempts) -> dict:
+        kw = {"raw_request_hook": attempts.on_request, "raw_response_hook": attempts.on_response}
+        if "timeout_s" in self.drill.client_options:
+            kw["timeout"] = self.drill.client_options["timeout_s"]
+        if self._excluded is not None:
+            kw["excluded_locations"] = self._excluded
+        return kw
+
+    async def _one(self, kind: str, worker: int, n: int) -> Op:
+        start = self.now_ms()
+        began = time.monotonic()
+        key = f"k-{self.rng.randrange(self.drill.keys)}"
+        item_id = f"w-{self.run_tag}-{worker}-{n}" if kind == "write" else None
+        attempts = Attempts(self._regions)
+        kw = self._request_kwargs(attempts)
+        try:
+            if kind == "read":
+                await self._container.read_item(key, partition_key=key, **kw)
+            elif kind == "write":
+                await self._container.create_item({"id": item_id, "pk": item_id, "worker": worker}, **kw)
+            else:
+                pager = self._container.query_items("SELECT * FROM c WHERE c.pk = @pk", partition_key=key,
+                                                    parameters=[{"name": "@pk", "value": key}], **kw)
+                async for page in pager.by_page():
+                    async for _ in page:
+                        pass
+            status, sub = (201 if kind == "write" else 200), 0
+        except CosmosHttpResponseError as e:
+            status, sub = e.status_code or TRANSPORT_ERROR_STATUS, int(e.sub_status or 0)
+        except (AzureError, OSError, asyncio.TimeoutError):   # no reply the SDK could give
+            status, sub = TRANSPORT_ERROR_STATUS, 0
+        return attempts.op(kind, start, (time.monotonic() - began) * 1000.0, status, sub, item_id)
