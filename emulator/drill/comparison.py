@@ -16,7 +16,7 @@ the same way), adds `setups` (each setup's own report, its timeline included) an
 from .report import in_window, summarize
 
 SETUP_FIGURES = ("total", "outside_fault_windows", "in_fault_windows", "phases", "faults", "client_changes",
-                 "lost_writes", "failovers", "timeline", "assertions", "passed")
+                 "lost_writes", "failovers", "timeline", "history_check", "assertions", "passed")
 
 
 def row(name: str, report: dict) -> dict:

@@ -154,6 +154,17 @@ def _fmt(d: dict) -> str:
     return ", ".join(f"{k}: {v}" for k, v in d.items()) or "-"
 
 
+def _history_check(h: dict | None) -> str:
+    if not h:
+        return ""
+    writes = ", ".join(f"{n} {html.escape(k)}" for k, n in sorted(h["writes"].items())) or "none"
+    rows = [(x["check"], x["message"]) for x in h["violations"]]
+    return (f"<h2>History checker ({html.escape(h['level'])})</h2><p>"
+            f"{'No violation' if h['valid'] else str(h['violation_count']) + ' violations'} in what the clients saw: "
+            f"writes {writes}; {h['unknown_writes']} with an unknown outcome (no reply or 408), "
+            f"{h['unknown_applied']} of them applied.</p>" + (_table(("check", "what"), rows) if rows else ""))
+
+
 def render(report: dict) -> str:
     plt = load_pyplot()
     phase_rows = [(p["name"], p["ops"], p["ops_per_s"], _fmt(p["errors_by_status"]), p["p50_ms"], p["p99_ms"],
@@ -203,5 +214,6 @@ multi-write {report['account']['multi_write']}. Workload: {html.escape(json.dump
 <h2>Lost writes</h2><p>{lost['listed']} listed by GET /lost-writes; {lost['acknowledged_unreadable']} of
 {lost['acknowledged_writes']} acknowledged writes no longer readable; every unreadable one listed: {lost['match']}.</p>
 {_table(('id', 'partition', 'lsn', 'operation', 'region', 'reason'), lost_rows) if lost_rows else ''}
+{_history_check(report.get("history_check"))}
 </body></html>
 """

@@ -84,10 +84,11 @@ def phases(schedule: list, duration_ms: int) -> list[dict]:
 
 
 def summarize(ops: list[Op], span_ms: float) -> dict:
-    errors, retries, regions = {}, {}, {}
+    errors, retries, regions, kinds = {}, {}, {}, {}
     opened = 0
     for op in ops:
         opened += op.breaker_opened
+        kinds[op.kind] = kinds.get(op.kind, 0) + 1
         if not op.ok:
             key = f"{op.status}/{op.sub_status}" if op.status else "transport"
             errors[key] = errors.get(key, 0) + 1
@@ -97,7 +98,7 @@ def summarize(ops: list[Op], span_ms: float) -> dict:
             regions[op.region] = regions.get(op.region, 0) + 1
     latencies = [op.latency_ms for op in ops]
     ok = sum(1 for op in ops if op.ok)
-    return {"ops": len(ops), "ok": ok, "errors": len(ops) - ok, "errors_by_status": errors,
+    return {"ops": len(ops), "ops_by_kind": kinds, "ok": ok, "errors": len(ops) - ok, "errors_by_status": errors,
             "availability": round(ok / len(ops), 6) if ops else 1.0,
             "ops_per_s": round(len(ops) / (span_ms / 1000.0), 2) if span_ms > 0 else 0.0,
             "p50_ms": round(percentile(latencies, 50), 3), "p99_ms": round(percentile(latencies, 99), 3),
@@ -168,7 +169,7 @@ def client_changes(schedule: list, per_phase: list) -> list[dict]:
     return out
 
 
-def check_assertions(assertions: dict, outside: dict, lost: dict) -> list[dict]:
+def check_assertions(assertions: dict, outside: dict, lost: dict, consistency: dict | None = None) -> list[dict]:
     out = []
     if "availability_min" in assertions:
         out.append(_verdict("availability outside fault windows", outside["availability"], ">=",
@@ -180,6 +181,10 @@ def check_assertions(assertions: dict, outside: dict, lost: dict) -> list[dict]:
     if assertions.get("lost_writes_match"):
         out.append({"name": "every acknowledged unreadable write is listed", "value": lost["match"],
                     "op": "==", "limit": True, "held": bool(lost["match"])})
+    if assertions.get("consistency_valid") and consistency is not None:
+        out.append({"name": f"history checker ({consistency['level']}): no violation",
+                    "value": consistency["violation_count"], "op": "==", "limit": 0,
+                    "held": consistency["valid"]})
     return out
 
 
@@ -188,7 +193,8 @@ def _verdict(name: str, value, op: str, limit) -> dict:
     return {"name": name, "value": value, "op": op, "limit": limit, "held": bool(held)}
 
 
-def build(drill, ops: list[Op], lost: LostWrites, failovers: list, started_epoch_ms: float) -> dict:
+def build(drill, ops: list[Op], lost: LostWrites, failovers: list, started_epoch_ms: float,
+          consistency: dict | None = None) -> dict:
     windows = fault_windows(drill.schedule, drill.duration_ms)
     per_phase = []
     for p in phases(drill.schedule, drill.duration_ms):
@@ -203,7 +209,7 @@ def build(drill, ops: list[Op], lost: LostWrites, failovers: list, started_epoch
         w["rto_ms"] = recovery(ops, w)
         w["rpo_writes"] = 0
     _attribute_rpo(windows, failovers, started_epoch_ms)
-    results = check_assertions(drill.assertions, outside, lost_d)
+    results = check_assertions(drill.assertions, outside, lost_d, consistency)
     return {"drill": drill.name, "description": drill.description, "duration_ms": drill.duration_ms,
             "account": {"regions": list(drill.regions), "consistency": drill.consistency,
                         "multi_write": drill.multi_write},
@@ -212,6 +218,7 @@ def build(drill, ops: list[Op], lost: LostWrites, failovers: list, started_epoch
             "total": summarize(ops, drill.duration_ms), "outside_fault_windows": outside,
             "in_fault_windows": inside, "phases": per_phase, "faults": windows,
             "client_changes": client_changes(drill.schedule, per_phase), "lost_writes": lost_d, "failovers": failovers,
+            "history_check": consistency,
             "timeline": timeline(ops, drill.duration_ms),
             "assertions": results, "passed": all(r["held"] for r in results)}
 

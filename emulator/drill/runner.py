@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 from .. import defaults
 from ..ctl import ControlError, call
-from . import comparison, report as reports
+from . import comparison, report as reports, verdict
 from .progress import Progress
 from .scenario import DrillError
 from .workload import CONTAINER, DATABASE, Workload
@@ -210,8 +210,10 @@ async def _report(drill, target, workload, lost_before: set, started_epoch_ms: f
               if _lost_key(w) not in lost_before and w["database"] == DATABASE and w["container"] == CONTAINER]
     failovers = [f for f in (await _control(target, "GET", "/failovers"))["failovers"]
                  if (f.get("started_ms") or 0) >= started_epoch_ms]
-    unreadable = await workload.unreadable_writes(topology["write_regions"][0])
+    present = await workload.read_back(topology["write_regions"][0])
     acked = {op.item_id for op in workload.ops if op.kind == "write" and op.ok}
-    lost = reports.LostWrites(listed=listed, acked=len(acked), acked_unreadable=unreadable,
+    lost = reports.LostWrites(listed=listed, acked=len(acked), acked_unreadable=sorted(acked - present),
                               listed_acked=sorted({w["id"] for w in listed} & acked))
-    return reports.build(as_run(drill, workload.step_started_ms), workload.ops, lost, failovers, started_epoch_ms)
+    consistency = verdict.check(drill, workload.ops, present, {w["id"] for w in listed})
+    return reports.build(as_run(drill, workload.step_started_ms), workload.ops, lost, failovers, started_epoch_ms,
+                         consistency)

@@ -50,7 +50,7 @@ THROTTLE_KNOBS = ("credits_per_s", "ru", "burst", "serverless", "serverless_ru_p
 STEP_FIELDS = ("at_ms", "fault", "heal", "failover", "client", "throttle", "as", "window_ms", "label")
 SETUP_FIELDS = ("name", "client_options")
 SETUPS_MAX = 8
-ASSERTION_FIELDS = ("availability_min", "lost_writes_max", "p99_ms_max", "lost_writes_match")
+ASSERTION_FIELDS = ("availability_min", "lost_writes_max", "p99_ms_max", "lost_writes_match", "consistency_valid")
 DURATION_MS_MAX = 3_600_000               # an hour: a drill, not a soak
 CONCURRENCY_MAX = 256
 KEYS_MAX = 1_000_000
@@ -329,6 +329,8 @@ def _assertions(value) -> dict:
         _number(a["p99_ms_max"], "assertions.p99_ms_max", 0, 3_600_000)
     if "lost_writes_match" in a:
         _bool(a["lost_writes_match"], "assertions.lost_writes_match")
+    if "consistency_valid" in a:
+        _bool(a["consistency_valid"], "assertions.consistency_valid")
     return a
 
 

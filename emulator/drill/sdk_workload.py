@@ -28,6 +28,7 @@ from azure.cosmos.exceptions import CosmosHttpResponseError
 
 from client.aio import CosmosClient as BundledClient
 
+from ..sim import observed
 from .workload import CONTAINER, DATABASE, PREFILL_CONCURRENCY, TRANSPORT_ERROR_STATUS, Op, Workload
 
 SUBSTATUS_HEADER = "x-ms-substatus"
@@ -74,7 +75,17 @@ class Attempts:
         return Op(start_ms=start_ms, kind=kind, status=status, sub_status=sub, latency_ms=latency_ms,
                   region=served[-1][3] if served and 200 <= status < 300 else None, retries=retries,
                   charge=sum(r[2] for r in replies),
-                  hedged_charge=sum(a["reply"][2] for a in self.sent if a["hedge"] and a["reply"]), item_id=item_id)
+                  hedged_charge=sum(a["reply"][2] for a in self.sent if a["hedge"] and a["reply"]), item_id=item_id,
+                  outcomes=self.outcomes(kind, status, sub))
+
+    def outcomes(self, kind: str, status: int, sub: int) -> tuple:
+        """A write's attempts for the history checker. The hooks cannot tell a request refused
+        before it left from one sent and never answered, so no reply counts as unknown."""
+        if kind != "write":
+            return ()
+        got = tuple(observed.attempt_outcome("create", a["reply"][0], a["reply"][1]) if a["reply"]
+                    else observed.UNKNOWN for a in self.sent)
+        return got or (observed.attempt_outcome("create", status or None, sub),)
 
 
 class SdkWorkload(Workload):

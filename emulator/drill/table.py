@@ -36,6 +36,16 @@ def client_changes(report: dict) -> list[str]:
             f"{c['availability_after']} after" for c in report.get("client_changes", [])]
 
 
+def history_check(report: dict) -> list[str]:
+    h = report.get("history_check")
+    if not h:
+        return []
+    writes = ", ".join(f"{n} {k}" for k, n in sorted(h["writes"].items()))
+    line = (f"history checker ({h['level']}): {'no violation' if h['valid'] else str(h['violation_count']) + ' VIOLATIONS'}"
+            f"; writes {writes or 'none'}; {h['unknown_writes']} unknown ({h['unknown_applied']} applied)")
+    return [line] + [f"  {x['check']}: {x['message']}" for x in h["violations"][:5]]
+
+
 def render(report: dict) -> str:
     lines = [f"drill {report['drill']}: {report['description']}".rstrip(": "), "",
              _row(name for name, _ in PHASE_COLUMNS)]
@@ -55,6 +65,7 @@ def render(report: dict) -> str:
     lines += ["", f"lost writes: {lost['listed']} listed by GET /lost-writes; {lost['acknowledged_unreadable']} of "
               f"{lost['acknowledged_writes']} acknowledged writes no longer readable"
               f"{'' if lost['match'] else ' — NOT ALL LISTED: ' + ', '.join(lost['unreadable_not_listed'][:5])}"]
+    lines += history_check(report)
     outside = report["outside_fault_windows"]
     lines.append(f"outside fault windows: availability {outside['availability']:.4f}, p99 {outside['p99_ms']} ms")
     for a in report["assertions"]:

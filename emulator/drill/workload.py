@@ -16,6 +16,9 @@ from client.aio import CosmosClient
 from client.exceptions import CosmosHttpResponseError
 from client.policies.breaker import UNAVAILABLE
 
+from ..sim import observed
+from .verdict import attempt_outcomes
+
 DATABASE = "drill"
 CONTAINER = "items"
 PREFILL_CONCURRENCY = 16
@@ -36,6 +39,7 @@ class Op:
     hedged_charge: float = 0.0
     item_id: str | None = None       # writes: the item created
     breaker_opened: int = 0          # circuit-breaker transitions to Unavailable it caused
+    outcomes: tuple = ()             # writes: each attempt's "ok" / "fail" / "unknown" (verdict.py)
 
     @property
     def ok(self) -> bool:
@@ -60,7 +64,16 @@ def _record(kind: str, start_ms: float, diagnostics, status: int, sub: int, item
               region=final.region if final is not None and 200 <= (final.status or 0) < 300 else None,
               retries=retries, charge=sum(a.request_charge for a in attempts),
               hedged_charge=sum(a.request_charge for a in attempts if a.hedge), item_id=item_id,
-              breaker_opened=opened)
+              breaker_opened=opened, outcomes=_outcomes(kind, attempts, status, sub))
+
+
+def _outcomes(kind: str, attempts: list, status: int, sub: int) -> tuple:
+    if kind != "write":
+        return ()
+    if attempts:
+        return attempt_outcomes(attempts)
+    # No diagnostics: the final status is all there is (0: no reply, the write may have applied).
+    return (observed.attempt_outcome("create", status or None, sub),)
 
 
 class Workload:
@@ -163,13 +176,15 @@ class Workload:
             return _record(kind, start, e.diagnostics, e.status_code or TRANSPORT_ERROR_STATUS,
                            e.sub_status or 0, item_id)
         except (OSError, asyncio.TimeoutError) as e:      # a transport failure the client gave up on
-            return Op(start, kind, TRANSPORT_ERROR_STATUS, 0, self.now_ms() - start, None, [type(e).__name__])
+            return Op(start, kind, TRANSPORT_ERROR_STATUS, 0, self.now_ms() - start, None, [type(e).__name__],
+                      item_id=item_id, outcomes=(observed.UNKNOWN,) if kind == "write" else ())
 
-    async def unreadable_writes(self, write_region: str) -> list[str]:
-        """The acknowledged writes a read in the write region no longer finds."""
-        acked = [op.item_id for op in self.ops if op.kind == "write" and op.ok]
+    async def read_back(self, write_region: str) -> set:
+        """The ids of every write the workload issued (answered or not) that a read in the write
+        region finds: what the history checker judges each write's fate by."""
+        issued = [op.item_id for op in self.ops if op.kind == "write" and op.item_id is not None]
         client = CosmosClient(self.endpoint, self.key, preferred_locations=[write_region])
-        missing = []
+        present = set()
         async with client:
             container = client.get_database_client(DATABASE).get_container_client(CONTAINER)
             sem = asyncio.Semaphore(READBACK_CONCURRENCY)
@@ -178,12 +193,17 @@ class Workload:
                 async with sem:
                     try:
                         await container.read_item(item_id, partition_key=item_id)
+                        present.add(item_id)
                     except CosmosHttpResponseError as e:
                         if e.status_code != 404:
                             raise
-                        missing.append(item_id)
-            await asyncio.gather(*(check(i) for i in acked))
-        return sorted(missing)
+            await asyncio.gather(*(check(i) for i in issued))
+        return present
+
+    async def unreadable_writes(self, write_region: str) -> list[str]:
+        """The acknowledged writes a read in the write region no longer finds."""
+        present = await self.read_back(write_region)
+        return sorted(op.item_id for op in self.ops if op.kind == "write" and op.ok and op.item_id not in present)
 
     async def close(self) -> None:
         if self._client is not None:

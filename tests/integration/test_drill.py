@@ -89,6 +89,12 @@ def test_builtin_drill_short_form_agrees_with_the_emulator(name, tmp_path):
     assert sorted(w["id"] for w in lost["writes"]) == listed_by_emulator
     assert lost["acknowledged_unreadable"] == lost["listed_acknowledged"] and lost["match"]
     assert report["total"]["ops"] > 0 and report["duration_ms"] == int(drill.duration_ms * SHORT_SCALE)
+    for run in report.get("setups") or [report]:      # the history checker judged every write it issued
+        check = run["history_check"]
+        assert check["valid"], check["violations"]
+        assert check["level"] == drill.consistency
+        assert check["writes"].get("ok", 0) == run["lost_writes"]["acknowledged_writes"]
+        assert sum(check["writes"].values()) == run["total"]["ops_by_kind"].get("write", 0)
     assert len(report["phases"]) == len({s["at_ms"] for s in drill.schedule} | {0}) * max(1, len(drill.setups))
     if name == "failover":
         assert lost["listed"] > 0 and lost["acknowledged_unreadable"] > 0       # lag 300 ms under writes
