@@ -175,10 +175,17 @@ class Partition:
             return
         sets = self.replica_sets.values()
         newest = None                          # the first replica set of the newest epoch
+        mixed = False                          # some region is in an older epoch
         for rs in sets:
             if newest is None or rs.epoch > newest.epoch:
+                mixed = newest is not None
                 newest = rs
-        committed = sorted([_committed_in(rs, newest) for rs in sets], reverse=True)
+            elif rs.epoch < newest.epoch:
+                mixed = True
+        if mixed:
+            committed = sorted([_committed_in(rs, newest) for rs in sets], reverse=True)
+        else:                                  # one epoch (nearly always): _committed_in is committed_lsn
+            committed = sorted([rs.committed_lsn for rs in sets], reverse=True)
         g = committed[len(committed) // 2]       # the majority-th highest
         if g <= self.global_lsn:
             return

@@ -363,8 +363,8 @@ class DirectConnection(asyncio.Protocol):
         except CosmosError as e:
             self._refuse(rid, op, options, e)
             return
-        if not activity:
-            activity = responses.activity_id()
+        if not activity:                     # responses.activity_id's form, inlined as _read does
+            activity = _ACTIVITY_PREFIX + (next(_activity_seq) & 0xFFFFFFFFFFFF).to_bytes(6, "big").hex()
         self.pending += 1
         replica = target.replica
         replica.in_flight += 1
@@ -404,6 +404,11 @@ class DirectConnection(asyncio.Protocol):
         replica.in_flight -= 1
         self.node.requests[(op, status, 0)] += 1
         target.counter[target.key] += 1
+        if self._in_data and not self.closed and self.state != _CLOSING:
+            out = _pack(res)                 # queued as _read queues (the frame limit is _send's check)
+            if len(out) <= D.FRAME_BYTES_MAX:
+                self._out += (_pack_length(len(out)), out)
+                return
         self._send_reply(res)
         if self.state == _CLOSING:
             self._maybe_finish_close()
