@@ -262,7 +262,14 @@ class ReplicaSet:
                 self._replicate_to(r, lsn)
                 current = False
         if current:
-            self._committed(lsn)
+            if lsn > self.committed_lsn:     # _committed(lsn), inlined: every commit of every region
+                old = self.committed_lsn
+                self.committed_lsn = lsn
+                for fn in self.commit_listeners:
+                    fn(self, old, lsn)
+                waiters = self._waiters
+                while waiters and waiters[0][0] <= lsn:
+                    waiters.popleft()[1](True)
         else:
             self._recompute_commit()
 
