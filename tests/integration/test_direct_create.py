@@ -90,6 +90,16 @@ async def _pk_option_request(conn, op: str, key: str, fields: dict) -> dict:
 
 @pytest.mark.regionlab_config(partitions=1)
 def test_lean_and_general_direct_creates_answer_alike(regionlab):
+    both_paths_alike(regionlab)
+
+
+@pytest.mark.regionlab_config(partitions=1, consistency="Strong")
+def test_lean_and_general_direct_creates_answer_alike_when_they_wait_for_a_majority_of_regions(regionlab):
+    # Under Strong a write waits for a majority of regions: the lean path answers from a task.
+    both_paths_alike(regionlab)
+
+
+def both_paths_alike(regionlab) -> None:
     setup(regionlab)
     (_, replicas), = feed(regionlab).items()
     host, port, key = target(replicas["primary"])
