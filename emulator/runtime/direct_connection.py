@@ -371,7 +371,7 @@ class DirectConnection(asyncio.Protocol):
         gw = self.gw
         try:
             if parsed is None:
-                raise _pk_required()
+                raise partition_keys.missing()
             container = target.container
             pk_json, values = partition_keys.checked(container, *parsed)
             writer, status, version = documents.stage_body(gw, gw.region, container, pk_json, values, body,
@@ -394,6 +394,13 @@ class DirectConnection(asyncio.Protocol):
             self.in_flight[rid] = task
             task.add_done_callback(lambda t: self._finished(rid, op, activity, target, t))
             return
+        self._created(rid, op, target, writer, status, version, lsn, ru, prefer, activity)
+
+    def _created(self, rid: int, op: str, target, writer, status: int, version, lsn: int, ru: float, prefer,
+                 activity: str) -> None:
+        """Answer an acknowledged create or upsert (_create): _write_fields, fields_reply and
+        _answer in one step."""
+        replica = target.replica
         rs = writer.rs
         seen = lsn or rs.committed_lsn
         minimal = prefer is not None and prefer.lower() == H.PREFER_RETURN_MINIMAL
@@ -726,11 +733,6 @@ def _check_range(target, pk_header: str) -> tuple:
         raise direct_ops.range_gone(target, pk_json)
     return parsed
 
-
-def _pk_required() -> CosmosError:
-    """partition_keys.required's 400 for a request without a partition key."""
-    return bad_request("PartitionKey value must be supplied for this operation: send the "
-                       "x-ms-documentdb-partitionkey header, e.g. [\"p1\"].")
 
 
 _STAGED_CREATES = frozenset((D.CREATE, D.UPSERT))
