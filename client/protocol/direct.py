@@ -201,8 +201,19 @@ class FrameDecoder:
                 return []                # the kept frame is still incomplete
             data = bytes(buf)
             buf.clear()
-        frames = []
         size = len(data)
+        if size > LENGTH_PREFIX_BYTES and not buf:
+            # The common read: exactly one whole frame of the usual shape, decoded without the
+            # loop below (which handles, and explains, everything else).
+            n = _unpack_length(data, 0)[0]
+            if n == size - LENGTH_PREFIX_BYTES and n <= self.max_frame_bytes:
+                try:
+                    frame = _unpackb(data[LENGTH_PREFIX_BYTES:])
+                except Exception:
+                    frame = None
+                if type(frame) is list and frame and type(frame[0]) is int:
+                    return [frame]
+        frames = []
         pos = 0
         limit = self.max_frame_bytes
         try:

@@ -139,7 +139,10 @@ class Account:
 
     def _link(self, a: str, b: str, lag: int) -> Link:
         link = Link(a, b, lag, self.scheduler, self.clock, self.rng, self.config.jitter_ms)
-        link.receiver_up = lambda: self.region_state(a) == "up" and self.region_state(b) == "up"
+        # The two Region objects, not their names: every send and delivery asks, and looking
+        # names up walks the region list twice. A removed region's state becomes "removed".
+        ra, rb = self.region(a), self.region(b)
+        link.receiver_up = lambda: ra.state == "up" and rb.state == "up"
         link.on_state = self._link_state_changed
         return link
 
@@ -307,10 +310,11 @@ class Account:
         it by ordinary log shipping."""
         self.check_new_region(name)
         region = Region(name, max(r.id for r in self.regions) + 1)
-        for other in self.regions:
+        others = list(self.regions)
+        self.regions.append(region)
+        for other in others:
             self.links[(other.name, name)] = self._link(other.name, name, default_lag_ms(other.name, name))
             self.links[(name, other.name)] = self._link(name, other.name, default_lag_ms(name, other.name))
-        self.regions.append(region)
         if self.config.multi_write:
             self.write_regions = self.write_regions + (name,)
         for c, p in self.partitions():
@@ -367,6 +371,7 @@ class Account:
             raise bad_request(f"{name} is the write region: fail over to another region before removing it.")
         if self.draining is not None:
             raise conflict("A failover is in progress; remove the region after it completes.")
+        self.region(name).state = "removed"   # links still holding it stop delivering to it
         self.regions = [r for r in self.regions if r.name != name]
         self.write_regions = tuple(r for r in self.write_regions if r != name)
         self.links = {pair: l for pair, l in self.links.items() if name not in pair}

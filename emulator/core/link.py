@@ -49,9 +49,15 @@ class Link:
         if due < self._last_due_ms:
             due = self._last_due_ms
         self._last_due_ms = due
-        self._queue.append((due, target_rs, lsn, versions))
+        q = self._queue
+        q.append((due, target_rs, lsn, versions))
         armed = self._armed_ms
-        if armed is None or armed > due:     # a timer due by then delivers this one too
+        if armed is None and len(q) == 1:
+            # _arm for a queue of just this commit (due is not before now), without the call.
+            if self.state == ACTIVE and self.receiver_up():
+                self._armed_ms = due
+                self.scheduler.call_at(due, self._fire, due)
+        elif armed is None or armed > due:   # a timer due by then delivers this one too
             self._arm()
 
     def _arm(self) -> None:
@@ -81,7 +87,8 @@ class Link:
             else:
                 rs.apply_replicated(lsn, versions)
             self.delivered += 1
-        self._arm()
+        if q:
+            self._arm()
 
     def set_lag(self, lag_ms: int, jitter_ms: int = 0) -> None:
         """Change the one-way lag. Commits already in flight then arrive at the latest the new

@@ -141,6 +141,14 @@ class Partition:
         if not targets:
             return
         own_only = rs.multi_write
+        if new == old + 1 and new == rs.lsn and rs.log and not own_only:
+            # One new commit, the newest (nearly every commit): commits_between without the
+            # generator. The log's last entry is a Version or a list of them (replica_set.py).
+            entry = rs.log[-1]
+            versions = entry if type(entry) is list else (entry,)
+            for link, other in targets:
+                link.send(other, new, versions)
+            return
         for lsn, versions in rs.commits_between(old, new):
             if own_only and versions[0].origin != rs.region:
                 continue                       # multi-write: every region ships what it originated
@@ -156,7 +164,7 @@ class Partition:
         # newest history: never more than a region's committed LSN). Unless a majority
         # committed past it, it cannot move: so it is with most commits (the write region's
         # own, and the last region to apply a shipped one), and the sort below is skipped.
-        need = self.majority()
+        need = len(self.replica_sets) // 2 + 1      # majority(), inlined: this runs per commit per region
         g0 = self.global_lsn
         for rs in self.replica_sets.values():
             if rs.committed_lsn > g0:
@@ -167,10 +175,17 @@ class Partition:
             return
         sets = self.replica_sets.values()
         newest = None                          # the first replica set of the newest epoch
+        mixed = False                          # some region is in an older epoch
         for rs in sets:
             if newest is None or rs.epoch > newest.epoch:
+                mixed = newest is not None
                 newest = rs
-        committed = sorted([_committed_in(rs, newest) for rs in sets], reverse=True)
+            elif rs.epoch < newest.epoch:
+                mixed = True
+        if mixed:
+            committed = sorted([_committed_in(rs, newest) for rs in sets], reverse=True)
+        else:                                  # one epoch (nearly always): _committed_in is committed_lsn
+            committed = sorted([rs.committed_lsn for rs in sets], reverse=True)
         g = committed[len(committed) // 2]       # the majority-th highest
         if g <= self.global_lsn:
             return

@@ -123,6 +123,11 @@ class ReplicaSet:
             raise service_unavailable(
                 f"The primary replica of partition {self.range_id} in {self.region} is not available; "
                 "an election is under way. Retry the request.")
+        for r in self.replicas:              # every write asks twice: all up is the common answer
+            if r.state != UP:
+                break
+        else:
+            return
         if self.up_count() < WRITE_QUORUM:
             raise service_unavailable(
                 f"Partition {self.range_id} in {self.region} has {self.up_count()} of "
@@ -257,7 +262,14 @@ class ReplicaSet:
                 self._replicate_to(r, lsn)
                 current = False
         if current:
-            self._committed(lsn)
+            if lsn > self.committed_lsn:     # _committed(lsn), inlined: every commit of every region
+                old = self.committed_lsn
+                self.committed_lsn = lsn
+                for fn in self.commit_listeners:
+                    fn(self, old, lsn)
+                waiters = self._waiters
+                while waiters and waiters[0][0] <= lsn:
+                    waiters.popleft()[1](True)
         else:
             self._recompute_commit()
 

@@ -91,6 +91,11 @@ def _child_rid(coll_rid: str, n: int, kind: str) -> str:
 
 
 def document_rid(coll_rid: str, n: int) -> str:
+    coll = _COLL_BYTES_CACHE.get(coll_rid)
+    if coll is not None and 1 <= n <= _CHILD_COUNTER_MAX:
+        # _child_rid for a container seen before (a document's type nibble is 0), in one call:
+        # every create draws a rid.
+        return binascii.b2a_base64(coll + n.to_bytes(8, "little"), newline=False).decode("ascii").replace("/", "-")
     return _child_rid(coll_rid, n, "docs")
 
 

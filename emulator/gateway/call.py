@@ -58,15 +58,7 @@ class Call:
         return v is not None and v.lower() == "true"
 
     def json_body(self, required: bool = True):
-        raw = self.raw
-        if not raw:
-            if required:
-                raise bad_request("The request body is empty; a JSON body is required for this operation.")
-            return None
-        try:
-            return parse_json_body(raw)
-        except ValidationError as e:
-            raise CosmosError(e.status, e.substatus, e.message) from None
+        return json_of(self.raw, required)
 
     def int_header(self, name: str) -> int | None:
         v = self.headers.get(name)
@@ -76,3 +68,16 @@ class Call:
             return int(v)
         except ValueError:
             raise bad_request(f"Header {name} must be an integer, got '{v}'.") from None
+
+
+def json_of(raw: bytes, required: bool = True):
+    """A request body's JSON value, or the 400 that says what is wrong with it (None for an
+    empty body that is not required)."""
+    if not raw:
+        if required:
+            raise bad_request("The request body is empty; a JSON body is required for this operation.")
+        return None
+    try:
+        return parse_json_body(raw)
+    except ValidationError as e:
+        raise CosmosError(e.status, e.substatus, e.message) from None

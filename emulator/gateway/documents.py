@@ -15,6 +15,7 @@ from ..core.consistency import effective
 from ..core.errors import CosmosError, bad_request, not_found
 from ..core.validation import ITEM_BYTES_MAX, ValidationError, check_id
 from . import admission, partition_keys, responses
+from .call import json_of
 from .sessions import parse_session, session_headers
 
 WRITE_OPS = {"POST", "PUT", "PATCH", "DELETE"}
@@ -99,11 +100,18 @@ async def create(call, container):
 def stage_create(call, container):
     """(writer, status, version) of a create or upsert, staged and not yet admitted."""
     pk_json, values = partition_keys.required(call, container)
-    doc = call.json_body()
-    _check_item(doc, len(call.raw))
-    writer = _writer(call, container, pk_json, values)
-    if call.flag(H.IS_UPSERT):
-        status, version = writer.upsert(doc, call.header(H.IF_MATCH))
+    return stage_body(call.gw, call.region, container, pk_json, values, call.raw, call.flag(H.IS_UPSERT),
+                      call.header(H.IF_MATCH))
+
+
+def stage_body(gw, region: str, container, pk_json: str, values: list, raw: bytes, upsert: bool, if_match):
+    """stage_create once the partition key is known: the item in raw, parsed, checked and staged
+    as a create or upsert. Direct mode's create calls this without a Call (no header dict)."""
+    doc = json_of(raw)
+    _check_item(doc, len(raw))
+    writer = docs.Writer(container, region, pk_json, values, gw.now_ms(region))
+    if upsert:
+        status, version = writer.upsert(doc, if_match)
     else:
         status, version = writer.create(doc)
     return writer, status, version

@@ -59,9 +59,14 @@ def _shown(value) -> str:
 def required(call, container, full: bool = True) -> tuple[str, list]:
     raw = call.header(H.PARTITION_KEY)
     if raw is None:
-        raise bad_request("PartitionKey value must be supplied for this operation: send the "
-                          "x-ms-documentdb-partitionkey header, e.g. [\"p1\"].")
+        raise missing()
     return checked(container, *parse(raw), full)
+
+
+def missing():
+    """The 400 of an operation that needs a partition key and got none."""
+    return bad_request("PartitionKey value must be supplied for this operation: send the "
+                       "x-ms-documentdb-partitionkey header, e.g. [\"p1\"].")
 
 
 def of_operation(container, raw) -> tuple[str, list]:

@@ -3,8 +3,16 @@
 `LoopClock` gives the core epoch milliseconds: the wall clock is read once at start, and time
 then advances with the event loop's monotonic clock, so it never jumps backwards.
 `SchedulerDriver` keeps one event-loop timer armed for the core scheduler's earliest due time.
+
+A timer armed at `loop_time_at(ms)` must see `now_ms() >= ms` when it fires. uvloop's clock
+counts whole milliseconds, but the float arithmetic between the two can land a hair below
+`ms`: truncated, the core saw nothing due, re-armed for the same instant, and the loop spun
+(about one timer in two, 20-odd wake-ups each, until the next millisecond ticked over).
+FLOAT_SLACK_MS absorbs that rounding error and nothing more.
 """
 import time
+
+FLOAT_SLACK_MS = 0.001         # far above float error at any uptime, far below a millisecond
 
 
 class LoopClock:
@@ -16,7 +24,7 @@ class LoopClock:
         self._origin_loop = loop.time()
 
     def now_ms(self) -> int:
-        return self._origin_ms + int((self._loop.time() - self._origin_loop) * 1000)
+        return self._origin_ms + int((self._loop.time() - self._origin_loop) * 1000 + FLOAT_SLACK_MS)
 
     def loop_time_at(self, ms: int) -> float:
         return self._origin_loop + (ms - self._origin_ms) / 1000

@@ -24,6 +24,7 @@ import uuid
 from client.protocol import direct as D
 from client.protocol import headers as H
 
+from ..core import throttle as th
 from ..core.errors import CosmosError, bad_request
 from ..core.request_faults import DROP_AFTER_APPLY
 from ..gateway import documents, partition_keys, responses, sessions
@@ -221,6 +222,12 @@ class DirectConnection(asyncio.Protocol):
                 and (options is None or type(options) is dict):
             self._read(rid, replica, item, pk, body, options)      # the common case, checked as _request does
             return
+        if (code == _CREATE_CODE or code == _UPSERT_CODE) and type(code) is int and type(rid) is int \
+                and 0 <= rid <= D.REQUEST_ID_MAX and rid not in self.in_flight \
+                and self.pending < self.plane.max_in_flight and (options is None or type(options) is dict) \
+                and not self.faults.by_region:
+            self._create(rid, D.CREATE if code == _CREATE_CODE else D.UPSERT, replica, pk, body, options)
+            return
         op = D.OPERATION_CODES[code] if type(code) is int and 0 <= code < len(D.OPERATION_CODES) else code
         if options is not None and type(options) is not dict:
             if self._id_ok(rid):
@@ -332,6 +339,86 @@ class DirectConnection(asyncio.Protocol):
         task = self.loop.create_task(_acknowledged(call, staged))
         self.in_flight[rid] = task
         task.add_done_callback(lambda t: self._finished(rid, op, activity, target, t))
+
+    def _create(self, rid: int, op: str, replica, pk, body, options) -> None:
+        """A create or upsert without a request fault: _prepare's checks, then _point_write's
+        steps through the gateway's own staging (documents.stage_body), with no header dict or
+        Call, and its reply array built at once when the write is acknowledged already."""
+        if_match = prefer = activity = None
+        try:
+            target = self.node.resolve(replica, True)
+            if options:
+                if_match, prefer, activity, opt_pk = _write_options(options)
+                if pk is None:
+                    pk = opt_pk
+            parsed = None
+            if pk is not None:
+                if type(pk) is not str:
+                    raise bad_request("Request field 'pk' must be a string.")
+                parsed = _check_range(target, pk)
+            if body is None:
+                body = b""
+            elif type(body) is not bytes:
+                raise bad_request("'body' must be the JSON request body as bytes (a msgpack bin).")
+        except CosmosError as e:
+            self._refuse(rid, op, options, e)
+            return
+        if not activity:                     # responses.activity_id's form, inlined as _read does
+            activity = _ACTIVITY_PREFIX + (next(_activity_seq) & 0xFFFFFFFFFFFF).to_bytes(6, "big").hex()
+        self.pending += 1
+        replica = target.replica
+        replica.in_flight += 1
+        gw = self.gw
+        try:
+            if parsed is None:
+                raise partition_keys.missing()
+            container = target.container
+            pk_json, values = partition_keys.checked(container, *parsed)
+            writer, status, version = documents.stage_body(gw, gw.region, container, pk_json, values, body,
+                                                           op == D.UPSERT, if_match)
+            # documents.commit_staged's two steps (admission.write's op for a create or upsert)
+            ru = gw.account.throttle.admit_writer(writer, th.UPSERT if op == D.UPSERT else th.CREATE)
+            lsn = writer.commit()
+        except CosmosError as e:
+            self._answer(rid, op, activity, target, responses.error(e, activity))
+            return
+        except Exception:
+            log.exception("internal error in a direct %s", op)
+            self._answer(rid, op, activity, target, responses.error(_INTERNAL, activity))
+            return
+        if gw.persistence is not None or not gw.acknowledged(writer, lsn):
+            # Wait for the quorum (or the disk) in a task, as _point_write does.
+            headers = {H.PREFER: prefer} if prefer is not None else {}
+            call = DirectCall(gw, "POST", headers, body, activity, None)
+            task = self.loop.create_task(_acknowledged(call, (writer, status, version, lsn, ru)))
+            self.in_flight[rid] = task
+            task.add_done_callback(lambda t: self._finished(rid, op, activity, target, t))
+            return
+        self._created(rid, op, target, writer, status, version, lsn, ru, prefer, activity)
+
+    def _created(self, rid: int, op: str, target, writer, status: int, version, lsn: int, ru: float, prefer,
+                 activity: str) -> None:
+        """Answer an acknowledged create or upsert (_create): _write_fields, fields_reply and
+        _answer in one step."""
+        replica = target.replica
+        rs = writer.rs
+        seen = lsn or rs.committed_lsn
+        minimal = prefer is not None and prefer.lower() == H.PREFER_RETURN_MINIMAL
+        res = [_RES, rid, status, 0, None if minimal else version.body, round(ru, 2), sessions.token(rs, seen),
+               replica.applied_lsn, target.rs.committed_lsn, target.partition.global_lsn, seen, version.etag,
+               replica.role, activity, None]                      # direct_ops.fields_reply's array
+        self.pending -= 1                                         # _answer's accounting
+        replica.in_flight -= 1
+        self.node.requests[(op, status, 0)] += 1
+        target.counter[target.key] += 1
+        if self._in_data and not self.closed and self.state != _CLOSING:
+            out = _pack(res)                 # queued as _read queues (the frame limit is _send's check)
+            if len(out) <= D.FRAME_BYTES_MAX:
+                self._out += (_pack_length(len(out)), out)
+                return
+        self._send_reply(res)
+        if self.state == _CLOSING:
+            self._maybe_finish_close()
 
     def _read(self, rid: int, replica, item, pk, body, options) -> None:
         """A point read: checked as _prepare checks, then served at once (a read never waits, so
@@ -631,18 +718,21 @@ class _Held:
         self.target.replica.in_flight -= 1
 
 
-def _check_range(target, pk_header: str) -> None:
+def _check_range(target, pk_header: str) -> tuple:
     """A point operation's key must hash into the named replica's range (else the client's
-    routing map is stale: 410/1002)."""
+    routing map is stale: 410/1002). Returns the parsed key (pk_json, values)."""
     container = target.container
-    pk_json, values = partition_keys.parse(pk_header)
+    parsed = partition_keys.parse(pk_header)
+    pk_json, values = parsed
     if len(values) != len(container.pk_def.paths):
-        return                               # the handler answers the 400 the gateway would
+        return parsed                        # the handler answers the 400 the gateway would
     if len(container.partitions) == 1:
-        return                               # every key is in the only range
+        return parsed                        # every key is in the only range
     index = container.partition_index(container.epk_of(pk_json, values))
     if container.partitions[index] is not target.partition:
         raise direct_ops.range_gone(target, pk_json)
+    return parsed
+
 
 
 _STAGED_CREATES = frozenset((D.CREATE, D.UPSERT))
@@ -715,6 +805,10 @@ _pack = D.pack
 _pack_length = D.pack_length
 _INTERNAL = CosmosError(500, 0, "Internal error in regionlab; see the server log.", definite=False)
 _READ_OPTIONS = {"consistency": 0, "session": 1, "if_none_match": 2, "activity_id": 3}
+_WRITE_OPTIONS = {"if_match": 0, "prefer": 1, "activity_id": 2, "pk": 3}
+_CREATE_CODE = D.OPERATION_CODE[D.CREATE]
+_UPSERT_CODE = D.OPERATION_CODE[D.UPSERT]
+_RES = D.RESPONSE_CODE
 
 
 def _read_options(options: dict) -> list:
@@ -728,6 +822,22 @@ def _read_options(options: dict) -> list:
         if type(value) is not str and not (type(value) is int and name == "max_items"):
             raise bad_request(f"Request field '{name}' must be a string.")
         slot = _READ_OPTIONS.get(name)
+        if slot is not None:
+            out[slot] = value
+    return out
+
+
+def _write_options(options: dict) -> tuple:
+    """(if_match, prefer, activity_id, pk) of a create's options, each checked as
+    _option_headers checks it (the other options mean nothing to a create)."""
+    out = [None, None, None, None]
+    known = D.REQUEST_OPTIONS
+    for name, value in options.items():
+        if name not in known:
+            continue
+        if type(value) is not str and not (type(value) is int and name == "max_items"):
+            raise bad_request(f"Request field '{name}' must be a string.")
+        slot = _WRITE_OPTIONS.get(name)
         if slot is not None:
             out[slot] = value
     return out
