@@ -229,7 +229,7 @@ def test_repeated_failures_open_the_breaker_for_that_partition():
 
     async def main():
         client, c = await container(t)
-        for _ in range(5):                      # each read fails twice in East US, then West US answers
+        for _ in range(10):                     # each read fails once in East US, then West US answers
             last = await c.read_item("1", partition_key="a")
         after = await c.read_item("1", partition_key="a")
         other = await c.read_item("1", partition_key="b")
