@@ -66,7 +66,9 @@ class GatewayTransport:
         self.idle_timeout_s = idle_timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
-        self._connection_verify = connection_verify
+        if connection_verify not in (True, False, None) and not os.path.exists(os.fspath(connection_verify)):
+            raise ValueError(f"connection_verify: no CA file or directory at {connection_verify!r}")
+        self._connection_verify = connection_verify    # the context is made at the first https connect
         self._ssl_context = ssl_context
         self._pools: dict[str, EndpointPool] = {}
 
