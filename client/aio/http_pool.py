@@ -178,7 +178,9 @@ class EndpointPool:
         """(status, headers, body) of one request; raises ConnectionFailed."""
         body_len = len(body) if body is not None else (0 if method in ("POST", "PUT", "PATCH") else None)
         head = request_head(method, path, self.host_header, headers, body_len)
-        conn = await self._acquire()
+        conn = self._idle.pop() if self._idle else None
+        if conn is None or conn.closed:  # the common case above takes an idle one without a wait
+            conn = await self._acquire()
         try:
             status, reply_headers, reply_body, keep_alive = await conn.request(
                 head, body, method == "HEAD", self.request_timeout_s)
