@@ -1,6 +1,7 @@
 """Proves the gateway transport's connection pool (client/aio/http_pool.py) over real loopback
 sockets against a small scripted HTTP server, in virtual time (client_world's loop: a wait
 jumps the clock to the next timer, so timeouts cost nothing): keep-alive reuses one connection;
+a 256 KB body arrives whole;
 Connection: close is not reused; a chunked reply arrives whole; a reset, a reply cut in the
 middle and a close before replying are `response` errors, a refused port a `connect` error, no
 reply a `timeout` after the request timeout; at most `connections_max` connections are open and
@@ -113,6 +114,32 @@ def test_keep_alive_reuses_one_connection_and_close_is_not_reused():
     assert first == (200, {"content-length": "2", "x-ms-substatus": "0"}, b"{}")
     assert (second, third) == (200, 200)
     assert connections == 2 and size == 1       # the 2nd reply closed the first connection
+
+
+def test_a_large_body_goes_out_whole_after_its_head():
+    got = []
+
+    async def main():
+        server = ScriptedServer(lambda n, h: OK)
+        original = server._serve
+
+        async def recording(reader, writer):            # the body's bytes as the server read them
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                              if line.startswith(b"content-length")))
+            got.append(await reader.readexactly(length))
+            writer.write(OK)
+            await writer.drain()
+            await original(reader, writer)
+        server._serve = recording
+        pool = await pool_for(await server.start())
+        body = bytes(range(256)) * 1024                  # 256 KB: written after the head, not copied
+        reply = await pool.send("PUT", "/big", {}, body)
+        await pool.close()
+        await server.stop()
+        return reply[0], body
+    status, body = run(main())
+    assert status == 200 and got == [body]
 
 
 def test_a_chunked_reply_arrives_whole():
