@@ -1,12 +1,12 @@
 """Proves the gateway transport's connection pool (client/aio/http_pool.py) over real loopback
 sockets against a small scripted HTTP server, in virtual time (client_world's loop: a wait
 jumps the clock to the next timer, so timeouts cost nothing): keep-alive reuses one connection;
-a 256 KB body arrives whole;
-Connection: close is not reused; a chunked reply arrives whole; a reset, a reply cut in the
-middle and a close before replying are `response` errors, a refused port a `connect` error, no
-reply a `timeout` after the request timeout; at most `connections_max` connections are open and
-a request waits for one to come back; an idle connection is closed after the idle timeout;
-a request cancelled in flight closes its connection."""
+a 256 KB body arrives whole; Connection: close is not reused; a chunked reply arrives whole; a
+reset, a reply cut in the middle and a close before replying are `response` errors, a refused
+port a `connect` error, no reply a `timeout` after the request timeout; at most
+`connections_max` connections are open and a request waits for one to come back (bounded by the
+connect timeout); an idle connection is closed after the idle timeout; a request cancelled in
+flight closes its connection."""
 import asyncio
 import socket
 
