@@ -48,7 +48,7 @@ def request_head(method: str, path: str, host: str, headers: dict, body_len: int
 
 
 class HttpConnection(asyncio.Protocol):
-    __slots__ = ("pool", "transport", "closed", "idle_since", "_waiter", "_parser", "_timer", "_gone", "_lost")
+    __slots__ = ("pool", "transport", "closed", "idle_since", "_waiter", "_parser", "_timer", "_gone", "_gone_waiter")
 
     def __init__(self, pool: "EndpointPool"):
         self.pool = pool
@@ -59,7 +59,7 @@ class HttpConnection(asyncio.Protocol):
         self._parser: ReplyParser | None = None
         self._timer = None
         self._gone = False               # connection_lost has run: the socket is shut
-        self._lost: asyncio.Future | None = None
+        self._gone_waiter: asyncio.Future | None = None     # for close(): set by connection_lost
 
     # ---- the request ---------------------------------------------------------------------------
     def request(self, head: bytes, body: bytes | None, head_request: bool, timeout_s: float) -> asyncio.Future:
@@ -129,8 +129,8 @@ class HttpConnection(asyncio.Protocol):
                 else "closed before replying"
             self._complete(error=ConnectionFailed(
                 RESPONSE, f"the connection to {self.pool.endpoint} {what}" + (f": {exc!r}" if exc else "")))
-        if self._lost is not None and not self._lost.done():
-            self._lost.set_result(None)
+        if self._gone_waiter is not None and not self._gone_waiter.done():
+            self._gone_waiter.set_result(None)
         self.pool._lost(self)
 
     # ---- closing -------------------------------------------------------------------------------
@@ -142,9 +142,9 @@ class HttpConnection(asyncio.Protocol):
     async def wait_lost(self) -> None:
         if self._gone or self.transport is None:
             return
-        if self._lost is None:
-            self._lost = self.pool.loop.create_future()
-        await self._lost
+        if self._gone_waiter is None:
+            self._gone_waiter = self.pool.loop.create_future()
+        await self._gone_waiter
 
 
 class EndpointPool:
