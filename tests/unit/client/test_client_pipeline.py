@@ -2,7 +2,8 @@
 transport (client_world): hedged reads start the second region at exactly 500 ms, take its
 answer and cancel the first (a healthy one runs inline in the caller's task and leaves no timer;
 the third region follows at 600 ms; a copy that answers while the first sleeps in a back-off
-wins; the end-to-end timeout cancels the inline chain and every copy); the end-to-end timeout cancels the attempt in flight at exactly 3 s;
+wins; a fast 503 in the first region starts the next copy at once; the end-to-end timeout
+cancels the inline chain and every copy); the end-to-end timeout cancels the attempt in flight at exactly 3 s;
 429s are waited out by their retry-after; 403/3 refreshes the account and follows the new write
 region; per-request exclusions route reads; repeated 503s open the circuit breaker so the next
 read of that partition goes elsewhere first; reads carry the region-scoped session token; the
@@ -109,6 +110,20 @@ def test_a_hedged_copy_answering_while_the_first_retries_wins():
     assert [(a.region, a.started_ms, a.status) for a in d.attempts] == [
         ("East US", 0.0, 429), ("East US", 400.0, 429), ("West US", 500.0, 200)]
     assert d.latency_ms == pytest.approx(520.0)
+
+
+def test_a_fast_transient_failure_of_the_first_region_starts_the_next_copy_at_once():
+    t = ScriptedTransport(serve(lambda r, m, h: (0.010, reply(503)) if r == "East US" else (0.010, reply())))
+
+    async def main():
+        client, c = await container(t, availability_strategy=True)
+        item = await c.read_item("1", partition_key="a")
+        await client.close()
+        return item
+    d = run(main()).diagnostics
+    assert [(a.region, a.started_ms, a.hedge, a.status) for a in d.attempts] == [
+        ("East US", 0.0, False, 503), ("West US", 10.0, True, 200)]
+    assert d.latency_ms == pytest.approx(20.0)
 
 
 def test_the_end_to_end_timeout_cancels_the_inline_chain_and_every_hedge():
