@@ -9,7 +9,9 @@ The emulator runs as its own process (bench/server_proc.py), so this process's C
 mode (`ours`), ours in direct mode (`direct`: rlmp to the replicas, warmed up first), or
 azure.cosmos.aio.CosmosClient (`sdk`), each on a uvloop loop, `concurrency` tasks reading one
 item each in a loop. Each client reads its own item first (and discovers the account) before a
-round is timed. Prints one JSON line per round and a summary with the medians; numbers go to
+round is timed. Prints one JSON line per round and a summary with the medians, the ratios of
+the medians, and each round's ratio of two clients that ran back to back (with their median:
+on a shared machine the load moves between rounds more than between neighbours); numbers go to
 docs/performance.md, never into tests.
 
 What hedging and the circuit breaker cost when no fault is active: with `--multi-write` the
@@ -114,6 +116,11 @@ def main() -> None:
             summary[f"cpu_ratio_{a}_to_{b}"] = round(summary[a]["client_cpu_us_per_read"]
                                                      / summary[b]["client_cpu_us_per_read"], 3)
             summary[f"throughput_ratio_{a}_to_{b}"] = round(summary[a]["reads_per_s"] / summary[b]["reads_per_s"], 2)
+            # each round's pair (the two ran back to back, under the same load): a steadier figure
+            pairs = [x["reads_per_s"] / y["reads_per_s"] for x, y in
+                     zip((r for r in runs if r["client"] == a), (r for r in runs if r["client"] == b))]
+            summary[f"round_throughput_ratios_{a}_to_{b}"] = [round(x, 2) for x in pairs]
+            summary[f"median_round_throughput_ratio_{a}_to_{b}"] = round(statistics.median(pairs), 2)
     print(json.dumps(summary))
 
 

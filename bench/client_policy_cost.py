@@ -4,16 +4,23 @@ that answers at once (a canned account, container and item reply), so the CPU pe
 client's own work and the policies' share of it is not lost in the noise of a shared machine.
 
     python bench/client_policy_cost.py [--reads 20000] [--rounds 5]
+    python bench/client_policy_cost.py --instructions [--reads 2000]   # valgrind's count, not CPU time
 
 Kinds as in client_bench.py on a multi-write account: `ours` (multiple_write_locations=False, no
 hedging), `hedged` (availability_strategy=True), `breaker` (multiple_write_locations=True),
-`both`. Rounds alternate the kinds; prints one JSON line per round and the medians. Numbers go
-to docs/performance.md, never into tests.
+`both`. Rounds alternate the kinds; prints one JSON line per round and the medians. With
+`--instructions` each kind runs once in its own process under callgrind (PYTHONHASHSEED=0, so
+start-up is the same for every kind) and the extra instructions per read of a kind are its
+total minus `ours`'s, over the reads: a figure the machine's load does not move. Numbers go to
+docs/performance.md, never into tests.
 """
 import argparse
 import asyncio
 import json
+import os
+import re
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -68,12 +75,39 @@ async def one_round(kind: str, reads: int) -> dict:
     return {"client": kind, "reads": reads, "client_cpu_us_per_read": round(cpu / reads * 1e6, 2)}
 
 
+def instructions(kind: str, reads: int) -> int:
+    """Instructions of one process doing `reads` reads of `kind`, counted by callgrind."""
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
+         "--one", kind, "--reads", str(reads)],
+        env={**os.environ, "PYTHONHASHSEED": "0"}, capture_output=True, text=True, check=True)
+    return int(re.search(r"Collected : (\d+)", done.stderr).group(1))
+
+
+def count_instructions(kinds: list, reads: int) -> None:
+    totals = {}
+    for kind in kinds:
+        totals[kind] = instructions(kind, reads)
+        print(json.dumps({"client": kind, "reads": reads, "instructions": totals[kind]}), flush=True)
+    summary = {"machine": machine(), "reads": reads}
+    for kind in kinds[1:]:
+        summary[f"extra_instructions_per_read_{kind}"] = round((totals[kind] - totals["ours"]) / reads)
+    print(json.dumps(summary))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reads", type=int, default=20_000)
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--instructions", action="store_true", help="count instructions under callgrind")
+    p.add_argument("--one", help=argparse.SUPPRESS)     # one kind, one round (the callgrind child)
     args = p.parse_args()
     kinds = ["ours", "hedged", "breaker", "both"]
+    if args.one:
+        uvloop.run(one_round(args.one, args.reads))
+        return
+    if args.instructions:
+        return count_instructions(kinds, args.reads)
     runs = []
     for _ in range(args.rounds):
         for kind in kinds:

@@ -4,7 +4,7 @@
     from client.aio import CosmosClient                    # asyncio core
 
 The names are loaded on first use, so the emulator, which imports only client.protocol, does
-not pull in the client and aiohttp's client side.
+not pull in the client's transports.
 """
 _EXPORTS = {
     "CosmosClient": "client.sync", "DatabaseProxy": "client.sync", "ContainerProxy": "client.sync",

@@ -39,10 +39,13 @@ class PartitionKey(dict):
         return self["version"]
 
 
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))     # json.dumps(separators=) builds one per call
+
+
 def header_value(value) -> str:
     """The x-ms-documentdb-partitionkey text for a key: one value or a hierarchical list."""
     values = list(value) if isinstance(value, (list, tuple)) else [value]
-    return json.dumps(values, separators=(",", ":"))
+    return _COMPACT_JSON.encode(values)
 
 
 def value_in(doc: dict, paths: list[str]):

@@ -8,7 +8,8 @@ excluded_locations, consistency_level, connection_mode, multiple_write_locations
 policies' knobs: availability_strategy (hedging), timeout (end-to-end seconds), circuit_breaker
 (False: no partition-level circuit breaker, as the SDKs' default),
 non_idempotent_write_retry, retry limits, region-scoped session capture and its Bloom filter,
-the diagnostics latency threshold, the account refresh interval, the gateway pool and direct
+the diagnostics latency threshold, the account refresh interval, TLS verification of https
+endpoints (connection_verify=True/False/a CA path, or ssl_context=), the gateway pool and direct
 mode's pool (connection_mode="direct": client/aio/direct.py; docs/client.md). A custom
 `transport=` (anything with the GatewayTransport interface) replaces the gateway one.
 """
@@ -59,6 +60,7 @@ class CosmosClient:
                  idle_connection_timeout_s=pool.IDLE_CONNECTION_TIMEOUT_S,
                  idle_endpoint_timeout_s=pool.IDLE_ENDPOINT_TIMEOUT_S,
                  connect_timeout_s=pool.CONNECT_TIMEOUT_S, request_timeout_s=None,
+                 connection_verify=True, ssl_context=None,
                  **kwargs):
         if connection_mode not in (GATEWAY, DIRECT):
             raise ValueError(f"connection_mode must be 'gateway' or 'direct', not {connection_mode!r}")
@@ -70,7 +72,8 @@ class CosmosClient:
         if transport is None:
             # request_timeout_s: None keeps each transport's own (gateway 65 s, direct 5 s)
             transport = GatewayTransport(pool_connections_max, idle_timeout_s,
-                                         request_timeout_s=request_timeout_s or GATEWAY_REQUEST_TIMEOUT_S)
+                                         request_timeout_s=request_timeout_s or GATEWAY_REQUEST_TIMEOUT_S,
+                                         connection_verify=connection_verify, ssl_context=ssl_context)
             if connection_mode == DIRECT:
                 transport = DirectTransport(
                     key, transport, self._account_consistency,

@@ -2,7 +2,9 @@
 
 Theory of operation. `execute(request)` refreshes the account when the region router asks, then
 either runs one *retry chain* (attempt → retry decision → maybe another region → ...) or, when
-hedging applies, a race of chains, one pinned to each region, started on the hedge schedule. The
+hedging applies, a race of chains, one pinned to each region, started on the hedge schedule
+(client/aio/hedged.py: the first chain runs inline under one timer; copies exist only once it
+fires). The
 whole operation runs under the end-to-end timeout, which cancels every attempt still in flight.
 Every attempt, decision and hedge lands in the operation's Diagnostics; the answer is the reply,
 or the error for it, both carrying the diagnostics and the total charge.
@@ -24,6 +26,7 @@ from client.policies.session import SessionContainer
 from client.protocol import headers as H, status as S
 from client.protocol.auth import MasterKeySigner
 
+from .hedged import HedgedRun
 from .request import API_VERSION, USE_CLIENT_DEFAULT, Request, http_date
 from .transport import TransportError
 
@@ -194,7 +197,7 @@ class Pipeline:
                            self.retry_options.non_idempotent_write_retry):
             regions = self._regions(req)
             if len(regions) > 1:
-                return await self._hedged(req, diag, regions, strategy)
+                return await HedgedRun(self, req, diag, regions, strategy).run()
         return await self._chain(req, diag)
 
     # ---- routing ---------------------------------------------------------------------------
@@ -206,6 +209,8 @@ class Pipeline:
 
     def _regions(self, req) -> list:
         regions = self.router.applicable(req.is_write, self.now_ms(), req.excluded_locations)
+        if not self.breaker.tracking:    # no failure anywhere: the breaker keeps the order
+            return regions
         partition = self._partition(req)
         if partition is not None:
             regions = self.breaker.order(partition, regions, self.now_ms(), name=lambda r: r.name)
@@ -322,10 +327,12 @@ class Pipeline:
             self.breaker.state(partition, region.name, self.now_ms()) == cb.UNAVAILABLE
 
     def _record_breaker(self, req, diag, region, status, transport_error) -> None:
+        failed = cb.is_failure(status, transport_error)
+        if not failed and not self.breaker.tracking:
+            return                       # a success with no failure counted anywhere: nothing to reset
         partition = self._partition(req)
         if partition is None or status == S.TOO_MANY_REQUESTS:
             return
-        failed = cb.is_failure(status, transport_error)
         changed = self.breaker.record(partition, region.name, req.is_write, failed, self.now_ms())
         if changed is not None:
             diag.event(self.now(), "breaker", f"partition {partition[1]} in {region.name}: {changed}")
@@ -337,42 +344,6 @@ class Pipeline:
             await asyncio.sleep(cb.CHECK_INTERVAL_MS / 1000.0)
             for partition, region in self.breaker.check(self.now_ms()):
                 LOG.info("circuit breaker: partition %s in %s is HealthyTentative", partition, region)
-
-    # ---- hedging ---------------------------------------------------------------------------
-    async def _hedged(self, req, diag, regions, strategy) -> Result:
-        race = hedging.HedgeRace(strategy, len(regions))
-        tasks: dict[asyncio.Task, int] = {}
-        results: dict[int, Result] = {}
-        started = self.now()
-
-        def start(i: int) -> None:
-            if i > 0:
-                diag.event(self.now(), "hedge", f"copy {i} to {regions[i].name}")
-            reason = "initial" if i == 0 else f"hedge after {strategy.start_ms(i)} ms"
-            tasks[asyncio.ensure_future(self._chain(req, diag, regions[i], i > 0, reason))] = i
-
-        try:
-            for i in race.due(0):
-                start(i)
-            while not race.done:
-                due_ms = race.next_due_ms()
-                wait_s = None if due_ms is None else max(0.0, due_ms / 1000.0 - (self.now() - started))
-                pending = [t for t in tasks if not t.done()]
-                done, _ = await asyncio.wait(pending, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
-                for t in done:
-                    i = tasks[t]
-                    results[i] = t.result()
-                    for j in race.on_reply(i, results[i].status, results[i].sub_status, results[i]):
-                        start(j)
-                for i in race.due((self.now() - started) * 1000.0):
-                    start(i)
-            return results[race.result_index()]
-        finally:
-            running = [t for t in tasks if not t.done()]     # usually none: the first copy won alone
-            for t in running:
-                t.cancel()
-            if running:
-                await asyncio.gather(*running, return_exceptions=True)
 
     async def close(self) -> None:
         for task in (self._breaker_task, self._background, self._refreshing):

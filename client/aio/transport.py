@@ -1,21 +1,23 @@
-"""Gateway transport: HTTP/1.1 to the regional gateways, one aiohttp connection pool per endpoint.
+"""Gateway transport: HTTP/1.1 to the regional gateways, one connection pool per endpoint.
 
-Each endpoint gets its own ClientSession and TCPConnector, so a slow or failing region never
-holds the connections another region needs; connections are kept alive and reused, at most
-POOL_CONNECTIONS_MAX per endpoint, closed after IDLE_TIMEOUT_S unused. Errors come back as
-`TransportError` with the retry policy's kind: `connect` (the request was never sent), `response`
-(the connection broke after sending: it may have happened) or `timeout`.
+Each endpoint gets its own `EndpointPool` (client/aio/http_pool.py: keep-alive connections on
+asyncio Protocols, at most POOL_CONNECTIONS_MAX per endpoint, closed after IDLE_TIMEOUT_S
+unused), so a slow or failing region never holds the connections another region needs. aiohttp's
+client is not used: per read it cost ~200 µs of the client's ~250 µs of CPU (docs/performance.md).
+`https://` endpoints are TLS, verified against the system CAs by default; `connection_verify`
+is False (no verification) or a CA file or directory, as azure-cosmos's keyword; `ssl_context`
+replaces both. Errors come back as `TransportError` with the retry policy's kind: `connect` (the
+request was never sent), `response` (the connection broke after sending: it may have happened)
+or `timeout`.
 
 A transport is anything with `async send(endpoint, method, path, headers, body) -> Reply` and
 `async close()`; a direct-mode transport plugs in the same way.
 """
-import asyncio
+import os
+import ssl
 from dataclasses import dataclass
 
-import aiohttp
-from yarl import URL
-
-from client.policies.retry import CONNECT_ERROR, RESPONSE_ERROR, TIMEOUT_ERROR
+from .http_pool import ConnectionFailed, EndpointPool
 
 POOL_CONNECTIONS_MAX = 100
 IDLE_TIMEOUT_S = 60.0
@@ -26,7 +28,7 @@ REQUEST_TIMEOUT_S = 65.0                 # the SDK's read timeout; the end-to-en
 @dataclass
 class Reply:
     status: int
-    headers: object                      # a case-insensitive mapping
+    headers: dict                        # header names in lower case
     body: bytes
     direct: dict | None = None           # direct mode: replicas contacted, refreshes, quorum, fallback
 
@@ -37,41 +39,68 @@ class TransportError(Exception):
         self.kind = kind
 
 
+def ssl_context_for(connection_verify=True) -> ssl.SSLContext:
+    """The TLS context of https endpoints: True verifies against the system CAs, False not at
+    all, a path against that CA file (or directory of CA files)."""
+    if connection_verify is True or connection_verify is None:
+        return ssl.create_default_context()
+    if connection_verify is False:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+    path = os.fspath(connection_verify)
+    if os.path.isdir(path):
+        return ssl.create_default_context(capath=path)
+    if not os.path.isfile(path):
+        raise ValueError(f"connection_verify: no CA file or directory at {path!r}")
+    return ssl.create_default_context(cafile=path)
+
+
 class GatewayTransport:
     def __init__(self, pool_connections_max: int = POOL_CONNECTIONS_MAX,
                  idle_timeout_s: float = IDLE_TIMEOUT_S, connect_timeout_s: float = CONNECT_TIMEOUT_S,
-                 request_timeout_s: float = REQUEST_TIMEOUT_S):
+                 request_timeout_s: float = REQUEST_TIMEOUT_S, *, connection_verify=True,
+                 ssl_context: ssl.SSLContext | None = None):
         self.pool_connections_max = pool_connections_max
         self.idle_timeout_s = idle_timeout_s
-        self._timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout_s,
-                                              sock_read=request_timeout_s)
-        self._sessions: dict[str, aiohttp.ClientSession] = {}
+        self.connect_timeout_s = connect_timeout_s
+        self.request_timeout_s = request_timeout_s
+        if connection_verify not in (True, False, None) and not os.path.exists(os.fspath(connection_verify)):
+            raise ValueError(f"connection_verify: no CA file or directory at {connection_verify!r}")
+        self._connection_verify = connection_verify    # the context is made at the first https connect
+        self._ssl_context = ssl_context
+        self._pools: dict[str, EndpointPool] = {}
 
-    def _session(self, endpoint: str) -> aiohttp.ClientSession:
-        s = self._sessions.get(endpoint)
-        if s is None or s.closed:
-            connector = aiohttp.TCPConnector(limit=self.pool_connections_max, limit_per_host=0,
-                                             keepalive_timeout=self.idle_timeout_s,
-                                             enable_cleanup_closed=False)
-            s = aiohttp.ClientSession(connector=connector, timeout=self._timeout,
-                                      auto_decompress=False, skip_auto_headers=("User-Agent",))
-            self._sessions[endpoint] = s
-        return s
+    def _tls(self) -> ssl.SSLContext:
+        if self._ssl_context is None:
+            self._ssl_context = ssl_context_for(self._connection_verify)
+        return self._ssl_context
+
+    @property
+    def pools(self) -> dict[str, EndpointPool]:
+        """The pool of each endpoint used so far."""
+        return dict(self._pools)
+
+    def pool(self, endpoint: str) -> EndpointPool:
+        p = self._pools.get(endpoint)
+        if p is None:
+            p = self._pools[endpoint] = EndpointPool(
+                endpoint.rstrip("/"), connections_max=self.pool_connections_max,
+                idle_timeout_s=self.idle_timeout_s, connect_timeout_s=self.connect_timeout_s,
+                request_timeout_s=self.request_timeout_s,
+                ssl_context=self._tls() if endpoint.startswith("https:") else None)
+        return p
 
     async def send(self, endpoint: str, method: str, path: str, headers: dict, body: bytes | None) -> Reply:
-        session = self._session(endpoint)
-        url = URL(endpoint.rstrip("/") + path, encoded=True)    # the path is percent-encoded already
+        pool = self._pools.get(endpoint) or self.pool(endpoint)
         try:
-            async with session.request(method, url, headers=headers, data=body) as resp:
-                return Reply(resp.status, resp.headers, await resp.read())
-        except aiohttp.ClientConnectorError as e:
-            raise TransportError(CONNECT_ERROR, f"cannot connect to {endpoint}: {e}") from None
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as e:
-            raise TransportError(TIMEOUT_ERROR, f"{endpoint} did not answer in time: {e!r}") from None
-        except aiohttp.ClientError as e:
-            raise TransportError(RESPONSE_ERROR, f"the connection to {endpoint} broke: {e!r}") from None
+            status, reply_headers, reply_body = await pool.send(method, path, headers, body)
+        except ConnectionFailed as e:
+            raise TransportError(e.kind, str(e)) from None
+        return Reply(status, reply_headers, reply_body)
 
     async def close(self) -> None:
-        sessions, self._sessions = list(self._sessions.values()), {}
-        for s in sessions:
-            await s.close()
+        pools, self._pools = list(self._pools.values()), {}
+        for p in pools:
+            await p.close()

@@ -42,6 +42,12 @@ class PartitionCircuitBreaker:
         self.unavailable_ms = unavailable_ms
         self._health: dict[tuple, _Health] = {}
 
+    @property
+    def tracking(self) -> bool:
+        """Whether any (partition, region) has a failure counted or is not Healthy: when not, a
+        success changes nothing and the region order is the plain one."""
+        return bool(self._health)
+
     def state(self, partition, region: str, now_ms: float) -> str:
         h = self._health.get((partition, region))
         if h is None:

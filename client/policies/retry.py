@@ -15,10 +15,14 @@ unavailable, and gives the reason that diagnostics record. The rules, with their
 * 403/1008: the region no longer serves the account: mark it unavailable, refresh, next region;
 * 404/1002: the replica is behind the session: single-write → once in the write region;
   multi-write → the next preferred region, once per region;
-* 503, 408, connection refused/reset/timeout: retry in the same region LOCAL_RETRIES_MAX times,
-  then the next region, while regions are left. Reads always; writes only when they cannot have
-  happened (not sent), or on a multi-write account when the write is idempotent or the caller
-  opted in with `non_idempotent_write_retry`. A regional 503 also refreshes the account.
+* 503: the next region at once while regions are left (as the SDKs: the service said this
+  region cannot serve it), refreshing the account; in the last region (or a single one) the
+  local retry below;
+* 408, connection refused/reset/timeout (and a 503 with no region left): retry in the same
+  region LOCAL_RETRIES_MAX times after LOCAL_RETRY_WAIT_MS, then the next region, while regions
+  are left. Reads always; writes only when they cannot have happened (not sent), or on a
+  multi-write account when the write is idempotent or the caller opted in with
+  `non_idempotent_write_retry`.
 * everything else (400, 401, 404/0, 409, 412, 413, 449, 410 in gateway mode) is raised.
 """
 from dataclasses import dataclass
@@ -166,12 +170,16 @@ def _unavailable(options, state, outcome, kind) -> Decision:
         return RAISE
     what = outcome.transport_error or f"{outcome.status}/{outcome.sub_status}"
     regional = outcome.status == S.SERVICE_UNAVAILABLE or outcome.transport_error == CONNECT_ERROR
+    crosses = not kind.is_write or kind.multi_write
+    if outcome.status == S.SERVICE_UNAVAILABLE and crosses and state.region_moves < kind.regions - 1:
+        # The service said it cannot serve here: as the SDKs (Java's ClientRetryPolicy, Python's
+        # _ServiceUnavailableRetryPolicy), the next preferred region at once, no local retry.
+        return _next_region(state, kind, f"{what}: next region", refresh=True)
     if state.local_retries < options.local_retries_max:
         state.local_retries += 1
         return Decision(True, f"{what}: retry in the same region ({state.local_retries}/"
                               f"{options.local_retries_max})", options.local_retry_wait_ms,
                         refresh_account=regional)
-    crosses = not kind.is_write or kind.multi_write
     if not crosses:
         return RAISE
     return _next_region(state, kind, f"{what}: next region", refresh=regional,

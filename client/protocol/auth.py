@@ -25,7 +25,6 @@ import base64
 import binascii
 import datetime
 import email.utils
-import hashlib
 import hmac
 import urllib.parse
 
@@ -151,7 +150,7 @@ def string_to_sign(verb: str, resource_type: str, resource_link: str, x_ms_date:
 
 
 def _signature(key: bytes, text: str) -> str:
-    digest = hmac.new(key, text.encode("utf-8"), hashlib.sha256).digest()
+    digest = hmac.digest(key, text.encode("utf-8"), "sha256")    # one-shot: no HMAC object per request
     return base64.b64encode(digest).decode("ascii")
 
 

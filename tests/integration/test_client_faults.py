@@ -118,7 +118,7 @@ def test_503s_on_one_partition_open_its_breaker_and_it_closes_after_30_s(regionl
             c.create_item({"id": "1", "pk": k})
         fault = emu.faults.error(EAST, status=503, op="read", database="db", container="c", partition=bad_range)
         before = emu.topology()["requests"]
-        reads = [c.read_item("1", partition_key=bad) for _ in range(6)]
+        reads = [c.read_item("1", partition_key=bad) for _ in range(11)]
         other = c.read_item("1", partition_key=good)
         hits = doc_hits(emu, before)
         fault.heal()
@@ -126,12 +126,12 @@ def test_503s_on_one_partition_open_its_breaker_and_it_closes_after_30_s(regionl
         clock.advance(cb.UNAVAILABLE_MS / 1000.0 + 1)
         probe = c.read_item("1", partition_key=bad)
         after = c.read_item("1", partition_key=bad)
-    # 2 failures per read (once plus the local retry), the 10th in the 5th read opens it
-    assert [path(r.diagnostics) for r in reads] == [[(EAST, 503), (EAST, 503), (EAST2, 200)]] * 5 + [
-        [(EAST2, 200)]]
-    assert any(e.kind == "breaker" and cb.UNAVAILABLE in e.detail for e in reads[4].diagnostics.events)
+    # 1 failure per read (a 503 moves on at once), the 10th read's opens it
+    assert [path(r.diagnostics) for r in reads] == [[(EAST, 503), (EAST2, 200)]] * 10 + [[(EAST2, 200)]]
+    assert not any(e.kind == "breaker" for e in reads[8].diagnostics.events)
+    assert any(e.kind == "breaker" and cb.UNAVAILABLE in e.detail for e in reads[9].diagnostics.events)
     assert path(other.diagnostics) == [(EAST, 200)]           # the other partition stays
-    assert hits[EAST] == {"GET 503": 10, "GET 200": 1} and hits[EAST2] == {"GET 200": 6}
+    assert hits[EAST] == {"GET 503": 10, "GET 200": 1} and hits[EAST2] == {"GET 200": 11}
     assert path(still_open.diagnostics) == [(EAST2, 200)]     # healed, but the 30 s are not up
     assert path(probe.diagnostics) == [(EAST, 200)]           # HealthyTentative: the probe succeeds
     assert any(e.kind == "breaker" and cb.HEALTHY in e.detail for e in probe.diagnostics.events)
@@ -147,14 +147,13 @@ def test_503s_on_writes_of_one_partition_open_its_breaker_after_5(regionlab):
         c.upsert_item({"id": "warm", "pk": bad})
         before = emu.topology()["requests"]
         with emu.faults.error(EAST, status=503, op="write", database="db", container="c", partition=bad_range):
-            writes = [c.upsert_item({"id": str(i), "pk": bad}) for i in range(4)]
+            writes = [c.upsert_item({"id": str(i), "pk": bad}) for i in range(6)]
             other = c.upsert_item({"id": "o", "pk": good})
         hits = doc_hits(emu, before)
     assert [path(w.diagnostics) for w in writes] == [
-        [(EAST, 503), (EAST, 503), (EAST2, 201)], [(EAST, 503), (EAST, 503), (EAST2, 201)],
-        [(EAST, 503), (EAST2, 201)], [(EAST2, 201)]]                 # new items: 201
+        [(EAST, 503), (EAST2, 201)]] * 5 + [[(EAST2, 201)]]         # new items: 201
     assert path(other.diagnostics) == [(EAST, 201)]
-    assert hits[EAST] == {"POST 503": 5, "POST 201": 1} and hits[EAST2] == {"POST 201": 4}
+    assert hits[EAST] == {"POST 503": 5, "POST 201": 1} and hits[EAST2] == {"POST 201": 6}
 
 
 # ---- throttling and indefinite outcomes ------------------------------------------------------
@@ -205,6 +204,29 @@ def test_with_the_opt_in_the_retried_create_meets_itself_as_409(regionlab):
     assert sum(n for r in hits.values() for k, n in r.items() if k.startswith("POST 201")) == 1
 
 
+# ---- a regional 503 moves on at once -----------------------------------------------------------
+@pytest.mark.regionlab_config(lag_ms=NO_LAG)
+def test_every_read_in_an_unavailable_outage_leaves_the_region_after_one_503(regionlab):
+    """region_outage mode `unavailable` answers every data request 503: each read goes to the
+    next preferred region right after the first 503 (no local retry, no back-off: the attempt's
+    reason says why), nothing marks the region down, so once healed it serves again at once."""
+    emu = regionlab
+    with CosmosClient(emu.endpoint, credential=emu.key, preferred_locations=[EAST2, WEST]) as client:
+        c = client.create_database("db").create_container("c", PartitionKey(path="/pk"))
+        c.create_item({"id": "1", "pk": "p"})
+        c.read_item("1", partition_key="p")
+        with emu.faults.region_outage(EAST2, mode="unavailable"):
+            before = emu.topology()["requests"]
+            during = [c.read_item("1", partition_key="p") for _ in range(3)]
+            hits = doc_hits(emu, before)
+        healed = c.read_item("1", partition_key="p")
+    for r in during:
+        assert path(r.diagnostics) == [(EAST2, 503), (WEST, 200)]
+        assert r.diagnostics.attempts[1].reason == "503/0: next region"
+    assert hits == {EAST2: {"GET 503": 3}, WEST: {"GET 200": 3}}
+    assert path(healed.diagnostics) == [(EAST2, 200)]
+
+
 # ---- region outage in every mode, both connection modes ----------------------------------------
 @pytest.mark.parametrize("connection_mode", ["gateway", "direct"])
 @pytest.mark.parametrize("mode", ["unavailable", "refuse", "reset", "blackhole"])
@@ -231,6 +253,8 @@ def test_reads_leave_a_region_in_outage_in_every_mode(regionlab, mode, connectio
         assert all(a.status == 503 for a in failed)
     elif connection_mode == "gateway":
         assert all(a.status is None and a.error for a in failed)
+    if connection_mode == "gateway" and mode == "unavailable":
+        assert hits.get(EAST2) == {"GET 503": 1}        # no local retry after the region's 503
     if connection_mode == "gateway":
         assert hits.get(WEST) == {"GET 200": 1}
     else:

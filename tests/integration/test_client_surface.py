@@ -130,12 +130,11 @@ def test_one_connection_pool_per_endpoint_reused(items):
     c = items
     for i in range(5):
         c.upsert_item({"id": str(i), "pk": "p"})
-    transport = c.client._pipeline.transport
-    assert len(transport._sessions) == len(set(transport._sessions))
-    for endpoint, session in transport._sessions.items():
-        assert session.connector.limit == transport.pool_connections_max
-    east = next(s for e, s in transport._sessions.items() if e != c.client.url)
-    assert sum(len(v) for v in east.connector._conns.values()) == 1     # one kept-alive connection
+    pools = c.client._pipeline.transport.pools
+    for endpoint, pool in pools.items():
+        assert pool.connections_max == c.client._pipeline.transport.pool_connections_max
+    east = next(p for e, p in pools.items() if e != c.client.url)
+    assert east.size == 1 and east.idle_count == 1                      # one kept-alive connection
 
 
 def test_a_client_that_cannot_discover_the_account_raises_and_leaves_no_thread():

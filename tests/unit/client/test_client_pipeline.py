@@ -1,6 +1,9 @@
 """Proves the pipeline applies the policies as they decide, in virtual time over a scripted
 transport (client_world): hedged reads start the second region at exactly 500 ms, take its
-answer and cancel the first; the end-to-end timeout cancels the attempt in flight at exactly 3 s;
+answer and cancel the first (a healthy one runs inline in the caller's task and leaves no timer;
+the third region follows at 600 ms; a copy that answers while the first sleeps in a back-off
+wins; a fast 503 in the first region starts the next copy at once; the end-to-end timeout
+cancels the inline chain and every copy); the end-to-end timeout cancels the attempt in flight at exactly 3 s;
 429s are waited out by their retry-after; 403/3 refreshes the account and follows the new write
 region; per-request exclusions route reads; repeated 503s open the circuit breaker so the next
 read of that partition goes elsewhere first (and with circuit_breaker=False never do); reads carry the region-scoped session token; the
@@ -55,6 +58,90 @@ def test_a_slow_region_is_hedged_at_500_ms_and_the_hedge_wins():
     assert d.attempts[0].error == "cancelled" and t.cancelled == 1
     assert d.latency_ms == pytest.approx(510.0)
     assert d.hedges == 1 and any(e.kind == "hedge" for e in d.events)
+
+
+def test_a_healthy_hedged_read_runs_in_the_callers_task_and_leaves_no_timer():
+    tasks = []
+
+    def items(r, m, h):
+        tasks.append(asyncio.current_task())
+        return 0.010, reply()
+    t = ScriptedTransport(serve(items))
+
+    async def main():
+        client, c = await container(t, availability_strategy=True)
+        item = await c.read_item("1", partition_key="a")
+        loop = asyncio.get_running_loop()
+        live = [h for h in loop._scheduled if not h.cancelled()]     # timers still armed
+        await client.close()
+        return item, asyncio.current_task(), live
+    item, me, live = run(main())
+    assert tasks[-1] is me                       # the read ran inline: no task was made for it
+    assert [a.region for a in item.diagnostics.attempts] == ["East US"] and item.diagnostics.hedges == 0
+    assert not [h for h in live if "HedgedRun" in repr(h)]
+
+
+def test_the_timer_rearms_for_the_third_region_and_the_losers_are_cancelled():
+    t = ScriptedTransport(serve(lambda r, m, h: (0.010, reply()) if r == "North" else (2.0, reply())))
+
+    async def main():
+        client, c = await container(t, availability_strategy=True)
+        item = await c.read_item("1", partition_key="a")
+        await client.close()
+        return item
+    d = run(main()).diagnostics
+    assert [(a.region, a.started_ms, a.hedge) for a in d.attempts] == [
+        ("East US", 0.0, False), ("West US", 500.0, True), ("North", 600.0, True)]
+    assert [a.error for a in d.attempts[:2]] == ["cancelled", "cancelled"] and t.cancelled == 2
+    assert d.latency_ms == pytest.approx(610.0) and d.hedges == 2
+
+
+def test_a_hedged_copy_answering_while_the_first_retries_wins():
+    # East US is throttled (retry-after 400 ms, twice): the inline chain is asleep in its back-off
+    # when West US's copy answers; the back-off is cut short.
+    t = ScriptedTransport(serve(lambda r, m, h: (0.0, reply(429, 3200, retry_after_ms=400)) if r == "East US"
+                                else (0.020, reply())))
+
+    async def main():
+        client, c = await container(t, availability_strategy=True)
+        item = await c.read_item("1", partition_key="a")
+        await client.close()
+        return item
+    d = run(main()).diagnostics
+    assert [(a.region, a.started_ms, a.status) for a in d.attempts] == [
+        ("East US", 0.0, 429), ("East US", 400.0, 429), ("West US", 500.0, 200)]
+    assert d.latency_ms == pytest.approx(520.0)
+
+
+def test_a_fast_transient_failure_of_the_first_region_starts_the_next_copy_at_once():
+    t = ScriptedTransport(serve(lambda r, m, h: (0.010, reply(503)) if r == "East US" else (0.010, reply())))
+
+    async def main():
+        client, c = await container(t, availability_strategy=True)
+        item = await c.read_item("1", partition_key="a")
+        await client.close()
+        return item
+    d = run(main()).diagnostics
+    assert [(a.region, a.started_ms, a.hedge, a.status) for a in d.attempts] == [
+        ("East US", 0.0, False, 503), ("West US", 10.0, True, 200)]
+    assert d.latency_ms == pytest.approx(20.0)
+
+
+def test_the_end_to_end_timeout_cancels_the_inline_chain_and_every_hedge():
+    t = ScriptedTransport(serve(lambda r, m, h: (10.0, reply())))
+
+    async def main():
+        client, c = await container(t, availability_strategy=True, timeout=1)
+        try:
+            await c.read_item("1", partition_key="a")
+        finally:
+            await client.close()
+    with pytest.raises(CosmosClientTimeoutError) as e:
+        run(main())
+    d = e.value.diagnostics
+    assert [(a.region, a.started_ms, a.error) for a in d.attempts] == [
+        ("East US", 0.0, "cancelled"), ("West US", 500.0, "cancelled"), ("North", 600.0, "cancelled")]
+    assert t.cancelled == 3 and d.latency_ms == pytest.approx(1000.0)
 
 
 def test_no_hedge_after_a_fast_non_transient_error():
@@ -158,7 +245,7 @@ def test_repeated_failures_open_the_breaker_for_that_partition():
 
     async def main():
         client, c = await container(t)
-        for _ in range(5):                      # each read fails twice in East US, then West US answers
+        for _ in range(10):                     # each read fails once in East US, then West US answers
             last = await c.read_item("1", partition_key="a")
         after = await c.read_item("1", partition_key="a")
         other = await c.read_item("1", partition_key="b")

@@ -2,8 +2,9 @@
 clock): 429/3200 waits the retry-after for at most 9 retries and 30 s; 429/50009 waits 2 s then
 doubles up to 8 s, bounded; 403/3 refreshes and goes to the write region; 403/1008 marks the region
 and moves on; 404/1002 goes to the write region once (single-write) or through the regions
-(multi-write); 503/408/connection errors retry locally then move region for reads, while writes
-retry only when unsent, or on multi-write accounts when idempotent or opted in."""
+(multi-write); a 503 moves to the next region at once (a local retry only in the last or only
+region); 408/connection errors retry locally then move region for reads, while writes retry
+only when unsent, or on multi-write accounts when idempotent or opted in."""
 import pytest
 
 from client.policies.retry import (CONNECT_ERROR, RESPONSE_ERROR, Outcome, RequestKind, RetryOptions,
@@ -66,12 +67,24 @@ def test_session_not_available_multi_write_walks_the_regions():
     assert [d.route for d in ds] == ["next"] * 3
 
 
-@pytest.mark.parametrize("outcome", [Outcome(503), Outcome(408), Outcome(None, transport_error=CONNECT_ERROR),
+@pytest.mark.parametrize("outcome", [Outcome(408), Outcome(None, transport_error=CONNECT_ERROR),
                                      Outcome(None, transport_error=RESPONSE_ERROR)])
 def test_reads_retry_locally_then_move_region(outcome):
     ds = schedule(outcome)
     assert [d.route for d in ds] == ["same", "next", "same", "next", "same"]
     assert ds[0].delay_ms == 100
+
+
+def test_a_503_moves_to_the_next_region_at_once_and_retries_locally_only_in_the_last():
+    ds = schedule(Outcome(503))
+    assert [(d.route, d.delay_ms) for d in ds] == [("next", 0), ("next", 0), ("same", 100)]
+    assert not any(d.mark_unavailable for d in ds)      # a 503 may be one partition's: the breaker's job
+
+
+def test_a_503_in_a_single_region_account_is_retried_there_once():
+    # then once more after the account refresh (it may list a region the request can move to)
+    ds = schedule(Outcome(503), RequestKind(is_write=False, regions=1))
+    assert [(d.route, d.delay_ms) for d in ds] == [("same", 100), ("next", 0), ("same", 100)]
 
 
 def test_a_regional_503_refreshes_the_account():
@@ -90,9 +103,10 @@ def test_an_unsent_write_is_retried_locally():
 
 def test_multi_write_crosses_regions_for_idempotent_writes_and_opted_in_creates():
     assert schedule(Outcome(503), MW_CREATE) == []
-    assert [d.route for d in schedule(Outcome(503), MW_UPSERT)] == ["same", "next", "same", "next", "same"]
+    assert [d.route for d in schedule(Outcome(503), MW_UPSERT)] == ["next", "next", "same"]
     opted = RetryOptions(non_idempotent_write_retry=True)
-    assert [d.route for d in schedule(Outcome(503), MW_CREATE, opted)] == ["same", "next", "same", "next", "same"]
+    assert [d.route for d in schedule(Outcome(503), MW_CREATE, opted)] == ["next", "next", "same"]
+    assert [d.route for d in schedule(Outcome(408), MW_UPSERT)] == ["same", "next", "same", "next", "same"]
 
 
 @pytest.mark.parametrize("status, sub", [(400, 0), (401, 0), (404, 0), (409, 0), (412, 0), (413, 0),
