@@ -209,7 +209,7 @@ class Pipeline:
 
     def _regions(self, req) -> list:
         regions = self.router.applicable(req.is_write, self.now_ms(), req.excluded_locations)
-        if not self.breaker.tracking:    # no failure anywhere: the breaker keeps the order
+        if self.breaker is None or not self.breaker.tracking:    # off, or no failure anywhere: the order stands
             return regions
         partition = self._partition(req)
         if partition is not None:
@@ -327,6 +327,8 @@ class Pipeline:
             self.breaker.state(partition, region.name, self.now_ms()) == cb.UNAVAILABLE
 
     def _record_breaker(self, req, diag, region, status, transport_error) -> None:
+        if self.breaker is None:
+            return
         failed = cb.is_failure(status, transport_error)
         if not failed and not self.breaker.tracking:
             return                       # a success with no failure counted anywhere: nothing to reset
