@@ -76,8 +76,8 @@ def requests_for(op: str, key: str, count: int, n: int, tag: str) -> list:
     return out
 
 
-async def drive(base: str, reqs: list) -> dict:
-    """Send reqs at CONCURRENCY; status counts and the charges seen."""
+async def drive(base: str, reqs: list, concurrency: int = CONCURRENCY) -> dict:
+    """Send reqs at `concurrency`; status counts and the charges seen."""
     todo = iter(reqs)
     bad, charges = 0, []
 
@@ -90,7 +90,7 @@ async def drive(base: str, reqs: list) -> dict:
                 charges.append(float(r.headers.get("x-ms-request-charge", "nan")))
 
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=CONCURRENCY)) as session:
-        await asyncio.gather(*(worker(session) for _ in range(CONCURRENCY)))
+        await asyncio.gather(*(worker(session) for _ in range(concurrency)))
     return {"errors": bad, "charge": statistics.median(charges)}
 
 
@@ -103,6 +103,9 @@ def measure_size(count: int, ops_n: int, rounds: int) -> dict:
         print(f"{count:,} items loaded in {load_s:.1f} s ({count / load_s:,.0f}/s), RSS {server.rss_mb():,.0f} MB",
               flush=True)
         for op in OPS:                               # warm: the first (b) builds the `cat` index
+            t0 = time.perf_counter()
+            first = asyncio.run(drive(base, requests_for(op, key, count, 1, "first"), 1))
+            print(f"  {count:>9,} {op:14} first request {(time.perf_counter() - t0) * 1000:,.0f} ms {first}", flush=True)
             asyncio.run(drive(base, requests_for(op, key, count, 20, "warm")))
         for r in range(rounds):
             for op in OPS:
