@@ -9,8 +9,8 @@ over HTTP with signed transactional batches (query_bench's documents: 100 logica
 `cat` shared by 10 items, unique `n`), the way a client would, so every item is on 12 replicas.
 Then, in rounds, each operation runs `--ops` times at c=16 from a Python generator of pre-signed
 requests, and the server's CPU (user+system from /proc) over the phase divided by the requests
-answered is its cost; medians of the rounds. The load generator is a separate process's work
-only in the sense that it runs in this process, not the server's.
+answered is its cost (the generator runs in this process, so none of its work is counted);
+medians of the rounds. The first request of each kind after loading is timed on its own.
 
 Operations: a point read of a random stored item; a create of a new ~200-byte item; query (a)
 `SELECT * FROM c WHERE c.pk = @pk` with the partition key header and pages of 10 (the first page
