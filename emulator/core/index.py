@@ -22,6 +22,11 @@ Invariants (checked by tests/unit/core/test_index.py):
 * an index is materialised for a path only on demand (`materialise`, called by the query
   planner when the container's indexing policy includes the path), at most
   INDEXED_PATHS_MAX per store. A store with no index pays one `is None` test per write.
+* building is bounded: a new index files the store's existing versions INDEX_BUILD_STEP_VERSIONS
+  per `materialise` call (every query that wants it advances it), and is not `ready` until it
+  has filed them all; the planner scans meanwhile. So the first indexed query on a million
+  items costs one step, not a stop of every region's loop for seconds. While it builds, writes
+  file their versions at once (add is idempotent, so a version filed by both counts once).
 
 Who changes what: only the VersionStore calls add/discard; only the planner materialises.
 """
@@ -35,6 +40,7 @@ from .query.evaluate import index_value
 from .query.values import TAG_ARRAY, TAG_NULL, TYPE_TAGS, UNDEFINED, sort_key
 
 INDEXED_PATHS_MAX = 16     # materialised paths per store; queries on further paths scan
+INDEX_BUILD_STEP_VERSIONS = 500   # versions a building index files per query (~5 ms of CPU here)
 
 
 def value_at(doc: dict, path: tuple):
@@ -71,19 +77,26 @@ def _scalar_key(value):
 
 class PathIndex:
     """sort key of the value at `path` -> set of versions holding it."""
-    __slots__ = ("path", "entries", "size", "_read")
+    __slots__ = ("path", "entries", "size", "_read", "pending")
 
     def __init__(self, path: tuple):
         self.path = path
         self.entries = SortedDict()
         self.size = 0                 # versions filed, over all keys
         self._read = _reader(path)
+        self.pending = None           # keys whose versions are still to file; None: complete
+
+    @property
+    def ready(self) -> bool:
+        return self.pending is None
 
     def add(self, version) -> None:
         key = _scalar_key(self._read(version.doc))
         group = self.entries.get(key)
         if group is None:
             self.entries[key] = {version}
+        elif version in group:
+            return
         else:
             group.add(version)
         self.size += 1
@@ -134,25 +147,30 @@ class SecondaryIndexes:
         self.paths.pop(path, None)
 
 
-def materialise(store, path: tuple) -> PathIndex | None:
-    """The store's index of path, built now from every live version it retains if need be;
-    None when the store already indexes INDEXED_PATHS_MAX other paths."""
+def materialise(store, path: tuple, step_versions: int = INDEX_BUILD_STEP_VERSIONS) -> PathIndex | None:
+    """The store's index of path, advanced by one build step if it is still building (see
+    `ready`); None when the store already indexes INDEXED_PATHS_MAX other paths."""
     indexes = store.indexes
     if indexes is None:
         indexes = store.indexes = SecondaryIndexes()
     index = indexes.paths.get(path)
-    if index is not None:
-        return index
-    if len(indexes.paths) >= INDEXED_PATHS_MAX:
-        return None
-    indexes.paths[path] = index = PathIndex(path)
-    groups: dict = {}               # filled as a plain dict, then sorted once into the index
-    read, size = index._read, 0
-    for _, versions in store.keys_with_versions():
-        for v in versions:
-            if not v.deleted:
-                groups.setdefault(_scalar_key(read(v.doc)), set()).add(v)
-                size += 1
-    index.entries.update(groups)
-    index.size = size
+    if index is None:
+        if len(indexes.paths) >= INDEXED_PATHS_MAX:
+            return None
+        indexes.paths[path] = index = PathIndex(path)
+        index.pending = store.retained_keys()
+    if index.pending is not None:
+        build_step(store, index, step_versions)
     return index
+
+
+def build_step(store, index: PathIndex, step_versions: int) -> None:
+    """File the current versions of pending keys, about step_versions of them."""
+    pending, filed = index.pending, 0
+    while pending and filed < step_versions:
+        for v in store.versions_of_key(pending.pop()):
+            if not v.deleted:
+                index.add(v)
+                filed += 1
+    if not pending:
+        index.pending = None

@@ -123,7 +123,7 @@ def _prepare(query, store, policy, prefix, tuning: PlanTuning, implied: tuple):
     for path in paths:
         if compiled.indexes(path):
             index = materialise(store, path)
-            if index is not None:
+            if index is not None and index.ready:      # a building index: scan this time
                 indexes[path] = index
     if not indexes:
         return None

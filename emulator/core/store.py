@@ -286,6 +286,15 @@ class VersionStore:
         ordered = self._keys_in_order()
         return ordered.bisect_left((prefix + "\0",)) - ordered.bisect_left((prefix,))
 
+    def retained_keys(self) -> list:
+        """Every retained key, in no particular order (a building index's worklist)."""
+        return list(self._items)
+
+    def versions_of_key(self, key) -> tuple | list:
+        """The versions a key holds now, oldest first; () when the store no longer has it."""
+        entry = self._items.get(key)
+        return () if entry is None else versions_of(entry)
+
     def keys_with_versions(self):
         """(key, versions oldest first) of every retained key, in key order."""
         items = self._items

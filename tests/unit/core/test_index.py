@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from emulator.core import query_plan
-from emulator.core.index import INDEXED_PATHS_MAX, materialise, value_at
+from emulator.core.index import INDEX_BUILD_STEP_VERSIONS, INDEXED_PATHS_MAX, materialise, value_at
 from emulator.core.query import QueryError, compile_query
 from emulator.core.query.values import UNDEFINED
 from emulator.core.query_plan import ALWAYS_INDEX, PlanTuning, candidates
@@ -203,6 +203,8 @@ def test_merged_walk_loads_top_k_in_all_not_per_partition():
     for i in range(DOCS):
         doc = {"id": str(i), "n": i}
         stores[i % 4].add(Version(i + 1, ('["p"]', doc["id"]), doc, b"{}", "e", 0, "r"), 0)
+    for store in stores:
+        built(store, ("n",))
     q = compile_query("SELECT TOP 10 * FROM c ORDER BY c.n DESC")
     sources = [(store, DOCS) for store in stores]
     chosen = query_plan.merged_walk(q, sources, None, 0)
@@ -264,16 +266,53 @@ DOCS = 10_000
 CATEGORIES = 1_000
 
 
-def big_store():
+def built(store, *paths):
+    """The store with its indexes of paths built whole (a new index builds a step per query)."""
+    for path in paths:
+        materialise(store, path, step_versions=10**9)
+    return store
+
+
+def big_store(*indexed):
     store = VersionStore()
     for i in range(DOCS):
         doc = {"id": str(i), "pk": f"p{i % 100}", "cat": f"c{i % CATEGORIES}", "n": i}
         store.add(Version(i + 1, (json.dumps([doc["pk"]]), doc["id"]), doc, b"{}", "e", 0, "r"), 0)
-    return store
+    return built(store, *indexed)
+
+
+def test_a_new_index_builds_a_bounded_step_per_query_and_scans_until_ready():
+    """The first indexed query on a big store must not file every version at once (that held
+    every region's loop for seconds at a million items): each query files one step and scans
+    until the index is whole; writes and deletes meanwhile leave it exactly right."""
+    store = VersionStore()
+    for i in range(DOCS):
+        doc = {"id": str(i), "pk": f"p{i % 100}", "cat": f"c{i % CATEGORIES}", "n": i}
+        store.add(Version(i + 1, (json.dumps([doc["pk"]]), doc["id"]), doc, b"{}", "e", 0, "r"), 0)
+    q = compile_query("SELECT * FROM c WHERE c.cat = 'c7'")
+    lsn, steps = DOCS, 0
+    while True:
+        chosen = candidates(q, store, lsn, None, 0)
+        index = store.indexes.paths[("cat",)]
+        if index.ready:
+            break
+        steps += 1
+        assert chosen is None                                 # scanned this time
+        assert index.size <= steps * INDEX_BUILD_STEP_VERSIONS + (lsn - DOCS)
+        lsn += 1                                              # a write while it builds
+        doc = {"id": f"new{lsn}", "pk": "p1", "cat": "c7", "n": -lsn}
+        store.add(Version(lsn, ('["p1"]', doc["id"]), doc, b"{}", "e", 0, "r"), 0)
+    assert steps >= DOCS // INDEX_BUILD_STEP_VERSIONS - 1
+    chosen = candidates(q, store, lsn, None, 0)
+    assert chosen.plan == "index"
+    want = sorted(v.key for v in store.scan(lsn) if v.doc.get("cat") == "c7")
+    assert sorted(v.key for v in chosen.versions) == want
+    live = sum(1 for _, versions in store.keys_with_versions() for v in versions if not v.deleted)
+    assert index.size == live                                # each live version once
 
 
 def test_indexed_equality_loads_only_matching_documents():
-    store = big_store()
+    store = big_store(("cat",))
     q = compile_query("SELECT * FROM c WHERE c.cat = @cat", [{"name": "@cat", "value": "c7"}])
     chosen = candidates(q, store, DOCS, None, 0)
     assert chosen.plan == "index"
@@ -283,7 +322,7 @@ def test_indexed_equality_loads_only_matching_documents():
 
 
 def test_reader_at_an_older_lsn_sees_old_values_through_the_index():
-    store = big_store()
+    store = big_store(("cat",))
     q = compile_query("SELECT VALUE c.n FROM c WHERE c.cat = 'c7'")
     candidates(q, store, DOCS, None, 0)                       # builds the index
     moved = [v for v in store.scan(DOCS) if v.doc["cat"] == "c7"][:4]
@@ -296,7 +335,7 @@ def test_reader_at_an_older_lsn_sees_old_values_through_the_index():
 
 
 def test_order_by_top_walks_the_index_and_stops():
-    store = big_store()
+    store = big_store(("n",))
     q = compile_query("SELECT TOP 10 * FROM c WHERE c.n >= 0 ORDER BY c.n DESC")
     chosen = candidates(q, store, DOCS, None, 0)
     assert chosen.plan == "order" and chosen.loaded == 10
@@ -304,7 +343,7 @@ def test_order_by_top_walks_the_index_and_stops():
 
 
 def test_page_cap_bounds_an_order_by_walk_without_top():
-    store = big_store()
+    store = big_store(("cat",))
     q = compile_query("SELECT c.id FROM c ORDER BY c.cat")
     chosen = candidates(q, store, DOCS, None, 0, cap=3)
     assert chosen.plan == "order" and chosen.loaded == 10     # the first group: c0 holds 10 ties
