@@ -71,8 +71,8 @@ def item_record(v: Version) -> tuple:
     return (v.key[0], v.key[1], v.lsn, v.rid, v.etag, v.ts, v.ts_ms, v.op, v.prev_lsn, v.origin, v.oseq, v.body)
 
 
-def version_from_record(row, doc: dict) -> Version:
-    """The Version of an item_record row; doc is its body parsed."""
+def version_from_record(row, doc: dict | None = None) -> Version:
+    """The Version of an item_record row (its document is parsed from the body when needed)."""
     pk, id, lsn, rid, etag, ts, ts_ms, op, prev_lsn, origin, oseq, body = row
     return Version(lsn, (pk, id), doc, body, etag, ts, rid, False, op, prev_lsn, origin, oseq, ts_ms, None)
 

@@ -104,7 +104,7 @@ class Writer:
 
     def _tombstone(self, old: Version) -> None:
         self.dropped_rids.append((old.rid, old.key))
-        self.pending[old.key] = Version(self.lsn, old.key, old.doc, None, old.etag, self.now_ms // 1000,
+        self.pending[old.key] = Version(self.lsn, old.key, old.body, None, old.etag, self.now_ms // 1000,
                                         old.rid, deleted=True, op="delete", prev_lsn=old.lsn,
                                         origin=self.region, oseq=self.rs.own_seq + 1, ts_ms=self.now_ms,
                                         prev_id=(old.origin, old.oseq))
@@ -205,6 +205,7 @@ class Writer:
         for v in versions:
             if not v.deleted:
                 index[v.rid] = (self.partition_index, v.key)
+            v.settle()                  # the store keeps the body only (store.Version)
         return lsn
 
 

@@ -35,6 +35,7 @@ every version added, pruned or truncated here is reported to them, so they hold 
 live versions retained.
 """
 import bisect
+import json
 
 from sortedcontainers import SortedList
 
@@ -50,13 +51,20 @@ def _lsn_key_of(v) -> tuple:
 
 
 class Version:
-    """One immutable state of an item. A tombstone (deleted=True) keeps the deleted document in
-    `doc` for the all-versions change feed; `op` is create, replace or delete and `prev_lsn`
-    the LSN of the version it superseded (0 for a create)."""
-    __slots__ = ("lsn", "key", "doc", "body", "etag", "ts", "deleted", "rid", "op", "prev_lsn",
+    """One immutable state of an item. A tombstone (deleted=True) keeps the deleted document for
+    the all-versions change feed; `op` is create, replace or delete and `prev_lsn` the LSN of the
+    version it superseded (0 for a create).
+
+    A live version holds its document only as `body`, the JSON it is served as: the parsed
+    document (`doc`) is made again from it when something needs its values (a query, a patch,
+    an index), since a parsed document takes about twice the memory of its text. The Writer
+    that stages a version hands it the document it already has (`_doc`), so the charge and the
+    write region's indexes do not parse it again, and drops it once the commit is in the
+    store (`settle`). A tombstone's `_doc` is the deleted document or its JSON."""
+    __slots__ = ("lsn", "key", "_doc", "body", "etag", "ts", "deleted", "rid", "op", "prev_lsn",
                  "origin", "oseq", "ts_ms", "prev_id")
 
-    def __init__(self, lsn: int, key: tuple, doc: dict | None, body: bytes | None,
+    def __init__(self, lsn: int, key: tuple, doc: dict | bytes | None, body: bytes | None,
                  etag: str, ts: int, rid: str, deleted: bool = False, op: str = "create",
                  prev_lsn: int = 0, origin: str = "", oseq: int = 0, ts_ms: int = 0,
                  prev_id: tuple | None = None):
@@ -70,15 +78,30 @@ class Version:
         self.prev_lsn = prev_lsn
         self.lsn = lsn
         self.key = key
-        self.doc = doc
+        self._doc = doc
         self.body = body
         self.etag = etag
         self.ts = ts
         self.rid = rid
         self.deleted = deleted
 
+    @property
+    def doc(self) -> dict | None:
+        """The document (a new dict each time once settled: callers must not rely on identity)."""
+        doc = self._doc
+        if doc is None:
+            return None if self.body is None else json.loads(self.body)
+        if type(doc) is bytes:
+            return json.loads(doc)
+        return doc
+
+    def settle(self) -> None:
+        """Forget the staged document: from now on `doc` parses the body."""
+        if not self.deleted:
+            self._doc = None
+
     def with_lsn(self, lsn: int) -> "Version":
-        return Version(lsn, self.key, self.doc, self.body, self.etag, self.ts, self.rid, self.deleted,
+        return Version(lsn, self.key, self._doc, self.body, self.etag, self.ts, self.rid, self.deleted,
                        self.op, self.prev_lsn, self.origin, self.oseq, self.ts_ms, self.prev_id)
 
 

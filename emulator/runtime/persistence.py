@@ -197,7 +197,7 @@ class Persistence:
             c.doc_seq = max(c.doc_seq, state["doc_seq"])      # rids of deleted items are not reused
             rows = db.execute("SELECT pk, id, lsn, rid, etag, ts, ts_ms, op, prev_lsn, origin, oseq, body "
                               "FROM items WHERE coll_rid = ? AND idx = ?", (coll_rid, idx)).fetchall()
-            versions = [account_image.version_from_record(row, json.loads(row[-1])) for row in rows]
+            versions = [account_image.version_from_record(row) for row in rows]
             account_image.restore_partition(c, idx, lsn, state["progress"], versions, state.get("epoch", 0))
             restored += len(versions)
         account_image.restore_write_region(account, image)
