@@ -15,7 +15,8 @@ matters: the write region had them). This module never touches a file: the runti
 """
 from .container import Database
 from .offers import Offer
-from .store import Version
+from .store import Version, etag_in
+
 
 
 def metadata(account) -> dict:
@@ -74,7 +75,10 @@ def item_record(v: Version) -> tuple:
 def version_from_record(row, doc: dict | None = None) -> Version:
     """The Version of an item_record row (its document is parsed from the body when needed)."""
     pk, id, lsn, rid, etag, ts, ts_ms, op, prev_lsn, origin, oseq, body = row
-    return Version(lsn, (pk, id), doc, body, etag, ts, rid, False, op, prev_lsn, origin, oseq, ts_ms, None)
+    v = Version(lsn, (pk, id), doc, body, etag, ts, rid, False, op, prev_lsn, origin, oseq, ts_ms, None)
+    if etag_in(body) == etag:           # as every body a Writer made: keep it as compact as one
+        v.settle()
+    return v
 
 
 def restore_partition(container, index: int, lsn: int, progress: dict, versions: list, epoch: int = 0) -> None:
@@ -85,7 +89,7 @@ def restore_partition(container, index: int, lsn: int, progress: dict, versions:
     p = container.partitions[index]
     rid_index = container.rid_index
     for v in versions:
-        rid_index[v.rid] = (index, v.key)
+        rid_index[v.rid] = v.key
     for rs in p.replica_sets.values():
         store = rs.store
         for v in versions:

@@ -56,7 +56,7 @@ class Container:
         self.etag = etag
         self.offer_rid = None
         self.doc_seq = 0
-        self.rid_index: dict[str, tuple] = {}      # doc _rid -> (partition index, key)
+        self.rid_index: dict[str, tuple] = {}      # doc _rid -> its key (the store's own key tuple)
         self._epk_cache: dict[str, str] = {}
         self.pkranges_etag = f'"{rid}-{len(partitions)}"'
         self.conflicts = None                       # ConflictLog (multi-write losers)

@@ -62,8 +62,13 @@ class Version:
     an index), since a parsed document takes about twice the memory of its text. The Writer
     that stages a version hands it the document it already has (`_doc`), so the charge and the
     write region's indexes do not parse it again, and drops it once the commit is in the
-    store (`settle`). A tombstone's `_doc` is the deleted document or its JSON."""
-    __slots__ = ("lsn", "key", "_doc", "body", "etag", "ts", "deleted", "rid", "op", "prev_lsn",
+    store (`settle`). A tombstone's `_doc` is the deleted document or its JSON.
+
+    For the same reason a settled live version keeps no etag string of its own: the body holds
+    it as its `_etag` property (documents.Writer writes the system properties last, so the last
+    `"_etag":"` in the body is that one; inside a JSON string a quote is always escaped), and
+    `etag` reads it from there. `ts` is `ts_ms // 1000`."""
+    __slots__ = ("lsn", "key", "_doc", "body", "_etag", "deleted", "rid", "op", "prev_lsn",
                  "origin", "oseq", "ts_ms", "prev_id")
 
     def __init__(self, lsn: int, key: tuple, doc: dict | bytes | None, body: bytes | None,
@@ -74,7 +79,7 @@ class Version:
         # millisecond timestamp: what multi-write conflict resolution and session vectors use.
         self.origin = origin
         self.oseq = oseq
-        self.ts_ms = ts_ms
+        self.ts_ms = ts_ms or ts * 1000
         self.prev_id = prev_id            # (origin, oseq) of the version this one superseded
         self.op = op
         self.prev_lsn = prev_lsn
@@ -82,8 +87,7 @@ class Version:
         self.key = key
         self._doc = doc
         self.body = body
-        self.etag = etag
-        self.ts = ts
+        self._etag = etag
         self.rid = rid
         self.deleted = deleted
 
@@ -97,14 +101,38 @@ class Version:
             return json.loads(doc)
         return doc
 
+    @property
+    def etag(self) -> str:
+        etag = self._etag
+        return etag_in(self.body) if etag is None else etag
+
+    @property
+    def ts(self) -> int:
+        return self.ts_ms // 1000
+
     def settle(self) -> None:
-        """Forget the staged document: from now on `doc` parses the body."""
+        """Forget the staged document and the etag: from now on both come from the body, which
+        the caller guarantees holds this etag as its `_etag` (a body documents.Writer made)."""
         if not self.deleted:
             self._doc = None
+            self._etag = None
 
     def with_lsn(self, lsn: int) -> "Version":
-        return Version(lsn, self.key, self._doc, self.body, self.etag, self.ts, self.rid, self.deleted,
+        return Version(lsn, self.key, self._doc, self.body, self._etag, 0, self.rid, self.deleted,
                        self.op, self.prev_lsn, self.origin, self.oseq, self.ts_ms, self.prev_id)
+
+
+_ETAG_MEMBER = b'"_etag":"\\"'          # the _etag member as the body holds it: "_etag":"\"...\""
+
+
+def etag_in(body: bytes) -> str | None:
+    """The etag a settled version's body holds (see Version); None when it has none."""
+    start = body.rfind(_ETAG_MEMBER)
+    if start < 0:
+        return None
+    start += len(_ETAG_MEMBER)
+    return '"' + body[start:body.index(b'\\"', start)].decode() + '"'
+
 
 
 class VersionStore:
