@@ -51,8 +51,9 @@ from .validation import text_nests_at_most
 QUERY_PAGE_BYTES_MAX = PAGE_BYTES_MAX      # results per page (4 MB), as the service caps them
 QUERY_SLICE_WORK_MAX = 16_000              # work units per page (streaming) or slice (blocking)
 QUERY_REQUEST_WORK_MAX = 2_000 * QUERY_SLICE_WORK_MAX   # one blocking page, all slices together
-# Parsing 1 KB of JSON takes about as long as 5 units of other work (bench/query_budget.py).
-DOC_BYTES_PER_UNIT = 200
+# Parsing a stored document takes about as long as one unit of other work per 100 bytes of its
+# JSON (bench/query_budget.py: nested documents of ~350 bytes; flat 1 KB ones parse faster).
+DOC_BYTES_PER_UNIT = 100
 
 
 def _load(v, work: list) -> dict:
