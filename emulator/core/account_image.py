@@ -89,7 +89,7 @@ def restore_partition(container, index: int, lsn: int, progress: dict, versions:
     p = container.partitions[index]
     rid_index = container.rid_index
     for v in versions:
-        rid_index[v.rid] = v.key
+        rid_index[v.rid] = v
     for rs in p.replica_sets.values():
         store = rs.store
         for v in versions:

@@ -203,11 +203,11 @@ class Writer:
         index = self.container.rid_index
         for rid, key in self.dropped_rids:
             entry = index.get(rid)
-            if entry is not None and entry == key:
+            if entry is not None and entry.key == key:
                 del index[rid]
         for v in versions:
             if not v.deleted:
-                index[v.rid] = v.key
+                index[v.rid] = v
             v.settle()                  # the store keeps the body only (store.Version)
         return lsn
 
@@ -333,7 +333,7 @@ def locate_rid(container, doc_rid: str):
     entry = container.rid_index.get(doc_rid)
     if entry is None:
         raise not_found(f"No document with _rid '{doc_rid}' in this container.")
-    return entry
+    return entry.key
 
 
 def pk_values_of(pk_json: str) -> list:

@@ -114,3 +114,17 @@ def test_the_change_log_stays_in_lsn_order_through_compaction_and_truncation():
     store.truncate_after(top - 5)
     assert [lsn for lsn, _ in store.changes][-1] <= top - 5
     assert [v.lsn for v in store.changes_after(top - 10, top)] == list(range(top - 9, top - 4))
+
+
+def test_the_rid_index_never_falls_back_into_the_young_generation():
+    """A dict of untracked values is untracked by a full collection and re-enters generation 0 on
+    its next insert, so every young collection walked all of it again (runtime/collector.py)."""
+    import gc
+    account, c = _world()
+    for i in range(50):
+        _write(account, c, {"id": f"i{i}", "pk": "a"})
+    gc.collect()
+    _write(account, c, {"id": "after", "pk": "a"})
+    young = gc.get_objects(generation=0)
+    assert not any(o is c.rid_index for o in young)
+    assert gc.is_tracked(c.rid_index)
