@@ -164,6 +164,12 @@ def main() -> None:
                           + (f"; >=10 ms: {slow}" if slow else ""), flush=True)
         results["gc_end"] = asyncio.run(gc_state(ctl))
         results["rss_end_mb"] = round(server.rss_mb(), 1)
+        if args.json:                   # before the server is stopped (a 2 GB process takes a while)
+            Path(args.json).write_text(json.dumps(results, indent=1))
+        summary(args, results)
+
+
+def summary(args, results: dict) -> None:
     print(f"\nmedians of {args.rounds} rounds ({args.items:,} items stored, gc policy {args.gc_policy}, "
           f"load {os.getloadavg()[0]:.1f}):")
     print("| op | c | ops/s | p50 ms | p99 ms | p99/p50 | gen0/gen1/gen2 per run | GC CPU ms per run | pauses >= 10 ms (all rounds) |")
@@ -179,8 +185,6 @@ def main() -> None:
             print(f"| {op} | {c} | {med('ops_per_s'):,.0f} | {med('p50_ms'):.2f} | {med('p99_ms'):.2f} | "
                   f"{statistics.median(x['p99_ms'] / x['p50_ms'] for x in rs):.1f}x | {counts} | {cpu:.0f} | "
                   f"{', '.join(slow) or 'none'} |")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":
