@@ -101,10 +101,13 @@ async def serve(server_config) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await emu.start()
+    from .runtime import collector
+    emu.collector = collector.install(emu.account)     # this process serves: tune and watch its GC
     if not stop.is_set():
         print(json.dumps(emu.ready_info()), flush=True)
     await stop.wait()
     logging.getLogger("regionlab").info("shutting down")
+    emu.collector.stop()
     await emu.stop()
 
 

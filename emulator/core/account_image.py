@@ -32,7 +32,7 @@ from .errors import CosmosError
 from .faults import KEPT_FAULT_TYPES
 from .offers import Offer
 from .replica_set import NO_CUT_LSN
-from .store import Version
+from .store import Version, etag_in
 
 
 def write_region_of(account) -> str | None:
@@ -126,10 +126,13 @@ def item_record(v: Version) -> tuple:
     return (v.key[0], v.key[1], v.lsn, v.rid, v.etag, v.ts, v.ts_ms, v.op, v.prev_lsn, v.origin, v.oseq, v.body)
 
 
-def version_from_record(row, doc: dict) -> Version:
-    """The Version of an item_record row; doc is its body parsed."""
+def version_from_record(row, doc: dict | None = None) -> Version:
+    """The Version of an item_record row (its document is parsed from the body when needed)."""
     pk, id, lsn, rid, etag, ts, ts_ms, op, prev_lsn, origin, oseq, body = row
-    return Version(lsn, (pk, id), doc, body, etag, ts, rid, False, op, prev_lsn, origin, oseq, ts_ms, None)
+    v = Version(lsn, (pk, id), doc, body, etag, ts, rid, False, op, prev_lsn, origin, oseq, ts_ms, None)
+    if etag_in(body) == etag:           # as every body a Writer made: keep it as compact as one
+        v.settle()
+    return v
 
 
 def commit_record(versions, befores=None) -> list:
@@ -152,7 +155,7 @@ def commit_from_record(record: list, parse) -> tuple:
         doc = doc if deleted else parse(body)
         out.append(Version(lsn, (pk, id), doc, body, etag, ts, rid, deleted, op, prev_lsn, origin, oseq, ts_ms,
                            tuple(prev_id) if prev_id else None))
-    return out, [None if b is None else version_from_record(b, parse(b[-1])) for b in befores]
+    return out, [None if b is None else version_from_record(b) for b in befores]
 
 
 def befores_of(rs, lsn: int, versions) -> list:
@@ -211,7 +214,7 @@ def restore_replica(container, index: int, region: str, lsn: int, state: dict, v
     if index_rids:
         rid_index = container.rid_index
         for v in versions:
-            rid_index[v.rid] = (index, v.key)
+            rid_index[v.rid] = v
     add = rs.store.add
     for v in versions:
         add(v, 0)

@@ -11,6 +11,7 @@ Theory of operation:
   applied up to the partition's committed LSN; they never see an unacknowledged write.
 """
 import json
+from sys import intern
 
 from . import epk as epks
 from .consistency import SESSION, STRONG, BOUNDED
@@ -33,7 +34,9 @@ class Writer:
     def __init__(self, container, region: str, pk_json: str, pk_values: list, now_ms: int):
         self.container = container
         self.region = region
-        self.pk_json = pk_json
+        # Every item of a logical partition shares one string for its partition key: the stores
+        # key items by (pk json, id), and a request's own copy would be ~60 bytes an item.
+        self.pk_json = pk_json = intern(pk_json)
         self.pk_values = pk_values
         epk = container.epk_of(pk_json, pk_values)
         self.partition_index = container.partition_index(epk)
@@ -104,7 +107,7 @@ class Writer:
 
     def _tombstone(self, old: Version) -> None:
         self.dropped_rids.append((old.rid, old.key))
-        self.pending[old.key] = Version(self.lsn, old.key, old.doc, None, old.etag, self.now_ms // 1000,
+        self.pending[old.key] = Version(self.lsn, old.key, old.body, None, old.etag, self.now_ms // 1000,
                                         old.rid, deleted=True, op="delete", prev_lsn=old.lsn,
                                         origin=self.region, oseq=self.rs.own_seq + 1, ts_ms=self.now_ms,
                                         prev_id=(old.origin, old.oseq))
@@ -200,11 +203,12 @@ class Writer:
         index = self.container.rid_index
         for rid, key in self.dropped_rids:
             entry = index.get(rid)
-            if entry is not None and entry[1] == key:
+            if entry is not None and entry.key == key:
                 del index[rid]
         for v in versions:
             if not v.deleted:
-                index[v.rid] = (self.partition_index, v.key)
+                index[v.rid] = v
+            v.settle()                  # the store keeps the body only (store.Version)
         return lsn
 
 
@@ -329,7 +333,7 @@ def locate_rid(container, doc_rid: str):
     entry = container.rid_index.get(doc_rid)
     if entry is None:
         raise not_found(f"No document with _rid '{doc_rid}' in this container.")
-    return entry[1]
+    return entry.key
 
 
 def pk_values_of(pk_json: str) -> list:

@@ -7,7 +7,9 @@ query/sources.py `expand_rows`), each at a cursor (its element index at every le
 `Position` (partition, key, cursor) orders all rows totally, in the order a scan makes them.
 
 Work is counted in units, not time, so a page is deterministic and the core stays clock-free:
-one unit per document loaded and one per row a FROM or JOIN makes, in subqueries too.
+one unit per document loaded, one more per DOC_BYTES_PER_UNIT of its JSON (a stored document
+is parsed from its body when a query loads it: store.Version), and one per row a FROM or JOIN
+makes, in subqueries too.
 QUERY_SLICE_WORK_MAX units take about 50 ms on the reference machine (bench/query_budget.py,
 docs/performance.md); evaluating one row's own expressions is not interruptible.
 
@@ -49,6 +51,17 @@ from .validation import text_nests_at_most
 QUERY_PAGE_BYTES_MAX = PAGE_BYTES_MAX      # results per page (4 MB), as the service caps them
 QUERY_SLICE_WORK_MAX = 16_000              # work units per page (streaming) or slice (blocking)
 QUERY_REQUEST_WORK_MAX = 2_000 * QUERY_SLICE_WORK_MAX   # one blocking page, all slices together
+# Parsing a stored document takes about as long as one unit of other work per 100 bytes of its
+# JSON (bench/query_budget.py: nested documents of ~350 bytes; flat 1 KB ones parse faster).
+DOC_BYTES_PER_UNIT = 100
+
+
+def _load(v, work: list) -> dict:
+    """The document of v, counting the work of parsing it."""
+    body = v.body
+    if body is not None:
+        work[0] += len(body) // DOC_BYTES_PER_UNIT
+    return v.doc
 
 
 class Position(NamedTuple):
@@ -101,14 +114,15 @@ def stream_page(query, inputs, state: StreamState, max_items: int, encode: Encod
     for part, v in inputs:
         loaded += 1
         start = at.rows if at is not None and part == at.part and v.key == at.key else None
-        values = single(v.doc) if single is not None else None
+        doc = _load(v, work)
+        values = single(doc) if single is not None else None
         if values is not None and start is None and len(values) == 1:
             rows = ((values[0],),)
             cursor[0] = 0
             work[0] += 2                # the document and its one row
         else:
             work[0] += 1
-            rows = expand_rows(levels, v.doc, start, cursor, work)
+            rows = expand_rows(levels, doc, start, cursor, work)
         for row in rows:
             if where is None or where(row) is True:
                 value = project(row)
@@ -204,7 +218,7 @@ class BlockingRun:
         for part, v in inputs:
             self.loaded += 1
             work[0] += 1
-            for row in expand_rows(levels, v.doc, None, cursor, work):
+            for row in expand_rows(levels, _load(v, work), None, cursor, work):
                 if where is None or where(row) is True:
                     yield part, v, row, cursor
 

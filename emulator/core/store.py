@@ -22,27 +22,30 @@ a snapshot can still see). Most items hold one version, and a list for each of t
 region's store would be objects the garbage collector walks on every full collection. The
 sorted key list is brought up to date only when something walks keys in order
 (a scan, a count by prefix): a new key waits in `_unsorted` until then, so a write does not pay
-for an ordered insert in every region's store. Every key of `_items` is in exactly one of
-`_sorted` and `_unsorted`.
+for an ordered insert in every region's store. Every key of `_items` is in `_sorted` or in
+`_unsorted`; `_unsorted` is a plain list (8 bytes a key, where a set takes 30-60), so it may
+also hold a key dropped since, or a key twice: the ordered walk skips those, and the list is
+compacted once it holds more stale keys than live ones.
 
-The change feed walks `changes`, an append-only list of (lsn, key) for every live version in
-LSN order. An entry is current when the key's version visible at the reader's LSN is exactly
-that one; stale entries (superseded versions) are skipped, and the list is compacted to one
-entry per live key once stale ones outnumber live ones (CHANGES_SLACK_ENTRIES of slack).
+The change feed walks an append-only log of (lsn, key) for every live version in LSN order,
+kept as two parallel sequences, `_change_lsns` (an array of 8-byte integers) and `_change_keys`
+(the key tuples the items dict already holds): 16 bytes an entry, where an (lsn, key) tuple
+costs 64 and is one more object. An entry is current when the key's version visible at the
+reader's LSN is exactly that one; stale entries (superseded versions) are skipped, and the log
+is compacted to one entry per live key once stale ones outnumber live ones
+(CHANGES_SLACK_ENTRIES of slack).
 
 Secondary indexes (index.py) live in `indexes`, None until a query planner materialises one;
 every version added, pruned or truncated here is reported to them, so they hold exactly the
 live versions retained.
 """
 import bisect
+import json
+from array import array
 
 from sortedcontainers import SortedList
 
 CHANGES_SLACK_ENTRIES = 1024
-
-
-def _lsn_of(change: tuple) -> int:
-    return change[0]
 
 
 def _lsn_key_of(v) -> tuple:
@@ -50,13 +53,25 @@ def _lsn_key_of(v) -> tuple:
 
 
 class Version:
-    """One immutable state of an item. A tombstone (deleted=True) keeps the deleted document in
-    `doc` for the all-versions change feed; `op` is create, replace or delete and `prev_lsn`
-    the LSN of the version it superseded (0 for a create)."""
-    __slots__ = ("lsn", "key", "doc", "body", "etag", "ts", "deleted", "rid", "op", "prev_lsn",
+    """One immutable state of an item. A tombstone (deleted=True) keeps the deleted document for
+    the all-versions change feed; `op` is create, replace or delete and `prev_lsn` the LSN of the
+    version it superseded (0 for a create).
+
+    A live version holds its document only as `body`, the JSON it is served as: the parsed
+    document (`doc`) is made again from it when something needs its values (a query, a patch,
+    an index), since a parsed document takes about twice the memory of its text. The Writer
+    that stages a version hands it the document it already has (`_doc`), so the charge and the
+    write region's indexes do not parse it again, and drops it once the commit is in the
+    store (`settle`). A tombstone's `_doc` is the deleted document or its JSON.
+
+    For the same reason a settled live version keeps no etag string of its own: the body holds
+    it as its `_etag` property (documents.Writer writes the system properties last, so the last
+    `"_etag":"` in the body is that one; inside a JSON string a quote is always escaped), and
+    `etag` reads it from there. `ts` is `ts_ms // 1000`."""
+    __slots__ = ("lsn", "key", "_doc", "body", "_etag", "deleted", "rid", "op", "prev_lsn",
                  "origin", "oseq", "ts_ms", "prev_id")
 
-    def __init__(self, lsn: int, key: tuple, doc: dict | None, body: bytes | None,
+    def __init__(self, lsn: int, key: tuple, doc: dict | bytes | None, body: bytes | None,
                  etag: str, ts: int, rid: str, deleted: bool = False, op: str = "create",
                  prev_lsn: int = 0, origin: str = "", oseq: int = 0, ts_ms: int = 0,
                  prev_id: tuple | None = None):
@@ -64,41 +79,81 @@ class Version:
         # millisecond timestamp: what multi-write conflict resolution and session vectors use.
         self.origin = origin
         self.oseq = oseq
-        self.ts_ms = ts_ms
+        self.ts_ms = ts_ms or ts * 1000
         self.prev_id = prev_id            # (origin, oseq) of the version this one superseded
         self.op = op
         self.prev_lsn = prev_lsn
         self.lsn = lsn
         self.key = key
-        self.doc = doc
+        self._doc = doc
         self.body = body
-        self.etag = etag
-        self.ts = ts
+        self._etag = etag
         self.rid = rid
         self.deleted = deleted
 
+    @property
+    def doc(self) -> dict | None:
+        """The document (a new dict each time once settled: callers must not rely on identity)."""
+        doc = self._doc
+        if doc is None:
+            return None if self.body is None else json.loads(self.body)
+        if type(doc) is bytes:
+            return json.loads(doc)
+        return doc
+
+    @property
+    def etag(self) -> str:
+        etag = self._etag
+        return etag_in(self.body) if etag is None else etag
+
+    @property
+    def ts(self) -> int:
+        return self.ts_ms // 1000
+
+    def settle(self) -> None:
+        """Forget the staged document and the etag: from now on both come from the body, which
+        the caller guarantees holds this etag as its `_etag` (a body documents.Writer made)."""
+        if not self.deleted:
+            self._doc = None
+            self._etag = None
+
     def with_lsn(self, lsn: int) -> "Version":
-        return Version(lsn, self.key, self.doc, self.body, self.etag, self.ts, self.rid, self.deleted,
+        return Version(lsn, self.key, self._doc, self.body, self._etag, 0, self.rid, self.deleted,
                        self.op, self.prev_lsn, self.origin, self.oseq, self.ts_ms, self.prev_id)
 
 
+_ETAG_MEMBER = b'"_etag":"\\"'          # the _etag member as the body holds it: "_etag":"\"...\""
+
+
+def etag_in(body: bytes) -> str | None:
+    """The etag a settled version's body holds (see Version); None when it has none."""
+    start = body.rfind(_ETAG_MEMBER)
+    if start < 0:
+        return None
+    start += len(_ETAG_MEMBER)
+    return '"' + body[start:body.index(b'\\"', start)].decode() + '"'
+
+
+
 class VersionStore:
-    __slots__ = ("_items", "_sorted", "_unsorted", "count_live", "changes", "indexes")
+    __slots__ = ("_items", "_sorted", "_unsorted", "count_live", "_change_lsns", "_change_keys", "indexes")
 
     def __init__(self):
         self._items: dict = {}            # key -> its Version, or its versions oldest first
         self._sorted = SortedList()       # the keys in order, except those in _unsorted
-        self._unsorted: set = set()       # keys added since the last ordered walk
+        self._unsorted: list = []         # keys added since the last ordered walk (see above)
         self.count_live = 0
-        self.changes: list = []          # (lsn, key) in LSN order; see the module docstring
+        self._change_lsns = array("q")    # the change log's LSNs, in order; see the module docstring
+        self._change_keys: list = []      # its keys, one per LSN
         self.indexes = None              # index.SecondaryIndexes once a path is indexed
 
     def add(self, version: Version, floor_lsn: int) -> None:
         key = version.key
         if not version.deleted:
-            changes = self.changes
-            changes.append((version.lsn, key))
-            if len(changes) > 2 * self.count_live + CHANGES_SLACK_ENTRIES:
+            keys = self._change_keys
+            keys.append(key)
+            self._change_lsns.append(version.lsn)
+            if len(keys) > 2 * self.count_live + CHANGES_SLACK_ENTRIES:
                 self._compact_changes()
             if self.indexes is not None:
                 self.indexes.add(version)
@@ -106,7 +161,10 @@ class VersionStore:
         if entry is None:
             if not version.deleted:
                 self._items[key] = version
-                self._unsorted.add(key)
+                unsorted = self._unsorted
+                unsorted.append(key)
+                if len(unsorted) > 2 * len(self._items) + CHANGES_SLACK_ENTRIES:
+                    self._compact_unsorted()
                 self.count_live += 1
             return
         if type(entry) is Version:
@@ -144,15 +202,23 @@ class VersionStore:
 
     def _drop_key(self, key: tuple) -> None:
         del self._items[key]
-        if key in self._unsorted:
-            self._unsorted.discard(key)
-        else:
+        # A key still in _unsorted stays there, stale, until the next ordered walk or compaction.
+        if key in self._sorted:
             self._sorted.remove(key)
+
+    def _fresh_unsorted(self) -> list:
+        """The keys of _unsorted still held and not yet in _sorted, once each, in arrival order."""
+        items, ordered = self._items, self._sorted
+        fresh = [k for k in dict.fromkeys(self._unsorted) if k in items]
+        return [k for k in fresh if k not in ordered] if ordered else fresh
+
+    def _compact_unsorted(self) -> None:
+        self._unsorted = self._fresh_unsorted()
 
     def _keys_in_order(self) -> SortedList:
         if self._unsorted:
-            self._sorted.update(self._unsorted)
-            self._unsorted.clear()
+            self._sorted.update(self._fresh_unsorted())
+            self._unsorted = []
         return self._sorted
 
     def get(self, key: tuple, lsn: int) -> Version | None:
@@ -211,23 +277,33 @@ class VersionStore:
     def _compact_changes(self) -> None:
         live = [(v.lsn, key) for key, v in map(_newest_item, self._items.items()) if not v.deleted]
         live.sort()
-        self.changes = live
+        self._set_changes(live)
+
+    def _set_changes(self, changes: list) -> None:
+        self._change_lsns = array("q", [lsn for lsn, _ in changes])
+        self._change_keys = [key for _, key in changes]
+
+    @property
+    def changes(self) -> list:
+        """The change log as (lsn, key) pairs in LSN order (a copy, for tests and tools)."""
+        return list(zip(self._change_lsns, self._change_keys))
 
     def changes_after(self, after_lsn: int, upto_lsn: int):
         """Live versions visible at upto_lsn whose LSN is in (after_lsn, upto_lsn], in LSN order."""
-        changes = self.changes
-        i = bisect.bisect_right(changes, after_lsn, key=_lsn_of)
+        lsns, keys = self._change_lsns, self._change_keys
+        i = bisect.bisect_right(lsns, after_lsn)
         get = self.get
-        for j in range(i, len(changes)):
-            lsn, key = changes[j]
+        for j in range(i, len(lsns)):
+            lsn = lsns[j]
             if lsn > upto_lsn:
                 break
-            v = get(key, upto_lsn)
+            v = get(keys[j], upto_lsn)
             if v is not None and v.lsn == lsn:
                 yield v
 
     def truncate_after(self, lsn: int) -> None:
-        self.changes = [c for c in self.changes if c[0] <= lsn]
+        self._set_changes([c for c in zip(self._change_lsns, self._change_keys) if c[0] <= lsn])
+
         dead = []
         indexes = self.indexes
         items = self._items

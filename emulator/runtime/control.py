@@ -37,6 +37,7 @@ ROUTES = (
     ("PUT", "/throttle/storms/{region}", "start a throttle storm in a region"),
     ("DELETE", "/throttle/storms/{region}", "end a region's throttle storm"),
     ("GET", "/metrics", "Prometheus text metrics"),
+    ("GET", "/debug/gc", "garbage collector pauses, freezes and event-loop lag"),
 )
 DOCS = "docs/control-api.md"
 
@@ -161,9 +162,16 @@ def control_app(emu) -> web.Application:
     async def index(request):
         return _index(request)
 
+    async def debug_gc(request):
+        if emu.collector is None:
+            return _json({"installed": False, "reason": "only a serving process (python -m emulator) "
+                                                        "tunes and measures its garbage collector"})
+        return _json(dict(installed=True, **emu.collector.describe()))
+
     app.router.add_get("/", index)
     app.router.add_get("/health", health_route)
     app.router.add_get("/topology", topo)
+    app.router.add_get("/debug/gc", debug_gc)
     add_chaos_routes(app, emu)
     add_throughput_routes(app, emu)
     add_routing_routes(app, emu)

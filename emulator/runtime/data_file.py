@@ -190,15 +190,15 @@ def _progress_of(replicas: list, region: str) -> dict:
 def _items(db, coll_rid: str, idx: int, region: str, shared: dict | None) -> list:
     rows = db.execute("SELECT pk, id, lsn, rid, etag, ts, ts_ms, op, prev_lsn, origin, oseq, body "
                       "FROM replica_items WHERE coll_rid = ? AND idx = ? AND region = ?", (coll_rid, idx, region))
-    loads, version = json.loads, account_image.version_from_record
+    version = account_image.version_from_record
     if shared is None:
-        return [version(row, loads(row[-1])) for row in rows]
+        return [version(row) for row in rows]
     versions = []
     for row in rows:
         ident = (row[0], row[1], row[2], row[9], row[10])
         v = shared.get(ident)
         if v is None:
-            v = shared[ident] = account_image.version_from_record(row, json.loads(row[-1]))
+            v = shared[ident] = account_image.version_from_record(row)
         versions.append(v)
     return versions
 
@@ -215,7 +215,7 @@ def _recover_v1(db, account, image: dict) -> int:
         c.doc_seq = max(c.doc_seq, state["doc_seq"])
         rows = db.execute("SELECT pk, id, lsn, rid, etag, ts, ts_ms, op, prev_lsn, origin, oseq, body "
                           "FROM items WHERE coll_rid = ? AND idx = ?", (coll_rid, idx)).fetchall()
-        versions = [account_image.version_from_record(row, json.loads(row[-1])) for row in rows]
+        versions = [account_image.version_from_record(row) for row in rows]
         account_image.restore_partition(c, idx, lsn, state["progress"], versions, state.get("epoch", 0))
         restored += len(versions)
     account_image.restore_write_region(account, image)

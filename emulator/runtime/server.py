@@ -191,6 +191,7 @@ class Emulator:
         self.direct: DirectPlane | None = None   # the backend nodes' TCP listeners (direct mode)
         self.persistence: Persistence | None = None   # with a data dir
         self.restored_items = 0
+        self.collector = None                    # runtime/collector.py, in a serving process (cli.serve)
         self.started = asyncio.Event()
 
     async def start(self) -> None:

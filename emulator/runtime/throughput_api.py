@@ -139,6 +139,8 @@ def metrics(emu) -> str:
     family("regionlab_queries_abandoned_total", "counter",
            "Queries stopped between slices because their client closed the connection.", query_work[2][1])
     out.extend(replica_metrics(emu))
+    if emu.collector is not None:
+        out.extend(emu.collector.metrics())
     return "\n".join(out) + "\n"
 
 

@@ -1,0 +1,98 @@
+"""The serving process's collector policy: a slow full collection freezes what survived it, a
+deleted container unfreezes everything so its cycles can be reclaimed, and every pause and the
+loop's lag land in their histograms. Real gc.collect() calls on this process's collector; the
+process's gc state (thresholds, callbacks, frozen objects) is put back after each test."""
+import asyncio
+import gc
+import random
+
+import pytest
+
+from emulator.core.account import Account, AccountConfig
+from emulator.core.scheduler import ManualClock, Scheduler
+from emulator.runtime import collector as col
+
+
+@pytest.fixture
+def restore_gc():
+    threshold = gc.get_threshold()
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*threshold)
+
+
+def test_a_slow_full_collection_freezes_what_survived_it(restore_gc):
+    c = col.Collector(policy=True, freeze_after_full_ms=0.0).start()
+    try:
+        assert gc.get_threshold() == (col.GEN0_THRESHOLD, col.GEN1_THRESHOLD, col.GEN2_THRESHOLD)
+        assert c.freezes == 1 and gc.get_freeze_count() > 0       # what there was at start
+        gc.unfreeze()
+        gc.collect()
+        assert c.freezes == 2 and gc.get_freeze_count() > 0
+        assert c.pauses[2].n == 1 and c.pauses_cpu[2].n == 1
+        assert sum(c.pauses[2].counts) == 1
+    finally:
+        c.stop()
+    assert c._on_gc not in gc.callbacks
+
+
+def test_a_fast_full_collection_or_no_policy_freezes_nothing(restore_gc):
+    gc.unfreeze()
+    c = col.Collector(policy=False, freeze_after_full_ms=0.0).start()
+    try:
+        gc.collect()
+        assert c.freezes == 0 and gc.get_freeze_count() == 0 and c.pauses[2].n == 1
+    finally:
+        c.stop()
+    c = col.Collector(policy=True, freeze_after_full_ms=10_000.0).start()
+    try:
+        gc.unfreeze()
+        gc.collect()
+        assert c.freezes == 1 and gc.get_freeze_count() == 0       # only the one at start
+    finally:
+        c.stop()
+
+
+def test_deleting_a_container_unfreezes_so_its_cycles_can_be_collected(restore_gc):
+    account = Account(AccountConfig(), ManualClock(), Scheduler(), random.Random(0))
+    db = account.create_database({"id": "d"})
+    coll = account.create_container(db, {"id": "c", "partitionKey": {"paths": ["/pk"], "kind": "Hash"}})
+    c = col.Collector(account, policy=True, freeze_after_full_ms=0.0).start()
+    try:
+        gc.collect()
+        assert gc.get_freeze_count() > 0
+        c._release_deleted()                      # nothing deleted: stays frozen
+        assert gc.get_freeze_count() > 0 and c.unfreezes == 0
+        account.delete_container(coll)
+        c._release_deleted()
+        assert gc.get_freeze_count() == 0 and c.unfreezes == 1
+    finally:
+        c.stop()
+
+
+def test_the_loop_lag_sampler_records_how_late_its_timer_ran(restore_gc):
+    async def main():
+        c = col.Collector(policy=False).start()
+        try:
+            while c.lag.n < 2:
+                await asyncio.sleep(col.LAG_SAMPLE_INTERVAL_MS / 1000)
+            return c
+        finally:
+            c.stop()
+    c = asyncio.run(main())
+    assert c.lag.n >= 2 and c.lag.max_ms >= 0.0
+    d = c.describe()
+    assert d["loop_lag_ms"]["count"] == c.lag.n
+    lines = c.metrics()
+    assert any(line.startswith('regionlab_gc_pause_ms_bucket{generation="2",le="+Inf"}') for line in lines)
+    assert any(line.startswith("regionlab_loop_lag_ms_count ") for line in lines)
+
+
+def test_histogram_buckets_are_cumulative_in_prometheus_text():
+    h = col.Histogram()
+    for ms in (0.05, 3, 3, 700, 5000):
+        h.add(ms)
+    lines = col._histogram_lines("x", h, "")
+    assert 'x_bucket{le="0.1"} 1' in lines and 'x_bucket{le="5"} 3' in lines
+    assert 'x_bucket{le="1000"} 4' in lines and 'x_bucket{le="+Inf"} 5' in lines
+    assert "x_count 5" in lines and h.max_ms == 5000
