@@ -216,7 +216,9 @@ def restore_replica(container, index: int, region: str, lsn: int, state: dict, v
         for v in versions:
             rid_index[v.rid] = v
     add = rs.store.add
-    for v in versions:
+    # In LSN order, whatever order the file gave them: the store's change log is kept in LSN
+    # order, and a change feed resumed after a restart bisects it.
+    for v in sorted(versions, key=_lsn_of):
         add(v, 0)
     rs.lsn = rs.committed_lsn = lsn
     for r in rs.replicas:
@@ -229,6 +231,10 @@ def restore_replica(container, index: int, region: str, lsn: int, state: dict, v
     rs.epoch, rs.epoch_starts = epoch, list(starts)
     rs.epoch_start_lsn = starts[-1] if starts[-1] != NO_CUT_LSN else max(
         [s for s in starts if s != NO_CUT_LSN] or [0])
+
+
+def _lsn_of(v) -> int:
+    return v.lsn
 
 
 def restore_partition(container, index: int, lsn: int, progress: dict, versions: list, epoch: int = 0) -> None:
