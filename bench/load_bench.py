@@ -4,6 +4,7 @@ server's memory per item, and its garbage-collector pauses while loading.
     python bench/load_bench.py                       # 1,000,000 items of ~950 B, default 3 regions
     python bench/load_bench.py --items 100000 --regions 1
     python bench/load_bench.py --items 1000000 --then-hold-s 0 --json out.json
+    python bench/load_bench.py --items 1000000 --restart   # into a --data-dir, then time a restart
 
 The server is `python -m emulator --no-ru-limits --partitions 10` (the default 3-region account,
 or only East US with --regions 1; RU charges are computed and reported but not enforced, so the
@@ -25,7 +26,9 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import sys
+import tempfile
 import time
 from email.utils import formatdate
 from pathlib import Path
@@ -125,8 +128,14 @@ def main() -> None:
     ap.add_argument("--regions", type=int, default=3, choices=(1, 3))
     ap.add_argument("--concurrency", type=int, default=CONCURRENCY)
     ap.add_argument("--json", help="write the results here too")
+    ap.add_argument("--restart", action="store_true",
+                    help="load into a --data-dir (relaxed durability), then restart from it and time spawn to ready")
     args = ap.parse_args()
     flags = ["--no-ru-limits", "--partitions", "10"]
+    data_dir = None
+    if args.restart:
+        data_dir = tempfile.mkdtemp(prefix="regionlab-load-")
+        flags += ["--data-dir", data_dir, "--durability", "relaxed"]
     if args.regions == 1:
         flags += ["--regions", "East US"]
     print(f"python {platform.python_version()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; "
@@ -143,6 +152,8 @@ def main() -> None:
         out["idle_rss_mb"] = round(idle_mb, 1)
         out["final_rss_above_idle_mb"] = round(server.rss_mb() - idle_mb, 1)
         out["gc"] = asyncio.run(control(ctl, "/debug/gc"))
+    if data_dir is not None:
+        out["restart"] = restart(flags, data_dir)
     out.update(regions=args.regions, load_average=os.getloadavg()[0], python=platform.python_version())
     print(f"loaded {out['items']:,} items in {out['seconds']} s: {out['items_per_s']:,} items/s "
           f"({out['errors']} failed batches); idle RSS {out['idle_rss_mb']} MB")
@@ -163,8 +174,23 @@ def main() -> None:
         for p in g["slow_pauses"]:
             print(f"    slow pause: gen{p['generation']} {p['ms']} ms ({p['cpu_ms']} ms CPU) at {p['at_s']} s, "
                   f"froze after: {p['frozen_after']}")
+    if "restart" in out:
+        r = out["restart"]
+        print(f"  restart with {r['restored_items']:,} items stored ({r['file_mb']:,} MB on disk): spawn to ready "
+              f"{r['spawn_to_ready_ms'] / 1000:.1f} s, RSS {r['rss_mb']:,.0f} MB")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
+
+
+def restart(flags: list, data_dir: str) -> dict:
+    """Start again from the data dir the load filled; the ready line comes after the restore."""
+    size = sum(os.path.getsize(os.path.join(data_dir, f)) for f in os.listdir(data_dir))
+    try:
+        with ServerProcess(*flags) as server:
+            return {"restored_items": server.ready["restored_items"], "spawn_to_ready_ms": round(server.spawn_to_ready_ms),
+                    "file_mb": round(size / 2**20, 1), "rss_mb": round(server.rss_mb(), 1)}
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
