@@ -48,6 +48,7 @@ KEYS = 1000
 ITEM_JSON_BYTES = 950
 PROGRESS_EVERY_S = 5.0
 CHECKPOINTS = (10_000, 100_000, 1_000_000)
+RESTART_READY_TIMEOUT_S = 600.0     # a restart restores every item before its ready line
 
 
 def item(i: int) -> dict:
@@ -186,7 +187,7 @@ def restart(flags: list, data_dir: str) -> dict:
     """Start again from the data dir the load filled; the ready line comes after the restore."""
     size = sum(os.path.getsize(os.path.join(data_dir, f)) for f in os.listdir(data_dir))
     try:
-        with ServerProcess(*flags) as server:
+        with ServerProcess(*flags, ready_timeout_s=RESTART_READY_TIMEOUT_S) as server:
             return {"restored_items": server.ready["restored_items"], "spawn_to_ready_ms": round(server.spawn_to_ready_ms),
                     "file_mb": round(size / 2**20, 1), "rss_mb": round(server.rss_mb(), 1)}
     finally:

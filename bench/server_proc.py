@@ -18,10 +18,12 @@ class ServerProcess:
     """`python -m emulator`; or, with `script`, a Python server script; or any `cmd`. Ready when
     it prints its first line, which `parse` turns into `ready` (JSON by default)."""
 
-    def __init__(self, *args: str, script: str | None = None, cmd: list | None = None, parse=json.loads):
+    def __init__(self, *args: str, script: str | None = None, cmd: list | None = None, parse=json.loads,
+                 ready_timeout_s: float = READY_TIMEOUT_S):
         self.cmd = cmd or ([sys.executable, script] if script else [
             sys.executable, "-m", "emulator", "--port", "0", "--control-port", "0", *args])
         self.parse = parse
+        self.ready_timeout_s = ready_timeout_s
         self.proc = None
         self.ready = None
         self.spawn_to_ready_ms = None
@@ -32,7 +34,7 @@ class ServerProcess:
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         sel = selectors.DefaultSelector()
         sel.register(self.proc.stdout, selectors.EVENT_READ)
-        if not sel.select(READY_TIMEOUT_S):
+        if not sel.select(self.ready_timeout_s):
             self.proc.kill()
             raise RuntimeError(f"{' '.join(self.cmd)} printed no ready line")
         self.ready = self.parse(self.proc.stdout.readline())
