@@ -34,6 +34,7 @@ from ..core import feed as feeds
 from ..core import query_page as qp
 from ..core import query_plan as planner
 from ..core import throttle as th
+from ..core.index import INDEX_BUILD_STEP_VERSIONS, build_step
 from ..core.consistency import effective
 from ..core.documents import choose_replica, pk_values_of
 from ..core.errors import CosmosError, bad_request
@@ -48,6 +49,7 @@ QUERY_SCAN_CHUNK_DOCS = 256               # keys one ordered walk of a store tak
 # walk's cost followed the partition's size up to the chunk: 2x the CPU of a 1k-item query).
 QUERY_SCAN_FIRST_CHUNK_DOCS = 16
 COMPILED_QUERIES_MAX = 1024
+_building: set = set()                    # stores whose new indexes the loop is building between requests
 CACHED_QUERY_BYTES_MAX = 8 * 1024
 
 _compiled: dict = {}        # body bytes or (text, parameters JSON) -> CompiledQuery, oldest first
@@ -175,6 +177,8 @@ class _Inputs:
             if chosen is None and planned:
                 chosen = planner.candidates(query, rs.store, lsn, self.policy, self.now_ms, self.pk_json,
                                             self.accept, cap, implied=self.implied)
+                if chosen is None:
+                    build_in_background(rs.store)
             if chosen is not None:
                 self.tested += chosen.loaded - len(chosen.versions)
                 self.walked = self.walked or chosen.plan == "order"
@@ -338,3 +342,26 @@ async def query_plan(call, container):
                           "COUNT(1) + 1 or {\"n\": COUNT(1)}), DISTINCT with GROUP BY or aggregates, or DISTINCT "
                           "with ORDER BY; send the query itself: the gateway runs it whole.")
     return responses.reply(200, ei.plan_of(q), call.activity_id)
+
+
+def build_in_background(store) -> None:
+    """Finish the store's building indexes (core/index.py) one bounded step per loop turn, so
+    a path first queried after a bulk load is indexed within seconds of loop time rather than
+    after hundreds of scanning queries, and no step holds the loop longer than one query's."""
+    indexes = store.indexes
+    if indexes is None or store in _building or all(ix.ready for ix in indexes.paths.values()):
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:                   # no loop (a test driving the gateway directly): on demand only
+        return
+    _building.add(store)
+
+    def step():
+        building = [ix for ix in store.indexes.paths.values() if not ix.ready] if store.indexes else []
+        if not building:
+            _building.discard(store)
+            return
+        build_step(store, building[0], INDEX_BUILD_STEP_VERSIONS)
+        loop.call_soon(step)               # the next turn: I/O and other requests come first
+    loop.call_soon(step)
