@@ -23,8 +23,9 @@ Invariants (checked by tests/unit/core/test_index.py):
   planner when the container's indexing policy includes the path), at most
   INDEXED_PATHS_MAX per store. A store with no index pays one `is None` test per write.
 * building is bounded: a new index files the store's existing versions INDEX_BUILD_STEP_VERSIONS
-  per `materialise` call (every query that wants it advances it), and is not `ready` until it
-  has filed them all; the planner scans meanwhile. So the first indexed query on a million
+  per `materialise` call (every query that wants it advances it; the gateway also finishes it
+  a step per event-loop turn, gateway/queries.build_in_background), and is not `ready` until
+  it has filed them all; the planner scans meanwhile. So the first indexed query on a million
   items costs one step, not a stop of every region's loop for seconds. While it builds, writes
   file their versions at once (add is idempotent, so a version filed by both counts once).
 
