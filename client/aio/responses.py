@@ -3,32 +3,31 @@ as the official SDK's CosmosDict/CosmosList carry their headers."""
 import json
 
 
-class CosmosDict(dict):
+class _Reply:
+    """What both reply shapes carry besides their data."""
+
+    def _attach(self, headers, diagnostics) -> None:
+        self._headers = headers
+        self.diagnostics = diagnostics
+
+    @property
+    def request_charge(self) -> float:
+        return self.diagnostics.request_charge if self.diagnostics else 0.0
+
+    def get_response_headers(self) -> dict:
+        return dict(self._headers or {})
+
+
+class CosmosDict(_Reply, dict):
     def __init__(self, data, headers=None, diagnostics=None):
         super().__init__(data or {})
-        self._headers = headers
-        self.diagnostics = diagnostics
-
-    @property
-    def request_charge(self) -> float:
-        return self.diagnostics.request_charge if self.diagnostics else 0.0
-
-    def get_response_headers(self) -> dict:
-        return dict(self._headers or {})
+        self._attach(headers, diagnostics)
 
 
-class CosmosList(list):
+class CosmosList(_Reply, list):
     def __init__(self, data, headers=None, diagnostics=None):
         super().__init__(data or [])
-        self._headers = headers
-        self.diagnostics = diagnostics
-
-    @property
-    def request_charge(self) -> float:
-        return self.diagnostics.request_charge if self.diagnostics else 0.0
-
-    def get_response_headers(self) -> dict:
-        return dict(self._headers or {})
+        self._attach(headers, diagnostics)
 
 
 def body_json(reply):

@@ -29,7 +29,7 @@ from azure.cosmos.exceptions import CosmosHttpResponseError
 from client.aio import CosmosClient as BundledClient
 
 from ..sim import observed
-from .workload import CONTAINER, DATABASE, PREFILL_CONCURRENCY, TRANSPORT_ERROR_STATUS, Op, Workload
+from .workload import TRANSPORT_ERROR_STATUS, Op, Workload
 
 SUBSTATUS_HEADER = "x-ms-substatus"
 CHARGE_HEADER = "x-ms-request-charge"
@@ -90,6 +90,7 @@ class Attempts:
 
 class SdkWorkload(Workload):
     """workload.py's Workload, with the official azure-cosmos aio client doing the operations."""
+    partition_key_class = PartitionKey
 
     def __init__(self, drill, endpoint: str, key: str, seed: int = 0):
         super().__init__(drill, endpoint, key, seed)
@@ -115,14 +116,7 @@ class SdkWorkload(Workload):
         self._regions = await self._locations()
         self._client = SdkClient(self.endpoint, self.key, **self._sdk_kwargs())
         await self._client.__aenter__()
-        db = await self._client.create_database_if_not_exists(DATABASE)
-        self._container = await db.create_container_if_not_exists(CONTAINER, partition_key=PartitionKey(path="/pk"))
-        sem = asyncio.Semaphore(PREFILL_CONCURRENCY)
-
-        async def put(i):
-            async with sem:
-                await self._container.upsert_item({"id": f"k-{i}", "pk": f"k-{i}", "n": i})
-        await asyncio.gather(*(put(i) for i in range(self.drill.keys)))
+        await self.prefill()
 
     def change_client(self, options: dict) -> None:
         if "excluded_locations" in options:

@@ -77,6 +77,7 @@ def _outcomes(kind: str, attempts: list, status: int, sub: int) -> tuple:
 
 
 class Workload:
+    partition_key_class = PartitionKey         # the PartitionKey of the workload's client library
     def __init__(self, drill, endpoint: str, key: str, seed: int = 0):
         self.drill = drill
         self.endpoint = endpoint
@@ -119,8 +120,13 @@ class Workload:
     async def setup(self) -> None:
         self._client = CosmosClient(self.endpoint, self.key, **self._client_kwargs())
         await self._client.__aenter__()
+        await self.prefill()
+
+    async def prefill(self) -> None:
+        """The drill's container, through the workload's client, with its keys written once."""
         db = await self._client.create_database_if_not_exists(DATABASE)
-        self._container = await db.create_container_if_not_exists(CONTAINER, partition_key=PartitionKey(path="/pk"))
+        self._container = await db.create_container_if_not_exists(
+            CONTAINER, partition_key=self.partition_key_class(path="/pk"))
         sem = asyncio.Semaphore(PREFILL_CONCURRENCY)
 
         async def put(i):
@@ -199,11 +205,6 @@ class Workload:
                             raise
             await asyncio.gather(*(check(i) for i in issued))
         return present
-
-    async def unreadable_writes(self, write_region: str) -> list[str]:
-        """The acknowledged writes a read in the write region no longer finds."""
-        present = await self.read_back(write_region)
-        return sorted(op.item_id for op in self.ops if op.kind == "write" and op.ok and op.item_id not in present)
 
     async def close(self) -> None:
         if self._client is not None:

@@ -811,36 +811,30 @@ _UPSERT_CODE = D.OPERATION_CODE[D.UPSERT]
 _RES = D.RESPONSE_CODE
 
 
+def _options(options: dict, slots: dict) -> list:
+    """The values of the options `slots` names, in slot order, each checked as _option_headers
+    checks it (the other options mean nothing to the operation)."""
+    out = [None] * len(slots)
+    known = D.REQUEST_OPTIONS
+    for name, value in options.items():
+        if name not in known:
+            continue
+        if type(value) is not str and not (type(value) is int and name == "max_items"):
+            raise bad_request(f"Request field '{name}' must be a string.")
+        slot = slots.get(name)
+        if slot is not None:
+            out[slot] = value
+    return out
+
+
 def _read_options(options: dict) -> list:
-    """[consistency, session, if_none_match, activity_id] of a read's options, each checked as
-    _option_headers checks it (the other options mean nothing to a read)."""
-    out = [None, None, None, None]
-    known = D.REQUEST_OPTIONS
-    for name, value in options.items():
-        if name not in known:
-            continue
-        if type(value) is not str and not (type(value) is int and name == "max_items"):
-            raise bad_request(f"Request field '{name}' must be a string.")
-        slot = _READ_OPTIONS.get(name)
-        if slot is not None:
-            out[slot] = value
-    return out
+    """[consistency, session, if_none_match, activity_id] of a read's options."""
+    return _options(options, _READ_OPTIONS)
 
 
-def _write_options(options: dict) -> tuple:
-    """(if_match, prefer, activity_id, pk) of a create's options, each checked as
-    _option_headers checks it (the other options mean nothing to a create)."""
-    out = [None, None, None, None]
-    known = D.REQUEST_OPTIONS
-    for name, value in options.items():
-        if name not in known:
-            continue
-        if type(value) is not str and not (type(value) is int and name == "max_items"):
-            raise bad_request(f"Request field '{name}' must be a string.")
-        slot = _WRITE_OPTIONS.get(name)
-        if slot is not None:
-            out[slot] = value
-    return out
+def _write_options(options: dict) -> list:
+    """[if_match, prefer, activity_id, pk] of a create's options."""
+    return _options(options, _WRITE_OPTIONS)
 
 
 def _option_headers(options: dict) -> dict:
