@@ -71,9 +71,10 @@ def batches(n: int):
         yield pk, group
 
 
-async def load(base: str, n: int, concurrency: int, server: ServerProcess, idle_mb: float) -> dict:
+async def load(base: str, n: int, concurrency: int, server: ServerProcess, idle_mb: float, key: str | None = None) -> dict:
+    """Load n items into DB/COLL at base; key defaults to the one in server's ready line."""
     path = f"/dbs/{DB}/colls/{COLL}/docs"
-    headers = signed_headers(server.ready["key"], "POST", path, formatdate(usegmt=True))
+    headers = signed_headers(key or server.ready["key"], "POST", path, formatdate(usegmt=True))
     headers.update({"x-ms-cosmos-is-batch-request": "True", "x-ms-cosmos-batch-atomic": "True"})
     source = batches(n)
     done = {"items": 0, "raw": 0, "errors": 0}

@@ -59,14 +59,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def peer_process(peer_dir: str) -> ServerProcess:
+def peer_process(peer_dir: str, node_args: tuple = ()) -> ServerProcess:
     index = os.path.join(peer_dir, "node_modules", "@vercel", "cosmosdb-server", "lib", "index.js")
     if not os.path.exists(index):
         raise SystemExit(f"no {index}: npm install --prefix {peer_dir} @vercel/cosmosdb-server")
     port = _free_port()
     script = (f"require({json.dumps(index)}).createHttpServer({{keepAlive: true}})"
               f".listen({port}, '127.0.0.1', () => console.log('ready'))")
-    return ServerProcess(cmd=["node", "-e", script], parse=lambda line: f"http://127.0.0.1:{port}/")
+    return ServerProcess(cmd=["node", *node_args, "-e", script], parse=lambda line: f"http://127.0.0.1:{port}/")
 
 
 def client(url: str, kind: str) -> CosmosClient:
