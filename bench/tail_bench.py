@@ -22,7 +22,7 @@ nothing frozen (the pauses are still measured). Then, round after round, each op
 concurrency runs for --seconds under wrk (1 thread, requests signed beforehand in its Lua
 script):
 * read: GET of 1,000 loaded items, cycled;
-* create: POST of new ~950-byte items over 1,000 partition keys;
+* create: POST of new ~950-byte items over 1,000 partition keys (ids counted up in wrk);
 * upsert: POST with x-ms-documentdb-is-upsert of those 1,000 loaded items (each a replace);
 * query: `SELECT * FROM c WHERE c.pk = @pk` on one of 1,000 partition keys, first page of 10.
 
@@ -88,13 +88,21 @@ def _lua_posts(key: str, rows: list, extra: dict) -> str:
             '  wrk.headers["x-ms-documentdb-partitionkey"] = r[1]\n  return wrk.format(nil, nil, nil, r[2])\nend\n')
 
 
-def lua_creates(key: str, round_no: int, count: int) -> str:
-    rows = []
-    for j in range(count):
-        doc = item(j)
-        doc["id"] = f"new-{round_no}-{j}"
-        rows.append((json.dumps([doc["pk"]]), json.dumps(doc, separators=(",", ":"))))
-    return _lua_posts(key, rows, {})
+def lua_creates(key: str, round_no: int) -> str:
+    """New ~950-byte items with ids made in wrk itself (a counter), so no run ever runs out of
+    fresh ids and answers 409s, however fast the server is."""
+    h = signed_headers(key, "POST", FEED)
+    head = "".join(f'wrk.headers["{k}"] = {json.dumps(v)}\n' for k, v in h.items())
+    doc = item(0)
+    doc.update(id="@ID@", pk="@PK@")
+    before_id, rest = json.dumps(doc, separators=(",", ":")).split("@ID@")
+    between, after_pk = rest.split("@PK@")
+    return (f'wrk.method = "POST"\nwrk.path = "{FEED}"\n{head}local n = 0\n'
+            "request = function()\n  n = n + 1\n"
+            f'  local pk = "p" .. (n % {KEYS})\n'
+            '  wrk.headers["x-ms-documentdb-partitionkey"] = "[\\"" .. pk .. "\\"]"\n'
+            f'  local body = {json.dumps(before_id)} .. "new-{round_no}-" .. n .. {json.dumps(between)} .. pk .. {json.dumps(after_pk)}\n'
+            "  return wrk.format(nil, nil, nil, body)\nend\n")
 
 
 def lua_upserts(key: str, n: int) -> str:
@@ -150,7 +158,7 @@ def print_run(w: dict, extra: str = "") -> None:
 
 def scripts(key: str, items: int, r: int, c: int) -> dict:
     return {"read": lambda: lua_reads(key, items), "upsert": lambda: lua_upserts(key, items),
-            "query": lambda: lua_queries(key), "create": lambda: lua_creates(key, r * 1000 + c, 20_000)}
+            "query": lambda: lua_queries(key), "create": lambda: lua_creates(key, r * 1000 + c)}
 
 
 def load_into(name: str, server, base: str, key: str, items: int) -> dict:
