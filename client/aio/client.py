@@ -6,7 +6,7 @@
 The constructor mirrors azure.cosmos.aio.CosmosClient's (url, credential, preferred_locations,
 excluded_locations, consistency_level, connection_mode, multiple_write_locations) and adds the
 policies' knobs: availability_strategy (hedging), timeout (end-to-end seconds), circuit_breaker
-(False: no partition-level circuit breaker, as the SDKs' default),
+(False: no partition-level circuit breaker, as the SDKs' default; a dict: its thresholds),
 non_idempotent_write_retry, retry limits, region-scoped session capture and its Bloom filter,
 the diagnostics latency threshold, the account refresh interval, TLS verification of https
 endpoints (connection_verify=True/False/a CA path, or ssl_context=), the gateway pool and direct
@@ -36,19 +36,33 @@ WARMUP_REGIONS = 2
 WARMUP_AGGRESSIVE_S = 1.0
 
 
+_RETRY_NAMES = {"throttle_retries_max": "throttle_retries_max", "throttle_wait_ms_max": "throttle_wait_ms_max",
+                "local_retries_max": "local_retries_max", "local_retry_wait_ms": "local_retry_wait_ms",
+                "credits_wait_ms_max": "credits_wait_ms_max",
+                "non_idempotent_write_retry": "non_idempotent_write_retry",
+                # azure-cosmos's names for the 429 limits: a count, and seconds of waiting
+                "retry_total": "throttle_retries_max", "retry_throttle_total": "throttle_retries_max"}
+_RETRY_SECONDS = {"retry_backoff_max": "throttle_wait_ms_max", "retry_throttle_backoff_max": "throttle_wait_ms_max"}
+_RETRY_GENERIC = ("retry_total", "retry_backoff_max")     # the throttle-specific names win, as in the SDK
+
+
 def _retry_options(kwargs) -> RetryOptions:
-    names = {"retry_total": "throttle_retries_max", "throttle_retries_max": "throttle_retries_max",
-             "throttle_wait_ms_max": "throttle_wait_ms_max", "local_retries_max": "local_retries_max",
-             "local_retry_wait_ms": "local_retry_wait_ms",
-             "credits_wait_ms_max": "credits_wait_ms_max",
-             "non_idempotent_write_retry": "non_idempotent_write_retry"}
-    return RetryOptions(**{names[k]: v for k, v in kwargs.items() if k in names and v is not None})
+    chosen = {}
+    for name in sorted(kwargs, key=lambda k: k not in _RETRY_GENERIC):
+        value = kwargs[name]
+        if value is None:
+            continue
+        if name in _RETRY_NAMES:
+            chosen[_RETRY_NAMES[name]] = value
+        elif name in _RETRY_SECONDS:
+            chosen[_RETRY_SECONDS[name]] = int(value * 1000)
+    return RetryOptions(**chosen)
 
 
 class CosmosClient:
     def __init__(self, url: str, credential, *, preferred_locations=None, excluded_locations=None,
                  consistency_level=None, connection_mode: str = GATEWAY, multiple_write_locations=True,
-                 availability_strategy=None, timeout=None, circuit_breaker: bool = True,
+                 availability_strategy=None, timeout=None, circuit_breaker=True,
                  region_scoped_session_capturing=True,
                  session_bloom_expected_insertions=BLOOM_EXPECTED_INSERTIONS,
                  session_bloom_false_positive_rate=BLOOM_FALSE_POSITIVE_RATE,
@@ -84,7 +98,7 @@ class CosmosClient:
             self.url, key, transport,
             self._router, retry_options=_retry_options(kwargs), consistency_level=consistency_level,
             availability_strategy=availability_strategy, timeout_s=timeout,
-            breaker=PartitionCircuitBreaker() if circuit_breaker else None,
+            breaker=PartitionCircuitBreaker.of(circuit_breaker),
             sessions=SessionContainer(region_scoped_session_capturing, session_bloom_expected_insertions,
                                       session_bloom_false_positive_rate),
             latency_threshold_ms=diagnostics_latency_threshold_ms, clock=clock)

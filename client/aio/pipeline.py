@@ -343,7 +343,7 @@ class Pipeline:
 
     async def _breaker_sweep(self) -> None:
         while True:
-            await asyncio.sleep(cb.CHECK_INTERVAL_MS / 1000.0)
+            await asyncio.sleep(self.breaker.check_interval_ms / 1000.0)
             for partition, region in self.breaker.check(self.now_ms()):
                 LOG.info("circuit breaker: partition %s in %s is HealthyTentative", partition, region)
 

@@ -333,3 +333,21 @@ def test_the_periodic_account_refresh_runs_in_the_background():
     assert t.account_reads == reads_at_start + 1
     assert not any(e.kind == "account" for e in item.diagnostics.events)
     assert item.diagnostics.latency_ms == pytest.approx(5.0)
+
+
+def test_circuit_breaker_settings_and_the_sdks_retry_names_reach_the_policies():
+    doc = account_doc(write=("East US", "West US"), read=("East US", "West US"), multi_write=True)
+    t = ScriptedTransport(serve(lambda r, m, h: (0.0, reply(503)) if r == "East US" else (0.0, reply())), doc)
+
+    async def main():
+        client, c = await container(t, circuit_breaker={"read_failures_tolerated": 2, "check_interval_ms": 1000},
+                                    retry_throttle_total=4, retry_backoff_max=12)
+        reads = [await c.read_item("1", partition_key="a") for _ in range(3)]
+        await client.close()
+        return client, reads
+    client, reads = run(main())
+    assert client.circuit_breaker.read_failures_tolerated == 2
+    assert client.circuit_breaker.check_interval_ms == 1000
+    assert [a.region for a in reads[2].diagnostics.attempts] == ["West US"]   # opened after 2 failures
+    options = client._pipeline.retry_options
+    assert (options.throttle_retries_max, options.throttle_wait_ms_max) == (4, 12_000)
