@@ -10,6 +10,7 @@ import asyncio
 import threading
 
 from . import aio
+from .aio.client import parse_connection_string
 from .aio.feed import AsyncItemPaged
 
 LOOP_START_TIMEOUT_S = 10.0
@@ -141,6 +142,13 @@ class DatabaseProxy(_Proxy):
         return self._call("delete_container", inner, **kw)
 
     def list_containers(self, **kw): return self._call("list_containers", **kw)
+    def query_containers(self, query=None, parameters=None, **kw):
+        return self._call("query_containers", query, parameters, **kw)
+
+    def replace_container(self, container, partition_key, **kw) -> ContainerProxy:
+        inner = container._inner if isinstance(container, ContainerProxy) else container
+        return ContainerProxy(self._run, self._call("replace_container", inner, partition_key, **kw))
+
     def execute_bulk_operations(self, operations, **kw):
         return self._call("execute_bulk_operations", operations, **kw)
     def get_throughput(self, **kw): return self._call("get_throughput", **kw)
@@ -160,6 +168,11 @@ class CosmosClient:
             self._loop.stop()
             self._loop = None
             raise
+
+    @classmethod
+    def from_connection_string(cls, conn_str: str, credential=None, consistency_level=None, **kwargs):
+        url, key = parse_connection_string(conn_str, credential)
+        return cls(url, key, consistency_level=consistency_level, **kwargs)
 
     @staticmethod
     async def _make(url, credential, kwargs):
@@ -228,3 +241,6 @@ class CosmosClient:
 
     def list_databases(self, **kw) -> ItemPaged:
         return ItemPaged(self._run, self._inner.list_databases(**kw))
+
+    def query_databases(self, query=None, parameters=None, **kw) -> ItemPaged:
+        return ItemPaged(self._run, self._inner.query_databases(query, parameters, **kw))

@@ -65,10 +65,11 @@ class ChangeFeed:
     ranges are read then), so building one costs nothing, as the SDK's."""
 
     def __init__(self, container, *, partition_key=None, feed_range=None, start_time=None,
-                 continuation=None, max_item_count=None, mode=None, **kwargs):
+                 continuation=None, max_item_count=None, mode=None, is_start_from_beginning=False, **kwargs):
         self.container = container
         self.scope = (partition_key, feed_range)
-        self.start = _start_of(start_time)
+        # is_start_from_beginning: azure-cosmos's older spelling of start_time="Beginning"
+        self.start = _start_of(BEGINNING if is_start_from_beginning and start_time is None else start_time)
         self.mode = mode or "LatestVersion"
         self.max_item_count = max_item_count
         self.continuation = continuation

@@ -22,11 +22,11 @@ from client.policies.regions import ACCOUNT_REFRESH_MS, RegionRouter
 from client.policies.retry import RetryOptions
 from client.policies.session import BLOOM_EXPECTED_INSERTIONS, BLOOM_FALSE_POSITIVE_RATE, SessionContainer
 
-from .database import DatabaseProxy, offer_headers
+from .database import DatabaseProxy, metadata_feed, offer_headers
 from .feed import AsyncItemPaged
 from .links import link_path
 from .pipeline import Pipeline
-from .request import Request
+from .request import Request, request_options
 from .responses import as_dict, body_json, dumps
 from .transport import GatewayTransport, IDLE_TIMEOUT_S, POOL_CONNECTIONS_MAX, REQUEST_TIMEOUT_S as GATEWAY_REQUEST_TIMEOUT_S
 from .direct import DirectTransport
@@ -59,7 +59,22 @@ def _retry_options(kwargs) -> RetryOptions:
     return RetryOptions(**chosen)
 
 
+def parse_connection_string(conn_str: str, credential=None) -> tuple[str, object]:
+    """(url, credential) of `AccountEndpoint=...;AccountKey=...;`, as azure-cosmos reads it."""
+    settings = dict(part.split("=", 1) for part in conn_str.rstrip(";").split(";") if "=" in part)
+    if "AccountEndpoint" not in settings:
+        raise ValueError("Connection string missing setting 'AccountEndpoint'.")
+    if not credential and "AccountKey" not in settings:
+        raise ValueError("Connection string missing setting 'AccountKey'.")
+    return settings["AccountEndpoint"], credential or settings["AccountKey"]
+
+
 class CosmosClient:
+    @classmethod
+    def from_connection_string(cls, conn_str: str, credential=None, consistency_level=None, **kwargs):
+        url, key = parse_connection_string(conn_str, credential)
+        return cls(url, key, consistency_level=consistency_level, **kwargs)
+
     def __init__(self, url: str, credential, *, preferred_locations=None, excluded_locations=None,
                  consistency_level=None, connection_mode: str = GATEWAY, multiple_write_locations=True,
                  availability_strategy=None, timeout=None, circuit_breaker=True,
@@ -85,7 +100,7 @@ class CosmosClient:
                                     account_refresh_interval_ms)
         if transport is None:
             # request_timeout_s: None keeps each transport's own (gateway 65 s, direct 5 s)
-            transport = GatewayTransport(pool_connections_max, idle_timeout_s,
+            transport = GatewayTransport(pool_connections_max, idle_timeout_s, connect_timeout_s,
                                          request_timeout_s=request_timeout_s or GATEWAY_REQUEST_TIMEOUT_S,
                                          connection_verify=connection_verify, ssl_context=ssl_context)
             if connection_mode == DIRECT:
@@ -171,7 +186,7 @@ class CosmosClient:
 
     async def create_database(self, id: str, *, offer_throughput=None, **kwargs) -> DatabaseProxy:
         req = Request("POST", "/dbs", "create_database", offer_headers(offer_throughput),
-                      dumps({"id": id}), is_write=True, idempotent=False)
+                      dumps({"id": id}), is_write=True, idempotent=False, **request_options(kwargs))
         reply, diag = await self._pipeline.execute(req)
         proxy = self.get_database_client(id)
         proxy._props = as_dict(reply, diag)
@@ -180,26 +195,26 @@ class CosmosClient:
     async def create_database_if_not_exists(self, id: str, **kwargs) -> DatabaseProxy:
         proxy = self.get_database_client(id)
         try:
-            await proxy.read()
+            await proxy.read(**kwargs)
             return proxy
         except CosmosResourceNotFoundError:
             pass
         try:
             return await self.create_database(id, **kwargs)
         except CosmosResourceExistsError:
-            await proxy.read()
+            await proxy.read(**kwargs)
             return proxy
 
-    async def delete_database(self, database, **kwargs) -> None:
+    async def delete_database(self, database, **kwargs):
+        """An empty dict (falsy, like the SDK's None) that carries the diagnostics and charge."""
         did = database if isinstance(database, str) else database.id
-        await self._pipeline.execute(Request("DELETE", link_path("dbs", did), "delete_database", is_write=True))
+        reply, diag = await self._pipeline.execute(Request("DELETE", link_path("dbs", did), "delete_database",
+                                                           is_write=True, **request_options(kwargs)))
+        return as_dict(reply, diag)
 
     def list_databases(self, max_item_count=None, **kwargs) -> AsyncItemPaged:
-        async def fetch(continuation):
-            h = {"x-ms-max-item-count": str(max_item_count)} if max_item_count else {}
-            if continuation:
-                h["x-ms-continuation"] = continuation
-            reply, diag = await self._pipeline.execute(Request("GET", "/dbs", "list_databases", h))
-            return (body_json(reply) or {}).get("Databases", []), reply.headers.get("x-ms-continuation"), \
-                diag, reply.headers
-        return AsyncItemPaged(fetch)
+        return metadata_feed(self._pipeline, "/dbs", "list_databases", "Databases", max_item_count, kwargs)
+
+    def query_databases(self, query=None, parameters=None, max_item_count=None, **kwargs) -> AsyncItemPaged:
+        return metadata_feed(self._pipeline, "/dbs", "query_databases", "Databases", max_item_count, kwargs,
+                             query or "SELECT * FROM root r", parameters)

@@ -11,7 +11,7 @@ from .changefeed import ChangeFeed
 from .feed import AsyncItemPaged
 from .links import item_path, link_path
 from .offers import Throughput
-from .request import Request, USE_CLIENT_DEFAULT
+from .request import Request, USE_CLIENT_DEFAULT, request_options
 from .responses import CosmosDict, CosmosList, as_dict, body_json, dumps
 
 QUERY_CONTENT_TYPE = "application/query+json"
@@ -34,16 +34,7 @@ class ContainerProxy(Throughput):
         return f"<ContainerProxy [{self.link}]>"
 
     # ---- plumbing ----------------------------------------------------------------------
-    @staticmethod
-    def _request_options(kwargs) -> dict:
-        out = {}
-        if "excluded_locations" in kwargs:
-            out["excluded_locations"] = kwargs["excluded_locations"]
-        if "availability_strategy" in kwargs:
-            out["availability_strategy"] = kwargs["availability_strategy"]
-        if "timeout" in kwargs:
-            out["timeout_s"] = kwargs["timeout"]
-        return out
+    _request_options = staticmethod(request_options)
 
     async def _send(self, req: Request):
         return await self.client._pipeline.execute(req)
@@ -159,15 +150,16 @@ class ContainerProxy(Throughput):
                 diag, reply.headers
         return AsyncItemPaged(fetch, kwargs.get("continuation_token"))
 
-    async def _partition_key_ranges(self) -> list:
-        req = Request("GET", link_path(self.link, "pkranges"), "read_pkranges", {H.MAX_ITEM_COUNT: "-1"})
+    async def _partition_key_ranges(self, **kwargs) -> list:
+        req = Request("GET", link_path(self.link, "pkranges"), "read_pkranges", {H.MAX_ITEM_COUNT: "-1"},
+                      **request_options(kwargs))
         reply, _ = await self._send(req)
         self._ranges = (body_json(reply) or {}).get("PartitionKeyRanges", [])
         return self._ranges
 
     async def read_feed_ranges(self, **kwargs) -> list[dict]:
         return [{"Range": {"isMaxInclusive": False, "isMinInclusive": True, "max": r["maxExclusive"],
-                           "min": r["minInclusive"]}} for r in await self._partition_key_ranges()]
+                           "min": r["minInclusive"]}} for r in await self._partition_key_ranges(**kwargs)]
 
     def query_items_change_feed(self, **kwargs) -> AsyncItemPaged:
         """partition_key= or feed_range=, start_time="Beginning"|"Now"|datetime, continuation=,
@@ -190,7 +182,7 @@ class ContainerProxy(Throughput):
             raise CosmosBatchOperationError(index, results, status_code=results[index].get("statusCode"),
                                             message=f"batch operation {index} failed",
                                             sub_status=results[index].get("subStatusCode", 0),
-                                            diagnostics=diag, request_charge=diag.request_charge)
+                                            headers=reply.headers, diagnostics=diag, request_charge=diag.request_charge)
         return CosmosList(results, reply.headers, diag)
 
     # ---- bulk --------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from client.exceptions import CosmosResourceNotFoundError
 from client.protocol import status as S
 
 from .links import link_path
-from .request import Request
+from .request import Request, request_options
 from .responses import body_json, dumps
 
 
@@ -29,7 +29,8 @@ class Throughput:
         body = dumps({"query": "SELECT * FROM root r WHERE r.resource=@link",
                       "parameters": [{"name": "@link", "value": resource}]})
         req = Request("POST", "/offers", "read_offer",
-                      {"content-type": "application/query+json", "x-ms-documentdb-isquery": "True"}, body)
+                      {"content-type": "application/query+json", "x-ms-documentdb-isquery": "True"}, body,
+                      **request_options(kwargs))
         reply, diag = await self.client._pipeline.execute(req)
         offers = (body_json(reply) or {}).get("Offers", [])
         if not offers:
@@ -53,6 +54,6 @@ class Throughput:
         content["offerThroughput"] = int(throughput)
         offer["content"] = content
         req = Request("PUT", link_path("offers", offer["_rid"]), "replace_offer",
-                      {"content-type": "application/json"}, dumps(offer), is_write=True)
+                      {"content-type": "application/json"}, dumps(offer), is_write=True, **request_options(kwargs))
         reply, diag = await self.client._pipeline.execute(req)
         return ThroughputProperties(body_json(reply) or {}, diag)

@@ -2,7 +2,9 @@
 written once against the shared API names, run through our sync client and through the SDK's on
 twin containers of one real emulator, and their results (system properties aside), the errors'
 status and substatus, and the change feeds compare equal. Then the aio face against the SDK's aio
-client, and the sync client shared by threads. The first two run our client in gateway and in direct mode."""
+client, and the sync client shared by threads. The first two run our client in gateway and in direct mode;
+databases and containers (query, list, replace, throughput, delete) compare the same way;
+`from_connection_string` reads the same string as the SDK's."""
 import asyncio
 import threading
 
@@ -71,12 +73,45 @@ def script(c):
     run(lambda: c.delete_item("i5", partition_key="p1"))                     # 404
     run(lambda: sorted((i["id"], i.get("n")) for i in c.query_items_change_feed(start_time="Beginning")))
     run(lambda: sorted(i["id"] for i in c.query_items_change_feed(start_time="Beginning", partition_key="p1")))
+    run(lambda: sorted(i["id"] for i in c.query_items_change_feed(is_start_from_beginning=True, partition_key="p0")))
     run(lambda: c.delete_all_items_by_partition_key("p1") and None)
     run(lambda: sorted(i["id"] for i in c.read_all_items()))
     run(lambda: c.get_throughput().offer_throughput)
     run(lambda: c.replace_throughput(800).offer_throughput)
     return out
 
+
+
+def metadata_script(client, P, name):
+    """Databases and containers: create, query, list, replace, throughput, delete (ours or the SDK's)."""
+    out = []
+    run = lambda fn: out.append(outcome(fn))
+    db = client.create_database(name)
+    run(lambda: [d["id"] == name for d in client.query_databases(
+        "SELECT * FROM r WHERE r.id = @id", parameters=[{"name": "@id", "value": name}])])
+    run(lambda: name in [d["id"] for d in client.list_databases()])
+    for cid in ("a", "b"):
+        db.create_container(cid, partition_key=P(path="/pk"), offer_throughput=400)
+    run(lambda: [c["id"] for c in db.query_containers("SELECT * FROM r WHERE r.id = 'b'")])
+    run(lambda: sorted(c["id"] for c in db.list_containers()))
+    run(lambda: db.create_container("a", partition_key=P(path="/pk")))                  # 409
+    run(lambda: db.replace_container("a", partition_key=P(path="/pk"), default_ttl=60).read()["defaultTtl"])
+    run(lambda: db.get_container_client("a").read()["partitionKey"]["paths"])
+    run(lambda: db.get_container_client("b").get_throughput().offer_throughput)
+    db.delete_container("b")
+    run(lambda: db.get_container_client("b").read())                                  # 404
+    client.delete_database(name)
+    run(lambda: db.read())                                                            # 404
+    return out
+
+
+def test_databases_and_containers_give_the_same_results_as_the_sdk(regionlab):
+    with CosmosClient(regionlab.endpoint, credential=regionlab.key) as ours, \
+            SdkClient(regionlab.endpoint, regionlab.key) as sdk:
+        got, expected = metadata_script(ours, PartitionKey, "m-ours"), metadata_script(sdk, SdkPartitionKey, "m-sdk")
+    assert len(got) == len(expected) == 10
+    for i, (a, b) in enumerate(zip(got, expected)):
+        assert a == b, f"operation {i}: ours {a} != sdk {b}"
 
 @pytest.mark.parametrize("mode", ["gateway", "direct"])
 def test_the_same_operations_give_the_same_results_as_the_sdk(regionlab, mode):
@@ -93,7 +128,7 @@ def test_the_same_operations_give_the_same_results_as_the_sdk(regionlab, mode):
             assert direct.connection_count() > 0 and direct.fallbacks == 0
         else:
             assert direct is None
-    assert len(got) == len(expected) == 28
+    assert len(got) == len(expected) == 29
     for i, (a, b) in enumerate(zip(got, expected)):
         assert a == b, f"operation {i}: ours {a} != sdk {b}"
 
@@ -145,3 +180,20 @@ def test_the_sync_client_is_shared_safely_by_threads(regionlab):
             th.join()
         assert errors == []
         assert len(list(c.read_all_items())) == THREADS * WRITES_PER_THREAD
+
+
+def test_from_connection_string_as_the_sdk(regionlab):
+    conn_str = f"AccountEndpoint={regionlab.endpoint};AccountKey={regionlab.key};"
+    with CosmosClient.from_connection_string(conn_str, consistency_level="Session") as ours, \
+            SdkClient.from_connection_string(conn_str, consistency_level="Session") as sdk:
+        ours.create_database("from-ours")
+        sdk.create_database("from-sdk")
+        assert sorted(d["id"] for d in ours.list_databases()) == sorted(d["id"] for d in sdk.list_databases()) \
+            == ["from-ours", "from-sdk"]
+
+    async def aio():
+        async with AioCosmosClient.from_connection_string(conn_str) as client:
+            return sorted([d["id"] async for d in client.list_databases()])
+    assert asyncio.run(aio()) == ["from-ours", "from-sdk"]
+    with pytest.raises(ValueError, match="AccountKey"):
+        CosmosClient.from_connection_string(f"AccountEndpoint={regionlab.endpoint};")

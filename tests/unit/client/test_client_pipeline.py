@@ -351,3 +351,17 @@ def test_circuit_breaker_settings_and_the_sdks_retry_names_reach_the_policies():
     assert [a.region for a in reads[2].diagnostics.attempts] == ["West US"]   # opened after 2 failures
     options = client._pipeline.retry_options
     assert (options.throttle_retries_max, options.throttle_wait_ms_max) == (4, 12_000)
+
+
+@pytest.mark.parametrize("mode", ["gateway", "direct"])
+def test_the_connect_timeout_reaches_the_gateway_pools_too(mode):
+    async def main():
+        client = CosmosClient(GLOBAL, KEY, connection_mode=mode, connect_timeout_s=2.5, request_timeout_s=4)
+        transport = client._pipeline.transport
+        gateway = transport.gateway if mode == "direct" else transport
+        pool = gateway.pool("http://east/")
+        if mode == "direct":
+            assert (transport.options.connect_timeout_s, transport.options.request_timeout_s) == (2.5, 4)
+        await client.close()
+        return pool.connect_timeout_s, pool.request_timeout_s
+    assert run(main()) == (2.5, 4)
