@@ -37,6 +37,18 @@ def outcome(fn):
         return ("error", e.status_code, e.sub_status)
 
 
+def batch_failure(c, operations, partition_key):
+    """A failing transactional batch: which operation failed, its status, every operation's status
+    (the SDK's CosmosBatchOperationError is not a CosmosHttpResponseError, ours is one too)."""
+    try:
+        c.execute_item_batch(operations, partition_key=partition_key)
+    except Exception as e:
+        if type(e).__name__ != "CosmosBatchOperationError":
+            raise
+        return e.error_index, e.status_code, [r["statusCode"] for r in e.operation_responses]
+    return "no error"
+
+
 def script(c):
     """Every operation, in order, against container proxy c (ours or the SDK's)."""
     out = []
@@ -67,6 +79,9 @@ def script(c):
          ("read", ("i2",)), ("replace", ("i4", {"id": "i4", "pk": "p0", "n": 4})),
          ("patch", ("b1", [{"op": "add", "path": "/k", "value": 1}])), ("delete", ("i4",))],
         partition_key="p0")])
+    run(lambda: batch_failure(c, [("upsert", ({"id": "b2", "pk": "p0"},)), ("create", ({"id": "i0", "pk": "p0"},)),
+                                  ("read", ("i2",))], "p0"))                   # 409 at 1: nothing applied
+    run(lambda: c.read_item("b2", partition_key="p0"))                          # 404: the batch was atomic
     # The SDK answers a delete with None; ours with an empty (so equally falsy) dict that carries
     # the diagnostics and charge: compare what callers test, its truth.
     run(lambda: bool(c.delete_item("i5", partition_key="p1")))
@@ -128,7 +143,7 @@ def test_the_same_operations_give_the_same_results_as_the_sdk(regionlab, mode):
             assert direct.connection_count() > 0 and direct.fallbacks == 0
         else:
             assert direct is None
-    assert len(got) == len(expected) == 29
+    assert len(got) == len(expected) == 31
     for i, (a, b) in enumerate(zip(got, expected)):
         assert a == b, f"operation {i}: ours {a} != sdk {b}"
 
