@@ -33,6 +33,11 @@ class ContainerProxy(Throughput):
     def __repr__(self):
         return f"<ContainerProxy [{self.link}]>"
 
+    @property
+    def container_link(self) -> str:
+        """The SDK's name for the link ("dbs/<db>/colls/<id>")."""
+        return self.link
+
     # ---- plumbing ----------------------------------------------------------------------
     _request_options = staticmethod(request_options)
 

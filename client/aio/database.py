@@ -46,6 +46,11 @@ class DatabaseProxy(Throughput):
     def __repr__(self):
         return f"<DatabaseProxy [{self.link}]>"
 
+    @property
+    def database_link(self) -> str:
+        """The SDK's name for the link ("dbs/<id>")."""
+        return self.link
+
     async def _send(self, req):
         return await self.client._pipeline.execute(req)
 

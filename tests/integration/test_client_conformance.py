@@ -91,6 +91,7 @@ def script(c):
     run(lambda: sorted(i["id"] for i in c.query_items_change_feed(is_start_from_beginning=True, partition_key="p0")))
     run(lambda: c.delete_all_items_by_partition_key("p1") and None)
     run(lambda: sorted(i["id"] for i in c.read_all_items()))
+    run(lambda: (c.id, c.container_link.split("/", 2)[2]))                   # dbs/<db>/colls/c
     run(lambda: c.get_throughput().offer_throughput)
     run(lambda: c.replace_throughput(800).offer_throughput)
     return out
@@ -102,6 +103,7 @@ def metadata_script(client, P, name):
     out = []
     run = lambda fn: out.append(outcome(fn))
     db = client.create_database(name)
+    run(lambda: (db.id == name, db.database_link == f"dbs/{name}"))
     run(lambda: [d["id"] == name for d in client.query_databases(
         "SELECT * FROM r WHERE r.id = @id", parameters=[{"name": "@id", "value": name}])])
     run(lambda: name in [d["id"] for d in client.list_databases()])
@@ -124,7 +126,7 @@ def test_databases_and_containers_give_the_same_results_as_the_sdk(regionlab):
     with CosmosClient(regionlab.endpoint, credential=regionlab.key) as ours, \
             SdkClient(regionlab.endpoint, regionlab.key) as sdk:
         got, expected = metadata_script(ours, PartitionKey, "m-ours"), metadata_script(sdk, SdkPartitionKey, "m-sdk")
-    assert len(got) == len(expected) == 10
+    assert len(got) == len(expected) == 11
     for i, (a, b) in enumerate(zip(got, expected)):
         assert a == b, f"operation {i}: ours {a} != sdk {b}"
 
@@ -143,7 +145,7 @@ def test_the_same_operations_give_the_same_results_as_the_sdk(regionlab, mode):
             assert direct.connection_count() > 0 and direct.fallbacks == 0
         else:
             assert direct is None
-    assert len(got) == len(expected) == 31
+    assert len(got) == len(expected) == 32
     for i, (a, b) in enumerate(zip(got, expected)):
         assert a == b, f"operation {i}: ours {a} != sdk {b}"
 
