@@ -155,16 +155,17 @@ class ContainerProxy(Throughput):
                 diag, reply.headers
         return AsyncItemPaged(fetch, kwargs.get("continuation_token"))
 
-    async def _partition_key_ranges(self, **kwargs) -> list:
+    async def _partition_key_ranges(self, **kwargs) -> CosmosList:
         req = Request("GET", link_path(self.link, "pkranges"), "read_pkranges", {H.MAX_ITEM_COUNT: "-1"},
                       **request_options(kwargs))
-        reply, _ = await self._send(req)
-        self._ranges = (body_json(reply) or {}).get("PartitionKeyRanges", [])
+        reply, diag = await self._send(req)
+        self._ranges = CosmosList((body_json(reply) or {}).get("PartitionKeyRanges", []), reply.headers, diag)
         return self._ranges
 
-    async def read_feed_ranges(self, **kwargs) -> list[dict]:
-        return [{"Range": {"isMaxInclusive": False, "isMinInclusive": True, "max": r["maxExclusive"],
-                           "min": r["minInclusive"]}} for r in await self._partition_key_ranges(**kwargs)]
+    async def read_feed_ranges(self, **kwargs) -> CosmosList:
+        ranges = await self._partition_key_ranges(**kwargs)
+        return CosmosList([{"Range": {"isMaxInclusive": False, "isMinInclusive": True, "max": r["maxExclusive"],
+                                      "min": r["minInclusive"]}} for r in ranges], ranges._headers, ranges.diagnostics)
 
     def query_items_change_feed(self, **kwargs) -> AsyncItemPaged:
         """partition_key= or feed_range=, start_time="Beginning"|"Now"|datetime, continuation=,

@@ -56,7 +56,7 @@ def test_change_feed_starts_and_continues_per_key_and_feed_range(items):
     everything = c.query_items_change_feed(start_time="Beginning")
     assert sorted(int(i["id"]) for i in everything) == list(range(12))
     ranges = c.read_feed_ranges()
-    assert len(ranges) == 4
+    assert len(ranges) == 4 and ranges.diagnostics.status == 200 and ranges.request_charge > 0
     per_range = [sorted(int(i["id"]) for i in c.query_items_change_feed(feed_range=r, start_time="Beginning"))
                  for r in ranges]
     assert sorted(x for ids in per_range for x in ids) == list(range(12))
