@@ -3,9 +3,10 @@ the catalogue, which the emulator's nodes apply to their replies as the gateways
 gateway-mode versions are test_client_faults.py): a `latency` fault of 1 s on the preferred
 region's reads is hedged to the next region's replicas; `error` 503s on one partition of one
 region of a multi-write account open that partition's circuit breaker after 10 failed reads (5
-failed writes; a partition opened by reads sends its writes elsewhere too); `error` 429/3200 is waited out by its retry-after; `timeout_after_apply` on a
-create is not retried and its outcome is unknown, unless the non-idempotent opt-in retries it in
-the next region, where it meets itself as 409; the end-to-end timeout cancels a held read. Judged
+failed writes; a partition opened by reads sends its writes elsewhere too); `error` 429/3200 is
+waited out by its retry-after; `timeout_after_apply` on a create is not retried and its outcome
+is unknown, unless the non-idempotent opt-in retries it in the next region, where it meets
+itself as 409; the end-to-end timeout cancels a held read. Judged
 by the client's diagnostics and the nodes' reply counters (`GET /topology` `direct_requests`).
 Real sockets; no sleeps."""
 import pytest
