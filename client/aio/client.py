@@ -69,6 +69,15 @@ def parse_connection_string(conn_str: str, credential=None) -> tuple[str, object
     return settings["AccountEndpoint"], credential or settings["AccountKey"]
 
 
+def _master_key(credential) -> str:
+    if isinstance(credential, str) and credential:
+        return credential
+    if isinstance(credential, dict) and isinstance(credential.get("masterKey"), str):
+        return credential["masterKey"]
+    raise TypeError(f"credential must be the account key (a string) or {{'masterKey': key}}, not "
+                    f"{type(credential).__name__}; resource tokens and AAD credentials are not supported")
+
+
 class CosmosClient:
     @classmethod
     def from_connection_string(cls, conn_str: str, credential=None, consistency_level=None, **kwargs):
@@ -93,7 +102,7 @@ class CosmosClient:
                  **kwargs):
         if connection_mode not in (GATEWAY, DIRECT):
             raise ValueError(f"connection_mode must be 'gateway' or 'direct', not {connection_mode!r}")
-        key = credential if isinstance(credential, str) else credential["masterKey"]
+        key = _master_key(credential)
         self.url = url if url.endswith("/") else url + "/"
         self.connection_mode = connection_mode
         self._router = RegionRouter(preferred_locations, excluded_locations, multiple_write_locations,

@@ -59,6 +59,8 @@ def normalise(name: str) -> str:
 class RegionRouter:
     def __init__(self, preferred=(), excluded=None, multi_write_enabled: bool = True,
                  refresh_interval_ms: int = ACCOUNT_REFRESH_MS):
+        if isinstance(preferred, str):       # one region named as a string, not its letters
+            preferred = [preferred]
         self.preferred = [normalise(p) for p in preferred or ()]
         self.excluded_locations = excluded
         self.multi_write_enabled = multi_write_enabled
@@ -73,7 +75,7 @@ class RegionRouter:
     @property
     def excluded_locations(self) -> list[str]:
         value = self._excluded() if callable(self._excluded) else self._excluded
-        return list(value or ())
+        return [value] if isinstance(value, str) else list(value or ())
 
     @excluded_locations.setter
     def excluded_locations(self, value) -> None:
@@ -129,7 +131,7 @@ class RegionRouter:
             return list(account.write_regions)
         # A request's own list (even an empty one) replaces the client's, as azure-cosmos's
         # _get_configured_excluded_locations and the Java SDK's request options do.
-        names = self.excluded_locations if excluded is None else excluded
+        names = self.excluded_locations if excluded is None else [excluded] if isinstance(excluded, str) else excluded
         if not names and not self._unavailable:
             plain = self._plain.get(is_write)
             if plain is None:

@@ -365,3 +365,9 @@ def test_the_connect_timeout_reaches_the_gateway_pools_too(mode):
         await client.close()
         return pool.connect_timeout_s, pool.request_timeout_s
     assert run(main()) == (2.5, 4)
+
+
+@pytest.mark.parametrize("credential", [None, "", {"resourceTokens": {}}, 42])
+def test_a_credential_that_is_not_a_key_is_refused_clearly(credential):
+    with pytest.raises(TypeError, match="credential must be the account key"):
+        CosmosClient(GLOBAL, credential)

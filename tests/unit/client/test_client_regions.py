@@ -95,3 +95,9 @@ def test_refresh_every_five_minutes_and_at_once_when_asked():
     assert r.needs_refresh(300_001)
     r = router(now_ms=0, refresh_interval_ms=1000)
     assert r.needs_refresh(1000)
+
+
+def test_a_region_given_as_a_string_is_one_region_not_its_letters():
+    r = router(preferred="West US", excluded="North")
+    assert names(r.applicable(False, 0)) == [W, E]
+    assert names(r.applicable(False, 0, excluded="West US")) == [E]
