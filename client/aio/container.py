@@ -122,9 +122,11 @@ class ContainerProxy(Throughput):
                                headers, True, False, **kwargs)
 
     async def delete_all_items_by_partition_key(self, partition_key, **kwargs) -> CosmosDict:
-        return await self._doc("POST", link_path(self.link, "operations", "partitionkeydelete"),
-                               "delete_by_partition_key", partition_key, None,
-                               {H.CONTENT_TYPE: "application/json"}, True, True, **kwargs)
+        """An empty dict (falsy, like the SDK's None) that carries the diagnostics and charge."""
+        answer = await self._doc("POST", link_path(self.link, "operations", "partitionkeydelete"),
+                                 "delete_by_partition_key", partition_key, None,
+                                 {H.CONTENT_TYPE: "application/json"}, True, True, **kwargs)
+        return CosmosDict({}, answer._headers, answer.diagnostics)
 
     # ---- feeds -------------------------------------------------------------------------------
     def query_items(self, query: str, parameters=None, partition_key=None,
