@@ -5,7 +5,7 @@ from client.protocol import headers as H
 from .container import ContainerProxy
 from .feed import AsyncItemPaged
 from .links import link_path
-from .offers import Throughput
+from .offers import Throughput, throughput_headers
 from .request import Request, request_options
 from .responses import CosmosDict, as_dict, body_json, dumps
 
@@ -30,10 +30,7 @@ def metadata_feed(pipeline, path: str, operation: str, key: str, max_item_count,
 
 
 def offer_headers(offer_throughput) -> dict:
-    h = {H.CONTENT_TYPE: "application/json"}
-    if offer_throughput is not None:
-        h[H.OFFER_THROUGHPUT] = str(int(offer_throughput))
-    return h
+    return {H.CONTENT_TYPE: "application/json", **throughput_headers(offer_throughput)}
 
 
 class DatabaseProxy(Throughput):

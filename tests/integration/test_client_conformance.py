@@ -3,17 +3,19 @@ written once against the shared API names, run through our sync client and throu
 twin containers of one real emulator, and their results (system properties aside), the errors'
 status and substatus, and the change feeds compare equal. Then the aio face against the SDK's aio
 client, and the sync client shared by threads. The first two run our client in gateway and in direct mode;
-databases and containers (query, list, replace, throughput, delete) compare the same way;
+databases and containers (query, list, replace, manual and autoscale throughput, delete) compare
+the same way;
 `from_connection_string` reads the same string as the SDK's."""
 import asyncio
 import threading
 
 import pytest
 from azure.cosmos import CosmosClient as SdkClient, PartitionKey as SdkPartitionKey
+from azure.cosmos import ThroughputProperties as SdkThroughputProperties
 from azure.cosmos import exceptions as sdk_exceptions
 from azure.cosmos.aio import CosmosClient as SdkAioClient
 
-from client import CosmosClient, CosmosHttpResponseError, PartitionKey
+from client import CosmosClient, CosmosHttpResponseError, PartitionKey, ThroughputProperties
 from client.aio import CosmosClient as AioCosmosClient
 
 SYSTEM = {"_rid", "_self", "_etag", "_ts", "_attachments", "_lsn"}
@@ -98,7 +100,11 @@ def script(c):
 
 
 
-def metadata_script(client, P, name):
+def throughput(tp) -> tuple:
+    return tp.offer_throughput, tp.auto_scale_max_throughput
+
+
+def metadata_script(client, P, TP, name):
     """Databases and containers: create, query, list, replace, throughput, delete (ours or the SDK's)."""
     out = []
     run = lambda fn: out.append(outcome(fn))
@@ -115,6 +121,16 @@ def metadata_script(client, P, name):
     run(lambda: db.replace_container("a", partition_key=P(path="/pk"), default_ttl=60).read()["defaultTtl"])
     run(lambda: db.get_container_client("a").read()["partitionKey"]["paths"])
     run(lambda: db.get_container_client("b").get_throughput().offer_throughput)
+    auto = db.create_container("auto", partition_key=P(path="/pk"),
+                               offer_throughput=TP(auto_scale_max_throughput=4000))
+    run(lambda: throughput(auto.get_throughput()))
+    run(lambda: throughput(auto.replace_throughput(TP(auto_scale_max_throughput=6000))))
+    run(lambda: throughput(auto.get_throughput()))
+    run(lambda: throughput(db.get_container_client("a").replace_throughput(TP(offer_throughput=700))))
+    shared = client.create_database(f"{name}-shared", offer_throughput=TP(offer_throughput=1000))
+    run(lambda: throughput(shared.get_throughput()))
+    run(lambda: throughput(shared.replace_throughput(2000)))
+    client.delete_database(shared)
     db.delete_container("b")
     run(lambda: db.get_container_client("b").read())                                  # 404
     client.delete_database(name)
@@ -125,8 +141,9 @@ def metadata_script(client, P, name):
 def test_databases_and_containers_give_the_same_results_as_the_sdk(regionlab):
     with CosmosClient(regionlab.endpoint, credential=regionlab.key) as ours, \
             SdkClient(regionlab.endpoint, regionlab.key) as sdk:
-        got, expected = metadata_script(ours, PartitionKey, "m-ours"), metadata_script(sdk, SdkPartitionKey, "m-sdk")
-    assert len(got) == len(expected) == 11
+        got = metadata_script(ours, PartitionKey, ThroughputProperties, "m-ours")
+        expected = metadata_script(sdk, SdkPartitionKey, SdkThroughputProperties, "m-sdk")
+    assert len(got) == len(expected) == 17
     for i, (a, b) in enumerate(zip(got, expected)):
         assert a == b, f"operation {i}: ours {a} != sdk {b}"
 
