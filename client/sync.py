@@ -116,6 +116,9 @@ class ContainerProxy(_Proxy):
     def read_all_items(self, **kw): return self._call("read_all_items", **kw)
     def query_items_change_feed(self, **kw): return self._call("query_items_change_feed", **kw)
     def read_feed_ranges(self, **kw): return self._call("read_feed_ranges", **kw)
+    def feed_range_from_partition_key(self, partition_key):
+        return self._call("feed_range_from_partition_key", partition_key)
+    def read_items(self, items, **kw): return self._call("read_items", items, **kw)
     def execute_item_batch(self, batch_operations, partition_key, **kw):
         return self._call("execute_item_batch", batch_operations, partition_key, **kw)
     def execute_bulk_operations(self, operations, **kw):

@@ -1,13 +1,16 @@
 """A container's items: point operations, queries, read-all, delete by partition key,
 transactional batch, change feed and throughput. Names and arguments follow
 azure.cosmos.aio.ContainerProxy."""
+import asyncio
+import dataclasses
 import uuid
 
 from client import partition_key as pkmod
+from client.diagnostics import Diagnostics
 from client.exceptions import CosmosBatchOperationError, CosmosResourceNotFoundError
 from client.protocol import auth, headers as H, status as S
 
-from .changefeed import ChangeFeed
+from .changefeed import ChangeFeed, feed_range_bounds
 from .feed import AsyncItemPaged
 from .links import item_path, link_path
 from .offers import Throughput
@@ -168,6 +171,44 @@ class ContainerProxy(Throughput):
         ranges = await self._partition_key_ranges(**kwargs)
         return CosmosList([{"Range": {"isMaxInclusive": False, "isMinInclusive": True, "max": r["maxExclusive"],
                                       "min": r["minInclusive"]}} for r in ranges], ranges._headers, ranges.diagnostics)
+
+    async def feed_range_from_partition_key(self, partition_key) -> dict:
+        """The feed range of one logical partition (as azure-cosmos's: [epk, epk])."""
+        paths = (await self._properties())["partitionKey"]["paths"]
+        values = list(partition_key) if isinstance(partition_key, (list, tuple)) else [partition_key]
+        if len(values) > len(paths):
+            raise ValueError(f"partition key {partition_key!r} has more values than the container's paths {paths}")
+        epk = pkmod.epk_of(values)
+        return {"Range": {"min": epk, "max": epk, "isMinInclusive": True, "isMaxInclusive": True}}
+
+    @staticmethod
+    def is_feed_range_subset(parent_feed_range: dict, child_feed_range: dict) -> bool:
+        low, high = feed_range_bounds(parent_feed_range)
+        child_low, child_high = feed_range_bounds(child_feed_range)
+        return low <= child_low and child_high <= high
+
+    async def read_items(self, items, **kwargs) -> CosmosList:
+        """The items of (id, partition key) pairs, read concurrently; missing ones are left out
+        (as azure-cosmos's; no order is promised, here it is the input's). The list's diagnostics
+        hold every read's attempts, so its request_charge is theirs in all."""
+        pipeline = self.client._pipeline
+        diag = Diagnostics("read_items", link_path(self.link, "docs"), pipeline.now())
+
+        async def one(item_id, pk):
+            try:
+                return await self.read_item(item_id, pk, **kwargs)
+            except CosmosResourceNotFoundError as e:
+                if e.sub_status != 0:
+                    raise
+                return e
+        got = await asyncio.gather(*(one(i, pk) for i, pk in items))
+        for g in got:
+            shift = (g.diagnostics.started_s - diag.started_s) * 1000.0
+            for a in g.diagnostics.attempts:
+                diag.attempts.append(dataclasses.replace(a, started_ms=round(a.started_ms + shift, 3)))
+        diag.latency_ms = diag.elapsed_ms(pipeline.now())
+        diag.status = 200
+        return CosmosList([g for g in got if isinstance(g, CosmosDict)], None, diag)
 
     def query_items_change_feed(self, **kwargs) -> AsyncItemPaged:
         """partition_key= or feed_range=, start_time="Beginning"|"Now"|datetime, continuation=,

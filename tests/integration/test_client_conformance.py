@@ -76,6 +76,11 @@ def script(c):
     run(lambda: [len(list(p)) for p in c.query_items("SELECT * FROM c", partition_key="p1",
                                                      max_item_count=2).by_page()])
     run(lambda: sorted(i["id"] for i in c.read_all_items()))
+    run(lambda: sorted(i["id"] for i in c.read_items([("i1", "p1"), ("missing", "p1"), ("i2", "p0")])))
+    run(lambda: c.feed_range_from_partition_key("p1"))
+    run(lambda: sorted(i["id"] for i in c.query_items_change_feed(feed_range=c.feed_range_from_partition_key("p1"),
+                                                                  start_time="Beginning")))
+    run(lambda: [c.is_feed_range_subset(r, c.feed_range_from_partition_key("p1")) for r in c.read_feed_ranges()])
     run(lambda: [r["statusCode"] for r in c.execute_item_batch(
         [("create", ({"id": "b1", "pk": "p0"},)), ("upsert", ({"id": "i0", "pk": "p0", "n": 0},)),
          ("read", ("i2",)), ("replace", ("i4", {"id": "i4", "pk": "p0", "n": 4})),
@@ -162,7 +167,7 @@ def test_the_same_operations_give_the_same_results_as_the_sdk(regionlab, mode):
             assert direct.connection_count() > 0 and direct.fallbacks == 0
         else:
             assert direct is None
-    assert len(got) == len(expected) == 32
+    assert len(got) == len(expected) == 36
     for i, (a, b) in enumerate(zip(got, expected)):
         assert a == b, f"operation {i}: ours {a} != sdk {b}"
 

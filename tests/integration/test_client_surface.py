@@ -197,3 +197,14 @@ def test_deletes_of_containers_and_databases_carry_diagnostics(regionlab):
         with pytest.raises(CosmosResourceNotFoundError) as e:
             client.delete_database("db")
         assert e.value.diagnostics.status == 404
+
+
+def test_read_items_answers_the_found_ones_with_every_reads_diagnostics(items):
+    c = items
+    for i in range(2):
+        c.create_item({"id": str(i), "pk": "p"})
+    got = c.read_items([("0", "p"), ("nope", "p"), ("1", "p")])
+    assert [i["id"] for i in got] == ["0", "1"]
+    d = got.diagnostics
+    assert sorted(a.status for a in d.attempts) == [200, 200, 404]
+    assert got.request_charge == sum(a.request_charge for a in d.attempts) > 0
