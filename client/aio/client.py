@@ -69,6 +69,21 @@ def parse_connection_string(conn_str: str, credential=None) -> tuple[str, object
     return settings["AccountEndpoint"], credential or settings["AccountKey"]
 
 
+class DatabaseAccount:
+    """The account document with azure-cosmos's attribute names (WritableLocations,
+    ReadableLocations, ConsistencyPolicy, ...) and the parsed view's (write_regions,
+    read_regions, multi_write, consistency)."""
+
+    def __init__(self, doc: dict, view):
+        self.properties = doc
+        self.WritableLocations = doc.get("writableLocations") or []
+        self.ReadableLocations = doc.get("readableLocations") or []
+        self.ConsistencyPolicy = doc.get("userConsistencyPolicy") or {}
+        self._EnableMultipleWritableLocations = bool(doc.get("enableMultipleWriteLocations"))
+        self.write_regions, self.read_regions = view.write_regions, view.read_regions
+        self.multi_write, self.consistency = view.multi_write, view.consistency
+
+
 def _master_key(credential) -> str:
     if isinstance(credential, str) and credential:
         return credential
@@ -185,9 +200,11 @@ class CosmosClient:
         """The partition-level circuit breaker; None when the client was made with circuit_breaker=False."""
         return self._pipeline.breaker
 
-    async def get_database_account(self) -> dict:
+    async def get_database_account(self) -> "DatabaseAccount":
+        """Re-read the account (GET /): azure-cosmos's DatabaseAccount fields, and the regions
+        as the router sees them."""
         await self._pipeline.refresh_account()
-        return self._router.account
+        return DatabaseAccount(self._pipeline.account_document or {}, self._router.account)
 
     # ---- databases -------------------------------------------------------------------------------
     def get_database_client(self, database) -> DatabaseProxy:

@@ -68,6 +68,7 @@ class Pipeline:
         # perf_counter, not the loop's clock: uvloop's ticks in whole milliseconds
         self._clock = clock or time.perf_counter
         self._refreshing: asyncio.Task | None = None      # the account fetch in flight
+        self.account_document: dict | None = None          # the latest GET / answer
         self._breaker_task: asyncio.Task | None = None
         self._background: asyncio.Task | None = None
 
@@ -121,7 +122,9 @@ class Pipeline:
 
     async def _refresh(self) -> str:
         reason = self.router.refresh_reason or "periodic"
-        self.router.update(parse_account(await self._fetch_account()), self.now_ms())
+        doc = await self._fetch_account()
+        self.router.update(parse_account(doc), self.now_ms())
+        self.account_document = doc
         return reason
 
     def _refreshed(self, task: asyncio.Task) -> None:

@@ -2,10 +2,10 @@
 written once against the shared API names, run through our sync client and through the SDK's on
 twin containers of one real emulator, and their results (system properties aside), the errors'
 status and substatus, and the change feeds compare equal. Then the aio face against the SDK's aio
-client, and the sync client shared by threads. The first two run our client in gateway and in direct mode;
-databases and containers (query, list, replace, manual and autoscale throughput, delete) compare
-the same way;
-`from_connection_string` reads the same string as the SDK's."""
+client, and the sync client shared by threads. The first two run our client in gateway and in
+direct mode; databases and containers (query, list, replace, manual and autoscale throughput,
+delete) compare the same way; `from_connection_string` reads the same string as the SDK's, and
+`get_database_account` gives the same fields."""
 import asyncio
 import threading
 
@@ -236,3 +236,12 @@ def test_from_connection_string_as_the_sdk(regionlab):
     assert asyncio.run(aio()) == ["from-ours", "from-sdk"]
     with pytest.raises(ValueError, match="AccountKey"):
         CosmosClient.from_connection_string(f"AccountEndpoint={regionlab.endpoint};")
+
+
+def test_get_database_account_as_the_sdk(regionlab):
+    with CosmosClient(regionlab.endpoint, credential=regionlab.key) as ours, \
+            SdkClient(regionlab.endpoint, regionlab.key) as sdk:
+        mine, theirs = ours.get_database_account(), sdk.get_database_account()
+    for name in ("WritableLocations", "ReadableLocations", "ConsistencyPolicy", "_EnableMultipleWritableLocations"):
+        assert getattr(mine, name) == getattr(theirs, name), name
+    assert [r.name for r in mine.read_regions] == regionlab.regions and mine.consistency == "Session"
