@@ -36,6 +36,9 @@ class _LoopThread:
         self.loop.run_forever()
 
     def run(self, coro):
+        if self.loop.is_closed():
+            coro.close()
+            raise RuntimeError("this CosmosClient is closed; make a new one")
         if threading.current_thread() is self.thread:
             raise RuntimeError("a sync client call from inside its own loop thread would deadlock")
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()

@@ -245,3 +245,12 @@ def test_get_database_account_as_the_sdk(regionlab):
     for name in ("WritableLocations", "ReadableLocations", "ConsistencyPolicy", "_EnableMultipleWritableLocations"):
         assert getattr(mine, name) == getattr(theirs, name), name
     assert [r.name for r in mine.read_regions] == regionlab.regions and mine.consistency == "Session"
+
+
+def test_a_closed_sync_client_says_so(regionlab):
+    client = CosmosClient(regionlab.endpoint, credential=regionlab.key)
+    db = client.create_database("db")
+    client.close()
+    client.close()                                        # twice is fine
+    with pytest.raises(RuntimeError, match="CosmosClient is closed"):
+        db.read()
