@@ -27,7 +27,7 @@ from .feed import AsyncItemPaged
 from .links import link_path
 from .pipeline import Pipeline
 from .request import Request, request_options
-from .responses import as_dict, body_json, dumps
+from .responses import as_dict, dumps
 from .transport import GatewayTransport, IDLE_TIMEOUT_S, POOL_CONNECTIONS_MAX, REQUEST_TIMEOUT_S as GATEWAY_REQUEST_TIMEOUT_S
 from .direct import DirectTransport
 

@@ -199,9 +199,10 @@ def test_the_aio_face_matches_the_sdks_aio_client(regionlab, mode):
     assert mine[2] == ["0", "1", "2", "3", "4"]
 
 
-def test_the_sync_client_is_shared_safely_by_threads(regionlab):
+@pytest.mark.parametrize("mode", ["gateway", "direct"])
+def test_the_sync_client_is_shared_safely_by_threads(regionlab, mode):
     emu = regionlab
-    with CosmosClient(emu.endpoint, credential=emu.key) as client:
+    with CosmosClient(emu.endpoint, credential=emu.key, connection_mode=mode) as client:
         c = client.create_database("db").create_container("c", partition_key=PartitionKey(path="/pk"))
         errors = []
 
