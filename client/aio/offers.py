@@ -75,7 +75,18 @@ def _replaced_content(content: dict, throughput) -> dict:
 
 
 class Throughput:
-    """Mixed into the database and container proxies (each has `client` and `_offer_resource`)."""
+    """Mixed into the database and container proxies (each has `client`, `_props` and
+    `_offer_resource`)."""
+
+    @property
+    def diagnostics(self):
+        """The diagnostics of the request that made or last read this database or container
+        (None for a proxy from get_*_client that has not been read)."""
+        return self._props.diagnostics if self._props is not None else None
+
+    @property
+    def request_charge(self) -> float:
+        return self._props.request_charge if self._props is not None else 0.0
 
     async def _offer(self, **kwargs):
         resource = await self._offer_resource()

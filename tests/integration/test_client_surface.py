@@ -208,3 +208,15 @@ def test_read_items_answers_the_found_ones_with_every_reads_diagnostics(items):
     d = got.diagnostics
     assert sorted(a.status for a in d.attempts) == [200, 200, 404]
     assert got.request_charge == sum(a.request_charge for a in d.attempts) > 0
+
+
+def test_database_and_container_proxies_carry_the_diagnostics_of_their_request(regionlab):
+    with CosmosClient(regionlab.endpoint, credential=regionlab.key) as client:
+        db = client.create_database("db")
+        c = db.create_container("c", partition_key=PartitionKey(path="/pk"))
+        again = db.create_container_if_not_exists("c", partition_key=PartitionKey(path="/pk"))
+        fresh = db.get_container_client("c")
+        assert (db.diagnostics.operation, db.diagnostics.status) == ("create_database", 201) and db.request_charge > 0
+        assert (c.diagnostics.operation, c.diagnostics.status) == ("create_container", 201)
+        assert (again.diagnostics.operation, again.diagnostics.status) == ("read_container", 200)
+        assert fresh.diagnostics is None and fresh.request_charge == 0.0
