@@ -8,7 +8,7 @@ not pull in the client's transports.
 """
 _EXPORTS = {
     "CosmosClient": "client.sync", "DatabaseProxy": "client.sync", "ContainerProxy": "client.sync",
-    "ItemPaged": "client.sync", "PartitionKey": "client.partition_key",
+    "ItemPaged": "client.sync", "PartitionKey": "client.partition_key", "ThroughputProperties": "client.aio.offers",
     "CosmosHttpResponseError": "client.exceptions", "CosmosResourceNotFoundError": "client.exceptions",
     "CosmosResourceExistsError": "client.exceptions", "CosmosAccessConditionFailedError": "client.exceptions",
     "CosmosBatchOperationError": "client.exceptions", "CosmosClientTimeoutError": "client.exceptions",

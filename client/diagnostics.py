@@ -31,6 +31,12 @@ class Attempt:
     direct: dict | None = None           # direct mode: replicas contacted, 410 refreshes, quorum, fallback
 
 
+def _attempt_dict(a: Attempt) -> dict:
+    d = asdict(a)
+    d["latency_ms"] = round(a.latency_ms, 3)         # microseconds are all a reader can use
+    return d
+
+
 @dataclass
 class Event:
     at_ms: float
@@ -85,7 +91,7 @@ class Diagnostics:
                 "latency_ms": round(self.latency_ms, 3), "request_charge": self.request_charge,
                 "regions_contacted": self.regions_contacted,
                 "replicas_contacted": self.replicas_contacted, "retries": max(self.retries, 0),
-                "hedges": self.hedges, "attempts": [asdict(a) for a in self.attempts],
+                "hedges": self.hedges, "attempts": [_attempt_dict(a) for a in self.attempts],
                 "events": [asdict(e) for e in self.events]}
 
     def to_json(self) -> str:

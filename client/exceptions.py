@@ -5,6 +5,7 @@ Every error carries the status and substatus the service sent (`status_code`, `s
 request charge of the whole operation (every attempt, retries and hedges included) and its
 `diagnostics`. `error_for` picks the class the official SDK raises for a status.
 """
+from client.headers import ResponseHeaders
 from client.protocol import status as S
 
 
@@ -16,7 +17,7 @@ class CosmosHttpResponseError(Exception):
         self.status_code = status_code
         self.sub_status = sub_status
         self.message = message
-        self.headers = dict(headers or {})
+        self.headers = ResponseHeaders(headers)
         self.diagnostics = diagnostics
         self.request_charge = request_charge
         self.body = body

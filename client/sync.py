@@ -10,6 +10,7 @@ import asyncio
 import threading
 
 from . import aio
+from .aio.client import parse_connection_string
 from .aio.feed import AsyncItemPaged
 
 LOOP_START_TIMEOUT_S = 10.0
@@ -35,6 +36,9 @@ class _LoopThread:
         self.loop.run_forever()
 
     def run(self, coro):
+        if self.loop.is_closed():
+            coro.close()
+            raise RuntimeError("this CosmosClient is closed; make a new one")
         if threading.current_thread() is self.thread:
             raise RuntimeError("a sync client call from inside its own loop thread would deadlock")
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
@@ -115,6 +119,9 @@ class ContainerProxy(_Proxy):
     def read_all_items(self, **kw): return self._call("read_all_items", **kw)
     def query_items_change_feed(self, **kw): return self._call("query_items_change_feed", **kw)
     def read_feed_ranges(self, **kw): return self._call("read_feed_ranges", **kw)
+    def feed_range_from_partition_key(self, partition_key):
+        return self._call("feed_range_from_partition_key", partition_key)
+    def read_items(self, items, **kw): return self._call("read_items", items, **kw)
     def execute_item_batch(self, batch_operations, partition_key, **kw):
         return self._call("execute_item_batch", batch_operations, partition_key, **kw)
     def execute_bulk_operations(self, operations, **kw):
@@ -141,6 +148,13 @@ class DatabaseProxy(_Proxy):
         return self._call("delete_container", inner, **kw)
 
     def list_containers(self, **kw): return self._call("list_containers", **kw)
+    def query_containers(self, query=None, parameters=None, **kw):
+        return self._call("query_containers", query, parameters, **kw)
+
+    def replace_container(self, container, partition_key, **kw) -> ContainerProxy:
+        inner = container._inner if isinstance(container, ContainerProxy) else container
+        return ContainerProxy(self._run, self._call("replace_container", inner, partition_key, **kw))
+
     def execute_bulk_operations(self, operations, **kw):
         return self._call("execute_bulk_operations", operations, **kw)
     def get_throughput(self, **kw): return self._call("get_throughput", **kw)
@@ -160,6 +174,11 @@ class CosmosClient:
             self._loop.stop()
             self._loop = None
             raise
+
+    @classmethod
+    def from_connection_string(cls, conn_str: str, credential=None, consistency_level=None, **kwargs):
+        url, key = parse_connection_string(conn_str, credential)
+        return cls(url, key, consistency_level=consistency_level, **kwargs)
 
     @staticmethod
     async def _make(url, credential, kwargs):
@@ -228,3 +247,6 @@ class CosmosClient:
 
     def list_databases(self, **kw) -> ItemPaged:
         return ItemPaged(self._run, self._inner.list_databases(**kw))
+
+    def query_databases(self, query=None, parameters=None, **kw) -> ItemPaged:
+        return ItemPaged(self._run, self._inner.query_databases(query, parameters, **kw))

@@ -7,7 +7,8 @@ from client.partition_key import PartitionKey
 from .client import CosmosClient
 from .container import ContainerProxy
 from .database import DatabaseProxy
+from .offers import ThroughputProperties
 
 __all__ = ["CosmosClient", "DatabaseProxy", "ContainerProxy", "PartitionKey", "CosmosHttpResponseError",
            "CosmosResourceNotFoundError", "CosmosResourceExistsError", "CosmosAccessConditionFailedError",
-           "CosmosBatchOperationError", "CosmosClientTimeoutError"]
+           "CosmosBatchOperationError", "CosmosClientTimeoutError", "ThroughputProperties"]

@@ -37,6 +37,19 @@ def _start_of(start_time) -> str:
     raise ValueError(f"start_time must be 'Beginning', 'Now' or a datetime, not {start_time!r}")
 
 
+def feed_range_bounds(feed_range: dict) -> tuple[str, str]:
+    """[min, max) of a feed range dict (ours, or the SDK's, whose max may be inclusive: one
+    partition key's range is [epk, epk])."""
+    bounds = feed_range.get("Range", feed_range)
+    try:
+        low, high = bounds["min"], bounds["max"]
+        if bounds.get("isMaxInclusive"):
+            high = _epk_successor(high) if high else "00"
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise ValueError(f"not a feed range: {feed_range!r}") from None
+    return low, high
+
+
 def _scopes(ranges: list[dict], partition_key, feed_range, paths=None) -> list[dict]:
     """One scope per range to read: its id and, when narrower than the range, EPK bounds."""
     if partition_key is not None:
@@ -48,8 +61,7 @@ def _scopes(ranges: list[dict], partition_key, feed_range, paths=None) -> list[d
         raise ValueError(f"no partition key range holds the key {partition_key!r}")
     low, high = ("", "FF")
     if feed_range is not None:
-        bounds = feed_range.get("Range", feed_range)
-        low, high = bounds["min"], bounds["max"]
+        low, high = feed_range_bounds(feed_range)
     out = []
     for r in ranges:
         lo, hi = max(low, r["minInclusive"]), min(high, r["maxExclusive"])
@@ -65,10 +77,11 @@ class ChangeFeed:
     ranges are read then), so building one costs nothing, as the SDK's."""
 
     def __init__(self, container, *, partition_key=None, feed_range=None, start_time=None,
-                 continuation=None, max_item_count=None, mode=None, **kwargs):
+                 continuation=None, max_item_count=None, mode=None, is_start_from_beginning=False, **kwargs):
         self.container = container
         self.scope = (partition_key, feed_range)
-        self.start = _start_of(start_time)
+        # is_start_from_beginning: azure-cosmos's older spelling of start_time="Beginning"
+        self.start = _start_of(BEGINNING if is_start_from_beginning and start_time is None else start_time)
         self.mode = mode or "LatestVersion"
         self.max_item_count = max_item_count
         self.continuation = continuation

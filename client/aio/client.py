@@ -6,7 +6,7 @@
 The constructor mirrors azure.cosmos.aio.CosmosClient's (url, credential, preferred_locations,
 excluded_locations, consistency_level, connection_mode, multiple_write_locations) and adds the
 policies' knobs: availability_strategy (hedging), timeout (end-to-end seconds), circuit_breaker
-(False: no partition-level circuit breaker, as the SDKs' default),
+(False: no partition-level circuit breaker, as the SDKs' default; a dict: its thresholds),
 non_idempotent_write_retry, retry limits, region-scoped session capture and its Bloom filter,
 the diagnostics latency threshold, the account refresh interval, TLS verification of https
 endpoints (connection_verify=True/False/a CA path, or ssl_context=), the gateway pool and direct
@@ -22,12 +22,12 @@ from client.policies.regions import ACCOUNT_REFRESH_MS, RegionRouter
 from client.policies.retry import RetryOptions
 from client.policies.session import BLOOM_EXPECTED_INSERTIONS, BLOOM_FALSE_POSITIVE_RATE, SessionContainer
 
-from .database import DatabaseProxy, offer_headers
+from .database import DatabaseProxy, metadata_feed, offer_headers
 from .feed import AsyncItemPaged
 from .links import link_path
 from .pipeline import Pipeline
-from .request import Request
-from .responses import as_dict, body_json, dumps
+from .request import Request, request_options
+from .responses import as_dict, dumps
 from .transport import GatewayTransport, IDLE_TIMEOUT_S, POOL_CONNECTIONS_MAX, REQUEST_TIMEOUT_S as GATEWAY_REQUEST_TIMEOUT_S
 from .direct import DirectTransport
 
@@ -36,19 +36,72 @@ WARMUP_REGIONS = 2
 WARMUP_AGGRESSIVE_S = 1.0
 
 
+_RETRY_NAMES = {"throttle_retries_max": "throttle_retries_max", "throttle_wait_ms_max": "throttle_wait_ms_max",
+                "local_retries_max": "local_retries_max", "local_retry_wait_ms": "local_retry_wait_ms",
+                "credits_wait_ms_max": "credits_wait_ms_max",
+                "non_idempotent_write_retry": "non_idempotent_write_retry",
+                # azure-cosmos's names for the 429 limits: a count, and seconds of waiting
+                "retry_total": "throttle_retries_max", "retry_throttle_total": "throttle_retries_max"}
+_RETRY_SECONDS = {"retry_backoff_max": "throttle_wait_ms_max", "retry_throttle_backoff_max": "throttle_wait_ms_max"}
+_RETRY_GENERIC = ("retry_total", "retry_backoff_max")     # the throttle-specific names win, as in the SDK
+
+
 def _retry_options(kwargs) -> RetryOptions:
-    names = {"retry_total": "throttle_retries_max", "throttle_retries_max": "throttle_retries_max",
-             "throttle_wait_ms_max": "throttle_wait_ms_max", "local_retries_max": "local_retries_max",
-             "local_retry_wait_ms": "local_retry_wait_ms",
-             "credits_wait_ms_max": "credits_wait_ms_max",
-             "non_idempotent_write_retry": "non_idempotent_write_retry"}
-    return RetryOptions(**{names[k]: v for k, v in kwargs.items() if k in names and v is not None})
+    chosen = {}
+    for name in sorted(kwargs, key=lambda k: k not in _RETRY_GENERIC):
+        value = kwargs[name]
+        if value is None:
+            continue
+        if name in _RETRY_NAMES:
+            chosen[_RETRY_NAMES[name]] = value
+        elif name in _RETRY_SECONDS:
+            chosen[_RETRY_SECONDS[name]] = int(value * 1000)
+    return RetryOptions(**chosen)
+
+
+def parse_connection_string(conn_str: str, credential=None) -> tuple[str, object]:
+    """(url, credential) of `AccountEndpoint=...;AccountKey=...;`, as azure-cosmos reads it."""
+    settings = dict(part.split("=", 1) for part in conn_str.rstrip(";").split(";") if "=" in part)
+    if "AccountEndpoint" not in settings:
+        raise ValueError("Connection string missing setting 'AccountEndpoint'.")
+    if not credential and "AccountKey" not in settings:
+        raise ValueError("Connection string missing setting 'AccountKey'.")
+    return settings["AccountEndpoint"], credential or settings["AccountKey"]
+
+
+class DatabaseAccount:
+    """The account document with azure-cosmos's attribute names (WritableLocations,
+    ReadableLocations, ConsistencyPolicy, ...) and the parsed view's (write_regions,
+    read_regions, multi_write, consistency)."""
+
+    def __init__(self, doc: dict, view):
+        self.properties = doc
+        self.WritableLocations = doc.get("writableLocations") or []
+        self.ReadableLocations = doc.get("readableLocations") or []
+        self.ConsistencyPolicy = doc.get("userConsistencyPolicy") or {}
+        self._EnableMultipleWritableLocations = bool(doc.get("enableMultipleWriteLocations"))
+        self.write_regions, self.read_regions = view.write_regions, view.read_regions
+        self.multi_write, self.consistency = view.multi_write, view.consistency
+
+
+def _master_key(credential) -> str:
+    if isinstance(credential, str) and credential:
+        return credential
+    if isinstance(credential, dict) and isinstance(credential.get("masterKey"), str):
+        return credential["masterKey"]
+    raise TypeError(f"credential must be the account key (a string) or {{'masterKey': key}}, not "
+                    f"{type(credential).__name__}; resource tokens and AAD credentials are not supported")
 
 
 class CosmosClient:
+    @classmethod
+    def from_connection_string(cls, conn_str: str, credential=None, consistency_level=None, **kwargs):
+        url, key = parse_connection_string(conn_str, credential)
+        return cls(url, key, consistency_level=consistency_level, **kwargs)
+
     def __init__(self, url: str, credential, *, preferred_locations=None, excluded_locations=None,
                  consistency_level=None, connection_mode: str = GATEWAY, multiple_write_locations=True,
-                 availability_strategy=None, timeout=None, circuit_breaker: bool = True,
+                 availability_strategy=None, timeout=None, circuit_breaker=True,
                  region_scoped_session_capturing=True,
                  session_bloom_expected_insertions=BLOOM_EXPECTED_INSERTIONS,
                  session_bloom_false_positive_rate=BLOOM_FALSE_POSITIVE_RATE,
@@ -64,14 +117,14 @@ class CosmosClient:
                  **kwargs):
         if connection_mode not in (GATEWAY, DIRECT):
             raise ValueError(f"connection_mode must be 'gateway' or 'direct', not {connection_mode!r}")
-        key = credential if isinstance(credential, str) else credential["masterKey"]
+        key = _master_key(credential)
         self.url = url if url.endswith("/") else url + "/"
         self.connection_mode = connection_mode
         self._router = RegionRouter(preferred_locations, excluded_locations, multiple_write_locations,
                                     account_refresh_interval_ms)
         if transport is None:
             # request_timeout_s: None keeps each transport's own (gateway 65 s, direct 5 s)
-            transport = GatewayTransport(pool_connections_max, idle_timeout_s,
+            transport = GatewayTransport(pool_connections_max, idle_timeout_s, connect_timeout_s,
                                          request_timeout_s=request_timeout_s or GATEWAY_REQUEST_TIMEOUT_S,
                                          connection_verify=connection_verify, ssl_context=ssl_context)
             if connection_mode == DIRECT:
@@ -84,7 +137,7 @@ class CosmosClient:
             self.url, key, transport,
             self._router, retry_options=_retry_options(kwargs), consistency_level=consistency_level,
             availability_strategy=availability_strategy, timeout_s=timeout,
-            breaker=PartitionCircuitBreaker() if circuit_breaker else None,
+            breaker=PartitionCircuitBreaker.of(circuit_breaker),
             sessions=SessionContainer(region_scoped_session_capturing, session_bloom_expected_insertions,
                                       session_bloom_false_positive_rate),
             latency_threshold_ms=diagnostics_latency_threshold_ms, clock=clock)
@@ -147,9 +200,11 @@ class CosmosClient:
         """The partition-level circuit breaker; None when the client was made with circuit_breaker=False."""
         return self._pipeline.breaker
 
-    async def get_database_account(self) -> dict:
+    async def get_database_account(self) -> "DatabaseAccount":
+        """Re-read the account (GET /): azure-cosmos's DatabaseAccount fields, and the regions
+        as the router sees them."""
         await self._pipeline.refresh_account()
-        return self._router.account
+        return DatabaseAccount(self._pipeline.account_document or {}, self._router.account)
 
     # ---- databases -------------------------------------------------------------------------------
     def get_database_client(self, database) -> DatabaseProxy:
@@ -157,7 +212,7 @@ class CosmosClient:
 
     async def create_database(self, id: str, *, offer_throughput=None, **kwargs) -> DatabaseProxy:
         req = Request("POST", "/dbs", "create_database", offer_headers(offer_throughput),
-                      dumps({"id": id}), is_write=True, idempotent=False)
+                      dumps({"id": id}), is_write=True, idempotent=False, **request_options(kwargs))
         reply, diag = await self._pipeline.execute(req)
         proxy = self.get_database_client(id)
         proxy._props = as_dict(reply, diag)
@@ -166,26 +221,26 @@ class CosmosClient:
     async def create_database_if_not_exists(self, id: str, **kwargs) -> DatabaseProxy:
         proxy = self.get_database_client(id)
         try:
-            await proxy.read()
+            await proxy.read(**kwargs)
             return proxy
         except CosmosResourceNotFoundError:
             pass
         try:
             return await self.create_database(id, **kwargs)
         except CosmosResourceExistsError:
-            await proxy.read()
+            await proxy.read(**kwargs)
             return proxy
 
-    async def delete_database(self, database, **kwargs) -> None:
+    async def delete_database(self, database, **kwargs):
+        """An empty dict (falsy, like the SDK's None) that carries the diagnostics and charge."""
         did = database if isinstance(database, str) else database.id
-        await self._pipeline.execute(Request("DELETE", link_path("dbs", did), "delete_database", is_write=True))
+        reply, diag = await self._pipeline.execute(Request("DELETE", link_path("dbs", did), "delete_database",
+                                                           is_write=True, **request_options(kwargs)))
+        return as_dict(reply, diag)
 
     def list_databases(self, max_item_count=None, **kwargs) -> AsyncItemPaged:
-        async def fetch(continuation):
-            h = {"x-ms-max-item-count": str(max_item_count)} if max_item_count else {}
-            if continuation:
-                h["x-ms-continuation"] = continuation
-            reply, diag = await self._pipeline.execute(Request("GET", "/dbs", "list_databases", h))
-            return (body_json(reply) or {}).get("Databases", []), reply.headers.get("x-ms-continuation"), \
-                diag, reply.headers
-        return AsyncItemPaged(fetch)
+        return metadata_feed(self._pipeline, "/dbs", "list_databases", "Databases", max_item_count, kwargs)
+
+    def query_databases(self, query=None, parameters=None, max_item_count=None, **kwargs) -> AsyncItemPaged:
+        return metadata_feed(self._pipeline, "/dbs", "query_databases", "Databases", max_item_count, kwargs,
+                             query or "SELECT * FROM root r", parameters)

@@ -1,17 +1,20 @@
 """A container's items: point operations, queries, read-all, delete by partition key,
 transactional batch, change feed and throughput. Names and arguments follow
 azure.cosmos.aio.ContainerProxy."""
+import asyncio
+import dataclasses
 import uuid
 
 from client import partition_key as pkmod
+from client.diagnostics import Diagnostics
 from client.exceptions import CosmosBatchOperationError, CosmosResourceNotFoundError
 from client.protocol import auth, headers as H, status as S
 
-from .changefeed import ChangeFeed
+from .changefeed import ChangeFeed, feed_range_bounds
 from .feed import AsyncItemPaged
 from .links import item_path, link_path
 from .offers import Throughput
-from .request import Request, USE_CLIENT_DEFAULT
+from .request import Request, USE_CLIENT_DEFAULT, request_options
 from .responses import CosmosDict, CosmosList, as_dict, body_json, dumps
 
 QUERY_CONTENT_TYPE = "application/query+json"
@@ -33,17 +36,13 @@ class ContainerProxy(Throughput):
     def __repr__(self):
         return f"<ContainerProxy [{self.link}]>"
 
+    @property
+    def container_link(self) -> str:
+        """The SDK's name for the link ("dbs/<db>/colls/<id>")."""
+        return self.link
+
     # ---- plumbing ----------------------------------------------------------------------
-    @staticmethod
-    def _request_options(kwargs) -> dict:
-        out = {}
-        if "excluded_locations" in kwargs:
-            out["excluded_locations"] = kwargs["excluded_locations"]
-        if "availability_strategy" in kwargs:
-            out["availability_strategy"] = kwargs["availability_strategy"]
-        if "timeout" in kwargs:
-            out["timeout_s"] = kwargs["timeout"]
-        return out
+    _request_options = staticmethod(request_options)
 
     async def _send(self, req: Request):
         return await self.client._pipeline.execute(req)
@@ -126,9 +125,11 @@ class ContainerProxy(Throughput):
                                headers, True, False, **kwargs)
 
     async def delete_all_items_by_partition_key(self, partition_key, **kwargs) -> CosmosDict:
-        return await self._doc("POST", link_path(self.link, "operations", "partitionkeydelete"),
-                               "delete_by_partition_key", partition_key, None,
-                               {H.CONTENT_TYPE: "application/json"}, True, True, **kwargs)
+        """An empty dict (falsy, like the SDK's None) that carries the diagnostics and charge."""
+        answer = await self._doc("POST", link_path(self.link, "operations", "partitionkeydelete"),
+                                 "delete_by_partition_key", partition_key, None,
+                                 {H.CONTENT_TYPE: "application/json"}, True, True, **kwargs)
+        return CosmosDict({}, answer._headers, answer.diagnostics)
 
     # ---- feeds -------------------------------------------------------------------------------
     def query_items(self, query: str, parameters=None, partition_key=None,
@@ -159,15 +160,55 @@ class ContainerProxy(Throughput):
                 diag, reply.headers
         return AsyncItemPaged(fetch, kwargs.get("continuation_token"))
 
-    async def _partition_key_ranges(self) -> list:
-        req = Request("GET", link_path(self.link, "pkranges"), "read_pkranges", {H.MAX_ITEM_COUNT: "-1"})
-        reply, _ = await self._send(req)
-        self._ranges = (body_json(reply) or {}).get("PartitionKeyRanges", [])
+    async def _partition_key_ranges(self, **kwargs) -> CosmosList:
+        req = Request("GET", link_path(self.link, "pkranges"), "read_pkranges", {H.MAX_ITEM_COUNT: "-1"},
+                      **request_options(kwargs))
+        reply, diag = await self._send(req)
+        self._ranges = CosmosList((body_json(reply) or {}).get("PartitionKeyRanges", []), reply.headers, diag)
         return self._ranges
 
-    async def read_feed_ranges(self, **kwargs) -> list[dict]:
-        return [{"Range": {"isMaxInclusive": False, "isMinInclusive": True, "max": r["maxExclusive"],
-                           "min": r["minInclusive"]}} for r in await self._partition_key_ranges()]
+    async def read_feed_ranges(self, **kwargs) -> CosmosList:
+        ranges = await self._partition_key_ranges(**kwargs)
+        return CosmosList([{"Range": {"isMaxInclusive": False, "isMinInclusive": True, "max": r["maxExclusive"],
+                                      "min": r["minInclusive"]}} for r in ranges], ranges._headers, ranges.diagnostics)
+
+    async def feed_range_from_partition_key(self, partition_key) -> dict:
+        """The feed range of one logical partition (as azure-cosmos's: [epk, epk])."""
+        paths = (await self._properties())["partitionKey"]["paths"]
+        values = list(partition_key) if isinstance(partition_key, (list, tuple)) else [partition_key]
+        if len(values) > len(paths):
+            raise ValueError(f"partition key {partition_key!r} has more values than the container's paths {paths}")
+        epk = pkmod.epk_of(values)
+        return {"Range": {"min": epk, "max": epk, "isMinInclusive": True, "isMaxInclusive": True}}
+
+    @staticmethod
+    def is_feed_range_subset(parent_feed_range: dict, child_feed_range: dict) -> bool:
+        low, high = feed_range_bounds(parent_feed_range)
+        child_low, child_high = feed_range_bounds(child_feed_range)
+        return low <= child_low and child_high <= high
+
+    async def read_items(self, items, **kwargs) -> CosmosList:
+        """The items of (id, partition key) pairs, read concurrently; missing ones are left out
+        (as azure-cosmos's; no order is promised, here it is the input's). The list's diagnostics
+        hold every read's attempts, so its request_charge is theirs in all."""
+        pipeline = self.client._pipeline
+        diag = Diagnostics("read_items", link_path(self.link, "docs"), pipeline.now())
+
+        async def one(item_id, pk):
+            try:
+                return await self.read_item(item_id, pk, **kwargs)
+            except CosmosResourceNotFoundError as e:
+                if e.sub_status != 0:
+                    raise
+                return e
+        got = await asyncio.gather(*(one(i, pk) for i, pk in items))
+        for g in got:
+            shift = (g.diagnostics.started_s - diag.started_s) * 1000.0
+            for a in g.diagnostics.attempts:
+                diag.attempts.append(dataclasses.replace(a, started_ms=round(a.started_ms + shift, 3)))
+        diag.latency_ms = diag.elapsed_ms(pipeline.now())
+        diag.status = 200
+        return CosmosList([g for g in got if isinstance(g, CosmosDict)], None, diag)
 
     def query_items_change_feed(self, **kwargs) -> AsyncItemPaged:
         """partition_key= or feed_range=, start_time="Beginning"|"Now"|datetime, continuation=,
@@ -190,7 +231,7 @@ class ContainerProxy(Throughput):
             raise CosmosBatchOperationError(index, results, status_code=results[index].get("statusCode"),
                                             message=f"batch operation {index} failed",
                                             sub_status=results[index].get("subStatusCode", 0),
-                                            diagnostics=diag, request_charge=diag.request_charge)
+                                            headers=reply.headers, diagnostics=diag, request_charge=diag.request_charge)
         return CosmosList(results, reply.headers, diag)
 
     # ---- bulk --------------------------------------------------------------------------------

@@ -68,6 +68,7 @@ class Pipeline:
         # perf_counter, not the loop's clock: uvloop's ticks in whole milliseconds
         self._clock = clock or time.perf_counter
         self._refreshing: asyncio.Task | None = None      # the account fetch in flight
+        self.account_document: dict | None = None          # the latest GET / answer
         self._breaker_task: asyncio.Task | None = None
         self._background: asyncio.Task | None = None
 
@@ -80,11 +81,23 @@ class Pipeline:
     # ---- the account ---------------------------------------------------------------------
     async def ensure_account(self, diag: Diagnostics | None = None) -> None:
         """The account must be known before a request; a periodic refresh of a known one runs in
-        the background (as the SDKs'), so no request waits for it."""
+        the background (as the SDKs'), so no request waits for it. An account that cannot be
+        read raises its error with `diag` (a fresh one when not given) saying so."""
         if not self.router.needs_refresh(self.now_ms()):
             return
         if self.router.account is None or self.router.refresh_reason is not None:
-            return await self.refresh_account(diag)
+            own = diag is None
+            diag = diag or Diagnostics("account_discovery", self.global_endpoint, self.now())
+            try:
+                return await self.refresh_account(diag)
+            except CosmosHttpResponseError as e:
+                # Concurrent callers share one fetch and so one exception: each raises its own,
+                # carrying its own diagnostics (no attempt of the operation was made).
+                diag.event(self.now(), "account", f"discovery failed: {e}")
+                if own:
+                    self._finish(diag, None, e.status_code, e.sub_status)
+                raise error_for(e.status_code, e.message, sub_status=e.sub_status, headers=e.headers,
+                                diagnostics=diag, body=e.body) from e
         if self._refreshing is None and (self._background is None or self._background.done()):
             self._background = asyncio.get_running_loop().create_task(self._refresh_in_background())
 
@@ -109,7 +122,9 @@ class Pipeline:
 
     async def _refresh(self) -> str:
         reason = self.router.refresh_reason or "periodic"
-        self.router.update(parse_account(await self._fetch_account()), self.now_ms())
+        doc = await self._fetch_account()
+        self.router.update(parse_account(doc), self.now_ms())
+        self.account_document = doc
         return reason
 
     def _refreshed(self, task: asyncio.Task) -> None:
@@ -148,6 +163,10 @@ class Pipeline:
                     result = await self._run(req, diag)
             else:
                 result = await self._run(req, diag)
+        except CosmosHttpResponseError as e:
+            if e.diagnostics is diag:                # the account could not be read
+                self._finish(diag, req, e.status_code, e.sub_status)
+            raise
         except TimeoutError:
             self._finish(diag, req, S.REQUEST_TIMEOUT, 0)
             raise CosmosClientTimeoutError(
@@ -175,7 +194,7 @@ class Pipeline:
         diag.status, diag.sub_status = status, sub_status
         threshold = self.latency_threshold_ms
         if threshold is None:
-            threshold = FEED_LATENCY_THRESHOLD_MS if req.is_feed else POINT_LATENCY_THRESHOLD_MS
+            threshold = FEED_LATENCY_THRESHOLD_MS if req is not None and req.is_feed else POINT_LATENCY_THRESHOLD_MS
         diag.maybe_log(threshold)
 
     @staticmethod
@@ -343,7 +362,7 @@ class Pipeline:
 
     async def _breaker_sweep(self) -> None:
         while True:
-            await asyncio.sleep(cb.CHECK_INTERVAL_MS / 1000.0)
+            await asyncio.sleep(self.breaker.check_interval_ms / 1000.0)
             for partition, region in self.breaker.check(self.now_ms()):
                 LOG.info("circuit breaker: partition %s in %s is HealthyTentative", partition, region)
 

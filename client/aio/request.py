@@ -12,6 +12,20 @@ USE_CLIENT_DEFAULT = object()
 _date_cache = [0, ""]
 
 
+def request_options(kwargs) -> dict:
+    """A call's per-request options as Request fields: excluded_locations= (replaces the
+    client's), availability_strategy=, timeout= (end-to-end seconds). Every operation takes them,
+    metadata ones included, as azure-cosmos's do."""
+    out = {}
+    if "excluded_locations" in kwargs:
+        out["excluded_locations"] = kwargs["excluded_locations"]
+    if "availability_strategy" in kwargs:
+        out["availability_strategy"] = kwargs["availability_strategy"]
+    if "timeout" in kwargs:
+        out["timeout_s"] = kwargs["timeout"]
+    return out
+
+
 def http_date() -> str:
     """The RFC 1123 x-ms-date, formatted once per second (it is part of every signature)."""
     now = int(time.time())

@@ -2,6 +2,8 @@
 as the official SDK's CosmosDict/CosmosList carry their headers."""
 import json
 
+from client.headers import ResponseHeaders
+
 
 class _Reply:
     """What both reply shapes carry besides their data."""
@@ -14,8 +16,8 @@ class _Reply:
     def request_charge(self) -> float:
         return self.diagnostics.request_charge if self.diagnostics else 0.0
 
-    def get_response_headers(self) -> dict:
-        return dict(self._headers or {})
+    def get_response_headers(self) -> ResponseHeaders:
+        return ResponseHeaders(self._headers)
 
 
 class CosmosDict(_Reply, dict):

@@ -9,6 +9,8 @@ a success makes it Healthy, a failure Unavailable again for another 30 s. `check
 background sweep (every CHECK_INTERVAL_MS, 60 s) that moves Unavailable pairs whose time is up to
 HealthyTentative even when no request asks; `order` does the same lazily.
 
+The four numbers are the client's `circuit_breaker={...}` settings (`of`).
+
 Failures are the transient ones that say a region cannot serve: 503, 408, 5xx and transport
 errors (not 429, not 4xx answers about the request itself).
 """
@@ -36,11 +38,36 @@ def is_failure(status: int | None, transport_error: str | None) -> bool:
 class PartitionCircuitBreaker:
     def __init__(self, read_failures_tolerated: int = READ_FAILURES_TOLERATED,
                  write_failures_tolerated: int = WRITE_FAILURES_TOLERATED,
-                 unavailable_ms: int = UNAVAILABLE_MS):
+                 unavailable_ms: int = UNAVAILABLE_MS, check_interval_ms: int = CHECK_INTERVAL_MS):
+        for name, value in (("read_failures_tolerated", read_failures_tolerated),
+                            ("write_failures_tolerated", write_failures_tolerated),
+                            ("unavailable_ms", unavailable_ms), ("check_interval_ms", check_interval_ms)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"circuit_breaker: {name} must be a positive number, not {value!r}")
         self.read_failures_tolerated = read_failures_tolerated
         self.write_failures_tolerated = write_failures_tolerated
         self.unavailable_ms = unavailable_ms
+        self.check_interval_ms = check_interval_ms
         self._health: dict[tuple, _Health] = {}
+
+    @classmethod
+    def of(cls, value) -> "PartitionCircuitBreaker | None":
+        """The client's `circuit_breaker=`: True (the defaults), False/None (off), a dict of
+        the constructor's settings, or a PartitionCircuitBreaker."""
+        if value is None or value is False:
+            return None
+        if value is True:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, dict):
+            unknown = set(value) - {"read_failures_tolerated", "write_failures_tolerated",
+                                    "unavailable_ms", "check_interval_ms"}
+            if unknown:
+                raise ValueError(f"circuit_breaker: unknown setting(s) {sorted(unknown)}; the settings are "
+                                 "read_failures_tolerated, write_failures_tolerated, unavailable_ms, check_interval_ms")
+            return cls(**value)
+        raise ValueError(f"circuit_breaker must be True, False or a dict of settings, not {value!r}")
 
     @property
     def tracking(self) -> bool:

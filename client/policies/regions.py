@@ -9,8 +9,9 @@ regions. The router keeps the latest one and answers `applicable(is_write, exclu
   them as the last resort, as the SDKs fall back to the hub; no preference → the account's order;
 * writes: single-write accounts write to the write region (preferences and exclusions do not
   apply, as in the SDK); multi-write accounts follow the preference like reads;
-* excluded regions (the client's, a list or a supplier callable read at every request, plus the
-  request's own) are dropped; when nothing is left the request goes to the primary (first
+* excluded regions are dropped: the request's own list when it has one (it replaces the
+  client's, as in azure-cosmos and the Java SDK), else the client's (a list or a supplier
+  callable read at every request); when nothing is left the request goes to the primary (first
   write) region;
 * an endpoint marked unavailable (connection failure, 403/1008) moves to the end of every list
   for UNAVAILABLE_MS.
@@ -58,6 +59,8 @@ def normalise(name: str) -> str:
 class RegionRouter:
     def __init__(self, preferred=(), excluded=None, multi_write_enabled: bool = True,
                  refresh_interval_ms: int = ACCOUNT_REFRESH_MS):
+        if isinstance(preferred, str):       # one region named as a string, not its letters
+            preferred = [preferred]
         self.preferred = [normalise(p) for p in preferred or ()]
         self.excluded_locations = excluded
         self.multi_write_enabled = multi_write_enabled
@@ -72,7 +75,7 @@ class RegionRouter:
     @property
     def excluded_locations(self) -> list[str]:
         value = self._excluded() if callable(self._excluded) else self._excluded
-        return list(value or ())
+        return [value] if isinstance(value, str) else list(value or ())
 
     @excluded_locations.setter
     def excluded_locations(self, value) -> None:
@@ -120,13 +123,16 @@ class RegionRouter:
         return True
 
     # ---- the effective order ---------------------------------------------------------------
-    def applicable(self, is_write: bool, now_ms: float, excluded=()) -> list[Region]:
-        """The regions a request may use, best first; never empty."""
+    def applicable(self, is_write: bool, now_ms: float, excluded=None) -> list[Region]:
+        """The regions a request may use, best first; never empty. `excluded`: the request's
+        own exclusions (None: the client's)."""
         account = self.account
         if is_write and not self.multi_write:
             return list(account.write_regions)
-        client_excluded = self.excluded_locations
-        if not client_excluded and not excluded and not self._unavailable:
+        # A request's own list (even an empty one) replaces the client's, as azure-cosmos's
+        # _get_configured_excluded_locations and the Java SDK's request options do.
+        names = self.excluded_locations if excluded is None else [excluded] if isinstance(excluded, str) else excluded
+        if not names and not self._unavailable:
             plain = self._plain.get(is_write)
             if plain is None:
                 plain = self._plain[is_write] = self._preferred_order(
@@ -134,7 +140,7 @@ class RegionRouter:
             return list(plain)
         candidates = account.write_regions if is_write else account.read_regions
         ordered = self._preferred_order(candidates)
-        dropped = {normalise(n) for n in client_excluded} | {normalise(n) for n in excluded or ()}
+        dropped = {normalise(n) for n in names}
         kept = [r for r in ordered if normalise(r.name) not in dropped]
         if not kept:
             return [self.primary()]

@@ -7,9 +7,10 @@ to retry, after how long, where (`same` region, `next` region in the applicable 
 unavailable, and gives the reason that diagnostics record. The rules, with their defaults:
 
 * 429/3200 (and any 429 but 50009): wait the server's retry-after; at most 9 retries and 30 s
-  of waiting in all (checked before adding, as the SDK does);
+  of waiting in all: a wait that would take the total past 30 s is not made (as the Java SDK's
+  ResourceThrottleRetryPolicy; azure-cosmos checks before adding, so it may wait longer);
 * 429/50009 (the account's credit window is spent): wait 2 s, then twice as long each time up to
-  8 s, at most 30 s in all;
+  8 s (or the server's retry-after when longer), at most 30 s in all, the same way;
 * 403/3: the region no longer takes writes: refresh the account and retry in the new write
   region (at once the first time, then every second, as the SDK; bounded);
 * 403/1008: the region no longer serves the account: mark it unavailable, refresh, next region;
@@ -119,11 +120,11 @@ def decide(options: RetryOptions, state: RetryState, outcome: Outcome, kind: Req
 
 
 def _throttled(options, state, outcome) -> Decision:
+    wait = max(outcome.retry_after_ms or 0, 0)
     if state.throttle_retries >= options.throttle_retries_max:
         return RAISE
-    if state.throttle_waited_ms >= options.throttle_wait_ms_max:
+    if state.throttle_waited_ms + wait > options.throttle_wait_ms_max:
         return RAISE
-    wait = max(outcome.retry_after_ms or 0, 0)
     state.throttle_retries += 1
     state.throttle_waited_ms += wait
     return Decision(True, f"429/{outcome.sub_status} throttled: retry-after {wait} ms "
@@ -131,10 +132,10 @@ def _throttled(options, state, outcome) -> Decision:
 
 
 def _credits(options, state, outcome) -> Decision:
-    if state.credits_waited_ms >= options.credits_wait_ms_max:
-        return RAISE
     step = min(options.credits_first_wait_ms * 2 ** state.credits_retries, options.credits_wait_step_ms_max)
     wait = max(step, outcome.retry_after_ms or 0)
+    if state.credits_waited_ms + wait > options.credits_wait_ms_max:
+        return RAISE
     state.credits_retries += 1
     state.credits_waited_ms += wait
     return Decision(True, f"429/50009 credits spent: back off {wait} ms (retry {state.credits_retries})", wait)

@@ -10,14 +10,17 @@ injected clock, moved on — no test waits) the next request probes and the regi
 client unable to tell (diagnostics say the outcome is unknown), and with the non-idempotent
 opt-in on a multi-write account the retry meets the applied create as 409; `region_outage` in
 each mode (`unavailable`, `refuse`, `reset`, `blackhole` with a 0.5 s request timeout) moves
-reads to the next region, in gateway and direct mode. The latency and error faults act on
+reads to the next region, in gateway and direct mode; under a 1 s `latency` the end-to-end
+timeout (per client, per request, or none per request) cancels every attempt, hedges included,
+and raises 408. The latency and error faults act on
 gateway replies only (the direct nodes do not apply request faults), so those tests run in
 gateway mode. Real sockets; no sleeps."""
 import time
 
 import pytest
 
-from client import CosmosClient, CosmosHttpResponseError, CosmosResourceExistsError, PartitionKey
+from client import (CosmosClient, CosmosClientTimeoutError, CosmosHttpResponseError, CosmosResourceExistsError,
+                    PartitionKey)
 from client import partition_key as pkmod
 from client.policies import breaker as cb
 
@@ -262,3 +265,41 @@ def test_reads_leave_a_region_in_outage_in_every_mode(regionlab, mode, connectio
         assert replicas and {r["region"] for r in replicas} == {WEST}
         west = lambda t: t["direct_requests"].get(WEST, {}).get("read 200", 0)
         assert west(after) - west(before) == 1             # West US's replicas served it
+
+
+# ---- the end-to-end timeout under latency ------------------------------------------------------
+E2E_TIMEOUT_S = 0.3
+LOOP_TICK_MS = 2                         # uvloop's timers tick in whole ms; diagnostics use perf_counter
+
+
+@pytest.mark.regionlab_config(lag_ms=NO_LAG)
+def test_the_end_to_end_timeout_cancels_every_attempt_per_client_and_per_request(regionlab):
+    emu = regionlab
+    with CosmosClient(emu.endpoint, credential=emu.key, preferred_locations=[EAST, EAST2],
+                      timeout=E2E_TIMEOUT_S) as timed, \
+            CosmosClient(emu.endpoint, credential=emu.key, preferred_locations=[EAST, EAST2]) as plain:
+        c = timed.create_database("db").create_container("c", PartitionKey(path="/pk"))
+        c.create_item({"id": "1", "pk": "p"})
+        p = plain.get_database_client("db").get_container_client("c")
+        with emu.faults.latency(EAST, delay_ms=1000, op="read"):
+            with pytest.raises(CosmosClientTimeoutError) as client_level:
+                c.read_item("1", partition_key="p")
+            with pytest.raises(CosmosClientTimeoutError) as request_level:
+                p.read_item("1", partition_key="p", timeout=E2E_TIMEOUT_S)
+            hedged_ok = c.read_item("1", partition_key="p", availability_strategy={"threshold_ms": 100})
+            with emu.faults.latency(EAST2, delay_ms=1000, op="read"):
+                with pytest.raises(CosmosClientTimeoutError) as hedged:     # both copies cancelled
+                    c.read_item("1", partition_key="p", availability_strategy={"threshold_ms": 100})
+            overridden = c.read_item("1", partition_key="p", timeout=None)   # the request's own: none
+        fast = c.read_item("1", partition_key="p")
+    for e in (client_level.value, request_level.value):
+        d = e.diagnostics
+        assert (e.status_code, d.status) == (408, 408) and "end-to-end timeout" in e.message
+        assert [(a.region, a.error) for a in d.attempts] == [(EAST, "cancelled")]
+        assert E2E_TIMEOUT_S * 1000 - LOOP_TICK_MS <= d.latency_ms < 1000
+    assert path(hedged_ok.diagnostics) == [(EAST, None), (EAST2, 200)]        # the hedge beat the timeout
+    d = hedged.value.diagnostics
+    assert [(a.region, a.hedge, a.error) for a in d.attempts] == [(EAST, False, "cancelled"),
+                                                                  (EAST2, True, "cancelled")]
+    assert path(overridden.diagnostics) == [(EAST, 200)] and overridden.diagnostics.latency_ms >= 1000
+    assert path(fast.diagnostics) == [(EAST, 200)]

@@ -2,7 +2,10 @@
 consecutive read failures or 5 write failures open a (partition, region), a success in between
 resets the count, an Unavailable region moves to the end of that partition's order only, after
 30 s it is HealthyTentative (lazily or by the 60 s background sweep) and the probe's outcome
-decides Healthy or Unavailable again."""
+decides Healthy or Unavailable again; the four numbers are settings of the client's
+`circuit_breaker={...}`."""
+import pytest
+
 from client.policies.breaker import (HEALTHY, TENTATIVE, UNAVAILABLE, PartitionCircuitBreaker,
                                      is_failure)
 
@@ -64,3 +67,17 @@ def test_what_counts_as_a_failure():
     assert is_failure(503, None) and is_failure(408, None) and is_failure(500, None)
     assert is_failure(None, "connect")
     assert not is_failure(429, None) and not is_failure(404, None) and not is_failure(200, None)
+
+
+def test_the_settings_come_from_the_clients_option():
+    assert PartitionCircuitBreaker.of(False) is None and PartitionCircuitBreaker.of(None) is None
+    default = PartitionCircuitBreaker.of(True)
+    assert (default.read_failures_tolerated, default.write_failures_tolerated, default.unavailable_ms,
+            default.check_interval_ms) == (10, 5, 30_000, 60_000)
+    b = PartitionCircuitBreaker.of({"read_failures_tolerated": 3, "unavailable_ms": 5_000})
+    assert fail(b, 3, now=0)[-1] == UNAVAILABLE
+    assert b.state(P, "East US", 5_000) == TENTATIVE
+    with pytest.raises(ValueError, match="unknown setting"):
+        PartitionCircuitBreaker.of({"read_failures": 3})
+    with pytest.raises(ValueError, match="positive"):
+        PartitionCircuitBreaker.of({"write_failures_tolerated": 0})

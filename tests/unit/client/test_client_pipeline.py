@@ -333,3 +333,41 @@ def test_the_periodic_account_refresh_runs_in_the_background():
     assert t.account_reads == reads_at_start + 1
     assert not any(e.kind == "account" for e in item.diagnostics.events)
     assert item.diagnostics.latency_ms == pytest.approx(5.0)
+
+
+def test_circuit_breaker_settings_and_the_sdks_retry_names_reach_the_policies():
+    doc = account_doc(write=("East US", "West US"), read=("East US", "West US"), multi_write=True)
+    t = ScriptedTransport(serve(lambda r, m, h: (0.0, reply(503)) if r == "East US" else (0.0, reply())), doc)
+
+    async def main():
+        client, c = await container(t, circuit_breaker={"read_failures_tolerated": 2, "check_interval_ms": 1000},
+                                    retry_throttle_total=4, retry_backoff_max=12)
+        reads = [await c.read_item("1", partition_key="a") for _ in range(3)]
+        await client.close()
+        return client, reads
+    client, reads = run(main())
+    assert client.circuit_breaker.read_failures_tolerated == 2
+    assert client.circuit_breaker.check_interval_ms == 1000
+    assert [a.region for a in reads[2].diagnostics.attempts] == ["West US"]   # opened after 2 failures
+    options = client._pipeline.retry_options
+    assert (options.throttle_retries_max, options.throttle_wait_ms_max) == (4, 12_000)
+
+
+@pytest.mark.parametrize("mode", ["gateway", "direct"])
+def test_the_connect_timeout_reaches_the_gateway_pools_too(mode):
+    async def main():
+        client = CosmosClient(GLOBAL, KEY, connection_mode=mode, connect_timeout_s=2.5, request_timeout_s=4)
+        transport = client._pipeline.transport
+        gateway = transport.gateway if mode == "direct" else transport
+        pool = gateway.pool("http://east/")
+        if mode == "direct":
+            assert (transport.options.connect_timeout_s, transport.options.request_timeout_s) == (2.5, 4)
+        await client.close()
+        return pool.connect_timeout_s, pool.request_timeout_s
+    assert run(main()) == (2.5, 4)
+
+
+@pytest.mark.parametrize("credential", [None, "", {"resourceTokens": {}}, 42])
+def test_a_credential_that_is_not_a_key_is_refused_clearly(credential):
+    with pytest.raises(TypeError, match="credential must be the account key"):
+        CosmosClient(GLOBAL, credential)

@@ -2,8 +2,8 @@
 sockets): preferred ∩ account regions in preference order with the primary as the last resort,
 names compared as the SDK compares them, a preferred region the account gains used after a
 refresh, single-write writes pinned to the write region, exclusions (list, supplier callable,
-per request) with every-region-excluded going to the primary, unavailable endpoints last until
-they expire, and the 5-minute refresh clock."""
+per request, which replaces the client's as in the SDK) with every-region-excluded going to the
+primary, unavailable endpoints last until they expire, and the 5-minute refresh clock."""
 from client.policies.regions import RegionRouter, UNAVAILABLE_MS, parse_account
 
 from client_world import account_doc
@@ -65,9 +65,13 @@ def test_client_exclusions_can_change_at_runtime_as_a_list_or_a_supplier():
     assert names(r.applicable(False, 0)) == [W]
 
 
-def test_request_exclusions_add_to_the_clients():
+def test_request_exclusions_replace_the_clients_as_in_the_sdk():
     r = router(excluded=["East US"])
-    assert names(r.applicable(False, 0, excluded=["West US"])) == [N]
+    assert names(r.applicable(False, 0, excluded=["West US"])) == [E, N]
+    assert names(r.applicable(False, 0, excluded=[])) == [E, W, N]       # [] clears the client's
+    assert names(r.applicable(False, 0, excluded=None)) == [W, N]        # None: the client's
+    r.excluded_locations = lambda: [W]
+    assert names(r.applicable(False, 0, excluded=[N])) == [E, W]
 
 
 def test_every_region_excluded_goes_to_the_primary():
@@ -91,3 +95,9 @@ def test_refresh_every_five_minutes_and_at_once_when_asked():
     assert r.needs_refresh(300_001)
     r = router(now_ms=0, refresh_interval_ms=1000)
     assert r.needs_refresh(1000)
+
+
+def test_a_region_given_as_a_string_is_one_region_not_its_letters():
+    r = router(preferred="West US", excluded="North")
+    assert names(r.applicable(False, 0)) == [W, E]
+    assert names(r.applicable(False, 0, excluded="West US")) == [E]

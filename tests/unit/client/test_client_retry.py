@@ -1,6 +1,6 @@
 """Proves the retry policy's schedules, by calling decide() with outcomes in sequence (pure, no
-clock): 429/3200 waits the retry-after for at most 9 retries and 30 s; 429/50009 waits 2 s then
-doubles up to 8 s, bounded; 403/3 refreshes and goes to the write region; 403/1008 marks the region
+clock): 429/3200 waits the retry-after for at most 9 retries and never more than 30 s in all;
+429/50009 waits 2 s then doubles up to 8 s, 30 s in all; 403/3 refreshes and goes to the write region; 403/1008 marks the region
 and moves on; 404/1002 goes to the write region once (single-write) or through the regions
 (multi-write); a 503 moves to the next region at once (a local retry only in the last or only
 region); 408/connection errors retry locally then move region for reads, while writes retry
@@ -32,15 +32,20 @@ def test_throttled_waits_the_retry_after_nine_times_at_most():
     assert all(d.route == "same" for d in ds) and "429/3200" in ds[0].reason
 
 
-def test_throttled_stops_after_thirty_seconds_of_waiting():
+def test_throttled_never_waits_more_than_thirty_seconds_in_all():
     ds = schedule(Outcome(429, 3200, 12_000))
-    assert [d.delay_ms for d in ds] == [12_000, 12_000, 12_000]     # checked before adding, as the SDK
+    assert [d.delay_ms for d in ds] == [12_000, 12_000]             # a third would make 36 s
+    assert [d.delay_ms for d in schedule(Outcome(429, 3200, 10_000))] == [10_000] * 3
+    assert schedule(Outcome(429, 3200, 31_000)) == []
+    ds = schedule(Outcome(429, 3200, 5_000), options=RetryOptions(throttle_wait_ms_max=12_000))
+    assert [d.delay_ms for d in ds] == [5_000, 5_000]
 
 
 def test_credits_back_off_from_two_seconds_doubling_to_a_bound():
     ds = schedule(Outcome(429, 50009, 1000))
     assert [d.delay_ms for d in ds] == [2000, 4000, 8000, 8000, 8000]
-    assert sum(d.delay_ms for d in ds[:-1]) < 30_000 <= sum(d.delay_ms for d in ds)
+    assert sum(d.delay_ms for d in ds) == 30_000                        # and never more
+    assert [d.delay_ms for d in schedule(Outcome(429, 50009, 12_000))] == [12_000, 12_000]
 
 
 def test_write_forbidden_refreshes_and_retries_in_the_write_region():
