@@ -21,7 +21,7 @@ ACCEPTED = [
     ("SELECT c.kind, COUNT(1) AS n FROM c GROUP BY c.kind", [{"kind": "x", "n": 2}, {"kind": "y", "n": 1}]),
     ("SELECT VALUE c.kind FROM c GROUP BY c.kind", ["x", "y"]),
     ("SELECT VALUE COUNT(1) FROM c GROUP BY c.kind", [2, 1]),
-    ("SELECT c.kind AS k, MAX(c.n) AS top FROM c GROUP BY c.kind", [{"k": "x", "top": 2}, {"k": "y", "top": 5}]),
+    ("SELECT c.kind AS k, MAX(c.n) AS hi FROM c GROUP BY c.kind", [{"k": "x", "hi": 2}, {"k": "y", "hi": 5}]),
     ("SELECT UPPER(c.kind) AS k FROM c GROUP BY c.kind", [{"k": "X"}, {"k": "Y"}]),
     ("SELECT c.kind, upper(c.kind) AS k FROM c GROUP BY c.kind", [{"kind": "x", "k": "X"}, {"kind": "y", "k": "Y"}]),
     ("SELECT UPPER(c.kind) AS k FROM c GROUP BY upper(c.kind)", [{"k": "X"}, {"k": "Y"}]),
