@@ -114,32 +114,37 @@ async def _load_then_kill(client, cli):
     while len(acks) < ACKS_BEFORE_KILL and not all(t.done() for t in tasks):
         await asyncio.wait(tasks, timeout=0.05)      # wakes as writers end, else looks again
     dead.set()
+    fallbacks = client.direct_transport.fallbacks    # every write so far went to a node, none via the gateway
     cli.proc.kill()                                  # SIGKILL, mid-load: no clean shutdown
     await asyncio.wait_for(asyncio.gather(*tasks), WRITER_END_S)
     assert len(acks) >= ACKS_BEFORE_KILL, [w.refused for w in writers]
     assert [e for w in writers for e in w.refused] == []
-    assert client.direct_transport.fallbacks == 0    # every write went to a node, none via the gateway
+    assert fallbacks == 0
     return writers
 
 
 async def _read_back(client, writers) -> tuple:
     """({id: value, None when absent}, node ports that answered, address refreshes seen)."""
     c = client.get_database_client("durable").get_container_client("items")
-    seen, ports, refreshes = {}, set(), []
+    seen, ports, refreshes, fallbacks = {}, set(), [], []
     for w in writers:
         for k in range(KEYS_PER_WRITER):
             id = f"w{w.n}-{k}"
             try:
                 r = await c.read_item(id, partition_key=f"p{w.n}")
+                diagnostics = r.diagnostics
+                seen[id] = r["v"]
+                ports |= _served_ports(r)
             except CosmosResourceNotFoundError as e:
+                diagnostics = getattr(e, "diagnostics", None)
                 seen[id] = None if id in w.state else "never written"
-                refreshes += [x for a in e.diagnostics.to_dict()["attempts"] if a["direct"]
-                              for x in a["direct"]["refreshes"]] if getattr(e, "diagnostics", None) else []
-                continue
-            seen[id] = r["v"]
-            ports |= _served_ports(r)
-            refreshes += [x for a in r.diagnostics.to_dict()["attempts"] if a["direct"] for x in a["direct"]["refreshes"]]
-    return seen, ports, refreshes
+            for a in diagnostics.to_dict()["attempts"] if diagnostics is not None else ():
+                if a["direct"]:
+                    refreshes += a["direct"]["refreshes"]
+                    if a["direct"]["fallback"]:
+                        fallbacks.append((id, a["direct"]["fallback"],
+                                          [(r["address"], r.get("error")) for r in a["direct"]["replicas"]]))
+    return seen, ports, refreshes, fallbacks
 
 
 def _allowed(w: Writer, id: str) -> set:
@@ -169,10 +174,11 @@ def test_direct_writes_acknowledged_before_a_kill_9_are_read_back_direct_and_thr
                 try:
                     assert cli.info["restored_items"] > 0
                     new_nodes = _node_ports(cli.info)
-                    seen, ports, refreshes = await _read_back(client, writers)
+                    fallbacks_before = client.direct_transport.fallbacks   # the writes the kill cut
+                    seen, ports, refreshes, fallbacks = await _read_back(client, writers)
                     c = client.get_database_client("durable").get_container_client("items")
                     created = await c.create_item({"id": "after", "pk": "p0", "v": -1})
-                    assert client.direct_transport.fallbacks == 0
+                    assert fallbacks == [] and client.direct_transport.fallbacks == fallbacks_before, (sorted(new_nodes), fallbacks[:2])
                     assert ports and ports <= new_nodes and _served_ports(created) <= new_nodes
                     assert refreshes, "the client never refreshed the addresses of the killed nodes"
                     through_gateway = await asyncio.to_thread(_read_all_through_the_gateway, cli.info, key)
