@@ -349,7 +349,9 @@ async def query_plan(call, container):
                           f"that does support the requested features: Query contained {', '.join(missing)}, "
                           "which the calling client does not support.")
     if not ei.plannable(q):
-        raise bad_request("regionlab does not plan an aggregate inside another expression (such as "
+        composed = ("Compositions of aggregates and other expressions are not allowed. "   # the service's words
+                    if ei.composes_aggregates(q) else "")
+        raise bad_request(f"{composed}regionlab does not plan an aggregate inside another expression (such as "
                           "COUNT(1) + 1 or {\"n\": COUNT(1)}), DISTINCT with GROUP BY or aggregates, or DISTINCT "
                           "with ORDER BY; send the query itself: the gateway runs it whole.")
     return responses.reply(200, ei.plan_of(q), call.activity_id)

@@ -81,6 +81,9 @@ def test_a_client_missing_a_feature_gets_the_service_400(emu):
 def test_a_query_regionlab_does_not_plan_gets_a_clear_400(emu):
     r = plan_request(emu, "SELECT c.pk, COUNT(1) + 1 AS n FROM c GROUP BY c.pk")
     assert r.status == 400 and "does not plan an aggregate inside another expression" in r.message
+    assert "Message: Compositions of aggregates and other expressions are not allowed. regionlab" in r.message
+    r = plan_request(emu, "SELECT DISTINCT c.pk FROM c GROUP BY c.pk")
+    assert r.status == 400 and "Compositions" not in r.message and "DISTINCT with GROUP BY" in r.message
 
 
 GROUPED = "SELECT COUNT(1) AS n, c.pk, MAX(c.n) AS hi, AVG(c.n) AS mean FROM c WHERE c.n > 0 GROUP BY c.pk"
