@@ -103,6 +103,7 @@ class Connection:
         self.on_slot = None              # called when a request finished (the pool wakes a waiter)
         self._out: list[bytes] = []      # frames to send at the end of this loop iteration
         self.pings = 0
+        self._ping_waiters: list = []    # (count, future) of pinged() callers
 
     @classmethod
     async def open(cls, host, port, key, connect_timeout_s, clock):
@@ -160,6 +161,7 @@ class Connection:
                 if not fut.done():
                     fut.set_exception(error)
             self.waiting.clear()
+            self._wake_ping_waiters(error)
             self.writer.close()
 
     async def call(self, frame_of, timeout_s) -> dict:
@@ -197,6 +199,32 @@ class Connection:
         self.pings += 1
         self.last_sent = self.clock()
         self._queue(D.encode(D.ping()))
+        if self._ping_waiters:
+            self._wake_ping_waiters(None)
+
+    async def pinged(self, count: int) -> None:
+        """Return once this connection has sent `count` heartbeats; raise ConnectionResetError
+        if it closes first. Lets a caller (tests, diagnostics) wait for heartbeats, not poll."""
+        if self.pings >= count:
+            return
+        if self.closed:
+            raise ConnectionResetError("the connection is closed")
+        fut = asyncio.get_running_loop().create_future()
+        self._ping_waiters.append((count, fut))
+        await fut
+
+    def _wake_ping_waiters(self, error: Exception | None) -> None:
+        waiting = []
+        for count, fut in self._ping_waiters:
+            if fut.done():
+                continue
+            if error is not None:
+                fut.set_exception(error)
+            elif self.pings >= count:
+                fut.set_result(None)
+            else:
+                waiting.append((count, fut))
+        self._ping_waiters = waiting
 
     async def close(self) -> None:
         if not self.closed:

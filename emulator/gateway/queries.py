@@ -20,7 +20,10 @@ a hinted path beats a scan, and lazily, so a page stops loading documents once i
 results; the charge counts the documents loaded. Compiled queries are cached by request body
 bytes (a repeated body is neither parsed nor compiled again) and by text and parameters
 (COMPILED_QUERIES_MAX entries, oldest evicted first; queries over CACHED_QUERY_BYTES_MAX are
-compiled every time, so the cache stays small).
+compiled every time, so the cache stays small). Parameter values are constants of a compiled
+query (core/query/query.py), so a text seen with a new value is compiled again, but from its
+parse tree, kept by text (PARSED_QUERIES_MAX entries): many distinct values of one query skip
+the parse.
 """
 import asyncio
 import bisect
@@ -49,16 +52,18 @@ QUERY_SCAN_CHUNK_DOCS = 256               # keys one ordered walk of a store tak
 # walk's cost followed the partition's size up to the chunk: 2x the CPU of a 1k-item query).
 QUERY_SCAN_FIRST_CHUNK_DOCS = 16
 COMPILED_QUERIES_MAX = 1024
+PARSED_QUERIES_MAX = 1024                 # query texts whose parse trees are kept
 _building: set = set()                    # stores whose new indexes the loop is building between requests
 CACHED_QUERY_BYTES_MAX = 8 * 1024
 
 _compiled: dict = {}        # body bytes or (text, parameters JSON) -> CompiledQuery, oldest first
+_parsed: dict = {}          # query text -> its parse tree, oldest first
 
 
-def _remember(key, q) -> None:
-    if len(_compiled) >= COMPILED_QUERIES_MAX:
-        del _compiled[next(iter(_compiled))]
-    _compiled[key] = q
+def _remember(key, q, cache: dict = _compiled, limit: int = COMPILED_QUERIES_MAX) -> None:
+    if len(cache) >= limit:
+        del cache[next(iter(cache))]
+    cache[key] = q
 
 
 def _query_of(call):
@@ -79,7 +84,7 @@ def _query_of(call):
 
 
 def _compile(body):
-    from ..core.query import compile_query, QueryError
+    from ..core.query import compile_query, parse_query, QueryError
     if not isinstance(body, dict) or not isinstance(body.get("query"), str):
         raise bad_request('A query body must be {"query": "SELECT ...", "parameters": [...]}.')
     if len(body["query"]) > QUERY_TEXT_BYTES_MAX:
@@ -87,14 +92,20 @@ def _compile(body):
     params = body.get("parameters")
     if params is not None and not isinstance(params, list):
         raise bad_request("Query parameters must be a list of {\"name\":\"@x\",\"value\":...}.")
-    key = (body["query"], json.dumps(params, sort_keys=True) if params else "")
+    text = body["query"]
+    key = (text, json.dumps(params, sort_keys=True) if params else "")
     q = _compiled.get(key)
     if q is None:
         try:
-            q = compile_query(body["query"], params)
+            tree = _parsed.get(text)
+            if tree is None:
+                tree = parse_query(text)
+                if len(text) <= CACHED_QUERY_BYTES_MAX:
+                    _remember(text, tree, _parsed, PARSED_QUERIES_MAX)
+            q = compile_query(text, params, tree)
         except QueryError as e:
             raise bad_request(f"Syntax error in query: {e}") from None
-        if len(body["query"]) <= CACHED_QUERY_BYTES_MAX:
+        if len(text) <= CACHED_QUERY_BYTES_MAX:
             _remember(key, q)
     return q
 
@@ -338,7 +349,9 @@ async def query_plan(call, container):
                           f"that does support the requested features: Query contained {', '.join(missing)}, "
                           "which the calling client does not support.")
     if not ei.plannable(q):
-        raise bad_request("regionlab does not plan an aggregate inside another expression (such as "
+        composed = ("Compositions of aggregates and other expressions are not allowed. "   # the service's words
+                    if ei.composes_aggregates(q) else "")
+        raise bad_request(f"{composed}regionlab does not plan an aggregate inside another expression (such as "
                           "COUNT(1) + 1 or {\"n\": COUNT(1)}), DISTINCT with GROUP BY or aggregates, or DISTINCT "
                           "with ORDER BY; send the query itself: the gateway runs it whole.")
     return responses.reply(200, ei.plan_of(q), call.activity_id)

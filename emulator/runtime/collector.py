@@ -75,10 +75,16 @@ class Histogram:
 class Collector:
     """The policy and the measurements of one process's collector (see the module docstring)."""
 
-    def __init__(self, account=None, policy: bool = True, freeze_after_full_ms: float = FREEZE_AFTER_FULL_MS):
+    def __init__(self, account=None, policy: bool = True, freeze_after_full_ms: float = FREEZE_AFTER_FULL_MS,
+                 lag_interval_ms: float = LAG_SAMPLE_INTERVAL_MS, timer=None):
         self.account = account
         self.policy = policy
         self.freeze_after_full_ms = freeze_after_full_ms
+        # The lag sampler's timer: (now_s, sleep); None is the running loop's clock and
+        # asyncio.sleep. Tests pass a virtual one. `sampled` is set after every sample.
+        self.lag_interval_ms = lag_interval_ms
+        self._timer = timer
+        self.sampled = asyncio.Event()
         self.pauses = [Histogram() for _ in range(3)]     # wall time, by generation
         self.pauses_cpu = [Histogram() for _ in range(3)]  # the collecting thread's CPU time
         self.lag = Histogram()
@@ -113,13 +119,14 @@ class Collector:
 
     # ---- the loop's lag, and deletes that frozen cycles would keep ---------------------------
     async def _sample(self) -> None:
-        interval_s = LAG_SAMPLE_INTERVAL_MS / 1000
-        loop = asyncio.get_running_loop()
+        interval_s = self.lag_interval_ms / 1000
+        now_s, sleep = self._timer or (asyncio.get_running_loop().time, asyncio.sleep)
         while True:
-            due = loop.time() + interval_s
-            await asyncio.sleep(interval_s)
-            self.lag.add(max(0.0, (loop.time() - due) * 1000))
+            due = now_s() + interval_s
+            await sleep(interval_s)
+            self.lag.add(max(0.0, (now_s() - due) * 1000))
             self._release_deleted()
+            self.sampled.set()
 
     def _resources(self) -> int:
         a = self.account
@@ -161,7 +168,7 @@ class Collector:
                 "pauses_ms": {f"gen{i}": h.describe() for i, h in enumerate(self.pauses)},
                 "pauses_cpu_ms": {f"gen{i}": h.describe() for i, h in enumerate(self.pauses_cpu)},
                 "slow_pauses": list(self.slow), "slow_pause_ms": SLOW_PAUSE_MS,
-                "loop_lag_ms": self.lag.describe(), "loop_lag_interval_ms": LAG_SAMPLE_INTERVAL_MS}
+                "loop_lag_ms": self.lag.describe(), "loop_lag_interval_ms": self.lag_interval_ms}
 
     def metrics(self) -> list:
         """Prometheus lines: collector pauses by generation, and the loop's lag."""
@@ -170,7 +177,7 @@ class Collector:
         for i, h in enumerate(self.pauses):
             out.extend(_histogram_lines("regionlab_gc_pause_ms", h, f'generation="{i}"'))
         out += ["# HELP regionlab_loop_lag_ms How late a timer due every "
-                f"{LAG_SAMPLE_INTERVAL_MS} ms ran (ms).", "# TYPE regionlab_loop_lag_ms histogram"]
+                f"{self.lag_interval_ms:g} ms ran (ms).", "# TYPE regionlab_loop_lag_ms histogram"]
         out.extend(_histogram_lines("regionlab_loop_lag_ms", self.lag, ""))
         out += ["# HELP regionlab_gc_frozen_objects Objects in the permanent generation (gc.freeze).",
                 "# TYPE regionlab_gc_frozen_objects gauge", f"regionlab_gc_frozen_objects {gc.get_freeze_count()}"]

@@ -343,3 +343,25 @@ def test_js_plans_queries_itself_with_force_query_plan_and_gets_the_same_results
     _judge_planned(report)
     # service mode: the SDK's unforced runs met 400/1004 (and planned from additionalErrorInfo)
     assert (refused > 0) == (mode == "service")
+
+
+REFUSED_GROUPED = {
+    "a property neither grouped nor aggregated": (
+        "SELECT c.id, COUNT(1) AS n FROM c GROUP BY c.kind",
+        "Property reference 'c.id' is invalid in the select list because it is not contained in either an "
+        "aggregate function or the GROUP BY clause"),
+    "select star with group by": ("SELECT * FROM c GROUP BY c.kind", "'SELECT *' is not allowed with GROUP BY"),
+}
+
+
+@pytest.mark.parametrize("mode", ["whole", "service"])
+def test_js_gets_the_service_400_for_a_select_list_the_group_by_does_not_cover(js_sdk, mode):
+    queries = [{"name": name, "sql": sql, "refused": True} for name, (sql, _) in REFUSED_GROUPED.items()]
+    with running_emulator(partitions=4, query_mode=mode) as emu:
+        report = run_node(js_sdk, "query_plan.mjs", emu, REGIONLAB_DOCS=json.dumps(PLAN_DOCS),
+                          REGIONLAB_QUERIES=json.dumps(queries))
+    for name, (_, words) in REFUSED_GROUPED.items():
+        r = ok(report, name)
+        for run in ("forced", "plain"):          # planned by the SDK, and sent as the query itself
+            error = r[run].get("error") if isinstance(r[run], dict) else None
+            assert error is not None and error["code"] == 400 and words in error["message"], (name, run, r[run])

@@ -1,14 +1,16 @@
 """Query plans on the wire: a plan request (as the Python and JS SDKs send it) gets the
 service's plan shape (GROUP BY and aggregates outside SELECT VALUE included, whose per-range
 partials merge to the whole query's answer), a client lacking a feature the query needs gets the
-service's 400, and a query regionlab does not plan gets a clear 400; under --query-mode service a cross-partition
+service's 400, a query regionlab does not plan gets a clear 400, a GROUP BY whose select list
+names a property it does not group gets the service's 400 on every path (plan requests as both
+SDKs send them, the query itself, the official Python SDK cross-partition and scoped); under --query-mode service a cross-partition
 query that needs client-side work answers 400/1004 with its plan in `additionalErrorInfo`,
 while partition-scoped and plain cross-partition queries are served, and the default mode
 never answers 1004. Real emulator, signed raw HTTP (the SDK paths are in the corpus tests)."""
 import json
 
 import pytest
-from azure.cosmos import PartitionKey
+from azure.cosmos import PartitionKey, exceptions
 
 from emulator.config import ConfigError
 from emulator.testing import running_emulator
@@ -79,6 +81,9 @@ def test_a_client_missing_a_feature_gets_the_service_400(emu):
 def test_a_query_regionlab_does_not_plan_gets_a_clear_400(emu):
     r = plan_request(emu, "SELECT c.pk, COUNT(1) + 1 AS n FROM c GROUP BY c.pk")
     assert r.status == 400 and "does not plan an aggregate inside another expression" in r.message
+    assert "Message: Compositions of aggregates and other expressions are not allowed. regionlab" in r.message
+    r = plan_request(emu, "SELECT DISTINCT c.pk FROM c GROUP BY c.pk")
+    assert r.status == 400 and "Compositions" not in r.message and "DISTINCT with GROUP BY" in r.message
 
 
 GROUPED = "SELECT COUNT(1) AS n, c.pk, MAX(c.n) AS hi, AVG(c.n) AS mean FROM c WHERE c.n > 0 GROUP BY c.pk"
@@ -153,6 +158,31 @@ def test_group_by_with_order_by_is_refused(emu):
     for r in (plan_request(emu, "SELECT c.pk, COUNT(1) AS n FROM c GROUP BY c.pk ORDER BY c.pk"),
               query_request(emu, "SELECT c.pk, COUNT(1) AS n FROM c GROUP BY c.pk ORDER BY c.pk")):
         assert r.status == 400 and "ORDER BY is not supported together with aggregates or GROUP BY" in r.message
+
+
+NOT_GROUPED = ("Property reference 'c.id' is invalid in the select list because it is not contained in either an "
+               "aggregate function or the GROUP BY clause")
+
+
+def test_a_select_list_property_not_in_the_group_by_is_the_service_400_on_every_path(emu):
+    bad = "SELECT c.id, COUNT(1) FROM c GROUP BY c.pk"
+    js_plan = {"content-type": "application/query+json"}        # the JS SDK's plan request form
+    for r in (plan_request(emu, bad), plan_request(emu, bad, features=PYTHON_FEATURES),
+              raw_request(emu, "POST", DOCS_PATH, {"query": bad, "parameters": []},
+                          {"x-ms-cosmos-is-query-plan-request": "True", **js_plan}),
+              query_request(emu, bad), query_request(emu, bad, {"x-ms-documentdb-partitionkey": '["p1"]'})):
+        assert r.status == 400 and NOT_GROUPED in r.message, r
+    r = query_request(emu, "SELECT * FROM c GROUP BY c.pk")
+    assert r.status == 400 and "'SELECT *' is not allowed with GROUP BY" in r.message
+    with make_client(emu) as client:
+        c = client.get_database_client("db").get_container_client("items")
+        for scope in ({"enable_cross_partition_query": True}, {"partition_key": "p1"}):
+            with pytest.raises(exceptions.CosmosHttpResponseError) as info:
+                list(c.query_items(bad, **scope))
+            assert info.value.status_code == 400 and NOT_GROUPED in info.value.message
+        fine = list(c.query_items("SELECT c.pk, UPPER(c.pk) AS up, COUNT(1) AS n FROM c GROUP BY c.pk",
+                                  partition_key="p1"))
+        assert fine == [{"pk": "p1", "up": "P1", "n": 3}]
 
 
 def test_service_mode_refuses_cross_partition_pipelines_with_the_plan_and_serves_the_rest(emu):

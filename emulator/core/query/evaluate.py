@@ -30,6 +30,8 @@ AGGREGATE_NAMES = frozenset({"COUNT", "SUM", "MIN", "MAX", "AVG"})
 # ones keep the specialised closures, which are faster): a chain's length is not bounded by
 # the parser's nesting limit, so its closures must not nest once per link.
 CHAIN_NESTED_MAX = 16
+# The service's words for AVG(SUM(x)) or SUM((SELECT ...)).
+NESTED_AGGREGATE_MESSAGE = "Cannot perform an aggregate function on an expression containing an aggregate or a subquery."
 
 
 @dataclass
@@ -364,9 +366,27 @@ def _aggregate_call(node, name, scope, ctx, aggs):
         raise ctx.error(node, f"aggregate {name} is only allowed in a SELECT list")
     if len(node.args) != 1:
         raise ctx.error(node, f"aggregate {name} takes exactly 1 argument, got {len(node.args)}")
+    if _holds_aggregate_or_subquery(node.args[0]):
+        raise ctx.error(node, NESTED_AGGREGATE_MESSAGE)
     argument = compile_expr(node.args[0], scope, ctx, None)
     slot = aggs.add(name, argument)
     return lambda row: row[slot]
+
+
+def _holds_aggregate_or_subquery(node: n.Node) -> bool:
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, n.Subquery) or (isinstance(node, n.Call) and not node.udf
+                                            and node.name.upper() in AGGREGATE_NAMES):
+            return True
+        for value in vars(node).values():
+            for part in value if isinstance(value, tuple) else (value,):
+                if isinstance(part, tuple):      # ObjectCtor pairs: (name, node)
+                    part = part[1]
+                if isinstance(part, n.Node):
+                    stack.append(part)
+    return False
 
 
 def _array(node, scope, ctx, aggs):

@@ -126,6 +126,14 @@ def plannable(query) -> bool:
     return not (tree.order_by and tree.select.distinct)
 
 
+def composes_aggregates(query) -> bool:
+    """Whether a select item holds an aggregate inside another expression (`COUNT(1) + 1`,
+    `{"n": COUNT(1)}`): the service's plan generator refuses these ("Compositions of aggregates
+    and other expressions are not allowed.")."""
+    return any(_holds_aggregate(item.expr) and _aggregate_name(item.expr) is None
+               for item in _tree(query).select.items)
+
+
 def features_needed(query) -> list[str]:
     tree = _tree(query)
     out = []

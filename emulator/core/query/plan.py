@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from emulator.core.query import nodes as n
 from emulator.core.query.aggregate import new_accumulators
 from emulator.core.query.evaluate import AggregateSlots, Context, Scope, compile_expr, constant_of
+from emulator.core.query.grouping import check_grouped
 from emulator.core.query.ordering import sort_rows
 from emulator.core.query.projection import compile_projection
 from emulator.core.query.sources import compile_sources
@@ -107,6 +108,8 @@ class Plan:
 def compile_plan(query: n.Query, outer: Scope, ctx: Context, top_level: bool) -> Plan:
     scope, produce, levels = compile_sources(query, outer, ctx, top_level)
     where = compile_expr(query.where, scope, ctx) if query.where is not None else None
+    if query.group_by:
+        check_grouped(query, ctx)
     aggs = AggregateSlots(base=scope.size)
     project = compile_projection(query, scope, ctx, aggs)
     is_aggregate = bool(aggs.calls) or bool(query.group_by)

@@ -23,8 +23,6 @@ def compile_projection(query: n.Query, scope: Scope, ctx: Context, aggs: Aggrega
     if select.star:
         if query.source is None or query.joins:
             raise ctx.error(select, "SELECT * is only valid with a single FROM source and no JOIN")
-        if query.group_by:
-            raise ctx.error(select, "SELECT * is not valid with GROUP BY")
         slot = scope.names[query.source.alias]
         return lambda row: row[slot]
     if select.value:

@@ -2,7 +2,11 @@
 
 Theory of operation: `compile_query(text, parameters)` parses the text,
 resolves names and parameters, and builds closures for every expression;
-all errors surface here as QueryError. The resulting `CompiledQuery` is
+all errors surface here as QueryError. Parameter values are constants of the
+closures (a comparison, IN list, LIKE pattern, path key, TOP/OFFSET/LIMIT or
+index hint specialises on its value), so another value needs another
+compilation; the parse tree does not depend on them, and `parse_query` gives
+it once for a caller to keep (`compile_query(text, parameters, tree=...)`). The resulting `CompiledQuery` is
 immutable apart from its clock cell, which `execute` / `filter_matches` set to
 the caller's now_ms before evaluating (the engine never reads a wall clock),
 so one compiled query may be cached and reused; calls must not interleave
@@ -32,10 +36,10 @@ def _parameter_map(parameters) -> dict:
 
 
 class CompiledQuery:
-    def __init__(self, text: str, parameters: list | None = None):
+    def __init__(self, text: str, parameters: list | None = None, tree: n.Query | None = None):
         self.text = text
         self._ctx = Context(text, _parameter_map(parameters), [0], subquery_compiler)
-        self._tree = parse(text)
+        self._tree = parse(text) if tree is None else tree
         self._plan = compile_plan(self._tree, Scope(), self._ctx, top_level=True)
         self.is_aggregate = self._plan.group_keys is not None
         self.has_order_by = bool(self._tree.order_by)
@@ -103,7 +107,17 @@ class CompiledQuery:
         return f"CompiledQuery({self.text!r})"
 
 
-def compile_query(text: str, parameters: list | None = None) -> CompiledQuery:
+def parse_query(text: str) -> n.Query:
+    """The syntax tree of text (QueryError if it does not parse): immutable, so one tree may be
+    kept and compiled again with other parameter values (`compile_query(..., tree=)`)."""
     if type(text) is not str:
         raise QueryError("query text must be a string", 0)
-    return CompiledQuery(text, parameters)
+    return parse(text)
+
+
+def compile_query(text: str, parameters: list | None = None, tree: n.Query | None = None) -> CompiledQuery:
+    """The compiled query of text with these parameter values; `tree`, when given, is
+    parse_query(text) from before, and saves parsing it again."""
+    if type(text) is not str:
+        raise QueryError("query text must be a string", 0)
+    return CompiledQuery(text, parameters, tree)

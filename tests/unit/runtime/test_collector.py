@@ -70,22 +70,64 @@ def test_deleting_a_container_unfreezes_so_its_cycles_can_be_collected(restore_g
         c.stop()
 
 
+class VirtualTimer:
+    """The sampler's clock and sleep in virtual time: each sleep ends `late_s[i]` past its due
+    time, then the next one waits until the test is done (the sampler stays parked)."""
+
+    def __init__(self, late_s: list):
+        self.now = 1000.0
+        self.late_s = list(late_s)
+        self.slept = []
+        self.parked = asyncio.Event()
+
+    def time(self) -> float:
+        return self.now
+
+    async def sleep(self, s: float) -> None:
+        self.slept.append(s)
+        if not self.late_s:
+            self.parked.set()
+            await asyncio.Event().wait()        # parked until stop() cancels the sampler
+        self.now += s + self.late_s.pop(0)
+        await asyncio.sleep(0)                  # yield as a real timer would
+
+
 def test_the_loop_lag_sampler_records_how_late_its_timer_ran(restore_gc):
+    timer = VirtualTimer([0.007, 0.0, 0.120])
+
     async def main():
-        c = col.Collector(policy=False).start()
+        c = col.Collector(policy=False, lag_interval_ms=20, timer=(timer.time, timer.sleep)).start()
         try:
-            while c.lag.n < 2:
-                await asyncio.sleep(col.LAG_SAMPLE_INTERVAL_MS / 1000)
+            await asyncio.wait_for(timer.parked.wait(), 10)
             return c
         finally:
             c.stop()
     c = asyncio.run(main())
-    assert c.lag.n >= 2 and c.lag.max_ms >= 0.0
+    assert timer.slept == [0.02] * 4                       # due every 20 ms (the 4th never ends)
+    assert c.lag.n == 3 and c.lag.max_ms == pytest.approx(120.0)
+    assert c.lag.total_ms == pytest.approx(127.0)
+    assert c.lag.counts[col.BUCKETS_MS.index(0.1)] == 1    # on time
+    assert c.lag.counts[col.BUCKETS_MS.index(10)] == 1     # 7 ms late
+    assert c.lag.counts[col.BUCKETS_MS.index(200)] == 1    # 120 ms late
     d = c.describe()
-    assert d["loop_lag_ms"]["count"] == c.lag.n
+    assert d["loop_lag_ms"]["count"] == 3 and d["loop_lag_interval_ms"] == 20
     lines = c.metrics()
     assert any(line.startswith('regionlab_gc_pause_ms_bucket{generation="2",le="+Inf"}') for line in lines)
-    assert any(line.startswith("regionlab_loop_lag_ms_count ") for line in lines)
+    assert 'regionlab_loop_lag_ms_bucket{le="10"} 2' in lines and "regionlab_loop_lag_ms_count 3" in lines
+    assert any("due every 20 ms" in line for line in lines)
+
+
+def test_the_lag_sampler_runs_on_the_loops_own_timer_by_default(restore_gc):
+    async def main():
+        c = col.Collector(policy=False).start()
+        try:
+            await asyncio.wait_for(c.sampled.wait(), 10)      # set by the first sample
+            return c
+        finally:
+            c.stop()
+    c = asyncio.run(main())
+    assert c.lag.n >= 1 and c.lag.max_ms >= 0.0
+    assert c.describe()["loop_lag_interval_ms"] == col.LAG_SAMPLE_INTERVAL_MS
 
 
 def test_histogram_buckets_are_cumulative_in_prometheus_text():
