@@ -27,6 +27,7 @@ from client.protocol import headers as H
 from ..core import throttle as th
 from ..core.errors import CosmosError, bad_request
 from ..core.request_faults import DROP_AFTER_APPLY
+from ..gateway.http import RESET
 from ..gateway import documents, partition_keys, responses, sessions
 from . import direct_ops
 from .direct_tls import HANDSHAKE_FAILURE_ALERT, TLS_HANDSHAKE_RECORD, TlsSession
@@ -65,6 +66,7 @@ class DirectConnection(asyncio.Protocol):
         self._sniffed = False                # the first bytes were looked at (TLS or plain)
         self.faults = node.plane.account.faults.requests   # its by_region is empty without faults
         self._effects: dict = {}             # request id -> the request fault Effect on its reply
+        self.silenced = False                # a region outage's blackhole: nothing more is sent, ever
 
     # ---- asyncio.Protocol ---------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -95,6 +97,9 @@ class DirectConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
+            return
+        if self.node.silent:                 # its region is out in the reset or blackhole mode
+            self._outage_received()
             return
         if self.tls is None and not self._sniffed:
             self._sniffed = True
@@ -128,6 +133,37 @@ class DirectConnection(asyncio.Protocol):
             self._in_data = False
             self._batch_key = self._batch_target = None
             self._flush()
+
+    def _outage_received(self) -> None:
+        """Bytes from a peer while the region is out in a mode that listens but does not serve:
+        `reset` resets the connection, `blackhole` reads and drops them (and answers nothing,
+        not even the requests already running)."""
+        if self.node.outage == RESET:
+            self.reset_now()
+        else:
+            self.silence()
+
+    def silence(self) -> None:
+        """A blackhole: drop what was queued and send nothing more; the heal closes it."""
+        self.silenced = True
+        self._out.clear()
+
+    def reset_now(self) -> None:
+        """Reset the connection (RST: SO_LINGER 0, then abort); whatever was in flight on it is lost."""
+        if self.closed:
+            return
+        self.closed = True
+        self.node.connections.discard(self)
+        self._out.clear()
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+            except OSError:
+                pass                         # already gone: the abort below is all there is to do
+        self.transport.abort()
+        for task in self.in_flight.values():
+            task.cancel()
 
     # ---- TLS (direct_tls.py) -------------------------------------------------------------
     def _start_tls(self) -> bool:
@@ -544,17 +580,7 @@ class DirectConnection(asyncio.Protocol):
         data = D.encode(res if self.compact else D.reply_fields(res))
         self._out.append(data[:max(1, len(data) // 2)])
         self._flush()
-        self.closed = True
-        self.node.connections.discard(self)
-        sock = self.transport.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
-            except OSError:
-                pass                         # already gone: the abort below is all there is to do
-        self.transport.abort()
-        for task in self.in_flight.values():
-            task.cancel()
+        self.reset_now()
 
     def _prepare(self, op, replica, item, pk, body, options):
         spec = D.OPERATIONS.get(op) if type(op) is str else None
@@ -644,7 +670,7 @@ class DirectConnection(asyncio.Protocol):
     def _flush(self) -> None:
         self._flush_scheduled = False
         out = self._out
-        if out and not self.closed:
+        if out and not self.closed and not self.silenced:
             data = b"".join(out)
             if self.tls is None:
                 self.transport.write(data)
@@ -673,7 +699,7 @@ class DirectConnection(asyncio.Protocol):
         self.closed = True
         self.node.connections.discard(self)
         transport = self.transport
-        if self.tls is not None and self.tls.handshaken:
+        if self.tls is not None and self.tls.handshaken and not self.silenced:
             transport.write(self.tls.close())
         transport.close()
         self.loop.call_later(CLOSE_GRACE_S, transport.abort)
@@ -688,6 +714,10 @@ class DirectConnection(asyncio.Protocol):
 
     def check_deadlines(self, now: float) -> None:
         plane = self.plane
+        if self.node.silent:                 # a region outage that answers nothing, not even a 408
+            if self.node.outage == RESET and now - self.last_rx > plane.handshake_timeout_s:
+                self.reset_now()             # a peer that says nothing is reset once it had its time
+            return
         if self.state in (_HANDSHAKE, _AUTH):
             if now - self.opened > plane.handshake_timeout_s:
                 self.fail(408, D.SUB_HANDSHAKE, f"The handshake did not finish within {plane.handshake_timeout_s:g} s.")
