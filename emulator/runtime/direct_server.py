@@ -28,6 +28,7 @@ Theory of operation:
 import asyncio
 import collections
 import logging
+import os
 
 from client.protocol import direct as D
 from client.protocol import headers as H
@@ -187,7 +188,13 @@ class DirectNode:
     # ---- listening ------------------------------------------------------------------------
     def bind(self) -> None:
         from .server import _bind
-        self._sock = _bind(self.plane.host, self.port)
+        try:
+            self._sock = _bind(self.plane.host, self.port)
+        except OSError as e:             # name the flag that picks this port, not the gateway's
+            raise OSError(e.errno, f"node {self.index} of {self.region} (direct mode) cannot listen on "
+                                   f"{self.plane.host}:{self.port}: {os.strerror(e.errno) if e.errno else e}; "
+                                   "choose another range with --direct-ports, or --direct-ports 0 for free "
+                                   "ports") from None
         self.port = self._sock.getsockname()[1]
 
     async def serve(self) -> None:

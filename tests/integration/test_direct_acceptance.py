@@ -240,3 +240,87 @@ def test_a_region_outage_fails_its_nodes_in_the_mode_its_gateway_fails(regionlab
         for sock in (probe.sock, silent):
             assert ended(sock)[0] == [], "a blackholed node answered"
         assert Probe(host, port, emu.key).call("read", key, item="a", pk=PK)["status"] == 200
+
+
+# ---- "Addresses use the advertised host (--advertise-host)" -----------------------------------
+def test_the_address_feed_and_the_topology_use_the_advertise_host(tmp_path):
+    with spawn(tmp_path, "--port", "0", "--control-port", "0", "--advertise-host", "localhost") as cli:
+        endpoint, key = cli.info["account_endpoint"], cli.info["key"]
+        assert endpoint.startswith("http://localhost:")
+        setup(endpoint, key)
+        entries = replicas(endpoint, key)
+        assert len(entries) == 4
+        assert all(a["physcialUri"].startswith("rlmp://localhost:") and a["logicalUri"] == a["physcialUri"]
+                   for a in entries)
+        host, port, replica = D.parse_uri(primary_of(entries)["physcialUri"])
+        assert host == "localhost"
+        probe = Probe(host, port, key)                       # reachable under the advertised name
+        assert body(probe.call("read", replica, item="a", pk=PK))["id"] == "a"
+        status, topo = control(cli.info["control_endpoint"], "GET", "/topology")
+        assert status == 200 and topo["direct"]["host"] == "localhost"
+
+
+# ---- "--direct-ports 10000-20000 ... 0 = free ports" -----------------------------------------
+def _free_block(size: int) -> int:
+    """The first port of `size` consecutive ports nobody listens on or holds now, below the
+    ephemeral range (32768+ on Linux), where --port 0 and outgoing connections take theirs."""
+    rng = random.Random(os.getpid())
+    for _ in range(200):
+        lo = rng.randrange(21000, 32768 - size)
+        socks = []
+        try:
+            for p in range(lo, lo + size):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return lo
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise AssertionError("no free block of ports")
+
+
+def test_a_direct_port_range_gives_node_j_of_region_i_port_min_plus_i_times_nodes_plus_j(tmp_path):
+    lo = _free_block(16)
+    with spawn(tmp_path, "--port", "0", "--control-port", "0", "--direct-ports", f"{lo}-{lo + 15}") as cli:
+        regions = [r["name"] for r in cli.info["regions"]]
+        assert cli.info["direct_port_range"] == [lo, lo + 15]
+        ports = {(n["region"], n["node"]): n["port"] for n in cli.info["direct"]["nodes"]}
+        assert ports == {(r, j): lo + i * NODES + j for i, r in enumerate(regions) for j in range(NODES)}
+        for (region, node), port in ports.items():
+            probe = Probe("127.0.0.1", port, cli.info["key"])
+            assert (probe.challenge["region"], probe.challenge["node"]) == (region, node)
+            probe.close()
+
+
+def test_direct_ports_0_takes_free_ports_beside_fixed_gateway_ports(tmp_path):
+    lo = _free_block(4)
+    with spawn(tmp_path, "--port", str(lo), "--control-port", "0", "--direct-ports", "0") as cli:
+        assert cli.info["direct_port_range"] == [0, 0]
+        ports = [n["port"] for n in cli.info["direct"]["nodes"]]
+        assert len(ports) == 3 * NODES and len(set(ports)) == len(ports) and 0 not in ports
+        assert not set(ports) & set(range(lo, lo + 4))
+        assert Probe("127.0.0.1", ports[0], cli.info["key"]).challenge["t"] == D.CHALLENGE
+
+
+def test_a_taken_port_in_the_direct_range_stops_the_server_with_a_message_naming_it(tmp_path):
+    lo = _free_block(16)
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", lo + 5))
+    squatter.listen()
+    try:
+        proc = spawn_exit(tmp_path, "--port", "0", "--control-port", "0", "--direct-ports", f"{lo}-{lo + 15}")
+    finally:
+        squatter.close()
+    assert proc.returncode != 0 and str(lo + 5) in proc.stderr and "Traceback" not in proc.stderr
+    assert "--direct-ports" in proc.stderr and "--control-port" not in proc.stderr    # the flag to change
+
+
+def spawn_exit(tmp_path, *args):
+    import subprocess
+    import sys
+    from test_cli import _clean_env
+    return subprocess.run([sys.executable, "-m", "emulator", *args], capture_output=True, text=True,
+                          timeout=EXIT_TIMEOUT_S, env=_clean_env(), cwd=tmp_path)
