@@ -408,8 +408,18 @@ class DirectPlane:
         return out
 
     def ready_info(self) -> dict:
+        """Every node with its port and the replica keys it holds (none before a container exists)."""
+        held: dict = {}
+        placement = self.account.placement
+        for c, p in self.account.partitions():
+            for region in p.replica_sets:
+                if region not in self.gateways:
+                    continue
+                for i, node in enumerate(placement.replica_nodes(region, c.rid, p.range_id)):
+                    held.setdefault((region, node), []).append(D.replica_key(c.rid, p.range_id, i))
         return {"protocol": D.PROTOCOL,
-                "nodes": [{"region": r, "node": i, "port": n.port} for (r, i), n in self.nodes.items()]}
+                "nodes": [{"region": r, "node": i, "port": n.port, "replicas": held.get((r, i), [])}
+                          for (r, i), n in self.nodes.items()]}
 
     def counts(self) -> list:
         """[(region, op, status, substatus, replies)] summed over each region's nodes, sorted."""

@@ -324,3 +324,22 @@ def spawn_exit(tmp_path, *args):
     from test_cli import _clean_env
     return subprocess.run([sys.executable, "-m", "emulator", *args], capture_output=True, text=True,
                           timeout=EXIT_TIMEOUT_S, env=_clean_env(), cwd=tmp_path)
+
+
+# ---- "The ready line ... list each region's nodes, ports and which replicas they hold" ---------
+def test_the_ready_line_lists_the_replicas_each_node_holds(tmp_path):
+    data = tmp_path / "data"
+    with spawn(tmp_path, "--port", "0", "--control-port", "0", "--data-dir", str(data)) as cli:
+        assert all(n["replicas"] == [] for n in cli.info["direct"]["nodes"])      # nothing yet
+        setup(cli.info["account_endpoint"], cli.info["key"])
+        cli.proc.send_signal(signal.SIGTERM)
+        assert cli.proc.wait(EXIT_TIMEOUT_S) == 0
+    with spawn(tmp_path, "--port", "0", "--control-port", "0", "--data-dir", str(data)) as cli:
+        nodes = cli.info["direct"]["nodes"]
+        for region in (r["name"] for r in cli.info["regions"]):
+            endpoint = next(r["endpoint"] for r in cli.info["regions"] if r["name"] == region)
+            held = {k: (n["node"], n["port"]) for n in nodes if n["region"] == region for k in n["replicas"]}
+            entries = replicas(endpoint, cli.info["key"])
+            assert len(held) == 4 and set(held) == {a["replica"] for a in entries}
+            for a in entries:
+                assert held[a["replica"]] == (a["node"], D.parse_uri(a["physcialUri"])[1])
