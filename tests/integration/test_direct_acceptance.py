@@ -343,3 +343,322 @@ def test_the_ready_line_lists_the_replicas_each_node_holds(tmp_path):
             assert len(held) == 4 and set(held) == {a["replica"] for a in entries}
             for a in entries:
                 assert held[a["replica"]] == (a["node"], D.parse_uri(a["physcialUri"])[1])
+
+
+# ---- the address feed: per partition key range and region, the service's shape ----------------
+def test_the_address_feed_is_per_range_and_region_with_the_primary_marked(regionlab):
+    emu = regionlab
+    setup(emu.endpoint, emu.key, offer_throughput=12000)
+    status, whole = address_feed(emu.endpoint, emu.key)
+    assert status == 200
+    ranges = sorted({a["partitionKeyRangeId"] for a in whole["Addresss"]})
+    assert len(ranges) >= 2 and whole["_count"] == len(whole["Addresss"]) == 4 * len(ranges)
+    status, one = address_feed(emu.endpoint, emu.key, ranges=[ranges[1]])
+    assert status == 200 and one["_count"] == 4 and {a["partitionKeyRangeId"] for a in one["Addresss"]} == {ranges[1]}
+    assert one["_rid"] == whole["_rid"]
+    for entry in one["Addresss"]:
+        assert entry["protocol"] == "rlmp" and entry["partitionIndex"] == ranges[1]
+        assert {"id", "_rid", "isPrimary", "logicalUri", "physcialUri"} <= set(entry)
+        assert entry["physcialUri"].endswith("p/") == entry["isPrimary"]     # the service marks primaries
+    assert sum(a["isPrimary"] for a in one["Addresss"]) == 1
+    assert len({D.parse_uri(a["physcialUri"])[1] for a in one["Addresss"]}) == 4          # distinct nodes
+    for region in (EAST, WEST):
+        status, regional = address_feed(emu.region_endpoints[region], emu.key, ranges=[ranges[0]])
+        assert status == 200 and {a["region"] for a in regional["Addresss"]} == {region}
+        nodes = {n["port"] for n in emu.direct_nodes if n["region"] == region}
+        assert {D.parse_uri(a["physcialUri"])[1] for a in regional["Addresss"]} <= nodes
+    for other in ("rntbd", "https"):
+        status, foreign = address_feed(emu.endpoint, emu.key, protocol=other)
+        assert status == 200 and foreign["Addresss"] == [] and "rntbd" not in json.dumps(foreign)
+    assert "rntbd" not in json.dumps(whole)
+
+
+# ---- the handshake ---------------------------------------------------------------------------
+def test_the_challenge_states_the_limits_and_versions_are_negotiated(regionlab):
+    emu = regionlab
+    setup(emu.endpoint, emu.key)
+    host, port, key = D.parse_uri(replicas(emu.endpoint, emu.key)[0]["physcialUri"])
+    probe = Probe(host, port, emu.key)
+    c = probe.challenge
+    assert c["version"] == max(D.PROTOCOL_VERSIONS) and len(c["nonce"]) == D.NONCE_BYTES
+    assert c["max_in_flight"] == D.IN_FLIGHT_PER_CONNECTION_MAX and c["max_frame_bytes"] == D.FRAME_BYTES_MAX
+    assert c["idle_timeout_ms"] == D.IDLE_TIMEOUT_S * 1000 and c["heartbeat_ms"] == D.HEARTBEAT_INTERVAL_S * 1000
+    assert (c["region"], c["node"]) == (EAST, replicas(emu.endpoint, emu.key)[0]["node"])
+    assert Probe(host, port, emu.key, versions=[2, 99]).version == 2
+    assert Probe(host, port, emu.key, versions=[1]).version == 1
+    other = Probe(host, port, emu.key)
+    assert other.challenge["nonce"] != c["nonce"]                      # a fresh nonce per connection
+    # a request between the challenge and auth is a frame out of place
+    sock = socket.create_connection((host, port), timeout=REPLY_TIMEOUT_S)
+    sock.sendall(D.encode(D.hello()))
+    sock.sendall(D.encode(D.request(2, 1, "read", key, item="a", pk=PK)))
+    frames, _ = ended(sock)
+    assert frames[0]["t"] == D.CHALLENGE and (frames[-1]["t"], frames[-1]["sub"]) == ("error", D.SUB_HANDSHAKE)
+    # the mac of another connection's nonce is refused: no replay
+    sock = socket.create_connection((host, port), timeout=REPLY_TIMEOUT_S)
+    sock.sendall(D.encode(D.hello()))
+    sock.sendall(D.encode(D.auth(D.handshake_mac(emu.key, c["nonce"]))))
+    frames, _ = ended(sock)
+    assert frames[-1]["t"] == "error" and frames[-1]["status"] == 401
+
+
+# ---- "a clean close" and "a node shutting down sends bye too" ---------------------------------
+def _slow_secondaries(emu, entries: list, delay_ms: int) -> None:
+    """Two secondaries apply late: a write waits delay_ms for its quorum (3 of 4)."""
+    for a in [a for a in entries if not a["isPrimary"]][:2]:
+        fault(emu, type="replica_slow", region=EAST, replica=int(a["replica"].rsplit("/", 1)[1]), delay_ms=delay_ms)
+
+
+def test_bye_answers_what_is_in_flight_then_says_bye_and_closes(regionlab):
+    emu = regionlab
+    setup(emu.endpoint, emu.key)
+    entries = replicas(emu.endpoint, emu.key)
+    probe, key = open_probe(emu, primary_of(entries))
+    _slow_secondaries(emu, entries, 300)
+    rid = probe.submit("upsert", key, pk=PK, body=doc("slow"))       # waits for its quorum
+    probe.send(D.bye())
+    probe.submit("read", key, item="a", pk=PK)                        # after bye: not served
+    frames, how = ended(probe.sock)
+    replies = [D.named_reply(f) for f in frames if D.frame_type(f) == D.RESPONSE]
+    assert [r["status"] for r in replies] == [201] and D.reply_id(frames[0]) == rid
+    assert frames[-1] == {"t": D.BYE} and how == "eof"
+
+
+def test_a_stopping_server_says_bye_on_its_open_connections(tmp_path):
+    with spawn(tmp_path, "--port", "0", "--control-port", "0") as cli:
+        node = cli.info["direct"]["nodes"][0]
+        probe = Probe("127.0.0.1", node["port"], cli.info["key"])
+        cli.proc.send_signal(signal.SIGTERM)
+        frames, how = ended(probe.sock)
+        assert frames == [{"t": D.BYE}] and how == "eof"
+        assert cli.proc.wait(EXIT_TIMEOUT_S) == 0
+
+
+# ---- "Live read routing and throttling apply to direct requests ... counters" ----------------
+def test_a_throttle_storm_refuses_direct_requests_with_429_and_retry_after(regionlab):
+    emu = regionlab
+    setup(emu.endpoint, emu.key)
+    probe, key = open_probe(emu, replicas(emu.endpoint, emu.key)[1])
+    status, storm = control(emu.control_endpoint, "PUT", "/throttle/storms/East%20US",
+                            {"share": 1, "retry_after_ms": 250})
+    assert status == 200, storm
+    r = probe.call("read", key, item="a", pk=PK)
+    assert (r["status"], r["sub"], r["retry_after_ms"]) == (429, 3200, 250) and body(r)["code"]
+    status, throttle = control(emu.control_endpoint, "GET", "/throttle")
+    assert [s["requests_throttled"] for s in throttle["storms"] if s["region"] == EAST] == [1]
+    assert control(emu.control_endpoint, "DELETE", "/throttle/storms/East%20US")[0] == 200
+    assert probe.call("read", key, item="a", pk=PK)["status"] == 200
+
+
+def test_a_containers_ru_budget_charges_and_refuses_direct_writes(regionlab):
+    emu = regionlab
+    setup(emu.endpoint, emu.key)
+    probe, key = open_probe(emu, primary_of(replicas(emu.endpoint, emu.key)))
+    status, offer = control(emu.control_endpoint, "PUT", "/throttle/containers/db/items", {"ru_per_s": 400})
+    assert status == 200, offer
+
+    def accepted() -> int:
+        _, t = control(emu.control_endpoint, "GET", "/throttle")
+        (c,) = [c for c in t["containers"] if c["container"] == "items"]
+        return sum(p["regions"].get(EAST, {}).get("accepted", 0) for p in c["partitions"])
+
+    before = accepted()
+    ids = [probe.submit("create", key, pk=PK, body=doc(f"ru{n}", pad="x" * 400)) for n in range(200)]
+    replies = [probe.reply(i) for i in ids]                  # far more than 400 RU in one second
+    created = [r for r in replies if r["status"] == 201]
+    throttled = [r for r in replies if r["status"] == 429]
+    assert created and throttled and len(created) + len(throttled) == 200
+    assert all(r["charge"] > 0 for r in created) and all(r["retry_after_ms"] > 0 for r in throttled)
+    assert accepted() - before == len(created)
+    _, t = control(emu.control_endpoint, "GET", "/throttle")
+    assert any(x["region"] == EAST and x["container"] == "items" and x["reason"] == "ru" for x in t["throttled"])
+
+
+def test_account_credits_refuse_direct_requests_past_the_window(regionlab):
+    emu = regionlab
+    setup(emu.endpoint, emu.key)
+    probe, key = open_probe(emu, replicas(emu.endpoint, emu.key)[2])
+    status, knobs = control(emu.control_endpoint, "PUT", "/throttle", {"credits_per_s": 5})
+    assert status == 200, knobs
+    ids = [probe.submit("read", key, item="a", pk=PK) for _ in range(60)]
+    replies = [probe.reply(i) for i in ids]
+    refused_ = [r for r in replies if r["status"] == 429]
+    assert refused_ and {r["sub"] for r in refused_} == {50009} and all(r["retry_after_ms"] > 0 for r in refused_)
+    assert control(emu.control_endpoint, "PUT", "/throttle", {"credits_per_s": None})[0] == 200
+    assert probe.call("read", key, item="a", pk=PK)["status"] == 200
+
+
+def test_direct_reads_count_per_region_and_per_replica_in_topology_and_metrics(regionlab):
+    emu = regionlab
+    setup(emu.endpoint, emu.key)
+    entry = next(a for a in replicas(emu.endpoint, emu.key) if not a["isPrimary"])
+    index = entry["replica"].rsplit("/", 1)[1]
+    probe, key = open_probe(emu, entry)
+
+    def counts():
+        topo = topology(emu)
+        (node,) = [n for n in topo["direct"]["regions"][EAST]["nodes"] if n["node"] == entry["node"]]
+        (held,) = [r for r in node["replicas"] if r["key"] == key]
+        text = metrics(emu)
+        served = next(line for line in text.splitlines() if line.startswith(
+            f'regionlab_replica_reads_served_total{{region="East US",database="db",container="items",'
+            f'partition="0",replica="{index}",'))
+        direct = [line for line in text.splitlines() if line.startswith(
+            'regionlab_direct_requests_total{region="East US",op="read",status="200",substatus="0"}')]
+        return (held["requests"], int(float(served.rsplit(" ", 1)[1])),
+                int(direct[0].rsplit(" ", 1)[1]) if direct else 0,
+                topo["direct_requests"].get(EAST, {}).get("read 200", 0))
+
+    before = counts()
+    assert [probe.call("read", key, item=i, pk=PK)["status"] for i in "abc"] == [200, 200, 200]
+    after = counts()
+    assert [a - b for a, b in zip(after, before)] == [3, 3, 3, 3]
+
+
+# ---- roles, faults and the answers a client acts on ------------------------------------------
+@pytest.mark.regionlab_config(lag_ms=NO_LAG)
+def test_a_write_to_the_primary_of_a_read_region_is_403_3_as_from_the_gateway(regionlab):
+    emu = regionlab
+    setup(emu.endpoint, emu.key)
+    probe, key = open_probe(emu, primary_of(replicas(emu.region_endpoints[WEST], emu.key)))
+    w = probe.call("create", key, pk=PK, body=doc("ro"))
+    assert (w["status"], w["sub"]) == (403, 3) and body(w)["code"]
+    assert probe.call("read", key, item="a", pk=PK)["status"] == 200
+
+
+def test_a_node_crash_drops_its_open_connections_and_heals(regionlab):
+    emu = regionlab
+    setup(emu.endpoint, emu.key)
+    entry = next(a for a in replicas(emu.endpoint, emu.key) if not a["isPrimary"])
+    port = D.parse_uri(entry["physcialUri"])[1]
+    probe, key = open_probe(emu, entry)
+    fid = fault(emu, type="node_crash", region=EAST, node=entry["node"])
+    assert ended(probe.sock)[0] == [] and refused(port)
+    (down,) = [a for a in replicas(emu.endpoint, emu.key) if a["replica"] == key]
+    assert down["state"] == "down"
+    heal(emu, fid)
+    assert all(a["state"] == "up" for a in replicas(emu.endpoint, emu.key))
+    assert Probe("127.0.0.1", port, emu.key).call("read", key, item="a", pk=PK)["status"] == 200
+
+
+@pytest.mark.regionlab_config(lag_ms=NO_LAG)
+def test_direct_ports_blocked_in_one_region_leave_the_other_regions_and_the_gateway(regionlab):
+    emu = regionlab
+    setup(emu.endpoint, emu.key)
+    west_entry = replicas(emu.region_endpoints[WEST], emu.key)[0]
+    probe, key = open_probe(emu, west_entry)
+    fid = fault(emu, type="direct_ports_blocked", region=WEST)
+    assert ended(probe.sock)[0] == []                        # open connections go too
+    nodes = emu.direct_nodes
+    assert all(refused(n["port"]) for n in nodes if n["region"] == WEST)
+    assert not any(refused(n["port"]) for n in nodes if n["region"] != WEST)
+    assert address_feed(emu.region_endpoints[WEST], emu.key)[0] == 200       # the gateway serves
+    assert topology(emu)["direct"]["regions"][WEST]["blocked"] is True
+    heal(emu, fid)
+    host, port, _ = D.parse_uri(west_entry["physcialUri"])
+    assert Probe(host, port, emu.key).call("read", key, item="a", pk=PK)["status"] == 200
+
+
+@pytest.mark.regionlab_config(election_ms=50)
+def test_a_primary_crash_changes_which_address_is_primary(regionlab):
+    emu = regionlab
+    setup(emu.endpoint, emu.key)
+    old = primary_of(replicas(emu.endpoint, emu.key))
+    probe, key = open_probe(emu, old)
+    fid = fault(emu, type="primary_crash", region=EAST)
+    w = probe.call("upsert", key, pk=PK, body=doc("pc"))
+    assert (w["status"], w["sub"]) in ((410, D.SUB_REPLICA_DOWN), (410, D.SUB_NOT_PRIMARY))
+    while primary_of(replicas(emu.endpoint, emu.key))["replica"] == old["replica"]:
+        pass                                                 # each look is a gateway round trip
+    new = primary_of(replicas(emu.endpoint, emu.key))
+    assert new["physcialUri"] != old["physcialUri"] and new["physcialUri"].endswith("p/")
+    assert not any(a["physcialUri"].endswith("p/") for a in replicas(emu.endpoint, emu.key) if a is not new
+                   and a["replica"] != new["replica"])
+    p2, key2 = open_probe(emu, new)
+    assert p2.call("upsert", key2, pk=PK, body=doc("pc"))["status"] == 201
+    heal(emu, fid)
+
+
+# ---- the rest of the protocol's promises -----------------------------------------------------
+def test_an_id_already_in_flight_is_answered_400_at_once_and_the_first_still_finishes(regionlab):
+    emu = regionlab
+    setup(emu.endpoint, emu.key)
+    entries = replicas(emu.endpoint, emu.key)
+    probe, key = open_probe(emu, primary_of(entries))
+    _slow_secondaries(emu, entries, 300)
+    probe.send(D.request(probe.version, 7, "upsert", key, pk=PK, body=doc("dup")))      # waits for its quorum
+    probe.send(D.request(probe.version, 7, "read", key, item="a", pk=PK))
+    first, second = (D.named_reply(probe.frame()) for _ in range(2))
+    assert (first["status"], first["sub"]) == (400, D.SUB_BAD_REQUEST_FRAME)
+    assert second["status"] == 201
+
+
+@pytest.mark.regionlab_config(auth=False)
+def test_a_server_without_a_key_accepts_any_mac(regionlab):
+    emu = regionlab
+    setup(emu.endpoint, emu.key)
+    host, port, key = D.parse_uri(replicas(emu.endpoint, emu.key)[0]["physcialUri"])
+    sock = socket.create_connection((host, port), timeout=REPLY_TIMEOUT_S)
+    sock.sendall(D.encode(D.hello()))
+    decoder, frames = D.FrameDecoder(), []
+    while not frames:
+        frames = decoder.feed(sock.recv(65536))
+    sock.sendall(D.encode(D.auth(b"\x00" * 32)))
+    while len(frames) < 2:
+        frames += decoder.feed(sock.recv(65536))
+    assert frames[1] == {"t": D.READY}
+
+
+def test_feed_pages_are_scoped_to_the_named_replicas_range(regionlab):
+    emu = regionlab
+    setup(emu.endpoint, emu.key, offer_throughput=12000)
+    with CosmosClient(emu.endpoint, emu.key, **client_kwargs()) as client:
+        c = client.get_database_client("db").get_container_client("items")
+        for n in range(40):
+            c.create_item({"id": f"s{n}", "pk": f"k{n}"})
+    status, feed = address_feed(emu.endpoint, emu.key)
+    assert status == 200
+    ranges = sorted({a["partitionKeyRangeId"] for a in feed["Addresss"]})
+    seen = {}
+    for range_id in ranges:
+        probe, key = open_probe(emu, replicas(emu.endpoint, emu.key, range_id)[1])
+        pages = {op: body(probe.call(op, key, max_items=1000)) for op in ("read_feed", "change_feed")}
+        q = probe.call("query", key, body=b'{"query":"SELECT VALUE c.id FROM c","parameters":[]}')
+        pages["query"] = body(q)
+        ids = {op: sorted(d if isinstance(d, str) else d["id"] for d in page["Documents"]) for op, page in pages.items()}
+        assert ids["read_feed"] == ids["change_feed"] == ids["query"], range_id
+        seen[range_id] = set(ids["read_feed"])
+    every = [i for s in seen.values() for i in s]
+    assert len(every) == len(set(every)) == 43                 # disjoint, and together every item
+    assert all(seen.values())                                  # each range holds some
+
+
+def test_placement_is_deterministic_from_the_seed():
+    from emulator.testing import running_emulator
+
+    def placement(seed: int) -> dict:
+        with running_emulator(seed=seed) as emu:
+            setup(emu.endpoint, emu.key, offer_throughput=12000)
+            status, feed = address_feed(emu.endpoint, emu.key)
+            assert status == 200
+            return {(a["partitionKeyRangeId"], a["replica"].rsplit("/", 1)[1]): a["node"] for a in feed["Addresss"]}
+
+    first = placement(5)
+    assert placement(5) == first
+    for range_id in {r for r, _ in first}:
+        assert len({n for (r, _), n in first.items() if r == range_id}) == 4     # four distinct nodes
+
+
+def test_frames_sent_byte_by_byte_get_the_answers_of_frames_sent_whole(regionlab):
+    emu = regionlab
+    setup(emu.endpoint, emu.key)
+    probe, key = open_probe(emu, replicas(emu.endpoint, emu.key)[0])
+    probe.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    whole = probe.call("read", key, item="a", pk=PK)
+    data = D.encode(D.request(probe.version, 99, "read", key, item="a", pk=PK)) + D.encode(D.ping())
+    for byte in data:
+        probe.sock.sendall(bytes([byte]))
+    split = D.named_reply(probe.frame())
+    assert probe.frame() == {"t": D.PONG}
+    assert {k: v for k, v in split.items() if k != "activity_id"} == \
+        {k: v for k, v in whole.items() if k != "activity_id"}
