@@ -97,11 +97,11 @@ _replica_keys: dict = {}
 
 def _parse_replica_key(key) -> tuple | None:
     """(coll rid, range id, index) of a replica key, or None when it is not one."""
+    if type(key) is not str:         # first: a list or map is not even hashable
+        return None
     hit = _replica_keys.get(key)
     if hit is not None:
         return hit
-    if not isinstance(key, str):
-        return None
     parts = key.split("/")
     if len(parts) != 6 or parts[0] != "colls" or parts[2] != "pkranges" or parts[4] != "replicas" \
             or not parts[5].isdigit() or not 0 <= int(parts[5]) < 4:
@@ -147,7 +147,10 @@ class DirectNode:
             raise CosmosError(503, 0, f"Region {self.region} is unavailable (a region outage); its direct "
                                       "nodes answer nothing else until it is back.")
         account = self.plane.account
-        hit = self._targets.get(key)
+        try:
+            hit = self._targets.get(key)
+        except TypeError:                    # a list or map for 'replica': _resolve answers the 400
+            hit = None
         if hit is not None and hit[0] == account.placement.version and \
                 account.colls_by_rid.get(hit[1]) is hit[2].container and \
                 hit[2].partition.replica_sets.get(self.region) is hit[2].rs:
