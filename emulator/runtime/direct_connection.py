@@ -53,7 +53,7 @@ class DirectConnection(asyncio.Protocol):
         # changes where a replica is or its state (faults, placement, containers) can run
         # while one buffer's frames are handled, so the reads after it in the same buffer
         # reuse it; it is forgotten when the buffer is done.
-        self._batch_key = self._batch_target = None
+        self._batch_key, self._batch_target = _NO_KEY, None
         self._flush_scheduled = False
         self.loop = None
         self.opened = self.last_rx = 0.0
@@ -131,7 +131,7 @@ class DirectConnection(asyncio.Protocol):
                 self.frame_since = (self.frame_since or now) if self.decoder.pending else 0.0
         finally:
             self._in_data = False
-            self._batch_key = self._batch_target = None
+            self._batch_key, self._batch_target = _NO_KEY, None
             self._flush()
 
     def _outage_received(self) -> None:
@@ -828,6 +828,9 @@ _FAULT_OP = {D.READ: "read", D.READ_FEED: "read", D.CHANGE_FEED: "read", D.QUERY
              **{op: "write" for op in D.WRITE_OPERATIONS}}
 _LINGER_RESET = struct.pack("ii", 1, 0)       # SO_LINGER on, 0 s: abort sends RST, not FIN
 _READ_CODE = D.OPERATION_CODE[D.READ]
+# No replica key equals this, not even a request's nil 'replica' (None would match a None here
+# and reuse a target never resolved).
+_NO_KEY = object()
 _READ_200 = (D.READ, 200, 0)
 _ACTIVITY_PREFIX = str(uuid.uuid4())[:24]     # the node's own, so its ids never equal the gateway's
 _activity_seq = itertools.count(1)

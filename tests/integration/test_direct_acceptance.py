@@ -665,15 +665,17 @@ def test_frames_sent_byte_by_byte_get_the_answers_of_frames_sent_whole(regionlab
 
 
 @pytest.mark.parametrize("versions", [[1], [2]])
-def test_a_replica_field_that_is_a_list_or_a_map_is_a_400_reply_and_the_connection_lives_on(regionlab, versions):
-    """Found by fuzzing: an unhashable 'replica' raised out of the node's read handler (the
-    connection died with no frame, 'Fatal error on transport' in the log)."""
+def test_a_replica_field_that_is_nil_a_list_or_a_map_is_a_400_reply_and_the_connection_lives_on(regionlab,
+                                                                                                versions):
+    """Found by fuzzing: an unhashable 'replica' raised out of the node's request handler, and a
+    nil one in a read reused a target never resolved (the connection died with no frame, 'Fatal
+    error on transport' in the log)."""
     emu = regionlab
     setup(emu.endpoint, emu.key)
     host, port, key = D.parse_uri(replicas(emu.endpoint, emu.key)[0]["physcialUri"])
     probe = Probe(host, port, emu.key, versions=versions)
     for op in ("read", "create", "query", "upsert"):
-        for bad in ([key], {"key": key}):
+        for bad in ([key], {"key": key}, None):
             r = probe.call(op, bad, item="a", pk=PK, body=doc("x"))
             assert r["status"] == 400 and "replica key" in body(r)["message"], (op, bad, r)
     probe.send(D.ping())
