@@ -213,8 +213,12 @@ def test_a_region_outage_fails_its_nodes_in_the_mode_its_gateway_fails(regionlab
         fresh = Probe(host, port, emu.key)                   # new connections are accepted too
         w = fresh.call("upsert", key, pk=PK, body=doc("o1"))
         assert w["status"] == 503 and w["activity_id"]
-        assert topology(emu)["direct_requests"][WEST].get("read 503", 0) >= 1
+        topo = topology(emu)
+        assert topo["direct_requests"][WEST].get("read 503", 0) >= 1
+        assert {n["outage_mode"] for n in topo["direct"]["regions"][WEST]["nodes"]} == {"unavailable"}
+        assert {n["outage_mode"] for n in topo["direct"]["regions"][EAST]["nodes"]} == {None}
         heal(emu, fid)
+        assert {n["outage_mode"] for n in topology(emu)["direct"]["regions"][WEST]["nodes"]} == {None}
         assert probe.call("read", key, item="a", pk=PK)["status"] == 200    # the same connection
         assert fresh.call("read", key, item="o1", pk=PK)["status"] == 404   # nothing was applied
     elif mode == "refuse":
