@@ -127,8 +127,14 @@ class DirectConnection(asyncio.Protocol):
                     self._array(frame)
                 else:
                     self._frame(frame)
-            if self.frame_since or self.decoder.pending:
-                self.frame_since = (self.frame_since or now) if self.decoder.pending else 0.0
+            if self.decoder.pending:
+                # The frame timer times the frame incomplete now: one that began in these bytes
+                # (after a frame they completed) starts it again, so a busy sender whose reads
+                # end mid-frame is not taken for a trickler; a trickler completes nothing.
+                if frames or not self.frame_since:
+                    self.frame_since = now
+            elif self.frame_since:
+                self.frame_since = 0.0
         finally:
             self._in_data = False
             self._batch_key, self._batch_target = _NO_KEY, None

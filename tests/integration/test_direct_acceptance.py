@@ -10,6 +10,7 @@ import os
 import random
 import signal
 import socket
+import time
 import urllib.error
 import urllib.request
 from email.utils import formatdate
@@ -685,3 +686,28 @@ def test_a_replica_field_that_is_nil_a_list_or_a_map_is_a_400_reply_and_the_conn
     probe.send(D.ping())
     assert probe.frame() == {"t": D.PONG}
     assert probe.call("read", key, item="a", pk=PK)["status"] == 200
+
+
+FRAME_TIMEOUT_S = 0.3
+
+
+@pytest.mark.regionlab_config(direct_limits={"frame_timeout_s": FRAME_TIMEOUT_S})
+def test_a_busy_sender_whose_reads_end_mid_frame_is_not_taken_for_a_trickler(regionlab):
+    """The frame timer times the frame that is incomplete now, not the first one that ever was:
+    a client streaming requests so that every read the node makes ends inside the next frame
+    (as a bulk loader's large frames do) is served for as long as it goes on. It used to be
+    closed with 408 once frame_timeout_s had passed since the first incomplete frame."""
+    emu = regionlab
+    setup(emu.endpoint, emu.key)
+    probe, key = open_probe(emu, replicas(emu.endpoint, emu.key)[0])
+    probe.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    frame = lambda rid: D.encode(D.request(probe.version, rid, "read", key, item="a", pk=PK))
+    cut = len(frame(1)) // 2
+    probe.sock.sendall(frame(1)[:cut])                   # each send: the rest of one, half of the next
+    rid, started = 1, time.monotonic()
+    while time.monotonic() - started < 4 * FRAME_TIMEOUT_S:
+        probe.sock.sendall(frame(rid)[cut:] + frame(rid + 1)[:cut])
+        assert probe.reply(rid)["status"] == 200, "the node ended a connection that kept completing frames"
+        rid += 1
+    probe.sock.sendall(frame(rid)[cut:])
+    assert probe.reply(rid)["status"] == 200
