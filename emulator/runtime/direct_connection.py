@@ -583,7 +583,7 @@ class DirectConnection(asyncio.Protocol):
     def _reset(self, res: list) -> None:
         """Send part of the reply, then reset the connection (RST: SO_LINGER 0, then abort), as
         gateway/http.py resets one."""
-        data = D.encode(res if self.compact else D.reply_fields(res))
+        data = self._reply_bytes(res)
         self._out.append(data[:max(1, len(data) // 2)])
         self._flush()
         self.reset_now()
@@ -663,12 +663,32 @@ class DirectConnection(asyncio.Protocol):
 
     # ---- output, closing, deadlines ------------------------------------------------------
     def _send_reply(self, res: list) -> None:
-        self._send(res if self.compact else D.reply_fields(res))
+        if not self.closed:
+            self._queue(self._reply_bytes(res))
+
+    def _reply_bytes(self, res: list) -> bytes:
+        """The reply's frame, or, when it would exceed FRAME_BYTES_MAX (a batch that reads many
+        large items), a 413/SUB_REPLY_TOO_LARGE reply in its place with the same LSNs, session
+        and charge: the operation ran, only its reply cannot be framed."""
+        try:
+            return D.encode(res if self.compact else D.reply_fields(res))
+        except ValueError:
+            size = len(D.pack(res))
+        err = CosmosError(413, D.SUB_REPLY_TOO_LARGE, (
+            f"The reply ({size} bytes) exceeds the direct protocol's frame limit ({D.FRAME_BYTES_MAX} bytes). "
+            "The operation ran (a batch's writes are applied); read the items back in smaller requests, "
+            "or send this one through the gateway."))
+        small = list(res)
+        small[2], small[3], small[4] = err.status, err.substatus, responses.error(err, res[13] or "").body
+        small[11] = None                     # no etag: the body is the error
+        return D.encode(small if self.compact else D.reply_fields(small))
 
     def _send(self, frame) -> None:
-        if self.closed:
-            return
-        self._out.append(D.encode(frame))
+        if not self.closed:
+            self._queue(D.encode(frame))
+
+    def _queue(self, data: bytes) -> None:
+        self._out.append(data)
         if not self._in_data and not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)

@@ -711,3 +711,26 @@ def test_a_busy_sender_whose_reads_end_mid_frame_is_not_taken_for_a_trickler(reg
         rid += 1
     probe.sock.sendall(frame(rid)[cut:])
     assert probe.reply(rid)["status"] == 200
+
+
+@pytest.mark.parametrize("versions", [[1], [2]])
+def test_a_batch_whose_reply_exceeds_the_frame_limit_is_answered_413_and_the_connection_lives_on(regionlab,
+                                                                                                  versions):
+    """Found by probing: a transactional batch reading five items of 1.9 MB has an 9.5 MB reply
+    (the gateway sends it), over FRAME_BYTES_MAX; the node's encoder raised and the connection
+    died with no frame ('Fatal error on transport' in the log)."""
+    emu = regionlab
+    setup(emu.endpoint, emu.key)
+    host, port, key = D.parse_uri(primary_of(replicas(emu.endpoint, emu.key))["physcialUri"])
+    probe = Probe(host, port, emu.key, versions=versions)
+    for n in range(5):
+        assert probe.call("upsert", key, pk=PK, body=doc(f"big{n}", pad="x" * 1_900_000),
+                          prefer="return=minimal")["status"] in (200, 201)
+    reads = json.dumps([{"operationType": "Read", "id": f"big{n}"} for n in range(5)]).encode()
+    r = probe.call("batch", key, pk=PK, body=reads)
+    assert (r["status"], r["sub"]) == (413, D.SUB_REPLY_TOO_LARGE)
+    assert str(D.FRAME_BYTES_MAX) in body(r)["message"] and r["session"] and r["charge"] > 0
+    one = json.dumps([{"operationType": "Read", "id": "big0"}]).encode()
+    assert probe.call("batch", key, pk=PK, body=one)["status"] == 200        # a reply that fits
+    probe.send(D.ping())
+    assert probe.frame() == {"t": D.PONG}
