@@ -605,8 +605,8 @@ class DirectConnection(asyncio.Protocol):
             headers.update(extra)
         if op in _SCOPED_FEEDS:
             headers[H.PK_RANGE_ID] = target.partition.range_id
-        elif pk is not None:
-            _check_range(target, pk)
+        if pk is not None:
+            _check_range(target, pk)         # a page's key too: else it reads another range's data
         if has_item:
             if not isinstance(item, str) or not item:
                 raise bad_request(f"Operation '{op}' needs the item's id in 'item'.")

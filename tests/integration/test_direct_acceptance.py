@@ -734,3 +734,31 @@ def test_a_batch_whose_reply_exceeds_the_frame_limit_is_answered_413_and_the_con
     assert probe.call("batch", key, pk=PK, body=one)["status"] == 200        # a reply that fits
     probe.send(D.ping())
     assert probe.frame() == {"t": D.PONG}
+
+
+def test_a_page_whose_partition_key_is_outside_the_named_replicas_range_is_410_1002(regionlab):
+    """Found by probing: a query with a partition key of another range was served, through the
+    named replica, from the key's own range (and a read feed ignored the key), where a point
+    operation answers 410/1002. Now every operation does, and in its own range a page with a key
+    holds that key's items."""
+    emu = regionlab
+    setup(emu.endpoint, emu.key, offer_throughput=12000)
+    status, feed = address_feed(emu.endpoint, emu.key)
+    ranges = sorted({a["partitionKeyRangeId"] for a in feed["Addresss"]})
+    assert len(ranges) >= 2
+    query = b'{"query":"SELECT VALUE c.id FROM c"}'
+    owner = None
+    for range_id in ranges:
+        probe, key = open_probe(emu, replicas(emu.endpoint, emu.key, range_id)[0])
+        point = probe.call("read", key, item="a", pk=PK)
+        pages = [probe.call("query", key, pk=PK, body=query), probe.call("read_feed", key, pk=PK),
+                 probe.call("change_feed", key, pk=PK)]
+        if point["status"] == 200:
+            owner = range_id
+            assert [p["status"] for p in pages] == [200, 200, 200]
+            assert sorted(body(pages[0])["Documents"]) == ["a", "b", "c"]
+            assert sorted(d["id"] for d in body(pages[1])["Documents"]) == ["a", "b", "c"]
+        else:
+            assert (point["status"], point["sub"]) == (410, D.SUB_PARTITION_KEY_RANGE_GONE)
+            assert [(p["status"], p["sub"]) for p in pages] == [(410, D.SUB_PARTITION_KEY_RANGE_GONE)] * 3
+    assert owner is not None
