@@ -762,3 +762,15 @@ def test_a_page_whose_partition_key_is_outside_the_named_replicas_range_is_410_1
             assert (point["status"], point["sub"]) == (410, D.SUB_PARTITION_KEY_RANGE_GONE)
             assert [(p["status"], p["sub"]) for p in pages] == [(410, D.SUB_PARTITION_KEY_RANGE_GONE)] * 3
     assert owner is not None
+
+
+def test_binding_every_interface_hands_out_loopback_addresses_not_the_bind_address(tmp_path):
+    """--host 0.0.0.0 (as in Docker) without --advertise-host: the nodes listen everywhere, the
+    feed names 127.0.0.1, never 0.0.0.0 (the official emulator's container-internal address bug)."""
+    with spawn(tmp_path, "--host", "0.0.0.0", "--port", "0", "--control-port", "0") as cli:
+        endpoint, key = cli.info["account_endpoint"], cli.info["key"]
+        setup(endpoint, key)
+        uris = [a["physcialUri"] for a in replicas(endpoint, key)]
+        assert len(uris) == 4 and all(u.startswith("rlmp://127.0.0.1:") for u in uris), uris
+        host, port, replica = D.parse_uri(uris[0])
+        assert Probe(host, port, key).call("read", replica, item="a", pk=PK)["status"] == 200
