@@ -774,3 +774,29 @@ def test_binding_every_interface_hands_out_loopback_addresses_not_the_bind_addre
         assert len(uris) == 4 and all(u.startswith("rlmp://127.0.0.1:") for u in uris), uris
         host, port, replica = D.parse_uri(uris[0])
         assert Probe(host, port, key).call("read", replica, item="a", pk=PK)["status"] == 200
+
+
+@pytest.mark.regionlab_config(nodes_per_region=5)
+def test_the_fixtures_fault_handles_drive_the_direct_faults(regionlab):
+    """emu.faults.replica_move / node_crash / direct_ports_blocked (docs/control-api.md), each
+    healed by leaving its block."""
+    emu = regionlab
+    setup(emu.endpoint, emu.key)
+    before = replicas(emu.endpoint, emu.key)
+    moved = before[1]
+    old_port = D.parse_uri(moved["physcialUri"])[1]
+    probe, key = open_probe(emu, moved)
+    with emu.faults.replica_move(EAST, 1, container="items"):
+        gone = probe.call("read", key, item="a", pk=PK)
+        assert (gone["status"], gone["sub"]) == (410, D.SUB_REPLICA_NOT_HERE)
+        now = replicas(emu.endpoint, emu.key)[1]
+        assert now["node"] != moved["node"] and D.parse_uri(now["physcialUri"])[1] != old_port
+        assert open_probe(emu, now)[0].call("read", key, item="a", pk=PK)["status"] == 200
+    assert replicas(emu.endpoint, emu.key)[1]["node"] == moved["node"]
+    assert probe.call("read", key, item="a", pk=PK)["status"] == 200               # back home
+    with emu.faults.node_crash(EAST, moved["node"]):
+        assert refused(old_port)
+    assert not refused(old_port)
+    with emu.faults.direct_ports_blocked():
+        assert all(refused(n["port"]) for n in emu.direct_nodes)
+    assert not any(refused(n["port"]) for n in emu.direct_nodes)
