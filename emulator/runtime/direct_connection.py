@@ -640,6 +640,8 @@ class DirectConnection(asyncio.Protocol):
             res = direct_ops.fields_reply(rid, reply, target, activity)
         else:                                # a gateway Reply (feeds, queries, batches, errors)
             res = direct_ops.gateway_reply(rid, reply, target, activity)
+            if reply.body and len(reply.body) > _REPLY_BODY_BYTES_MAX:
+                res = _too_large(res, len(reply.body))   # counted as what the client gets
         if self._effects:
             effect = self._effects.pop(rid, None)
             if effect is not None:
@@ -673,14 +675,7 @@ class DirectConnection(asyncio.Protocol):
         try:
             return D.encode(res if self.compact else D.reply_fields(res))
         except ValueError:
-            size = len(D.pack(res))
-        err = CosmosError(413, D.SUB_REPLY_TOO_LARGE, (
-            f"The reply ({size} bytes) exceeds the direct protocol's frame limit ({D.FRAME_BYTES_MAX} bytes). "
-            "The operation ran (a batch's writes are applied); read the items back in smaller requests, "
-            "or send this one through the gateway."))
-        small = list(res)
-        small[2], small[3], small[4] = err.status, err.substatus, responses.error(err, res[13] or "").body
-        small[11] = None                     # no etag: the body is the error
+            small = _too_large(res, len(D.pack(res)))
         return D.encode(small if self.compact else D.reply_fields(small))
 
     def _send(self, frame) -> None:
@@ -752,6 +747,19 @@ class DirectConnection(asyncio.Protocol):
         elif not self.pending and now - self.last_rx > plane.idle_timeout_s:
             self.fail(408, D.SUB_IDLE, f"Nothing arrived for {plane.idle_timeout_s:g} s (idle timeout); "
                                        "send pings to keep a connection open.")
+
+
+def _too_large(res: list, size: int) -> list:
+    """The 413/SUB_REPLY_TOO_LARGE reply in place of one of `size` bytes that cannot be framed
+    (docs/direct-protocol.md): the same LSNs, session and charge, the error as its body."""
+    err = CosmosError(413, D.SUB_REPLY_TOO_LARGE, (
+        f"The reply ({size} bytes) exceeds the direct protocol's frame limit ({D.FRAME_BYTES_MAX} bytes). "
+        "The operation ran (a batch's writes are applied); read the items back in smaller requests, "
+        "or send this one through the gateway."))
+    small = list(res)
+    small[2], small[3], small[4] = err.status, err.substatus, responses.error(err, res[13] or "").body
+    small[11] = None                         # no etag: the body is the error
+    return small
 
 
 class _Held:
@@ -857,6 +865,9 @@ _READ_CODE = D.OPERATION_CODE[D.READ]
 # No replica key equals this, not even a request's nil 'replica' (None would match a None here
 # and reuse a target never resolved).
 _NO_KEY = object()
+# A reply body above this cannot be framed with its envelope (the reply's other fields, well
+# under 64 KiB): it is answered 413/SUB_REPLY_TOO_LARGE (_too_large) before it is counted.
+_REPLY_BODY_BYTES_MAX = D.FRAME_BYTES_MAX - 64 * 1024
 _READ_200 = (D.READ, 200, 0)
 _ACTIVITY_PREFIX = str(uuid.uuid4())[:24]     # the node's own, so its ids never equal the gateway's
 _activity_seq = itertools.count(1)

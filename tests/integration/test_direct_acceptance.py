@@ -730,6 +730,7 @@ def test_a_batch_whose_reply_exceeds_the_frame_limit_is_answered_413_and_the_con
     r = probe.call("batch", key, pk=PK, body=reads)
     assert (r["status"], r["sub"]) == (413, D.SUB_REPLY_TOO_LARGE)
     assert str(D.FRAME_BYTES_MAX) in body(r)["message"] and r["session"] and r["charge"] > 0
+    assert topology(emu)["direct_requests"][EAST].get(f"batch 413/{D.SUB_REPLY_TOO_LARGE}") == 1
     one = json.dumps([{"operationType": "Read", "id": "big0"}]).encode()
     assert probe.call("batch", key, pk=PK, body=one)["status"] == 200        # a reply that fits
     probe.send(D.ping())
