@@ -105,6 +105,13 @@ def refused(port: int) -> bool:
         return True
 
 
+def until(done, what: str) -> None:
+    """Look again (each look a round trip to the server) until done(), within REPLY_TIMEOUT_S."""
+    deadline = time.monotonic() + REPLY_TIMEOUT_S
+    while not done():
+        assert time.monotonic() < deadline, f"never saw {what}"
+
+
 def body(reply: dict):
     return json.loads(reply["body"]) if reply.get("body") else None
 
@@ -239,8 +246,7 @@ def test_a_region_outage_fails_its_nodes_in_the_mode_its_gateway_fails(regionlab
         probe.submit("read", key, item="a", pk=PK)            # never answered
         silent = socket.create_connection((host, port), timeout=REPLY_TIMEOUT_S)
         silent.sendall(D.encode(D.hello()))                  # accepted and read, never answered
-        while _node_connections(emu, WEST, entry["node"]) < 2:
-            pass                                             # each look is a control-port round trip
+        until(lambda: _node_connections(emu, WEST, entry["node"]) == 2, "the node holding both connections")
         heal(emu, fid)                                       # the heal closes what the blackhole held
         for sock in (probe.sock, silent):
             assert ended(sock)[0] == [], "a blackholed node answered"
@@ -573,8 +579,7 @@ def test_a_primary_crash_changes_which_address_is_primary(regionlab):
     fid = fault(emu, type="primary_crash", region=EAST)
     w = probe.call("upsert", key, pk=PK, body=doc("pc"))
     assert (w["status"], w["sub"]) in ((410, D.SUB_REPLICA_DOWN), (410, D.SUB_NOT_PRIMARY))
-    while primary_of(replicas(emu.endpoint, emu.key))["replica"] == old["replica"]:
-        pass                                                 # each look is a gateway round trip
+    until(lambda: primary_of(replicas(emu.endpoint, emu.key))["replica"] != old["replica"], "an election")
     new = primary_of(replicas(emu.endpoint, emu.key))
     assert new["physcialUri"] != old["physcialUri"] and new["physcialUri"].endswith("p/")
     assert not any(a["physcialUri"].endswith("p/") for a in replicas(emu.endpoint, emu.key) if a is not new
