@@ -807,3 +807,29 @@ def test_the_fixtures_fault_handles_drive_the_direct_faults(regionlab):
     with emu.faults.direct_ports_blocked():
         assert all(refused(n["port"]) for n in emu.direct_nodes)
     assert not any(refused(n["port"]) for n in emu.direct_nodes)
+
+
+def test_ten_thousand_request_ids_sent_at_once_are_each_answered_once_at_the_default_cap(regionlab):
+    """All 10,000 writes in one send while the first ones wait for their quorum: the first
+    max_in_flight (stated in the challenge) are applied, every other one is 429/21004 at once,
+    each id is answered exactly once and the connection serves on."""
+    emu = regionlab
+    setup(emu.endpoint, emu.key)
+    entries = replicas(emu.endpoint, emu.key)
+    probe, key = open_probe(emu, primary_of(entries))
+    _slow_secondaries(emu, entries, 8000)         # far longer than the node takes to read all 10,000
+    cap = probe.challenge["max_in_flight"]
+    n = 10_000
+    probe.sock.sendall(b"".join(D.encode(D.request(probe.version, i, "upsert", key, pk=PK, body=doc(f"t{i}")))
+                                for i in range(1, n + 1)))
+    seen: dict = {}
+    while len(seen) < n:
+        f = probe.frame()
+        assert D.frame_type(f) == D.RESPONSE and D.reply_id(f) not in seen
+        r = D.named_reply(f)
+        seen[D.reply_id(f)] = (r["status"], r.get("sub", 0))
+    assert sorted(seen) == list(range(1, n + 1))
+    assert [seen[i] for i in range(1, cap + 1)] == [(201, 0)] * cap
+    assert {seen[i] for i in range(cap + 1, n + 1)} == {(429, D.SUB_BUSY)}
+    assert probe.call("read", key, item=f"t{cap}", pk=PK)["status"] == 200
+    assert probe.call("read", key, item=f"t{cap + 1}", pk=PK)["status"] == 404      # busy: never applied
