@@ -343,6 +343,7 @@ def test_the_ready_line_lists_the_replicas_each_node_holds(tmp_path):
     with spawn(tmp_path, "--port", "0", "--control-port", "0", "--data-dir", str(data)) as cli:
         assert all(n["replicas"] == [] for n in cli.info["direct"]["nodes"])      # nothing yet
         setup(cli.info["account_endpoint"], cli.info["key"])
+        placed = {a["replica"]: a["node"] for a in replicas(cli.info["account_endpoint"], cli.info["key"])}
         cli.proc.send_signal(signal.SIGTERM)
         assert cli.proc.wait(EXIT_TIMEOUT_S) == 0
     with spawn(tmp_path, "--port", "0", "--control-port", "0", "--data-dir", str(data)) as cli:
@@ -354,6 +355,8 @@ def test_the_ready_line_lists_the_replicas_each_node_holds(tmp_path):
             assert len(held) == 4 and set(held) == {a["replica"] for a in entries}
             for a in entries:
                 assert held[a["replica"]] == (a["node"], D.parse_uri(a["physcialUri"])[1])
+        east = cli.info["account_endpoint"]
+        assert {a["replica"]: a["node"] for a in replicas(east, cli.info["key"])} == placed   # same seed, same nodes
 
 
 # ---- the address feed: per partition key range and region, the service's shape ----------------
