@@ -590,7 +590,11 @@ def test_a_primary_crash_changes_which_address_is_primary(regionlab):
                    and a["replica"] != new["replica"])
     p2, key2 = open_probe(emu, new)
     assert p2.call("upsert", key2, pk=PK, body=doc("pc"))["status"] == 201
+    w = probe.call("upsert", key, pk=PK, body=doc("pc"))
+    assert (w["status"], w["sub"]) == (410, D.SUB_REPLICA_DOWN)          # still down, though another leads
     heal(emu, fid)
+    w = probe.call("upsert", key, pk=PK, body=doc("pc"))
+    assert (w["status"], w["sub"]) == (410, D.SUB_NOT_PRIMARY)           # back, as a secondary
 
 
 # ---- the rest of the protocol's promises -----------------------------------------------------
