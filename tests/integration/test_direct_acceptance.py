@@ -10,6 +10,8 @@ import os
 import random
 import signal
 import socket
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -21,7 +23,7 @@ from azure.cosmos import CosmosClient, PartitionKey
 from client.protocol import direct as D
 from client.protocol.auth import authorization_header
 from sdk_harness import client_kwargs
-from test_cli import EXIT_TIMEOUT_S, spawn
+from test_cli import EXIT_TIMEOUT_S, _clean_env, spawn
 
 EAST, WEST = "East US", "West US"
 PK = '["p"]'
@@ -329,10 +331,8 @@ def test_a_taken_port_in_the_direct_range_stops_the_server_with_a_message_naming
     assert "--direct-ports" in proc.stderr and "--control-port" not in proc.stderr    # the flag to change
 
 
-def spawn_exit(tmp_path, *args):
-    import subprocess
-    import sys
-    from test_cli import _clean_env
+def spawn_exit(tmp_path, *args) -> subprocess.CompletedProcess:
+    """A `python -m emulator` run expected to exit before its ready line."""
     return subprocess.run([sys.executable, "-m", "emulator", *args], capture_output=True, text=True,
                           timeout=EXIT_TIMEOUT_S, env=_clean_env(), cwd=tmp_path)
 
