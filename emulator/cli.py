@@ -142,7 +142,7 @@ def main(argv=None) -> int:
         return 1
     except OSError as e:
         hint = ""
-        if e.errno == errno.EADDRINUSE:
+        if e.errno == errno.EADDRINUSE and "--direct-ports" not in str(e.strerror):
             hint = ("; is another regionlab running? Choose other ports with --port and --control-port, "
                     "or --port 0 --control-port 0 for free ones")
         print(f"regionlab: error: {e.strerror or e}{hint}", file=sys.stderr)

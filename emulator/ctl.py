@@ -44,6 +44,10 @@ REQUEST_FAULT_FLAGS = {"latency": ("latency", ("region",)), "error": ("error", (
                        "timeout-after-apply": ("timeout_after_apply", ("region",)),
                        "tcp-reset": ("tcp_reset", ("region",)), "clock-skew": ("clock_skew", ("region",))}
 FAULT_FLAGS.update(REQUEST_FAULT_FLAGS)
+# Direct mode's faults (core/direct_faults.py, docs/direct.md): nodes and their ports.
+DIRECT_FAULT_FLAGS = {"replica-move": ("replica_move", ("region",)), "node-crash": ("node_crash", ("region",)),
+                      "direct-ports-blocked": ("direct_ports_blocked", ())}
+FAULT_FLAGS.update(DIRECT_FAULT_FLAGS)
 REQUEST_FAULT_OPS = ("read", "write", "query", "metadata", "all")
 
 
@@ -138,6 +142,15 @@ def _fault_flags(p, name: str, positionals: tuple) -> None:
         p.add_argument("--replica", type=int, required=True, help="replica index 0-3 (see topology)")
     if name == "replica-slow":
         p.add_argument("--delay-ms", type=int, required=True)
+    if name == "replica-move":
+        for sel in ("database", "container", "partition"):
+            p.add_argument(f"--{sel}", help=f"only this {sel} (default: all)")
+        p.add_argument("--replica", type=int, required=True, help="replica index 0-3 (see topology)")
+        p.add_argument("--to", type=int, help="the node it moves to (default: the next free one)")
+    if name == "node-crash":
+        p.add_argument("--node", type=int, required=True, help="the node's index in its region (see topology)")
+    if name == "direct-ports-blocked":
+        p.add_argument("--region", help="only this region's ports (default: every region's)")
     if name == "region-outage":
         p.add_argument("--mode", choices=OUTAGE_MODES,
                        help=f"how the endpoint fails (default {OUTAGE_MODE_DEFAULT}; see docs/control-api.md)")
@@ -172,7 +185,8 @@ def fault_spec(args) -> dict:
     for field in positionals:
         spec[field] = getattr(args, field.replace("from", "source").replace("to", "target"))
     for flag in ("one_way", "lag_ms", "jitter_ms", "database", "container", "partition", "replica",
-                 "delay_ms", "mode", "duration_ms", "op", "share", "status", "substatus", "count", "offset_ms", "seed"):
+                 "delay_ms", "mode", "duration_ms", "op", "share", "status", "substatus", "count", "offset_ms", "seed",
+                 "to", "node", "region"):
         value = getattr(args, flag, None)
         if value is not None and value is not False:
             spec[flag] = value

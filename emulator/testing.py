@@ -81,8 +81,9 @@ class RunningEmulator:
 
     @property
     def direct_nodes(self) -> list:
-        """Every direct-mode node as {"region", "node", "port"} (free ports; docs/direct.md)."""
-        return self.emulator.ready_info()["direct"]["nodes"]
+        """Every direct-mode node as {"region", "node", "port", "replicas"} (free ports, the
+        replica keys it holds; docs/direct.md), read on the emulator's loop."""
+        return self.call(lambda account: self.emulator.direct.ready_info()["nodes"])
 
     def drill(self, file_or_name, *, scale: float = 1.0, seed: int = 0, out=None, report_dir: str | None = None):
         """Run a drill (a built-in's name, a scenario file's path, or its parsed JSON) against this

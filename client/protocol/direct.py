@@ -114,6 +114,7 @@ SUB_BAD_REQUEST_FRAME = 21012            # 400: a request with missing or mistyp
 SUB_HANDSHAKE = 21013                    # 400/408: a frame out of place, or a handshake too slow
 SUB_VERSION = 21014                      # 400: no protocol version in common
 SUB_IDLE = 21015                         # 408: nothing arrived for idle_timeout_ms, or a frame stalled
+SUB_REPLY_TOO_LARGE = 21016              # 413: the operation ran, but its reply exceeds FRAME_BYTES_MAX
 SUB_PARTITION_KEY_RANGE_GONE = 1002      # 410: the key is outside the named replica's range
 SUB_READ_SESSION_NOT_AVAILABLE = 1002    # 404: this replica is behind the session token
 

@@ -61,8 +61,9 @@ class DirectFaults:
         index = spec.get("node")
         try:
             node = placement.node(region, index)
-        except ValueError as e:
-            raise bad_request(f"node_crash: 'node' {e} (see GET /topology).") from None
+        except ValueError:
+            raise bad_request(f"node_crash: 'node' must be an integer 0-{placement.nodes_per_region - 1} "
+                              f"(a node of {region}, see GET /topology); got {str(index)[:40]!r}.") from None
         if node.state != "up":
             raise bad_request(f"Node {index} of {region} is already down.")
         crashed = []

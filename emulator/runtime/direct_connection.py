@@ -27,6 +27,7 @@ from client.protocol import headers as H
 from ..core import throttle as th
 from ..core.errors import CosmosError, bad_request
 from ..core.request_faults import DROP_AFTER_APPLY
+from ..gateway.http import RESET
 from ..gateway import documents, partition_keys, responses, sessions
 from . import direct_ops
 from .direct_tls import HANDSHAKE_FAILURE_ALERT, TLS_HANDSHAKE_RECORD, TlsSession
@@ -52,7 +53,7 @@ class DirectConnection(asyncio.Protocol):
         # changes where a replica is or its state (faults, placement, containers) can run
         # while one buffer's frames are handled, so the reads after it in the same buffer
         # reuse it; it is forgotten when the buffer is done.
-        self._batch_key = self._batch_target = None
+        self._batch_key, self._batch_target = _NO_KEY, None
         self._flush_scheduled = False
         self.loop = None
         self.opened = self.last_rx = 0.0
@@ -65,6 +66,7 @@ class DirectConnection(asyncio.Protocol):
         self._sniffed = False                # the first bytes were looked at (TLS or plain)
         self.faults = node.plane.account.faults.requests   # its by_region is empty without faults
         self._effects: dict = {}             # request id -> the request fault Effect on its reply
+        self.silenced = False                # a region outage's blackhole: nothing more is sent, ever
 
     # ---- asyncio.Protocol ---------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -96,6 +98,9 @@ class DirectConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        if self.node.silent:                 # its region is out in the reset or blackhole mode
+            self._outage_received()
+            return
         if self.tls is None and not self._sniffed:
             self._sniffed = True
             if data[0] == TLS_HANDSHAKE_RECORD and not self._start_tls():
@@ -122,12 +127,49 @@ class DirectConnection(asyncio.Protocol):
                     self._array(frame)
                 else:
                     self._frame(frame)
-            if self.frame_since or self.decoder.pending:
-                self.frame_since = (self.frame_since or now) if self.decoder.pending else 0.0
+            if self.decoder.pending:
+                # The frame timer times the frame incomplete now: one that began in these bytes
+                # (after a frame they completed) starts it again, so a busy sender whose reads
+                # end mid-frame is not taken for a trickler; a trickler completes nothing.
+                if frames or not self.frame_since:
+                    self.frame_since = now
+            elif self.frame_since:
+                self.frame_since = 0.0
         finally:
             self._in_data = False
-            self._batch_key = self._batch_target = None
+            self._batch_key, self._batch_target = _NO_KEY, None
             self._flush()
+
+    def _outage_received(self) -> None:
+        """Bytes from a peer while the region is out in a mode that listens but does not serve:
+        `reset` resets the connection, `blackhole` reads and drops them (and answers nothing,
+        not even the requests already running)."""
+        if self.node.outage == RESET:
+            self.reset_now()
+        else:
+            self.silence()
+
+    def silence(self) -> None:
+        """A blackhole: drop what was queued and send nothing more; the heal closes it."""
+        self.silenced = True
+        self._out.clear()
+
+    def reset_now(self) -> None:
+        """Reset the connection (RST: SO_LINGER 0, then abort); whatever was in flight on it is lost."""
+        if self.closed:
+            return
+        self.closed = True
+        self.node.connections.discard(self)
+        self._out.clear()
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+            except OSError:
+                pass                         # already gone: the abort below is all there is to do
+        self.transport.abort()
+        for task in self.in_flight.values():
+            task.cancel()
 
     # ---- TLS (direct_tls.py) -------------------------------------------------------------
     def _start_tls(self) -> bool:
@@ -541,20 +583,10 @@ class DirectConnection(asyncio.Protocol):
     def _reset(self, res: list) -> None:
         """Send part of the reply, then reset the connection (RST: SO_LINGER 0, then abort), as
         gateway/http.py resets one."""
-        data = D.encode(res if self.compact else D.reply_fields(res))
+        data = self._reply_bytes(res)
         self._out.append(data[:max(1, len(data) // 2)])
         self._flush()
-        self.closed = True
-        self.node.connections.discard(self)
-        sock = self.transport.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
-            except OSError:
-                pass                         # already gone: the abort below is all there is to do
-        self.transport.abort()
-        for task in self.in_flight.values():
-            task.cancel()
+        self.reset_now()
 
     def _prepare(self, op, replica, item, pk, body, options):
         spec = D.OPERATIONS.get(op) if type(op) is str else None
@@ -573,8 +605,8 @@ class DirectConnection(asyncio.Protocol):
             headers.update(extra)
         if op in _SCOPED_FEEDS:
             headers[H.PK_RANGE_ID] = target.partition.range_id
-        elif pk is not None:
-            _check_range(target, pk)
+        if pk is not None:
+            _check_range(target, pk)         # a page's key too: else it reads another range's data
         if has_item:
             if not isinstance(item, str) or not item:
                 raise bad_request(f"Operation '{op}' needs the item's id in 'item'.")
@@ -608,6 +640,8 @@ class DirectConnection(asyncio.Protocol):
             res = direct_ops.fields_reply(rid, reply, target, activity)
         else:                                # a gateway Reply (feeds, queries, batches, errors)
             res = direct_ops.gateway_reply(rid, reply, target, activity)
+            if reply.body and len(reply.body) > _REPLY_BODY_BYTES_MAX:
+                res = _too_large(res, len(reply.body))   # counted as what the client gets
         if self._effects:
             effect = self._effects.pop(rid, None)
             if effect is not None:
@@ -631,12 +665,25 @@ class DirectConnection(asyncio.Protocol):
 
     # ---- output, closing, deadlines ------------------------------------------------------
     def _send_reply(self, res: list) -> None:
-        self._send(res if self.compact else D.reply_fields(res))
+        if not self.closed:
+            self._queue(self._reply_bytes(res))
+
+    def _reply_bytes(self, res: list) -> bytes:
+        """The reply's frame, or, when it would exceed FRAME_BYTES_MAX (a batch that reads many
+        large items), a 413/SUB_REPLY_TOO_LARGE reply in its place with the same LSNs, session
+        and charge: the operation ran, only its reply cannot be framed."""
+        try:
+            return D.encode(res if self.compact else D.reply_fields(res))
+        except ValueError:
+            small = _too_large(res, len(D.pack(res)))
+        return D.encode(small if self.compact else D.reply_fields(small))
 
     def _send(self, frame) -> None:
-        if self.closed:
-            return
-        self._out.append(D.encode(frame))
+        if not self.closed:
+            self._queue(D.encode(frame))
+
+    def _queue(self, data: bytes) -> None:
+        self._out.append(data)
         if not self._in_data and not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
@@ -644,7 +691,7 @@ class DirectConnection(asyncio.Protocol):
     def _flush(self) -> None:
         self._flush_scheduled = False
         out = self._out
-        if out and not self.closed:
+        if out and not self.closed and not self.silenced:
             data = b"".join(out)
             if self.tls is None:
                 self.transport.write(data)
@@ -673,7 +720,7 @@ class DirectConnection(asyncio.Protocol):
         self.closed = True
         self.node.connections.discard(self)
         transport = self.transport
-        if self.tls is not None and self.tls.handshaken:
+        if self.tls is not None and self.tls.handshaken and not self.silenced:
             transport.write(self.tls.close())
         transport.close()
         self.loop.call_later(CLOSE_GRACE_S, transport.abort)
@@ -688,6 +735,10 @@ class DirectConnection(asyncio.Protocol):
 
     def check_deadlines(self, now: float) -> None:
         plane = self.plane
+        if self.node.silent:                 # a region outage that answers nothing, not even a 408
+            if self.node.outage == RESET and now - self.last_rx > plane.handshake_timeout_s:
+                self.reset_now()             # a peer that says nothing is reset once it had its time
+            return
         if self.state in (_HANDSHAKE, _AUTH):
             if now - self.opened > plane.handshake_timeout_s:
                 self.fail(408, D.SUB_HANDSHAKE, f"The handshake did not finish within {plane.handshake_timeout_s:g} s.")
@@ -696,6 +747,19 @@ class DirectConnection(asyncio.Protocol):
         elif not self.pending and now - self.last_rx > plane.idle_timeout_s:
             self.fail(408, D.SUB_IDLE, f"Nothing arrived for {plane.idle_timeout_s:g} s (idle timeout); "
                                        "send pings to keep a connection open.")
+
+
+def _too_large(res: list, size: int) -> list:
+    """The 413/SUB_REPLY_TOO_LARGE reply in place of one of `size` bytes that cannot be framed
+    (docs/direct-protocol.md): the same LSNs, session and charge, the error as its body."""
+    err = CosmosError(413, D.SUB_REPLY_TOO_LARGE, (
+        f"The reply ({size} bytes) exceeds the direct protocol's frame limit ({D.FRAME_BYTES_MAX} bytes). "
+        "The operation ran (a batch's writes are applied); read the items back in smaller requests, "
+        "or send this one through the gateway."))
+    small = list(res)
+    small[2], small[3], small[4] = err.status, err.substatus, responses.error(err, res[13] or "").body
+    small[11] = None                         # no etag: the body is the error
+    return small
 
 
 class _Held:
@@ -798,6 +862,12 @@ _FAULT_OP = {D.READ: "read", D.READ_FEED: "read", D.CHANGE_FEED: "read", D.QUERY
              **{op: "write" for op in D.WRITE_OPERATIONS}}
 _LINGER_RESET = struct.pack("ii", 1, 0)       # SO_LINGER on, 0 s: abort sends RST, not FIN
 _READ_CODE = D.OPERATION_CODE[D.READ]
+# No replica key equals this, not even a request's nil 'replica' (None would match a None here
+# and reuse a target never resolved).
+_NO_KEY = object()
+# A reply body above this cannot be framed with its envelope (the reply's other fields, well
+# under 64 KiB): it is answered 413/SUB_REPLY_TOO_LARGE (_too_large) before it is counted.
+_REPLY_BODY_BYTES_MAX = D.FRAME_BYTES_MAX - 64 * 1024
 _READ_200 = (D.READ, 200, 0)
 _ACTIVITY_PREFIX = str(uuid.uuid4())[:24]     # the node's own, so its ids never equal the gateway's
 _activity_seq = itertools.count(1)

@@ -2,9 +2,13 @@
 
 Theory of operation:
 * `DirectPlane` owns every node of every region: it binds their ports at start (so the ready
-  line and the address feed know them), and keeps each node listening exactly while its region
-  is up, the node is up and its region's ports are not blocked (core/placement.py says which,
-  the fault catalogue changes it). A node that stops listening also drops its connections.
+  line and the address feed know them), and keeps each node listening exactly while the node is
+  up, its region's ports are not blocked (core/placement.py says which, the fault catalogue
+  changes it) and its region is not out in the `refuse` mode. A node that stops listening also
+  drops its connections. A region out in another mode fails its nodes in that mode, as its
+  gateway fails (docs/control-api.md, "Region outage modes"): `unavailable` answers every
+  request 503, `reset` resets every connection as soon as it sends anything, `blackhole` reads
+  and never answers, and its heal closes every connection it held.
 * `DirectConnection` is one client connection: a sans-IO FrameDecoder (client/protocol/direct.py)
   turns bytes into frames; the handshake (version, then HMAC of a nonce) must finish first; then
   requests run concurrently, each answered by id as it finishes. Replies produced while handling
@@ -24,15 +28,17 @@ Theory of operation:
 import asyncio
 import collections
 import logging
+import os
 
 from client.protocol import direct as D
 from client.protocol import headers as H
 
 from ..core.errors import CosmosError, bad_request
+from ..core.faults import OUTAGE_MODE_DEFAULT
 from ..core.replica import PRIMARY, UP
 from ..gateway.call import Call
 from ..gateway.server import Gateway
-from ..gateway.http import carry_on as http_carry_on
+from ..gateway.http import BLACKHOLE, RESET, carry_on as http_carry_on
 from . import direct_tls
 from .port_hold import PortHold
 
@@ -53,6 +59,7 @@ _OP_HEADERS = {
     D.CHANGE_FEED: {H.A_IM: H.A_IM_INCREMENTAL},
 }
 _HANDSHAKE, _AUTH, _READY, _CLOSING = "hello", "auth", "ready", "closing"
+REFUSE, UNAVAILABLE = "refuse", "unavailable"     # region outage modes (core/faults.py OUTAGE_MODES)
 
 
 class DirectCall(Call):
@@ -90,11 +97,11 @@ _replica_keys: dict = {}
 
 def _parse_replica_key(key) -> tuple | None:
     """(coll rid, range id, index) of a replica key, or None when it is not one."""
+    if type(key) is not str:         # first: a list or map is not even hashable
+        return None
     hit = _replica_keys.get(key)
     if hit is not None:
         return hit
-    if not isinstance(key, str):
-        return None
     parts = key.split("/")
     if len(parts) != 6 or parts[0] != "colls" or parts[2] != "pkranges" or parts[4] != "replicas" \
             or not parts[5].isdigit() or not 0 <= int(parts[5]) < 4:
@@ -121,6 +128,9 @@ class DirectNode:
         self._sock = None
         self._hold = None               # PortHold while a fault keeps the node from listening
         self.connections: set = set()
+        self.outage = None                   # the outage mode of its region while it is out and listening
+        self.unavailable = False             # outage UNAVAILABLE: every request is answered 503
+        self.silent = False                  # outage RESET or BLACKHOLE: connections are not served
         self.requests: collections.Counter = collections.Counter()   # (op, status, sub) -> replies
         self.replica_requests = plane.replica_requests.setdefault(region, collections.Counter())
         self._targets: dict = {}             # replica key -> (placement version, coll rid, _Target)
@@ -133,8 +143,14 @@ class DirectNode:
     def resolve(self, key, write: bool) -> _Target:
         """The replica `key` names, if this node holds it and it may serve the request (else
         410 with the substatus that says why)."""
+        if self.unavailable:
+            raise CosmosError(503, 0, f"Region {self.region} is unavailable (a region outage); its direct "
+                                      "nodes answer nothing else until it is back.")
         account = self.plane.account
-        hit = self._targets.get(key)
+        try:
+            hit = self._targets.get(key)
+        except TypeError:                    # a list or map for 'replica': _resolve answers the 400
+            hit = None
         if hit is not None and hit[0] == account.placement.version and \
                 account.colls_by_rid.get(hit[1]) is hit[2].container and \
                 hit[2].partition.replica_sets.get(self.region) is hit[2].rs:
@@ -175,7 +191,13 @@ class DirectNode:
     # ---- listening ------------------------------------------------------------------------
     def bind(self) -> None:
         from .server import _bind
-        self._sock = _bind(self.plane.host, self.port)
+        try:
+            self._sock = _bind(self.plane.host, self.port)
+        except OSError as e:             # name the flag that picks this port, not the gateway's
+            raise OSError(e.errno, f"node {self.index} of {self.region} (direct mode) cannot listen on "
+                                   f"{self.plane.host}:{self.port}: {os.strerror(e.errno) if e.errno else e}; "
+                                   "choose another range with --direct-ports, or --direct-ports 0 for free "
+                                   "ports") from None
         self.port = self._sock.getsockname()[1]
 
     async def serve(self) -> None:
@@ -206,6 +228,25 @@ class DirectNode:
                 self._hold = PortHold(self.plane.host, self.port)
         return None
 
+    def set_outage(self, mode: str | None) -> None:
+        """Fail in a region outage mode that keeps the node listening (UNAVAILABLE, RESET,
+        BLACKHOLE), or serve again (None), as gateway/http.py fails a region's endpoint."""
+        was = self.outage
+        if mode == was:
+            return
+        self.outage = mode
+        self.unavailable = mode == UNAVAILABLE
+        self.silent = mode in (RESET, BLACKHOLE)
+        if was == BLACKHOLE:
+            for conn in list(self.connections):
+                conn.abort()                 # the connections a blackhole held: their clients gave up
+        if mode == RESET:
+            for conn in list(self.connections):
+                conn.reset_now()
+        elif mode == BLACKHOLE:
+            for conn in self.connections:
+                conn.silence()
+
     def _release_hold(self) -> None:
         if self._hold is not None:
             self._hold.release()
@@ -215,7 +256,7 @@ class DirectNode:
         return {"region": self.region, "node": self.index, "port": self.port,
                 "listening": self.server is not None or self._sock is not None,
                 "state": self.plane.account.placement.node(self.region, self.index).state,
-                "connections": len(self.connections)}
+                "outage_mode": self.outage, "connections": len(self.connections)}
 
 
 class DirectPlane:
@@ -321,14 +362,19 @@ class DirectPlane:
             self._reconcile(region)
 
     def _reconcile(self, region: str) -> None:
-        """Listen on exactly the nodes that should (ALL_REGIONS: every region)."""
+        """Listen on exactly the nodes that should (ALL_REGIONS: every region), failing in the
+        mode of their region's outage."""
         if region not in self.gateways:
             self._reconcile_all()
             return
-        up = self.account.region_state(region) == "up"
+        mode = None
+        if self.account.region_state(region) != "up":
+            mode = self.account.region(region).outage_mode or OUTAGE_MODE_DEFAULT
         placement = self.account.placement
         for node in self.region_nodes(region):
-            task = node.set_listening(up and placement.listening(region, node.index))
+            listening = mode != REFUSE and placement.listening(region, node.index)
+            node.set_outage(mode if listening else None)
+            task = node.set_listening(listening)
             if task is not None:
                 self._settle(task)
 
@@ -365,8 +411,18 @@ class DirectPlane:
         return out
 
     def ready_info(self) -> dict:
+        """Every node with its port and the replica keys it holds (none before a container exists)."""
+        held: dict = {}
+        placement = self.account.placement
+        for c, p in self.account.partitions():
+            for region in p.replica_sets:
+                if region not in self.gateways:
+                    continue
+                for i, node in enumerate(placement.replica_nodes(region, c.rid, p.range_id)):
+                    held.setdefault((region, node), []).append(D.replica_key(c.rid, p.range_id, i))
         return {"protocol": D.PROTOCOL,
-                "nodes": [{"region": r, "node": i, "port": n.port} for (r, i), n in self.nodes.items()]}
+                "nodes": [{"region": r, "node": i, "port": n.port, "replicas": held.get((r, i), [])}
+                          for (r, i), n in self.nodes.items()]}
 
     def counts(self) -> list:
         """[(region, op, status, substatus, replies)] summed over each region's nodes, sorted."""

@@ -23,6 +23,8 @@ def build_parser(prog: str = "python -m emulator.sim") -> argparse.ArgumentParse
     p.add_argument("--intra-region-delay-ms", type=int, default=None, help="replica apply delay (default: drawn)")
     p.add_argument("--log-retained-commits", type=int, default=None,
                    help="commits each replica set's log retains (default: drawn from the seed)")
+    p.add_argument("--nodes-per-region", type=int, default=None,
+                   help="direct mode's backend nodes per region (default 4; a replica_move needs 5 or more)")
     p.add_argument("--no-faults", action="store_true", help="clients only, no fault workload")
     p.add_argument("--scenario", help="a scenario JSON file (timed faults, heals, failovers)")
     p.add_argument("--history", help="write the full history (JSON) to this file")
@@ -33,7 +35,7 @@ def config_from(args) -> SimConfig:
     overrides = {"steps": args.steps, "consistency": args.consistency, "partitions": args.partitions,
                  "containers": args.containers, "keys": args.keys,
                  "intra_region_delay_ms": args.intra_region_delay_ms,
-                 "log_retained_commits": args.log_retained_commits}
+                 "log_retained_commits": args.log_retained_commits, "nodes_per_region": args.nodes_per_region}
     if args.scenario:
         with open(args.scenario) as f:
             return SimConfig.from_scenario(f.read(), **overrides)

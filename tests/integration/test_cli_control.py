@@ -96,6 +96,26 @@ def test_replica_faults_by_flags(capsys, emu):
     assert rc == 1 and out is None and "primary" in err
 
 
+def test_direct_faults_by_flags(capsys):
+    """replica-move, node-crash and direct-ports-blocked, as docs/control-api.md lists them."""
+    with running_emulator(nodes_per_region=5, auth=False) as emu:
+        emu.call(lambda a: a.create_container(a.create_database({"id": "db"}), {"id": "c", "partitionKey": PK_DEF}))
+        rc, move, _ = regionlab(capsys, emu, "fault", "replica-move", "East US", "--replica", "1", "--container", "c")
+        assert rc == 0 and move["type"] == "replica_move" and move["replica"] == 1 and move["container"] == "c"
+        rc, crash, _ = regionlab(capsys, emu, "fault", "node-crash", "West US", "--node", "3")
+        assert rc == 0 and (crash["type"], crash["region"], crash["node"]) == ("node_crash", "West US", 3)
+        rc, blocked, _ = regionlab(capsys, emu, "fault", "direct-ports-blocked", "--region", "East US 2")
+        assert rc == 0 and blocked == {**blocked, "type": "direct_ports_blocked", "region": "East US 2"}
+        rc, everywhere, _ = regionlab(capsys, emu, "fault", "direct-ports-blocked", "--duration-ms", "60000")
+        assert rc == 0 and "region" not in everywhere
+        _, topo, _ = regionlab(capsys, emu, "topology")
+        direct = topo["direct"]["regions"]
+        assert direct["East US 2"]["blocked"] and direct["East US"]["blocked"]      # all regions: the second
+        assert [n["state"] for n in direct["West US"]["nodes"]][3] == "down"
+        rc, _, err = regionlab(capsys, emu, "fault", "node-crash", "West US", "--node", "9")
+        assert rc == 1 and "'node' must be an integer 0-4" in err
+
+
 def test_graceful_failover_moves_the_write_region_and_loses_nothing(capsys, emu):
     emu.call(write_item, "a")
     rc, f, _ = regionlab(capsys, emu, "failover", "East US 2")

@@ -366,10 +366,11 @@ def test_blocked_direct_ports_refuse_connections_while_the_gateway_serves(region
     assert not any(refused(p) for p in ports)
 
 
-def test_a_region_outage_takes_its_nodes_down_with_its_gateway(regionlab):
+def test_a_region_outage_in_the_refuse_mode_takes_its_nodes_down_with_its_gateway(regionlab):
+    """The other modes: test_direct_acceptance.py (each fails the nodes as it fails the gateway)."""
     setup(regionlab)
     west = [n["port"] for n in regionlab.emulator.ready_info()["direct"]["nodes"] if n["region"] == "West US"]
-    fid = inject(regionlab, type="region_outage", region="West US")
+    fid = inject(regionlab, type="region_outage", region="West US", mode="refuse")
     assert all(refused(p) for p in west)
     assert control(regionlab, "DELETE", f"/faults/{fid}")[0] == 200
     assert not any(refused(p) for p in west)

@@ -69,6 +69,9 @@ def test_node_crash_downs_its_replicas_elects_a_new_primary_and_heals():
         w.account.faults.inject({"type": "node_crash", "region": EAST, "node": primary_node})
     with pytest.raises(CosmosError):
         w.account.faults.inject({"type": "node_crash", "region": EAST, "node": 9})
+    for missing in ({}, {"node": "1"}):                 # the message says what 'node' must be
+        with pytest.raises(CosmosError, match=r"'node' must be an integer 0-3 \(a node of East US"):
+            w.account.faults.inject({"type": "node_crash", "region": EAST, **missing})
     w.account.faults.heal(fid)
     assert all(r.state == UP for r in rs.replicas) and placement.listening(EAST, primary_node)
 

@@ -105,6 +105,28 @@ def test_command_line_prints_a_summary_and_fails_on_violations(capsys, tmp_path)
     assert sim_main(["--scenario", str(bad)]) == 2
 
 
+def test_the_command_line_runs_direct_mode_faults_with_the_nodes_they_need(capsys, tmp_path):
+    """A replica_move needs a fifth node: --nodes-per-region gives it one (with the default four
+    the move is refused, and the history says why)."""
+    scenario = tmp_path / "direct.json"
+    scenario.write_text(json.dumps([
+        {"at_ms": 100, "fault": {"type": "replica_move", "region": "East US", "replica": 1}, "as": "m"},
+        {"at_ms": 150, "fault": {"type": "node_crash", "region": "West US", "node": 0}, "as": "n"},
+        {"at_ms": 200, "fault": {"type": "direct_ports_blocked"}, "as": "b"},
+        {"at_ms": 600, "heal": "all"}]))
+    runs = {}
+    for nodes in (["--nodes-per-region", "5"], []):
+        history = tmp_path / f"history{len(nodes)}.json"
+        assert sim_main(["--seed", "4", "--steps", "60", "--scenario", str(scenario), *nodes,
+                         "--history", str(history)]) == 0
+        summary = json.loads(capsys.readouterr().out)
+        assert summary["violations"] == 0
+        refused = [e for e in json.loads(history.read_text())["events"] if e.get("refused")]
+        runs[len(nodes)] = (summary["faults"], refused)
+    assert runs[2] == (3, [])
+    assert runs[0][0] == 2 and "free node" in runs[0][1][0]["refused"]
+
+
 def test_the_simulator_drives_the_core_alone():
     """STYLE.md: sim -> core. It never touches the asyncio shells, sockets or the wall clock."""
     forbidden = ("asyncio", "socket", "time", "threading", "aiohttp", "uvloop", "emulator.gateway",
