@@ -320,6 +320,9 @@ class DirectConnection(asyncio.Protocol):
         if type(rid) is not int or not 0 <= rid <= D.REQUEST_ID_MAX:
             self._id_ok(rid)
             return
+        if type(op) is not str or op not in D.OPERATIONS:
+            self._unknown_operation(rid, op, options)
+            return
         if rid in self.in_flight:
             self._refuse(rid, op, options, CosmosError(400, D.SUB_BAD_REQUEST_FRAME,
                                                    f"Request id {rid} is already in flight on this connection."))
@@ -588,12 +591,16 @@ class DirectConnection(asyncio.Protocol):
         self._flush()
         self.reset_now()
 
+    def _unknown_operation(self, rid: int, op, options) -> None:
+        """A peer that sends an operation this node does not know speaks another protocol than
+        the one it negotiated: its request is answered 400 by id (definitely not applied), then
+        the connection ends with an error frame, as for any other bad input (issue 12)."""
+        message = f"Unknown operation {str(op)[:40]!r}; one of {', '.join(D.OPERATIONS)}."
+        self._refuse(rid, op, options, CosmosError(400, D.SUB_BAD_REQUEST_FRAME, message))
+        self.fail(400, D.SUB_BAD_REQUEST_FRAME, message + " The connection is closed.")
+
     def _prepare(self, op, replica, item, pk, body, options):
-        spec = D.OPERATIONS.get(op) if type(op) is str else None
-        if spec is None:
-            raise CosmosError(400, D.SUB_BAD_REQUEST_FRAME, f"Unknown operation {str(op)[:40]!r}; one of "
-                                                            f"{', '.join(D.OPERATIONS)}.")
-        method, has_item = spec
+        method, has_item = D.OPERATIONS[op]          # _request checked op
         target = self.node.resolve(replica, op in D.WRITE_OPERATIONS)
         headers = _option_headers(options) if options else {}
         if pk is not None:

@@ -136,12 +136,31 @@ def test_an_idle_connection_is_closed_and_pings_keep_one_open(regionlab):
     asyncio.run(main())
 
 
-def test_unknown_operations_and_bad_fields_are_400_replies_and_the_connection_lives_on(regionlab):
+def test_an_unknown_operation_is_a_400_reply_then_an_error_frame_and_a_close(regionlab):
+    host, port, key = primary(regionlab)
+
+    async def main():
+        for version, op in ((2, "frobnicate"), (2, 99), (1, "frobnicate")):
+            reader, writer = await handshaken(host, port, regionlab.key, versions=[version])
+            writer.write(D.encode(D.request(version, 9, op, key)))
+            frames = await until_closed(reader)
+            reply = D.reply_fields(frames[0]) if type(frames[0]) is list else frames[0]
+            assert (reply["id"], reply["status"], reply["sub"]) == (9, 400, D.SUB_BAD_REQUEST_FRAME), frames
+            assert (frames[-1]["t"], frames[-1]["status"]) == (D.ERROR, 400), frames
+            assert "Unknown operation" in frames[-1]["message"]
+        # the node goes on serving everyone else
+        conn = await Connection.open(host, port, regionlab.key)
+        assert (await conn.request("read", key, item="a", pk='["p"]'))["status"] == 200
+        await conn.close()
+    asyncio.run(main())
+
+
+def test_bad_fields_are_400_replies_and_the_connection_lives_on(regionlab):
     host, port, key = primary(regionlab)
 
     async def main():
         conn = await Connection.open(host, port, regionlab.key)
-        for op, fields in [("frobnicate", {}), ("read", {"item": 5, "pk": '["p"]'}), ("read", {"pk": 7, "item": "a"}),
+        for op, fields in [("read", {"item": 5, "pk": '["p"]'}), ("read", {"pk": 7, "item": "a"}),
                            ("create", {"pk": '["p"]', "body": "not bytes"}), ("read", {"pk": "nope", "item": "a"})]:
             r = await conn.request(op, key, **fields)
             assert r["status"] == 400, (op, fields, r)
