@@ -101,6 +101,8 @@ def _stored(row):
 
 _STORED = object()          # stream_page: "the result is the document as stored" (its body)
 _ONE_ROW = ((None,),)       # the one row of a document not parsed
+_FIRST_ROW = (0,)           # a position's cursor at that row: a page that stopped before it
+_PAST_ROW = (1,)            # after it: a page whose work ran out right after it
 
 
 def stream_page(query, inputs, state: StreamState, max_items: int, encode: Encode, now_ms: int,
@@ -130,10 +132,13 @@ def stream_page(query, inputs, state: StreamState, max_items: int, encode: Encod
         loaded += 1
         start = at.rows if at is not None and part == at.part and v.key == at.key else None
         test, make = where, project
-        if whole and start is None:
+        if whole and (start is None or start == _FIRST_ROW):
             work[0] += len(v.body) // DOC_BYTES_PER_UNIT + 2     # as _load and its one row count
             cursor[0] = 0
             rows, test, make = _ONE_ROW, None, _stored
+        elif whole and start == _PAST_ROW:                    # its one row was the last page's
+            work[0] += len(v.body) // DOC_BYTES_PER_UNIT + 1
+            rows = ()
         else:
             doc = _load(v, work)
             values = single(doc) if single is not None else None
