@@ -9,7 +9,8 @@ The server is `python -m emulator --no-ru-limits --partitions 10` with the colle
 command written to a file beside it: `settle` (a full collection, then gc.freeze(): from here
 on gc.get_objects() lists only what came since), `census` (gc.get_count(), the tracked objects
 of each generation by type, the frozen count, collections so far) and `prof start|stop` (cProfile
-of the serving thread). After the load, per operation: settle, census, wrk for --seconds (the
+of the serving thread), `leak` (unfreeze, collect everything, freeze: the cyclic garbage that
+freezing had kept alive). After the load, per operation: settle, census, wrk for --seconds (the
 tail_bench scripts, c=16), census again. The difference, divided by the operations wrk made, is
 what each operation left tracked and not yet freed: what the next full collection walks, unless
 a younger collection untracked it first (a tuple or dict of atoms only) or something froze it.
@@ -58,6 +59,11 @@ def on_signal():
         gc.freeze()
     elif words[0] == "census":
         out = census()
+    elif words[0] == "leak":
+        frozen = gc.get_freeze_count()
+        gc.unfreeze()
+        out = {"frozen": frozen, "unreachable": gc.collect()}
+        gc.freeze()
     elif words[0] == "prof" and words[1] == "start":
         prof = cProfile.Profile(time.thread_time)      # CPU, not wall: the machine is shared
         prof.enable()
@@ -145,6 +151,9 @@ def main() -> None:
             print(f"{op}: {w['ops']:,} ops ({w['errors']} errors), {json.dumps(d)}", flush=True)
             if args.profile:
                 print(f"  profile: {os.path.join(tmp, f'prof-{op}.txt')}", flush=True)
+        leak = census.ask("leak")
+        print(f"after all runs: {leak['frozen']:,} objects frozen, of which a full collection of everything "
+              f"found {leak['unreachable']:,} unreachable (cyclic garbage the freezes kept)", flush=True)
 
 
 if __name__ == "__main__":
