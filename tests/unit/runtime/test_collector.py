@@ -99,7 +99,7 @@ def test_a_container_deleted_while_another_is_created_is_collected_at_once(resto
         new_stores = sum(len(p.replica_sets) for p in new.partitions)
         c._release_deleted()
         assert c.unfreezes == 1 and c.pauses[2].n >= 2      # unfrozen and collected right away
-        assert with_old == old_stores and _stores_alive() == new_stores > 0
+        assert _stores_alive() == with_old - old_stores + new_stores     # other tests may hold some
         c._release_deleted()                                # nothing deleted since
         assert c.unfreezes == 1
     finally:
