@@ -13,6 +13,7 @@ import json
 
 from . import epk as epks
 from . import jsontext
+from .store import TrackedDict
 
 RU_PER_PARTITION = 10_000
 EPK_CACHE_MAX = 65_536
@@ -56,11 +57,12 @@ class Container:
         self.etag = etag
         self.offer_rid = None
         self.doc_seq = 0
-        # doc _rid -> the newest live Version written under it (its .key locates the item). A
-        # Version, not its key tuple: a dict whose values are all untracked tuples is untracked by
-        # a full collection and tracked again, in the young generation, by the next insert, so
-        # every collection after a full one walked its million entries again (30-60 ms each).
-        self.rid_index: dict = {}
+        # doc _rid -> the newest live Version written under it (its .key locates the item). Its
+        # values are settled versions, which the collector does not track, so a plain dict would
+        # be untracked by a full collection and tracked again, in the young generation, by the
+        # next insert: every collection after a full one walked its million entries again (30-60
+        # ms each). A TrackedDict never leaves the generation it reached (store.py).
+        self.rid_index = TrackedDict()
         self._epk_cache: dict[str, str] = {}
         self.pkranges_etag = f'"{rid}-{len(partitions)}"'
         self.conflicts = None                       # ConflictLog (multi-write losers)

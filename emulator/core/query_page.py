@@ -95,11 +95,28 @@ def constant_page(query, encode: Encode, now_ms: int) -> Page:
     return Page([encode(r, None) for r in query.execute((), now_ms)], 0, None, 0)
 
 
+def _stored(row):
+    return _STORED
+
+
+_STORED = object()          # stream_page: "the result is the document as stored" (its body)
+_ONE_ROW = ((None,),)       # the one row of a document not parsed
+_FIRST_ROW = (0,)           # a position's cursor at that row: a page that stopped before it
+_PAST_ROW = (1,)            # after it: a page whose work ran out right after it
+
+
 def stream_page(query, inputs, state: StreamState, max_items: int, encode: Encode, now_ms: int,
-                work_max: int = QUERY_SLICE_WORK_MAX, bytes_max: int = QUERY_PAGE_BYTES_MAX) -> Page:
-    """One page of a streaming query from inputs, which must start at state.at's document."""
+                work_max: int = QUERY_SLICE_WORK_MAX, bytes_max: int = QUERY_PAGE_BYTES_MAX,
+                where_implied: bool = False) -> Page:
+    """One page of a streaming query from inputs, which must start at state.at's document.
+
+    With `where_implied` (the caller's scope guarantees every input passes WHERE) a query whose
+    results are its input documents (`returns_documents`: SELECT * FROM c) takes each document
+    as its stored body without parsing it. Work, positions and continuations are exactly those
+    of parsing it (one document, one row), so pages and charges do not change."""
     plan = query.plan
     levels, where, project = plan.levels, plan.where, plan.project
+    whole = where_implied and query.returns_documents
     query.set_clock(now_ms)
     work = query.work
     began = work[0]
@@ -114,23 +131,32 @@ def stream_page(query, inputs, state: StreamState, max_items: int, encode: Encod
     for part, v in inputs:
         loaded += 1
         start = at.rows if at is not None and part == at.part and v.key == at.key else None
-        doc = _load(v, work)
-        values = single(doc) if single is not None else None
-        if values is not None and start is None and len(values) == 1:
-            rows = ((values[0],),)
+        test, make = where, project
+        if whole and (start is None or start == _FIRST_ROW):
+            work[0] += len(v.body) // DOC_BYTES_PER_UNIT + 2     # as _load and its one row count
             cursor[0] = 0
-            work[0] += 2                # the document and its one row
+            rows, test, make = _ONE_ROW, None, _stored
+        elif whole and start == _PAST_ROW:                    # its one row was the last page's
+            work[0] += len(v.body) // DOC_BYTES_PER_UNIT + 1
+            rows = ()
         else:
-            work[0] += 1
-            rows = expand_rows(levels, doc, start, cursor, work)
+            doc = _load(v, work)
+            values = single(doc) if single is not None else None
+            if values is not None and start is None and len(values) == 1:
+                rows = ((values[0],),)
+                cursor[0] = 0
+                work[0] += 2                # the document and its one row
+            else:
+                work[0] += 1
+                rows = expand_rows(levels, doc, start, cursor, work)
         for row in rows:
-            if where is None or where(row) is True:
-                value = project(row)
+            if test is None or test(row) is True:
+                value = make(row)
                 if value is not UNDEFINED:
                     if skip:
                         skip -= 1
                     else:
-                        raw = encode(value, v) if len(out) < max_items else None
+                        raw = None if len(out) >= max_items else v.body if value is _STORED else encode(value, v)
                         if raw is None or (out and nbytes + len(raw) > bytes_max):
                             here = Position(part, v.key, tuple(cursor))     # this row comes next
                             return Page(out, loaded, StreamState(here, skip, take), work[0] - began)

@@ -36,11 +36,24 @@ reader's LSN is exactly that one; stale entries (superseded versions) are skippe
 is compacted to one entry per live key once stale ones outnumber live ones
 (CHANGES_SLACK_ENTRIES of slack).
 
+What the garbage collector sees. A full collection walks every tracked object not frozen (see
+runtime/collector.py), and each stored item is one Version, so a store of a million items would be
+a million objects to walk. But a settled Version holds atoms only (ints, strings, bytes, None, and
+tuples of those: its key and prev_id), so it can never be part of a reference cycle, which is
+exactly why CPython untracks a tuple or dict of atoms; `settle` untracks the Version the same way
+(PyObject_GC_UnTrack, the C call the collector itself uses), and a create leaves nothing for a
+collection to walk. What holds settled versions for long must then stay tracked for good: a plain
+dict whose values and keys are all untracked is untracked by the next full collection, and the
+next insert of a fresh (still tracked) key tracks it again *in the youngest generation*, so young
+collections would walk all its entries. `_items` and the container's rid index are therefore
+`TrackedDict`s, which the collector never untracks (it untracks exact dicts only).
+
 Secondary indexes (index.py) live in `indexes`, None until a query planner materialises one;
 every version added, pruned or truncated here is reported to them, so they hold exactly the
 live versions retained.
 """
 import bisect
+import ctypes
 import json
 from array import array
 
@@ -52,6 +65,25 @@ UNSORTED_KEYS_MAX = 2048          # new keys merged into the sorted list at once
 
 def _lsn_key_of(v) -> tuple:
     return v.lsn, v.key
+
+
+_gc_untrack = ctypes.pythonapi.PyObject_GC_UnTrack     # the collector's own call (see above)
+_gc_untrack.argtypes = (ctypes.py_object,)
+_gc_untrack.restype = None
+
+
+class TrackedDict(dict):
+    """A dict the collector never untracks (it untracks exact dicts only): for the long-lived
+    maps of settled versions, which would otherwise flip between untracked and the youngest
+    generation (module docstring)."""
+    __slots__ = ()
+
+
+def _untrack_if_atoms(v: "Version") -> None:
+    """Untrack v when it holds atoms only: every slot but `_doc` always does, and `_doc` is
+    None or bytes once settled (a tombstone may keep the deleted document as a dict)."""
+    if type(v._doc) is not dict:
+        _gc_untrack(v)
 
 
 class Version:
@@ -69,7 +101,10 @@ class Version:
     For the same reason a settled live version keeps no etag string of its own: the body holds
     it as its `_etag` property (documents.Writer writes the system properties last, so the last
     `"_etag":"` in the body is that one; inside a JSON string a quote is always escaped), and
-    `etag` reads it from there. `ts` is `ts_ms // 1000`."""
+    `etag` reads it from there. `ts` is `ts_ms // 1000`.
+
+    A settled version is immutable and holds atoms only, so it is untracked by the garbage
+    collector (module docstring); nothing may give it a container later."""
     __slots__ = ("lsn", "key", "_doc", "body", "_etag", "deleted", "rid", "op", "prev_lsn",
                  "origin", "oseq", "ts_ms", "prev_id")
 
@@ -114,14 +149,19 @@ class Version:
 
     def settle(self) -> None:
         """Forget the staged document and the etag: from now on both come from the body, which
-        the caller guarantees holds this etag as its `_etag` (a body documents.Writer made)."""
+        the caller guarantees holds this etag as its `_etag` (a body documents.Writer made).
+        From then on the collector does not track it (see the class docstring)."""
         if not self.deleted:
             self._doc = None
             self._etag = None
+        _untrack_if_atoms(self)
 
     def with_lsn(self, lsn: int) -> "Version":
-        return Version(lsn, self.key, self._doc, self.body, self._etag, 0, self.rid, self.deleted,
-                       self.op, self.prev_lsn, self.origin, self.oseq, self.ts_ms, self.prev_id)
+        v = Version(lsn, self.key, self._doc, self.body, self._etag, 0, self.rid, self.deleted,
+                    self.op, self.prev_lsn, self.origin, self.oseq, self.ts_ms, self.prev_id)
+        if self._etag is None:          # a copy of a settled version is settled too
+            _untrack_if_atoms(v)
+        return v
 
 
 _ETAG_MEMBER = b'"_etag":"\\"'          # the _etag member as the body holds it: "_etag":"\"...\""
@@ -141,7 +181,7 @@ class VersionStore:
     __slots__ = ("_items", "_sorted", "_unsorted", "count_live", "_change_lsns", "_change_keys", "indexes")
 
     def __init__(self):
-        self._items: dict = {}            # key -> its Version, or its versions oldest first
+        self._items = TrackedDict()       # key -> its Version, or its versions oldest first
         self._sorted = SortedList()       # the keys in order, except those in _unsorted
         self._unsorted: list = []         # keys added since the last ordered walk (see above)
         self.count_live = 0

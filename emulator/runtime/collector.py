@@ -2,9 +2,12 @@
 
 Theory of operation. Every region shares one event loop, so a collector pause is a pause of
 every endpoint. CPython's cyclic collector walks every tracked object of the generations it
-collects; a full collection walks them all, and a store of a million items holds at least a
-million (one Version each: store.py). Refcounting frees nearly everything a request allocates,
-so what a full collection finds among the stored versions is nothing, every time.
+collects; a full collection walks them all. Refcounting frees nearly everything a request
+allocates, so what a full collection finds among stored state is nothing, every time: a stored
+Version holds atoms only and is not tracked at all (store.py), so a create or an upsert leaves
+~0.03-0.8 tracked objects behind instead of 1-2 (bench/gc_census.py); what is tracked and long-
+lived is the structure around the versions (each store's item map, key lists, indexes, the
+account), and the cached compiled queries.
 
 So, in a serving process (`install`, called by the CLI's server, not by the in-process test
 fixture, whose process the tests own):
@@ -20,9 +23,10 @@ fixture, whose process the tests own):
   FREEZE_AFTER_FULL_MS however much is stored;
 * a frozen object is still freed by refcounting, but a frozen *cycle* is never collected. The
   one long-lived structure that becomes cyclic garbage is a deleted container, database or
-  region (replica sets and partitions refer to each other), so when the account holds fewer of
-  those than before the collector unfreezes everything (gc.unfreeze()) and the next full
-  collection reclaims them (one long pause after such a delete, then freezing starts over).
+  region (replica sets and partitions refer to each other), so when one the account held is
+  gone the collector unfreezes everything (gc.unfreeze()) and collects it all at once, between
+  requests (one long pause after such a delete, ~0.1 tracked objects per stored item; then
+  freezing starts over).
 
 It also measures, without changing anything: every collection's pause by generation (gc
 callbacks: wall time, and the collecting thread's CPU time, which other processes on a shared
@@ -34,6 +38,7 @@ control port and `regionlab_gc_*` in /metrics show them (docs/control-api.md).
 """
 import asyncio
 import gc
+import itertools
 import time
 from collections import deque
 
@@ -128,17 +133,25 @@ class Collector:
             self._release_deleted()
             self.sampled.set()
 
-    def _resources(self) -> int:
+    def _resources(self) -> frozenset:
+        """What the account holds whose deletion leaves cyclic garbage: databases and containers
+        by rid, regions by name. Identities, not counts: a container deleted and another created
+        within one sample left the count unchanged, and the deleted one frozen for good."""
         a = self.account
         if a is None:
-            return 0
-        return len(a.databases) + len(a.colls_by_rid) + len(a.regions)
+            return frozenset()
+        return frozenset(itertools.chain(a.dbs_by_rid, a.colls_by_rid, (r.name for r in a.regions)))
 
     def _release_deleted(self) -> None:
         held = self._resources()
-        if held < self._held and gc.get_freeze_count():
+        if not held >= self._held and gc.get_freeze_count():
             gc.unfreeze()
             self.unfreezes += 1
+            # Now, between requests: left to CPython's thresholds the next full collection may
+            # be many thousands of writes away (stored versions are not tracked, so writes hardly
+            # move them), and the deleted container's memory with it (bench/soak.py
+            # --delete-cycles). It walks every tracked object: ~0.1 per stored item.
+            gc.collect()
         self._held = held
 
     # ---- install / uninstall ---------------------------------------------------------------

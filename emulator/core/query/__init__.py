@@ -11,7 +11,7 @@ Pipeline: lexer -> parser (nodes) -> evaluate/projection/sources/plan
 
 from emulator.core.query.errors import QueryError
 from emulator.core.query.hints import IndexHint
-from emulator.core.query.query import CompiledQuery, compile_query, parse_query
+from emulator.core.query.query import CompiledQuery, compile_query
 from emulator.core.query.values import UNDEFINED
 
-__all__ = ["CompiledQuery", "IndexHint", "QueryError", "UNDEFINED", "compile_query", "parse_query"]
+__all__ = ["CompiledQuery", "IndexHint", "QueryError", "UNDEFINED", "compile_query"]

@@ -50,6 +50,24 @@ def index_hints(query: n.Query, ctx: Context) -> tuple:
     return tuple(hints)
 
 
+def where_equalities(query: n.Query, ctx: Context) -> dict | None:
+    """{path: value} when the WHERE clause is nothing but `path = constant` conjuncts (FROM a
+    whole document, each path once), so that a document passes it exactly when it holds those
+    values there; None for any other WHERE clause, or none."""
+    source = query.source
+    if query.where is None or source is None or source.kind != "expr" or not isinstance(source.expr, n.Name):
+        return None
+    fixed = {}
+    for conjunct in _conjuncts(query.where):
+        if not (isinstance(conjunct, n.Binary) and conjunct.op == "="):
+            return None
+        hint = _comparison_hint(conjunct, source.alias, ctx)
+        if not hint or hint[0].path in fixed:
+            return None
+        fixed[hint[0].path] = hint[0].value
+    return fixed
+
+
 def leading_order_hint(query: n.Query, ctx: Context) -> IndexHint | None:
     """The hint of the first ORDER BY item when it is a document path, else None: rows come
     out in its order, so a sorted index walked that way meets the top rows first."""

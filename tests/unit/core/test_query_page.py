@@ -241,3 +241,45 @@ def test_old_versions_are_collected_while_a_continuation_is_outstanding():
         seen.extend(json.loads(r) for r in nxt.raw)
         state = nxt.state
     assert seen == [f"d{i:02d}" for i in range(40)]
+
+
+class _Unparsed:
+    """A stored version whose document must not be read: its key and its body only."""
+    __slots__ = ("key", "body")
+
+    def __init__(self, v):
+        self.key, self.body = v.key, v.body
+
+    @property
+    def doc(self):
+        raise AssertionError("parsed a document whose WHERE the scope already answers")
+
+
+def _stream_implied(q, parts, size, work_max, bytes_max):
+    bare = [[_Unparsed(v) for v in p] for p in parts]
+    state, pages = qp.decode_state(q, None, len(parts)), []
+    while True:
+        page = qp.stream_page(q, _inputs(bare, state.at), state, size, _encode, 0, work_max, bytes_max,
+                              where_implied=True)
+        pages.append(page)
+        if page.state is None:
+            return pages
+        state = qp.decode_state(q, qp.encode_state(page.state), len(parts))
+
+
+@pytest.mark.parametrize("text", ["SELECT * FROM c WHERE c.pk = 'p0'",
+                                  "SELECT * FROM c WHERE c.pk = 'p0' OFFSET 13 LIMIT 40"])
+@pytest.mark.parametrize("size,work_max,bytes_max", [(10, qp.QUERY_SLICE_WORK_MAX, qp.QUERY_PAGE_BYTES_MAX),
+                                                     (1000, 40, qp.QUERY_PAGE_BYTES_MAX), (25, 10 ** 6, 3000)])
+def test_a_filter_the_scope_implies_serves_stored_bodies_unparsed_in_the_same_pages(text, size, work_max, bytes_max):
+    """A partition-key query scoped to that key (`WHERE c.pk = @pk` with its header) parsed
+    every document it returned only to find the filter true (11 json.loads per page of 10, a
+    third of its CPU). With where_implied it takes the bodies as stored, and its pages, work,
+    documents loaded and continuations are exactly those of parsing them."""
+    q = compile_query(text)
+    docs = [{"id": f"d{i:03d}", "pk": "p0", "n": i, "blob": "x" * (i * 37 % 500)} for i in range(120)]
+    parts = _parts(docs, partitions=1)
+    plain = _stream_all(q, parts, size, work_max, bytes_max)
+    implied = _stream_implied(q, parts, size, work_max, bytes_max)
+    assert [(p.raw, p.loaded, p.state, p.work) for p in implied] == [(p.raw, p.loaded, p.state, p.work) for p in plain]
+    assert _results(implied) == _everything(q, parts) and len(plain) > 1
