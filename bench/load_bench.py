@@ -51,24 +51,32 @@ CHECKPOINTS = (10_000, 100_000, 1_000_000)
 RESTART_READY_TIMEOUT_S = 600.0     # a restart restores every item before its ready line
 
 
-def item(i: int) -> dict:
+def sized_item(i: int) -> tuple[dict, int]:
+    """(item i, the bytes of its compact JSON): the filler brings it to ITEM_JSON_BYTES."""
     doc = {"id": f"item-{i:07d}", "pk": f"p{i % KEYS}", "n": i, "kind": "order",
            "price": round(i * 0.37, 2), "ok": i % 2 == 0, "f": ""}
-    doc["f"] = "x" * (ITEM_JSON_BYTES - len(json.dumps(doc, separators=(",", ":"))))
-    return doc
+    bare = len(json.dumps(doc, separators=(",", ":")))
+    doc["f"] = "x" * (ITEM_JSON_BYTES - bare)
+    return doc, max(bare, ITEM_JSON_BYTES)
+
+
+def item(i: int) -> dict:
+    return sized_item(i)[0]
 
 
 def batches(n: int):
-    """(pk, [items]) of BATCH_ITEMS items each, every item of one batch on one partition key."""
+    """(pk, [items], their compact JSON bytes) of BATCH_ITEMS items each, every item of one
+    batch on one partition key."""
     per_key: dict = {}
     for i in range(n):
-        doc = item(i)
-        group = per_key.setdefault(doc["pk"], [])
-        group.append(doc)
-        if len(group) == BATCH_ITEMS:
-            yield doc["pk"], per_key.pop(doc["pk"])
-    for pk, group in per_key.items():
-        yield pk, group
+        doc, size = sized_item(i)
+        group = per_key.setdefault(doc["pk"], [[], 0])
+        group[0].append(doc)
+        group[1] += size
+        if len(group[0]) == BATCH_ITEMS:
+            yield doc["pk"], *per_key.pop(doc["pk"])
+    for pk, (group, size) in per_key.items():
+        yield pk, group, size
 
 
 async def load(base: str, n: int, concurrency: int, server: ServerProcess, idle_mb: float) -> dict:
@@ -96,9 +104,8 @@ async def load(base: str, n: int, concurrency: int, server: ServerProcess, idle_
                   f"  load {os.getloadavg()[0]:.1f}", flush=True)
 
     async def worker(session):
-        for pk, group in source:
+        for pk, group, raw in source:
             body = json.dumps([{"operationType": "Create", "resourceBody": d} for d in group]).encode()
-            raw = sum(len(json.dumps(d, separators=(",", ":"))) for d in group)
             h = dict(headers)
             h["x-ms-documentdb-partitionkey"] = json.dumps([pk])
             async with session.post(base + path, data=body, headers=h) as r:

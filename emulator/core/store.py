@@ -182,6 +182,29 @@ class VersionStore:
             self.count_live -= 1
         self._prune(key, versions, floor_lsn)
 
+    def add_new(self, versions) -> bool:
+        """Add a commit's versions in one step when every one is a live version of a key the
+        store does not hold (a batch of creates: most of a bulk load), as add() one by one would;
+        False, adding nothing, otherwise. The versions of one commit have distinct keys."""
+        items = self._items
+        keys = [v.key for v in versions if not v.deleted]
+        if len(keys) != len(versions) or any(map(items.__contains__, keys)):
+            return False
+        if self.indexes is not None:
+            for v in versions:
+                self.indexes.add(v)
+        items.update(zip(keys, versions))
+        self._change_keys.extend(keys)
+        self._change_lsns.extend([v.lsn for v in versions])
+        self.count_live += len(keys)
+        unsorted = self._unsorted
+        unsorted.extend(keys)
+        if len(unsorted) >= UNSORTED_KEYS_MAX:
+            self._keys_in_order()
+        if len(self._change_keys) > 2 * self.count_live + CHANGES_SLACK_ENTRIES:
+            self._compact_changes()
+        return True
+
     def _prune(self, key, versions: list, floor_lsn: int) -> None:
         # Keep the newest version visible at floor_lsn and everything after it.
         keep_from = 0
