@@ -8,8 +8,8 @@ HTTP request to the encoded reply, the core's commit, and replication to all 12 
 
 An Emulator as `python -m emulator --no-ru-limits --partitions 10` runs it (3 regions, session,
 on a uvloop loop with its real listeners, links and timers), a container like load_bench's, and
-N items of ~950 B in transactional batches of 100 (load_bench.py's items and batches, one logical
-partition per batch), each handed to the global endpoint's Gateway.handle as the HTTP layer hands
+N items of ~950 B in transactional batches of 100 (load_bench.py's items, one logical partition
+per batch, each batch full as load_bench's are once 100,000 items are under way), each handed to the global endpoint's Gateway.handle as the HTTP layer hands
 it a request (gateway/http.py's Request, signed with the master key), and its reply encoded as the
 connection would write it. The measured span ends when every region has applied every commit, so
 it includes log shipping and the other regions' stores. Not included: reading the request off the
@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import uvloop  # noqa: E402
 
-from load_bench import BATCH_ITEMS, COLL, DB, batches  # noqa: E402
+from load_bench import BATCH_ITEMS, COLL, DB, KEYS, sized_item  # noqa: E402
 from rest_load import signed_headers  # noqa: E402
 from emulator.gateway.http import Request  # noqa: E402
 from emulator.runtime.server import Emulator  # noqa: E402
@@ -49,6 +49,16 @@ from emulator.testing import make_config  # noqa: E402
 N_DEFAULT = 20_000
 REPEATS = 3
 PROFILE_LINES = 30
+
+
+def full_batches(n: int):
+    """(pk, items) of BATCH_ITEMS items each, the batches load_bench sends once every partition
+    key has that many items waiting (as from the 100,000th item on): item k + KEYS * j for j
+    of one hundred in a row goes with key k."""
+    for b in range(n // BATCH_ITEMS):
+        k, row = b % KEYS, b // KEYS
+        group = [sized_item(k + KEYS * (row * BATCH_ITEMS + j))[0] for j in range(BATCH_ITEMS)]
+        yield group[0]["pk"], group
 
 
 def request(key: str, method: str, path: str, body: bytes, extra: dict) -> Request:
@@ -95,7 +105,7 @@ async def run(n: int, data_dir: str | None, profile: bool, callgrind: bool) -> d
             assert r.status == 201, (r.status, r.body[:300])
         path = f"/dbs/{DB}/colls/{COLL}/docs"
         reqs = []
-        for pk, group, _ in batches(n):
+        for pk, group in full_batches(n):
             body = json.dumps([{"operationType": "Create", "resourceBody": d} for d in group]).encode()
             reqs.append(request(key, "POST", path, body, {
                 "x-ms-cosmos-is-batch-request": "True", "x-ms-cosmos-batch-atomic": "True",
