@@ -143,10 +143,11 @@ def measure(n: int, data_dir: bool, profile: bool = False, callgrind: bool = Fal
             shutil.rmtree(d, ignore_errors=True)
 
 
-def instructions(n: int, data_dir: bool) -> float:
-    """Instructions per item: this script under callgrind, counters zeroed before the batches."""
+def instructions(n: int, data_dir: bool, keep: str | None = None) -> float:
+    """Instructions per item: this script under callgrind, counters zeroed before the batches.
+    keep: a directory to leave the callgrind files in (for callgrind_annotate)."""
     with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "cg.out")
+        out = os.path.join(keep or tmp, "cg.out")
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, __file__,
                "--items", str(n), "--under-callgrind"] + (["--data-dir"] if data_dir else [])
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -165,6 +166,7 @@ def main() -> None:
     ap.add_argument("--data-dir", action="store_true", help="a --data-dir with relaxed durability")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--instructions", action="store_true")
+    ap.add_argument("--keep", help="with --instructions: leave the callgrind files in this directory")
     ap.add_argument("--under-callgrind", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.under_callgrind:
@@ -173,7 +175,7 @@ def main() -> None:
     print(f"python {platform.python_version()}, load {os.getloadavg()[0]:.2f}; {args.items:,} items in batches of "
           f"{BATCH_ITEMS}, 3 regions{', --data-dir (relaxed)' if args.data_dir else ''}", flush=True)
     if args.instructions:
-        print(f"  {instructions(args.items, args.data_dir) / 1000:,.1f} k instructions per item")
+        print(f"  {instructions(args.items, args.data_dir, args.keep) / 1000:,.1f} k instructions per item")
         return
     runs = [measure(args.items, args.data_dir) for _ in range(args.repeats)]
     best = min(runs, key=lambda r: r["cpu_us_per_item"])
