@@ -18,7 +18,7 @@ Printed: progress every PROGRESS_EVERY_S (items, items/s so far, server RSS); at
 created, before the first item) per item and as a multiple of the raw JSON sent; at the end
 items/s overall, the server's CPU time per item (user+system from /proc: what the load costs the
 server whatever else runs on the machine, and so what 1,000,000 items would take on a core of its
-own), and the server's collector pauses (`GET /debug/gc`: counts, max and the pauses
+own) and this loader's, and the server's collector pauses (`GET /debug/gc`: counts, max and the pauses
 of 10 ms or more by generation) and event-loop lag while loading.
 """
 import argparse
@@ -154,9 +154,10 @@ def main() -> None:
         ctl = server.ready["control_endpoint"].rstrip("/")
         asyncio.run(setup(base, server.ready["key"], DB, COLL, 400))
         idle_mb = server.rss_mb()
-        cpu0 = server.cpu_s()
+        cpu0, mine0 = server.cpu_s(), time.process_time()
         out = asyncio.run(load(base, args.items, args.concurrency, server, idle_mb))
         out["server_cpu_us_per_item"] = round((server.cpu_s() - cpu0) / max(out["items"], 1) * 1e6, 1)
+        out["loader_cpu_us_per_item"] = round((time.process_time() - mine0) / max(out["items"], 1) * 1e6, 1)
         out["idle_rss_mb"] = round(idle_mb, 1)
         out["final_rss_above_idle_mb"] = round(server.rss_mb() - idle_mb, 1)
         out["gc"] = asyncio.run(control(ctl, "/debug/gc"))
@@ -167,7 +168,7 @@ def main() -> None:
           f"({out['errors']} failed batches); idle RSS {out['idle_rss_mb']} MB")
     print(f"  server CPU {out['server_cpu_us_per_item']} µs per item: one core to itself would load "
           f"{1e6 / out['server_cpu_us_per_item']:,.0f} items/s (1,000,000 in "
-          f"{out['server_cpu_us_per_item']:.0f} s)")
+          f"{out['server_cpu_us_per_item']:.0f} s); the loader (this process) {out['loader_cpu_us_per_item']} µs per item")
     for mark, c in sorted(out["checkpoints"].items()):
         print(f"  at {mark:>9,} items: RSS +{c['rss_above_idle_mb']:,} MB = {c['bytes_per_item']:,} B/item "
               f"= {c['x_raw']}x the raw JSON")

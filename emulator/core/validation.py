@@ -89,9 +89,8 @@ def _too_deep() -> ValidationError:
                 f"objects and arrays.")
 
 
-# What decides nesting: quotes (where strings begin and end) and brackets; every other byte is
-# dropped first. UTF-8 never uses these bytes inside a multi-byte character.
-_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')
+# What decides nesting once the strings are gone: brackets; every other byte is dropped.
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _BRACKET_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 BRACKETS_PER_STEP = 65_536          # brackets whose depths are summed at once (an early stop)
 
@@ -108,17 +107,18 @@ def bytes_nest_at_most(raw: bytes, limit: int = NESTING_DEPTH_MAX) -> bool:
     """text_nests_at_most of UTF-8 JSON text. The work is done by bytes methods and itertools,
     never a Python step per token: a batch body holds hundreds of objects, and a loop over its
     tokens cost more than parsing it. Escapes go first (an escaped backslash, then an escaped
-    quote: left to right, as a tokenizer pairs them), then everything but quotes and brackets;
-    what lies between the quotes of a pair is a string's, the rest is structure."""
-    if raw.count(b"[") + raw.count(b"{") <= limit:
+    quote: left to right, as a tokenizer pairs them); then the text is split at its quotes, and
+    what lies between the quotes of a pair is a string's, the rest is structure. (UTF-8 never
+    uses a quote, a backslash or a bracket byte inside a multi-byte character.)"""
+    if len(raw) <= limit:
         return True
     if b"\\" in raw:
         raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
-    parts = raw.translate(None, _NOT_STRUCTURE).split(b'"')
+    parts = raw.split(b'"')
     outside = parts[::2]
     if len(parts) % 2 == 0:             # an odd quote opens no string: what follows it is structure
         outside.append(parts[-1])
-    brackets = b"".join(outside)
+    brackets = b"".join(outside).translate(None, _NOT_BRACKETS)
     if brackets.count(b"[") + brackets.count(b"{") <= limit:
         return True
     step, depth = _BRACKET_STEP.__getitem__, 0

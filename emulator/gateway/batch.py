@@ -36,6 +36,10 @@ def _shown(value) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def _not_an_etag(name: str, value) -> CosmosError:
+    return bad_request(f"The batch operation's '{name}' must be an etag string; got {_shown(value)}.")
+
+
 def _run(writer, op: dict, measure: bool = True):
     """(status, version) of one operation staged into writer. measure=False: the request body
     is too small for any item in it to exceed ITEM_BYTES_MAX (see REENCODED_GROWTH_MAX)."""
@@ -44,13 +48,16 @@ def _run(writer, op: dict, measure: bool = True):
     if_match = op.get("ifMatch")
     if kind in ID_OPERATIONS and not isinstance(op.get("id"), str):
         raise bad_request(f"A batch {kind} needs the item's 'id' as a string; got {_shown(op.get('id'))}.")
-    for name in ("ifMatch", "ifNoneMatch"):
-        if op.get(name) is not None and not isinstance(op.get(name), str):
-            raise bad_request(f"The batch operation's '{name}' must be an etag string; got {_shown(op.get(name))}.")
-    if kind in ("Create", "Upsert", "Replace"):
+    if_none_match = op.get("ifNoneMatch")
+    if if_match is not None and not isinstance(if_match, str):
+        raise _not_an_etag("ifMatch", if_match)
+    if if_none_match is not None and not isinstance(if_none_match, str):
+        raise _not_an_etag("ifNoneMatch", if_none_match)
+    if kind == "Create":                # the common case first: a bulk load is all creates
         _check_item(body, len(jsontext.dumps_bytes(body)) if measure else 0)
-    if kind == "Create":
         return writer.create(body)
+    if kind in ("Upsert", "Replace"):
+        _check_item(body, len(jsontext.dumps_bytes(body)) if measure else 0)
     if kind == "Upsert":
         return writer.upsert(body, if_match)
     if kind == "Replace":
@@ -58,7 +65,7 @@ def _run(writer, op: dict, measure: bool = True):
     if kind == "Delete":
         return writer.delete(op.get("id"), if_match)
     if kind == "Read":
-        return writer.read(op.get("id"), op.get("ifNoneMatch"))
+        return writer.read(op.get("id"), if_none_match)
     if kind == "Patch":
         operations, condition = patch_request(body)
         return writer.patch(op.get("id"), operations, condition, if_match)
