@@ -88,18 +88,27 @@ def encode_results(results: list) -> bytes:
     spliced in as it is stored. A stored body is exactly the compact JSON of its document, so this
     is byte for byte what encoding the parsed documents gave, without parsing or encoding them."""
     parts = []
+    heads: dict = {}                # the operations of one commit share an etag, and most a charge
     for r in results:
         body = r.get("resourceBody")
         ru = r["requestCharge"]
         if type(body) is bytes and len(r) == 4 and type(ru) is float:
-            parts.append(b'{"statusCode":%d,"requestCharge":%b,"eTag":%b,"resourceBody":%b}' % (
-                r["statusCode"], float.__repr__(ru).encode(), encode_basestring(r["eTag"]).encode(), body))
+            shape = (r["statusCode"], ru, r["eTag"])
+            head = heads.get(shape)
+            if head is None:
+                head = heads[shape] = b'{"statusCode":%d,"requestCharge":%b,"eTag":%b,"resourceBody":' % (
+                    shape[0], float.__repr__(ru).encode(), encode_basestring(shape[2]).encode())
+            parts += (b",", head, body, b"}")
         elif type(body) is bytes:
             head = jsontext.dumps_bytes({k: v for k, v in r.items() if k != "resourceBody"})
-            parts.append(b"%b,\"resourceBody\":%b}" % (head[:-1], body))
+            parts += (b",", head[:-1], b',"resourceBody":', body, b"}")
         else:
-            parts.append(jsontext.dumps_bytes(r))
-    return b"[" + b",".join(parts) + b"]"
+            parts += (b",", jsontext.dumps_bytes(r))
+    if not parts:
+        return b"[]"
+    parts[0] = b"["                 # the first result's comma
+    parts.append(b"]")
+    return b"".join(parts)
 
 
 def operations(call) -> list:

@@ -3,9 +3,12 @@ path for a batch of creates) leaves a store exactly as adding the same versions 
 a hypothesis property test applies random commits (creates, replaces, deletes, several keys per
 commit, the floor moving up) to two stores, one through add_new where it applies and one through
 add() only, with and without a materialised index, and compares every view of them; examples pin
-that add_new refuses, adding nothing, a commit with a tombstone or a key the store holds."""
-from hypothesis import given, settings
+that add_new refuses, adding nothing, a commit with a tombstone or a key the store holds; and
+insert_sorted (the merge of new keys into the key order) is SortedList.update, invariants and
+all."""
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from sortedcontainers import SortedList
 
 from emulator.core import store as store_module
 from emulator.core.index import materialise
@@ -72,3 +75,27 @@ def test_add_new_refuses_a_tombstone_or_a_held_key_and_adds_nothing():
     assert not s.add_new([put(2, KEYS[2], 1), tomb(2, KEYS[3])])          # a tombstone
     assert (s.changes, s.count_live, s.retained_keys()) == before
     assert [v.key for v in s.scan(9)] == [KEYS[0], KEYS[1]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 2000), unique=True, max_size=300), st.lists(st.integers(0, 2000), max_size=200),
+       st.integers(4, 8))                          # SortedList._check wants a load of 4 at least
+@example(list(range(0, 2000, 2)), [1, 3, 5, 999, 1001, 1003, 1999, 2001, 2003], 4)      # into a large list
+@example(list(range(0, 200, 2)), list(range(1000, 1060)), 4)      # past the end: the last sublist splits
+def test_insert_sorted_is_update(held, new, load):
+    """store.insert_sorted (runs of keys merged into each sublist at once) leaves the SortedList
+    exactly as update() does, its internal invariants included (SortedList._check), with a tiny
+    load so that sublists split, and positional lookups still right afterwards."""
+    new = sorted(set(new) - set(held))
+    ours, theirs = SortedList(), SortedList()
+    for sl in (ours, theirs):
+        sl._reset(load)
+        sl.update(held)
+    ours[0] if ours else None                       # a positional lookup builds the index first
+    store_module.insert_sorted(ours, new)
+    theirs.update(new)
+    ours._check()
+    assert list(ours) == list(theirs) == sorted(held + new)
+    assert len(ours) == len(held) + len(new)
+    for k in new[:5]:
+        assert ours.bisect_left(k) == theirs.bisect_left(k) and ours[ours.index(k)] == k
