@@ -26,7 +26,9 @@ does not pay for an ordered insert in every region's store, and the first ordere
 bulk load does not sort a million keys while every region's loop waits (0.6 s per 250k keys
 here), since no more than UNSORTED_KEYS_MAX (about 4 ms of work) ever wait. Every key of `_items` is in `_sorted` or in
 `_unsorted`; `_unsorted` is a plain list (8 bytes a key, where a set takes 30-60), so it may
-also hold a key dropped since, or a key twice: the merge skips those.
+also hold a key dropped since, or a key twice: the merge skips those. The merge sorts the new
+keys and puts each run of them that falls into one of the SortedList's sublists in at once
+(`insert_sorted`): SortedList.update would add them one by one into a large list.
 
 The change feed walks an append-only log of (lsn, key) for every live version in LSN order,
 kept as two parallel sequences, `_change_lsns` (an array of 8-byte integers) and `_change_keys`
