@@ -92,7 +92,7 @@ def encode_results(results: list) -> bytes:
     for r in results:
         body = r.get("resourceBody")
         ru = r["requestCharge"]
-        if type(body) is bytes and len(r) == 4 and type(ru) is float:
+        if type(body) is bytes and len(r) == 4 and type(ru) is float and type(r["eTag"]) is str:
             shape = (r["statusCode"], ru, r["eTag"])
             head = heads.get(shape)
             if head is None:

@@ -66,8 +66,9 @@ def test_a_result_with_more_members_keeps_them_before_its_body():
     r = _result(status, v, 6)                      # an int charge takes the general path
     r2 = dict(_result(status, v, 6.0), retryAfterMilliseconds=5)
     r2["resourceBody"] = r2.pop("resourceBody")
-    docs = {0: v.doc, 1: v.doc}
-    assert encode_results([r, r2]) == _old_encoding([r, r2], docs)
+    r3 = dict(_result(status, v, 6.0), eTag=None)          # a version whose body keeps no _etag
+    docs = {0: v.doc, 1: v.doc, 2: v.doc}
+    assert encode_results([r, r2, r3]) == _old_encoding([r, r2, r3], docs)
 
 
 def test_re_encoding_grows_at_most_by_the_bound():
