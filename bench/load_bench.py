@@ -18,7 +18,7 @@ Printed: progress every PROGRESS_EVERY_S (items, items/s so far, server RSS); at
 created, before the first item) per item and as a multiple of the raw JSON sent; at the end
 items/s overall, the server's CPU time per item (user+system from /proc: what the load costs the
 server whatever else runs on the machine, and so what 1,000,000 items would take on a core of its
-own), and the server's collector pauses (`GET /debug/gc`: counts, max and the pauses
+own) and this loader's, and the server's collector pauses (`GET /debug/gc`: counts, max and the pauses
 of 10 ms or more by generation) and event-loop lag while loading.
 """
 import argparse
@@ -51,24 +51,32 @@ CHECKPOINTS = (10_000, 100_000, 1_000_000)
 RESTART_READY_TIMEOUT_S = 600.0     # a restart restores every item before its ready line
 
 
-def item(i: int) -> dict:
+def sized_item(i: int) -> tuple[dict, int]:
+    """(item i, the bytes of its compact JSON): the filler brings it to ITEM_JSON_BYTES."""
     doc = {"id": f"item-{i:07d}", "pk": f"p{i % KEYS}", "n": i, "kind": "order",
            "price": round(i * 0.37, 2), "ok": i % 2 == 0, "f": ""}
-    doc["f"] = "x" * (ITEM_JSON_BYTES - len(json.dumps(doc, separators=(",", ":"))))
-    return doc
+    bare = len(json.dumps(doc, separators=(",", ":")))
+    doc["f"] = "x" * (ITEM_JSON_BYTES - bare)
+    return doc, max(bare, ITEM_JSON_BYTES)
+
+
+def item(i: int) -> dict:
+    return sized_item(i)[0]
 
 
 def batches(n: int):
-    """(pk, [items]) of BATCH_ITEMS items each, every item of one batch on one partition key."""
+    """(pk, [items], their compact JSON bytes) of BATCH_ITEMS items each, every item of one
+    batch on one partition key."""
     per_key: dict = {}
     for i in range(n):
-        doc = item(i)
-        group = per_key.setdefault(doc["pk"], [])
-        group.append(doc)
-        if len(group) == BATCH_ITEMS:
-            yield doc["pk"], per_key.pop(doc["pk"])
-    for pk, group in per_key.items():
-        yield pk, group
+        doc, size = sized_item(i)
+        group = per_key.setdefault(doc["pk"], [[], 0])
+        group[0].append(doc)
+        group[1] += size
+        if len(group[0]) == BATCH_ITEMS:
+            yield doc["pk"], *per_key.pop(doc["pk"])
+    for pk, (group, size) in per_key.items():
+        yield pk, group, size
 
 
 async def load(base: str, n: int, concurrency: int, server: ServerProcess, idle_mb: float, key: str | None = None) -> dict:
@@ -97,9 +105,8 @@ async def load(base: str, n: int, concurrency: int, server: ServerProcess, idle_
                   f"  load {os.getloadavg()[0]:.1f}", flush=True)
 
     async def worker(session):
-        for pk, group in source:
+        for pk, group, raw in source:
             body = json.dumps([{"operationType": "Create", "resourceBody": d} for d in group]).encode()
-            raw = sum(len(json.dumps(d, separators=(",", ":"))) for d in group)
             h = dict(headers)
             h["x-ms-documentdb-partitionkey"] = json.dumps([pk])
             async with session.post(base + path, data=body, headers=h) as r:
@@ -148,9 +155,10 @@ def main() -> None:
         ctl = server.ready["control_endpoint"].rstrip("/")
         asyncio.run(setup(base, server.ready["key"], DB, COLL, 400))
         idle_mb = server.rss_mb()
-        cpu0 = server.cpu_s()
+        cpu0, mine0 = server.cpu_s(), time.process_time()
         out = asyncio.run(load(base, args.items, args.concurrency, server, idle_mb))
         out["server_cpu_us_per_item"] = round((server.cpu_s() - cpu0) / max(out["items"], 1) * 1e6, 1)
+        out["loader_cpu_us_per_item"] = round((time.process_time() - mine0) / max(out["items"], 1) * 1e6, 1)
         out["idle_rss_mb"] = round(idle_mb, 1)
         out["final_rss_above_idle_mb"] = round(server.rss_mb() - idle_mb, 1)
         out["gc"] = asyncio.run(control(ctl, "/debug/gc"))
@@ -161,7 +169,7 @@ def main() -> None:
           f"({out['errors']} failed batches); idle RSS {out['idle_rss_mb']} MB")
     print(f"  server CPU {out['server_cpu_us_per_item']} µs per item: one core to itself would load "
           f"{1e6 / out['server_cpu_us_per_item']:,.0f} items/s (1,000,000 in "
-          f"{out['server_cpu_us_per_item']:.0f} s)")
+          f"{out['server_cpu_us_per_item']:.0f} s); the loader (this process) {out['loader_cpu_us_per_item']} µs per item")
     for mark, c in sorted(out["checkpoints"].items()):
         print(f"  at {mark:>9,} items: RSS +{c['rss_above_idle_mb']:,} MB = {c['bytes_per_item']:,} B/item "
               f"= {c['x_raw']}x the raw JSON")

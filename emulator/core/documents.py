@@ -29,7 +29,7 @@ SYSTEM_PROPERTIES = frozenset(("_rid", "_self", "_etag", "_ts", "_attachments", 
 
 class Writer:
     __slots__ = ("container", "region", "pk_json", "pk_values", "partition_index", "rs", "lsn",
-                 "now_ms", "pending", "new_rids", "dropped_rids")
+                 "now_ms", "pending", "new_rids", "dropped_rids", "_etag")
 
     def __init__(self, container, region: str, pk_json: str, pk_values: list, now_ms: int):
         self.container = container
@@ -46,6 +46,7 @@ class Writer:
         self.pending: dict = {}          # key -> Version (a tombstone for a delete)
         self.new_rids: list = []
         self.dropped_rids: list = []     # (rid, key) of items this commit deletes
+        self._etag = None                # the etag of this commit's LSN, made at its first version
 
     # ---- state as this commit sees it -----------------------------------------------------
     def current(self, id: str) -> Version | None:
@@ -83,7 +84,9 @@ class Writer:
             rid = document_rid(c.rid, c.doc_seq)
             self.new_rids.append(rid)
         rs = self.rs
-        etag = rs.etag(self.lsn)
+        etag = self._etag
+        if etag is None:
+            etag = self._etag = rs.etag(self.lsn)
         now_ms = self.now_ms
         ts = now_ms // 1000
         if SYSTEM_PROPERTIES.isdisjoint(user_doc):

@@ -236,11 +236,12 @@ class ReplicaSet:
                 self.progress[first.origin] = first.oseq
                 self.progress_seq += 1
         store = self.store
-        floor = None
-        for v in versions:
-            if floor is None and store.has(v.key):
-                floor = self.floor_lsn()     # pruning needs it; a brand-new key does not
-            store.add(v, floor or 0)
+        if len(versions) == 1 or not store.add_new(versions):    # add_new: a batch of new keys at once
+            floor = None
+            for v in versions:
+                if floor is None and store.has(v.key):
+                    floor = self.floor_lsn()     # pruning needs it; a brand-new key does not
+                store.add(v, floor or 0)
         self.lsn = lsn
         log = self.log
         log.append(versions[0] if len(versions) == 1 else versions)

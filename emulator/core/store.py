@@ -26,7 +26,9 @@ does not pay for an ordered insert in every region's store, and the first ordere
 bulk load does not sort a million keys while every region's loop waits (0.6 s per 250k keys
 here), since no more than UNSORTED_KEYS_MAX (about 4 ms of work) ever wait. Every key of `_items` is in `_sorted` or in
 `_unsorted`; `_unsorted` is a plain list (8 bytes a key, where a set takes 30-60), so it may
-also hold a key dropped since, or a key twice: the merge skips those.
+also hold a key dropped since, or a key twice: the merge skips those. The merge sorts the new
+keys and puts each run of them that falls into one of the SortedList's sublists in at once
+(`insert_sorted`): SortedList.update would add them one by one into a large list.
 
 The change feed walks an append-only log of (lsn, key) for every live version in LSN order,
 kept as two parallel sequences, `_change_lsns` (an array of 8-byte integers) and `_change_keys`
@@ -222,6 +224,29 @@ class VersionStore:
             self.count_live -= 1
         self._prune(key, versions, floor_lsn)
 
+    def add_new(self, versions) -> bool:
+        """Add a commit's versions in one step when every one is a live version of a key the
+        store does not hold (a batch of creates: most of a bulk load), as add() one by one would;
+        False, adding nothing, otherwise. The versions of one commit have distinct keys."""
+        items = self._items
+        keys = [v.key for v in versions if not v.deleted]
+        if len(keys) != len(versions) or any(map(items.__contains__, keys)):
+            return False
+        if self.indexes is not None:
+            for v in versions:
+                self.indexes.add(v)
+        items.update(zip(keys, versions))
+        self._change_keys.extend(keys)
+        self._change_lsns.extend([v.lsn for v in versions])
+        self.count_live += len(keys)
+        unsorted = self._unsorted
+        unsorted.extend(keys)
+        if len(unsorted) >= UNSORTED_KEYS_MAX:
+            self._keys_in_order()
+        if len(self._change_keys) > 2 * self.count_live + CHANGES_SLACK_ENTRIES:
+            self._compact_changes()
+        return True
+
     def _prune(self, key, versions: list, floor_lsn: int) -> None:
         # Keep the newest version visible at floor_lsn and everything after it.
         keep_from = 0
@@ -249,14 +274,17 @@ class VersionStore:
             self._sorted.remove(key)
 
     def _fresh_unsorted(self) -> list:
-        """The keys of _unsorted still held and not yet in _sorted, once each, in arrival order."""
-        items, ordered = self._items, self._sorted
+        """The keys of _unsorted still held, once each, in key order. None of them is in
+        _sorted: a key joins _unsorted only when _items lacks it, _sorted holds only keys of
+        _items (_drop_key takes them out of both), and a merge empties _unsorted."""
+        items = self._items
         fresh = [k for k in dict.fromkeys(self._unsorted) if k in items]
-        return [k for k in fresh if k not in ordered] if ordered else fresh
+        fresh.sort()
+        return fresh
 
     def _keys_in_order(self) -> SortedList:
         if self._unsorted:
-            self._sorted.update(self._fresh_unsorted())
+            insert_sorted(self._sorted, self._fresh_unsorted())
             self._unsorted = []
         return self._sorted
 
@@ -414,6 +442,48 @@ class VersionStore:
         """(key, versions oldest first) of every retained key, in key order."""
         items = self._items
         return [(key, versions_of(items[key])) for key in self._keys_in_order()]
+
+
+def insert_sorted(ordered: SortedList, values: list) -> None:
+    """ordered.update(values), for values in order and none of them in ordered already. Once the
+    list is large, update() adds its values one at a time (a bisect and an insert each, in
+    Python: ~4 us a key here, in every region's store); this puts each run of values that falls
+    into one of the list's sublists in at once (one slice assignment when no old key lies inside
+    the run, as when new ids follow a partition key's last one), then splits what grew too long,
+    as SortedList itself does."""
+    lists, maxes = getattr(ordered, "_lists", None), getattr(ordered, "_maxes", None)
+    if not maxes or len(values) * 4 >= len(ordered) or lists is None:
+        ordered.update(values)           # small: update re-sorts it whole, in C
+        return
+    load = ordered._load
+    i, n = 0, len(values)
+    while i < n:
+        pos = bisect.bisect_right(maxes, values[i])
+        if pos == len(maxes):            # past every sublist's maximum: the rest go to the last
+            pos -= 1
+            j = n
+        else:
+            j = bisect.bisect_left(values, maxes[pos], i)
+        sub = lists[pos]
+        run = values[i:j]
+        at = bisect.bisect_left(sub, run[0])
+        if at == len(sub) or run[-1] < sub[at]:
+            sub[at:at] = run             # the whole run between two neighbours: the usual case
+        else:
+            for value in run:
+                bisect.insort(sub, value)
+        maxes[pos] = sub[-1]
+        while len(sub) > load << 1:      # SortedList._expand's split, as often as it takes
+            half = sub[load:]
+            del sub[load:]
+            maxes[pos] = sub[-1]
+            lists.insert(pos + 1, half)
+            maxes.insert(pos + 1, half[-1])
+            pos += 1
+            sub = half
+        i = j
+    ordered._len += n
+    del ordered._index[:]                # positions moved: rebuilt when next asked for
 
 
 def versions_of(entry) -> tuple | list:

@@ -18,7 +18,7 @@ from client.protocol import headers as H
 from ..core import throttle as th
 from ..core.errors import CosmosError
 from . import admission, partition_keys, responses
-from .batch import FAILED_DEPENDENCY, _result, _run, op_charge, operations
+from .batch import FAILED_DEPENDENCY, UNMEASURED_BODY_BYTES_MAX, _result, _run, encode_results, op_charge, operations
 from .documents import _writer
 from .sessions import token
 
@@ -41,14 +41,14 @@ def _failure(e: CosmosError) -> dict:
     return out
 
 
-def _apply(call, container, op: dict):
+def _apply(call, container, op: dict, measure: bool = True):
     """(result, writer, lsn) of one operation, applied on its own; raises CosmosError if refused."""
     header_pk = call.header(H.PARTITION_KEY)
     pk_json, values = (partition_keys.of_operation(container, op["partitionKey"]) if "partitionKey" in op
                        else partition_keys.required(call, container) if header_pk is not None
                        else partition_keys.of_operation(container, None))
     writer = _writer(call, container, pk_json, values)
-    status, version = _run(writer, op)
+    status, version = _run(writer, op, measure)
     ru = op_charge(writer, op, version)
     kind = _THROTTLE_OPS.get(op.get("operationType"), th.BATCH)
     if kind == th.READ:
@@ -62,6 +62,7 @@ async def execute(call, container):
     _check_range(call, container)
     ops = operations(call)
     go_on = (call.header(H.BATCH_CONTINUE_ON_ERROR) or "true").lower() != "false"
+    measure = len(call.raw) > UNMEASURED_BODY_BYTES_MAX
     results, committed = [], []
     failed = False
     throttled = None
@@ -73,7 +74,7 @@ async def execute(call, container):
             results.append({"statusCode": FAILED_DEPENDENCY, "requestCharge": 0.0})
             continue
         try:
-            result, writer, lsn = _apply(call, container, op)
+            result, writer, lsn = _apply(call, container, op, measure)
         except CosmosError as e:
             if i == 0 and e.status in (403, 429):
                 raise                   # nothing ran: the SDK retries or moves the whole request
@@ -91,7 +92,7 @@ async def execute(call, container):
             results[i] = _failure(e)
             failed = True
     total = round(sum(r["requestCharge"] for r in results), 2)
-    return responses.reply(MULTI_STATUS if failed else 200, results, call.activity_id, total,
+    return responses.reply(MULTI_STATUS if failed else 200, encode_results(results), call.activity_id, total,
                            _session_headers(container, committed))
 
 

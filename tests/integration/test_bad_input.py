@@ -341,6 +341,21 @@ def test_a_batch_operation_with_a_non_string_id_is_400_and_nothing_is_applied(re
     assert coll.read_item("a", partition_key="p")["n"] == 1
 
 
+def test_a_batch_item_over_2_mb_is_413_and_nothing_is_applied(regionlab, coll, sdk_client):
+    """A batch body big enough to hold an item over the limit still measures every item (one
+    small enough cannot hold one: gateway/batch.py REENCODED_GROWTH_MAX)."""
+    big = {"id": "big", "pk": "p", "x": "a" * (2 * 1024 * 1024)}
+    ops = [{"operationType": "Create", "resourceBody": {"id": "b", "pk": "p"}},
+           {"operationType": "Upsert", "resourceBody": big}]
+    reply = raw_request(regionlab, "POST", DOCS, ops, BATCH)
+    assert reply.status == 207, reply
+    results = reply.json()
+    assert [r["statusCode"] for r in results] == [424, 413], results
+    assert "2097152 bytes" in results[1]["message"], results[1]
+    assert _stored(regionlab) == 0
+    assert_serves(sdk_client)
+
+
 @pytest.mark.parametrize("condition", [5, ["FROM c"], {"q": "FROM c"}, True])
 def test_a_patch_with_a_non_string_condition_is_400_and_nothing_is_applied(regionlab, coll, sdk_client, condition):
     coll.create_item({"id": "a", "pk": "p", "n": 1})

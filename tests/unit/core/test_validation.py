@@ -167,6 +167,65 @@ def test_check_numbers_in_double_range():
         assert "beyond the range of a double" in err.message
 
 
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _nests_at_most_by_tokens(text: str, limit: int) -> bool:
+    """The reference: walk the tokens (strings and brackets) one by one, as the check once did."""
+    depth = 0
+    for m in _TOKENS.finditer(text):
+        token = m.group()
+        if token in "[{":
+            depth += 1
+            if depth > limit:
+                return False
+        elif token in "]}":
+            depth -= 1
+    return True
+
+
+def _depth(value) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+_tricky = st.text(st.sampled_from('[]{}"\\a/é\n'), max_size=8)
+_json = st.recursive(st.none() | st.integers() | _tricky,
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_tricky, inner, max_size=3),
+                     max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json, st.integers(0, 6), st.booleans(), st.integers(0, 400))
+def test_the_nesting_check_is_the_depth_of_json_and_of_its_prefixes(value, limit, ascii_only, cut):
+    """On JSON text (strings full of brackets, quotes and backslashes) the check is the real
+    depth; on every prefix of it (what a parser reads before it stops at a bad byte) it agrees
+    with walking the tokens one by one, as the check once did."""
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    assert text_nests_at_most(text, limit) == (_depth(value) <= limit) == _nests_at_most_by_tokens(text, limit)
+    prefix = text[:cut]
+    assert text_nests_at_most(prefix, limit) == _nests_at_most_by_tokens(prefix, limit)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.sampled_from('[]{}"a,:é'), max_size=60), st.integers(0, 6))
+@example('"a"b"[[[', 2)
+def test_the_nesting_check_agrees_with_walking_the_tokens_on_any_text(text, limit):
+    """Without a backslash (which outside a string ends any parse at once) any text at all:
+    an unterminated string opens nothing, so the brackets after its quote count."""
+    assert text_nests_at_most(text, limit) == _nests_at_most_by_tokens(text, limit)
+
+
+@pytest.mark.parametrize("text, deep_enough", [('"\\"[[["', False), ('"\\\\"[[["', True),
+                                               ('"\\\\\\"[[["', False), ('["\\\\"[[[]', True)])
+def test_escaped_quotes_and_backslashes_inside_strings(text, deep_enough):
+    assert text_nests_at_most(text, 2) is not deep_enough
+    assert _nests_at_most_by_tokens(text, 2) is not deep_enough
+
+
 def test_text_nests_at_most_counts_brackets_outside_strings_without_parsing():
     assert text_nests_at_most("[" * NESTING_DEPTH_MAX + "]" * NESTING_DEPTH_MAX)
     assert not text_nests_at_most("[" * (NESTING_DEPTH_MAX + 1) + "]" * (NESTING_DEPTH_MAX + 1))
