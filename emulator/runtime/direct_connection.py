@@ -386,6 +386,9 @@ class DirectConnection(asyncio.Protocol):
                                                            op == D.UPSERT, if_match)
             # documents.commit_staged's two steps (admission.write's op for a create or upsert)
             ru = account.throttle.admit_writer(writer, th.UPSERT if op == D.UPSERT else th.CREATE)
+            # Read before the commit settles the version: then it still holds its etag, after it
+            # the etag is found again in the stored body (store.Version).
+            etag = version.etag
             lsn = writer.commit()
         except CosmosError as e:
             self._answer(rid, op, activity, target, responses.error(e, activity))
@@ -406,10 +409,10 @@ class DirectConnection(asyncio.Protocol):
             self.in_flight[rid] = task
             task.add_done_callback(lambda t: self._finished(rid, op, activity, target, t))
             return
-        self._created(rid, op, target, writer, status, version, lsn, ru, prefer, activity)
+        self._created(rid, op, target, writer, status, version, etag, lsn, ru, prefer, activity)
 
-    def _created(self, rid: int, op: str, target, writer, status: int, version, lsn: int, ru: float, prefer,
-                 activity: str) -> None:
+    def _created(self, rid: int, op: str, target, writer, status: int, version, etag: str, lsn: int, ru: float,
+                 prefer, activity: str) -> None:
         """Answer an acknowledged create or upsert (_create): _write_fields, fields_reply and
         _answer in one step."""
         replica = target.replica
@@ -417,7 +420,7 @@ class DirectConnection(asyncio.Protocol):
         seen = lsn or rs.committed_lsn
         minimal = prefer is not None and prefer.lower() == H.PREFER_RETURN_MINIMAL
         res = [_RES, rid, status, 0, None if minimal else version.body, round(ru, 2), sessions.token(rs, seen),
-               replica.applied_lsn, target.rs.committed_lsn, target.partition.global_lsn, seen, version.etag,
+               replica.applied_lsn, target.rs.committed_lsn, target.partition.global_lsn, seen, etag,
                replica.role, activity, None]                      # direct_ops.fields_reply's array
         self.pending -= 1                                         # _answer's accounting
         replica.in_flight -= 1
