@@ -103,6 +103,7 @@ async def main():
     pconn = pnode()
     pconn.connection_made(T())
     pconn.state, pconn.version, pconn.compact = "ready", 2, True
+    await create_stream(pconn, pkey)
     creates = iter([D.encode(D.request(2, 1, "create", pkey, pk='["p3"]',
                                        body=b'{"id":"n%d","pk":"p3","f":"%s"}' % (i, b"x" * 140)))
                     for i in range(WARMUP + N)])
@@ -127,7 +128,7 @@ async def main():
 
 
 async def create_steps(a, c, pconn, pkey) -> None:
-    """A direct create's own steps, and creates with their deliveries to the other regions."""
+    """A direct create's own steps, one by one."""
     gw = pconn.gw
     target = pconn.node.resolve(pkey, True)
     phase(" create: resolve (the primary)", lambda: pconn.node.resolve(pkey, True))
@@ -146,9 +147,16 @@ async def create_steps(a, c, pconn, pkey) -> None:
     res = [2, 1, 201, 0, b"x" * 300, 5.71, sessions.token(target.rs, target.rs.lsn), 9, 9, 8, 9,
            '"00000000-0000-0000000000000009"', "primary", "x" * 36, None]
     phase(" create: the reply array's msgpack encode", lambda: D.pack(res))
+
+
+async def create_stream(pconn, pkey) -> None:
+    """Creates with their deliveries to the other regions, on the real loop. Run before the other
+    create phases: those leave thousands of commits queued on the links (the loop does not turn
+    in a synchronous phase) and stores that many items larger."""
     frames = iter([D.encode(D.request(2, 1, "create", pkey, pk='["p3"]',
                                       body=b'{"id":"t%d","pk":"p3","f":"%s"}' % (i, b"x" * 140)))
                    for i in range(WARMUP + N)])
+    counts, created = pconn.node.requests, (D.CREATE, 201, 0)
 
     async def turn():
         await asyncio.sleep(0)
@@ -156,7 +164,10 @@ async def create_steps(a, c, pconn, pkey) -> None:
     async def stream():
         # One at a time, the loop turning once between, as between a client's requests: the
         # links' timers (2 and 30 ms) run in those turns, so the deliveries are in the count.
+        answered = counts[created]
         pconn.data_received(next(frames))
+        if counts[created] != answered + 1:
+            raise RuntimeError("a create was not answered 201 at once")
         pconn._out.clear()
         await asyncio.sleep(0)
     await async_phase("the loop turning once (asyncio.sleep(0))", turn)
