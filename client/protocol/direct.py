@@ -180,17 +180,16 @@ class FrameDecoder:
 
     Every whole frame in the bytes at hand is decoded in one pass by offset (no copying of what
     follows); only an incomplete tail is kept, in a bytearray that grows until its frame is whole."""
-    __slots__ = ("_buf", "_need", "max_frame_bytes", "failed")
+    __slots__ = ("_buf", "_need", "max_frame_bytes", "failed", "pending")
 
     def __init__(self, max_frame_bytes: int = FRAME_BYTES_MAX):
         self._buf = bytearray()
         self._need = 0                   # bytes the kept tail needs before it can be decoded further
         self.max_frame_bytes = max_frame_bytes
         self.failed = False
-
-    @property
-    def pending(self) -> bool:
-        return bool(self._buf)
+        # Whether _buf holds an incomplete frame: a plain attribute, kept by feed, since a server
+        # asks after every read (a property was one more call per request).
+        self.pending = False
 
     def feed(self, data: bytes) -> list:
         if self.failed:
@@ -202,6 +201,7 @@ class FrameDecoder:
                 return []                # the kept frame is still incomplete
             data = bytes(buf)
             buf.clear()
+            self.pending = False
         size = len(data)
         if size > LENGTH_PREFIX_BYTES and not buf:
             # The common read: exactly one whole frame of the usual shape, decoded without the
@@ -246,6 +246,7 @@ class FrameDecoder:
             raise
         if pos < size:
             buf += data[pos:]
+            self.pending = True
             self._need = (LENGTH_PREFIX_BYTES + _unpack_length(data, pos)[0]) if size - pos >= LENGTH_PREFIX_BYTES \
                 else LENGTH_PREFIX_BYTES
         return frames

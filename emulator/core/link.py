@@ -42,8 +42,10 @@ class Link:
         """A state transfer (snapshot.py), queued in order with the commits."""
         self.send(target_rs, snapshot.lsn, snapshot)
 
-    def send(self, target_rs, lsn: int, versions) -> None:
-        due = self.clock.now_ms() + self.lag_ms
+    def send(self, target_rs, lsn: int, versions, now_ms: int | None = None) -> None:
+        """Queue a commit; `now_ms` is the account clock's now when the caller has it already
+        (a commit ships to every other region at once: one clock read, not one per link)."""
+        due = (self.clock.now_ms() if now_ms is None else now_ms) + self.lag_ms
         if self.jitter_ms > 0:
             due += self.rng.randint(0, self.jitter_ms)
         if due < self._last_due_ms:

@@ -11,6 +11,8 @@ quorum has it. Under Strong it also waits until a majority of the account's regi
 committed it (`global_committed_lsn`), and strong reads are served only at or above that LSN,
 so no region ever returns a value older than an acknowledged write.
 """
+from operator import attrgetter
+
 from .errors import CosmosError, write_forbidden
 from .replica_set import ReplicaSet
 
@@ -146,8 +148,9 @@ class Partition:
             # generator. The log's last entry is a Version or a list of them (replica_set.py).
             entry = rs.log[-1]
             versions = entry if type(entry) is list else (entry,)
+            now_ms = rs.clock.now_ms()         # the links' clock (the account's)
             for link, other in targets:
-                link.send(other, new, versions)
+                link.send(other, new, versions, now_ms)
             return
         for lsn, versions in rs.commits_between(old, new):
             if own_only and versions[0].origin != rs.region:
@@ -185,7 +188,7 @@ class Partition:
         if mixed:
             committed = sorted([_committed_in(rs, newest) for rs in sets], reverse=True)
         else:                                  # one epoch (nearly always): _committed_in is committed_lsn
-            committed = sorted([rs.committed_lsn for rs in sets], reverse=True)
+            committed = sorted(map(_committed_lsn_of, sets), reverse=True)    # no listcomp frame
         g = committed[len(committed) // 2]       # the majority-th highest
         if g <= self.global_lsn:
             return
@@ -223,6 +226,9 @@ class Partition:
         return {"id": self.range_id, "minInclusive": self.min_epk, "maxExclusive": self.max_epk,
                 "write_regions": list(self.write_regions), "global_committed_lsn": self.global_lsn,
                 "regions": {name: rs.describe() for name, rs in self.replica_sets.items()}}
+
+
+_committed_lsn_of = attrgetter("committed_lsn")
 
 
 def _committed_in(rs: ReplicaSet, newest: ReplicaSet) -> int:

@@ -51,18 +51,20 @@ def _vector(rs) -> str:
     """The region vector's text, kept per replica set until its progress or the account's
     regions change (formatting its numbers anew costs more than the rest of a point read).
     It is kept on the replica set itself (`token_vector`: its progress_seq, region order,
-    vector text, "#id=" prefixes), so a deleted container takes it along."""
+    vector text, and the order's format: "#id=%d..." with the names in id order), so a deleted
+    container takes it along. A write changes the progress, so every write formats it: with
+    one %-format of the counts (map over the names, no Python frame per region)."""
     order = rs.partition.region_order
     hit = rs.token_vector
     if hit is not None and hit[1] is order:
         if hit[0] == rs.progress_seq:
             return hit[2]
-        prefixed = hit[3]
+        form = hit[3]
     else:
-        prefixed = tuple((name, f"#{rid}=") for name, rid in order)
-    progress = rs.progress
-    text = "".join([f"{prefix}{progress.get(name, 0)}" for name, prefix in prefixed])
-    rs.token_vector = (rs.progress_seq, order, text, prefixed)
+        form = ("".join([f"#{rid}=%d" for _, rid in order]), tuple([name for name, _ in order]), (0,) * len(order))
+    fmt, names, zeros = form
+    text = fmt % tuple(map(rs.progress.get, names, zeros))
+    rs.token_vector = (rs.progress_seq, order, text, form)
     return text
 
 

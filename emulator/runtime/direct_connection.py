@@ -25,6 +25,7 @@ from client.protocol import direct as D
 from client.protocol import headers as H
 
 from ..core import throttle as th
+from ..core.consistency import STRONG
 from ..core.errors import CosmosError, bad_request
 from ..core.request_faults import DROP_AFTER_APPLY
 from ..gateway.http import RESET
@@ -400,7 +401,11 @@ class DirectConnection(asyncio.Protocol):
             if pk is not None:
                 if type(pk) is not str:
                     raise bad_request("Request field 'pk' must be a string.")
-                parsed = _check_range(target, pk)
+                # _check_range, with its parse's cache hit inlined; a container of one partition
+                # holds every key, so only a split one needs the range check.
+                parsed = _parsed_pk(pk) or partition_keys.parse(pk)
+                if len(target.container.partitions) > 1:
+                    _check_range(target, pk)
             if body is None:
                 body = b""
             elif type(body) is not bytes:
@@ -414,15 +419,21 @@ class DirectConnection(asyncio.Protocol):
         replica = target.replica
         replica.in_flight += 1
         gw = self.gw
+        account = gw.account
         try:
             if parsed is None:
                 raise partition_keys.missing()
             container = target.container
-            pk_json, values = partition_keys.checked(container, *parsed)
+            pk_json, values = parsed
+            if len(values) != len(container.pk_def.paths):
+                partition_keys.checked(container, pk_json, values)     # raises the gateway's 400
             writer, status, version = documents.stage_body(gw, gw.region, container, pk_json, values, body,
                                                            op == D.UPSERT, if_match)
             # documents.commit_staged's two steps (admission.write's op for a create or upsert)
-            ru = gw.account.throttle.admit_writer(writer, th.UPSERT if op == D.UPSERT else th.CREATE)
+            ru = account.throttle.admit_writer(writer, th.UPSERT if op == D.UPSERT else th.CREATE)
+            # Read before the commit settles the version: then it still holds its etag, after it
+            # the etag is found again in the stored body (store.Version).
+            etag = version.etag
             lsn = writer.commit()
         except CosmosError as e:
             self._answer(rid, op, activity, target, responses.error(e, activity))
@@ -431,7 +442,11 @@ class DirectConnection(asyncio.Protocol):
             log.exception("internal error in a direct %s", op)
             self._answer(rid, op, activity, target, responses.error(_INTERNAL, activity))
             return
-        if gw.persistence is not None or not gw.acknowledged(writer, lsn):
+        # Gateway.acknowledged, inlined: a quorum of the region has it (under Strong, a majority
+        # of the regions). With --data-dir the write waits for the disk in any case.
+        rs = writer.rs
+        if gw.persistence is not None or (lsn and (rs.partition.global_lsn if account.consistency == STRONG
+                                                   else rs.committed_lsn) < lsn):
             # Wait for the quorum (or the disk) in a task, as _point_write does.
             headers = {H.PREFER: prefer} if prefer is not None else {}
             call = DirectCall(gw, "POST", headers, body, activity, None)
@@ -439,10 +454,10 @@ class DirectConnection(asyncio.Protocol):
             self.in_flight[rid] = task
             task.add_done_callback(lambda t: self._finished(rid, op, activity, target, t))
             return
-        self._created(rid, op, target, writer, status, version, lsn, ru, prefer, activity)
+        self._created(rid, op, target, writer, status, version, etag, lsn, ru, prefer, activity)
 
-    def _created(self, rid: int, op: str, target, writer, status: int, version, lsn: int, ru: float, prefer,
-                 activity: str) -> None:
+    def _created(self, rid: int, op: str, target, writer, status: int, version, etag: str, lsn: int, ru: float,
+                 prefer, activity: str) -> None:
         """Answer an acknowledged create or upsert (_create): _write_fields, fields_reply and
         _answer in one step."""
         replica = target.replica
@@ -450,7 +465,7 @@ class DirectConnection(asyncio.Protocol):
         seen = lsn or rs.committed_lsn
         minimal = prefer is not None and prefer.lower() == H.PREFER_RETURN_MINIMAL
         res = [_RES, rid, status, 0, None if minimal else version.body, round(ru, 2), sessions.token(rs, seen),
-               replica.applied_lsn, target.rs.committed_lsn, target.partition.global_lsn, seen, version.etag,
+               replica.applied_lsn, target.rs.committed_lsn, target.partition.global_lsn, seen, etag,
                replica.role, activity, None]                      # direct_ops.fields_reply's array
         self.pending -= 1                                         # _answer's accounting
         replica.in_flight -= 1
@@ -886,6 +901,7 @@ _WRITE_OPTIONS = {"if_match": 0, "prefer": 1, "activity_id": 2, "pk": 3}
 _CREATE_CODE = D.OPERATION_CODE[D.CREATE]
 _UPSERT_CODE = D.OPERATION_CODE[D.UPSERT]
 _RES = D.RESPONSE_CODE
+_parsed_pk = partition_keys.parsed       # a partition key header's parse, when cached
 
 
 def _options(options: dict, slots: dict) -> list:
