@@ -1,95 +1,162 @@
-"""One hedged operation (availability_strategy), run so that a healthy read costs one timer.
+"""Hedged operations (availability_strategy), run so that a healthy read costs a list and a
+deque append: no timer, task or object of its own.
 
 Theory of operation. The decisions are `hedging.HedgeRace`'s (client/policies/hedging.py); this
-module only runs them. The first region's retry chain runs *inline* in the caller's task, with
-one `loop.call_later` armed for the first hedge's time. When the reply comes first (the healthy
-case) the timer is cancelled and nothing else was ever created. When the timer fires, the due
-copies start as tasks, each pinned to its region, and the timer is re-armed for the next one.
-A copy whose reply is final while the inline chain still waits cancels the caller's task; the
-inline chain unwinds (its attempt shows as cancelled) and the copy's result is the answer. That
-cancellation is ours: it is taken back with `Task.uncancel()`, and if anyone else cancelled the
-task too (the end-to-end timeout) the CancelledError goes on up, as asyncio.TaskGroup does.
-Once the inline chain is over and no final reply came, the remaining copies are awaited as the
-race says (the next copy at once when every running one failed transiently, else on its time).
+module only runs them, in two parts.
+
+`HedgeTimer` (one per pipeline) watches every hedged operation in flight with one loop timer.
+An operation's first hedge is due at its start + its strategy's threshold; for one threshold
+these times rise in start order, so the operations wait in one deque per threshold, in start
+order, and the timer is armed for the earliest head. A watched operation is a list (`RUN`,
+`STARTED_S`, ... below); when its first chain ends, the pipeline empties it (`finish`), and
+emptied entries are dropped lazily from the heads: one by each new watch, all of them when the
+timer fires. The timer is armed only when a new operation's time comes before the armed one (so
+back-to-back reads arm it once per threshold, not once per read) and, when it fires, it hands
+every operation whose time has come to a HedgedRun and re-arms for the first still waiting, or
+stays unarmed when nothing is in flight.
+
+`HedgedRun` exists only once an operation needs more than its first chain: the timer fired (the
+due copies start as tasks, each pinned to its region, and the run arms its own timer for the next
+copy), or the first chain ended without a final reply (the next copy starts at once). The first
+region's chain runs *inline* in the caller's task (Pipeline._run). A copy whose reply is final
+while the inline chain still waits cancels the caller's task; the inline chain unwinds (its
+attempt shows as cancelled) and the copy's result is the answer. That cancellation is ours: it
+is taken back with `Task.uncancel()`, and if anyone else cancelled the task too (the end-to-end
+timeout) the CancelledError goes on up, as asyncio.TaskGroup does. Once the inline chain is over
+and no final reply came, the remaining copies are awaited as the race says (the next copy at
+once when every running one failed transiently, else on its time).
 """
 import asyncio
+import math
+from collections import deque
 
 from client.policies import hedging
+
+# A watched operation: [RUN, STARTED_S, TASK, REQ, DIAG, REGIONS, STRATEGY]; [] once finished.
+RUN, STARTED_S, TASK, REQ, DIAG, REGIONS, STRATEGY = range(7)
+# A timer may fire a rounding error before its time (a float sum of start + threshold): a copy
+# is due when its time is this close.
+TIMER_SLACK_MS = 1e-6
+
+
+class HedgeTimer:
+    """The hedged operations of one pipeline in flight, and the one timer that hedges them."""
+
+    def __init__(self, pipeline):
+        self.p = pipeline
+        self.waiting: dict[int, deque] = {}      # threshold_ms -> watched operations, start order
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_due_s = math.inf             # when the armed timer fires, pipeline clock
+        self._loop = None                        # the loop the timer is armed on
+
+    @property
+    def armed(self) -> bool:
+        return self._timer is not None
+
+    def watch(self, req, diag, regions, strategy) -> list:
+        """Start watching an operation whose first chain is about to run in the current task."""
+        now = self.p.now()
+        entry = [None, now, asyncio.current_task(), req, diag, regions, strategy]
+        threshold_ms = strategy.threshold_ms
+        q = self.waiting.get(threshold_ms)
+        if q is None:
+            q = self.waiting[threshold_ms] = deque()
+        elif q and not q[0]:
+            q.popleft()                  # one finished head per new operation keeps q short
+        q.append(entry)
+        due_s = now + threshold_ms / 1000.0
+        if due_s < self._timer_due_s or self._loop is not asyncio.get_running_loop():
+            self._arm(due_s, now)
+        return entry
+
+    def finish(self, entry: list, first=None):
+        """The first chain ended with `first` (None: it raised): the HedgedRun that takes the
+        operation on, or None when nothing more is needed (the timer never fired for it, and
+        `first` is final or the chain raised)."""
+        run = entry[RUN]
+        if run is None and first is not None and (first.reply is None or first.reply.status >= 400) \
+                and not hedging.is_final(first.status, first.sub_status):
+            run = HedgedRun(self.p, entry, inline=False)   # a transient failure: the next copy now
+        entry.clear()
+        return run
+
+    def _arm(self, due_s: float, now: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._loop = asyncio.get_running_loop()
+        self._timer = self._loop.call_later(max(due_s - now, 0.0), self._fire)
+        self._timer_due_s = due_s
+
+    def _fire(self) -> None:
+        self._timer, self._timer_due_s = None, math.inf
+        now = self.p.now()
+        next_due_s = math.inf
+        for threshold_ms in list(self.waiting):
+            q = self.waiting[threshold_ms]
+            while q:
+                entry = q[0]
+                if not entry:
+                    q.popleft()
+                    continue
+                elapsed_ms = (now - entry[STARTED_S]) * 1000.0
+                if elapsed_ms + TIMER_SLACK_MS < threshold_ms:
+                    next_due_s = min(next_due_s, entry[STARTED_S] + threshold_ms / 1000.0)
+                    break
+                q.popleft()
+                entry[RUN] = run = HedgedRun(self.p, entry, inline=True)
+                run.fire(max(elapsed_ms, threshold_ms))
+            if not q:
+                del self.waiting[threshold_ms]
+        if next_due_s < math.inf:
+            self._arm(next_due_s, now)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer, self._timer_due_s = None, math.inf
 
 
 class HedgedRun:
     __slots__ = ("p", "req", "diag", "regions", "strategy", "race", "tasks", "results", "inline",
                  "won_by_copy", "started", "loop", "main", "timer")
 
-    def __init__(self, pipeline, req, diag, regions, strategy):
-        self.p, self.req, self.diag, self.regions = pipeline, req, diag, regions
-        self.strategy = strategy
-        self.race: hedging.HedgeRace | None = None   # made when the first timer fires or copy 0 fails
+    def __init__(self, pipeline, entry: list, inline: bool):
+        self.p = pipeline
+        _, self.started, self.main, self.req, self.diag, self.regions, self.strategy = entry
+        self.race = hedging.HedgeRace(self.strategy, len(self.regions))
+        self.race.due(0)                  # copy 0: the inline chain
         self.tasks: dict[asyncio.Task, int] = {}
         self.results: dict[int, object] = {}
-        self.inline = True                # the first chain is still running in the caller's task
+        self.inline = inline              # the first chain is still running in the caller's task
         self.won_by_copy = False          # a copy's final reply cancelled the inline chain
-        self.started = pipeline.now()
         self.loop = asyncio.get_running_loop()
-        self.main = None
         self.timer = None
 
     def elapsed_ms(self) -> float:
-        return (self.p.now() - self.started) * 1000.0
-
-    def _decisions(self) -> hedging.HedgeRace:
-        if self.race is None:
-            self.race = hedging.HedgeRace(self.strategy, len(self.regions))
-            self.race.due(0)              # copy 0: the inline chain
-        return self.race
-
-    async def run(self):
-        self.main = asyncio.current_task()
-        self.timer = self.loop.call_later(self.strategy.threshold_ms / 1000.0, self._fire)
-        try:
-            try:
-                first = await self.p._chain(self.req, self.diag, self.regions[0], False, "initial")
-            except asyncio.CancelledError:
-                self.inline = False
-                if self.won_by_copy and self.main.uncancel() == 0:
-                    return self.results[self.race.winner]
-                raise
-            self.inline = False
-            self.timer.cancel()
-            self.timer = None
-            if not self.tasks and hedging.is_final(first.status, first.sub_status):
-                return first             # no fault: nothing but the timer was made
-            self._record(0, first)
-            return await self._rest()
-        finally:
-            if self.timer is not None:
-                self.timer.cancel()
-            if self.tasks:
-                running = [t for t in self.tasks if not t.done()]     # usually none
-                for t in running:
-                    t.cancel()
-                if running:
-                    await asyncio.gather(*running, return_exceptions=True)
+        return (self.p.now() - self.started) * 1000.0 + TIMER_SLACK_MS
 
     # ---- while the first chain runs inline -----------------------------------------------------
+    def fire(self, elapsed_ms: float) -> None:
+        """The shared timer found the first hedge due: start the due copies, arm for the next."""
+        for i in self.race.due(elapsed_ms):
+            self._start(i)
+        self._arm()
+
     def _arm(self) -> None:
-        due_ms = self._decisions().next_due_ms()
+        due_ms = self.race.next_due_ms()
         if due_ms is not None:
             delay_s = max(due_ms - self.elapsed_ms(), 0.0) / 1000.0
             self.timer = self.loop.call_later(delay_s, self._fire)
 
     def _fire(self) -> None:
         self.timer = None
-        if not self.inline:
-            return
-        for i in self._decisions().due(self.elapsed_ms()):
-            self._start(i)
-        self._arm()
+        if self.inline:
+            self.fire(self.elapsed_ms())
 
     def _start(self, i: int) -> None:
         self.diag.event(self.p.now(), "hedge", f"copy {i} to {self.regions[i].name}")
         reason = f"hedge after {self.strategy.start_ms(i)} ms"
-        task = self.loop.create_task(self.p._chain(self.req, self.diag, self.regions[i], True, reason))
+        task = self.loop.create_task(self.p._chain(self.req, self.diag, self.regions[i], True, True, reason))
         self.tasks[task] = i
         task.add_done_callback(self._copy_done)
 
@@ -97,7 +164,7 @@ class HedgedRun:
         if not self.inline or task.cancelled() or self.tasks[task] in self.results:
             return                       # after the inline chain, _rest collects the results
         if task.exception() is not None:
-            return                       # _rest (or the finally) re-raises it
+            return                       # _rest (or _stop_copies) re-raises it
         i = self.tasks[task]
         self._record(i, task.result())
         if self.race.winner == i:
@@ -106,10 +173,47 @@ class HedgedRun:
 
     def _record(self, i: int, result) -> None:
         self.results[i] = result
-        for j in self._decisions().on_reply(i, result.status, result.sub_status, result):
+        for j in self.race.on_reply(i, result.status, result.sub_status, result):
             self._start(j)
 
     # ---- after it -------------------------------------------------------------------------------
+    async def after_first(self, first):
+        """The inline chain returned `first`: the race's answer."""
+        self._end_inline()
+        try:
+            self._record(0, first)
+            return await self._rest()
+        finally:
+            await self._stop_copies()
+
+    async def after_inline_error(self, error: BaseException):
+        """The inline chain raised `error`: a winning copy's answer when the error is our own
+        cancel, else `error` again once every copy is stopped."""
+        self._end_inline()
+        if isinstance(error, GeneratorExit):     # the task is being destroyed: nothing may wait
+            for t in self.tasks:
+                t.cancel()
+            raise error
+        try:
+            if isinstance(error, asyncio.CancelledError) and self.won_by_copy and self.main.uncancel() == 0:
+                return self.results[self.race.winner]
+            raise error
+        finally:
+            await self._stop_copies()
+
+    def _end_inline(self) -> None:
+        self.inline = False
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    async def _stop_copies(self) -> None:
+        running = [t for t in self.tasks if not t.done()]
+        for t in running:
+            t.cancel()
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+
     async def _rest(self):
         while True:
             for t, i in list(self.tasks.items()):

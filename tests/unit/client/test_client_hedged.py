@@ -1,0 +1,138 @@
+"""Proves the pipeline's one hedge timer (client/aio/hedged.py, HedgeTimer) hedges each operation
+at its own time and costs nothing else, in virtual time over a scripted transport (client_world):
+of many concurrent reads only the slow one hedges, 500 ms after its own start; a read whose time
+comes after the armed timer's (armed for an earlier read that finished) still hedges on time; a
+request's own shorter threshold re-arms the timer earlier; back-to-back healthy reads arm it once
+per threshold, make no task, and once they are over it disarms and keeps no entry; close()
+disarms it."""
+import asyncio
+import base64
+
+import pytest
+
+from client.aio import CosmosClient
+
+from client_world import GLOBAL, ScriptedTransport, reply, run
+
+KEY = base64.b64encode(b"k" * 32).decode()
+CONTAINER = {"id": "c", "_self": "dbs/x/colls/y/", "partitionKey": {"paths": ["/pk"], "kind": "Hash"}}
+FAST_S, SLOW_S = 0.010, 2.0
+
+
+def serve(east_s=None, fast_s=FAST_S):
+    """Item reads of an id in `east_s` take that long in East US; everything else answers in fast_s."""
+    def script(region, method, path, headers):
+        if path.endswith("/colls/c"):
+            return 0.001, reply(body=CONTAINER)
+        doc_id = path.rsplit("/", 1)[1]
+        return ((east_s or {}).get(doc_id, fast_s) if region == "East US" else fast_s), reply()
+    return script
+
+
+async def container(transport, **kwargs):
+    client = CosmosClient(GLOBAL, KEY, transport=transport, clock=asyncio.get_running_loop().time,
+                          availability_strategy=True, **kwargs)
+    await client.__aenter__()
+    c = client.get_database_client("d").get_container_client("c")
+    await c.read()
+    return client, c
+
+
+def hedge_timer(client):
+    return client._pipeline._hedges
+
+
+async def read_at(c, start_s, doc_id, **kwargs):
+    """Read `doc_id` at virtual time start_s (driving the clock, not waiting for anything)."""
+    await asyncio.sleep(start_s - asyncio.get_running_loop().time())
+    return await c.read_item(doc_id, partition_key="a", **kwargs)
+
+
+def plan(attempts):
+    return [(a.region, a.started_ms, a.hedge) for a in attempts]
+
+
+def test_of_many_concurrent_reads_only_the_slow_one_hedges_at_its_own_500_ms():
+    t = ScriptedTransport(serve({"slow": SLOW_S}))
+
+    async def main():
+        client, c = await container(t)
+        t0 = asyncio.get_running_loop().time()
+        ids = [f"r{i}" for i in range(20)]
+        ids[7] = "slow"                  # starts at t0 + 7 * 30 ms, among 19 healthy reads
+        items = await asyncio.gather(*(read_at(c, t0 + i * 0.030, d) for i, d in enumerate(ids)))
+        await client.close()
+        return dict(zip(ids, items))
+    items = run(main())
+    slow = items.pop("slow").diagnostics
+    assert plan(slow.attempts) == [("East US", 0.0, False), ("West US", 500.0, True)]
+    assert slow.latency_ms == pytest.approx(510.0) and slow.attempts[0].error == "cancelled"
+    assert all(plan(i.diagnostics.attempts) == [("East US", 0.0, False)] for i in items.values())
+    assert t.regions_sent().count("West US") == 1 and "North" not in t.regions_sent()
+
+
+def test_a_read_due_after_the_armed_time_of_a_finished_read_still_hedges_on_time():
+    t = ScriptedTransport(serve({"slow": SLOW_S}))
+
+    async def main():
+        client, c = await container(t)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        await read_at(c, t0, "fast")     # arms the timer for t0 + 500 ms, then finishes
+        armed = hedge_timer(client).armed
+        slow = await read_at(c, t0 + 0.100, "slow")
+        await client.close()
+        return armed, slow, loop.time() - t0
+    armed, slow, ended_s = run(main())
+    assert armed                          # the finished read's time was still armed
+    assert plan(slow.diagnostics.attempts) == [("East US", 0.0, False), ("West US", 500.0, True)]
+    assert ended_s == pytest.approx(0.610)
+
+
+def test_a_requests_shorter_threshold_rearms_the_timer_earlier():
+    t = ScriptedTransport(serve({"slow": SLOW_S, "long": 0.100}))
+
+    async def main():
+        client, c = await container(t)
+        t0 = asyncio.get_running_loop().time()
+        return await asyncio.gather(
+            read_at(c, t0, "long"),       # in flight, the timer armed for its 500 ms
+            read_at(c, t0 + 0.020, "slow", availability_strategy={"threshold_ms": 50, "threshold_steps_ms": 50}))
+    long, slow = run(main())
+    assert plan(long.diagnostics.attempts) == [("East US", 0.0, False)]
+    assert plan(slow.diagnostics.attempts) == [("East US", 0.0, False), ("West US", 50.0, True)]
+
+
+def test_back_to_back_healthy_reads_arm_the_timer_once_and_leave_nothing_behind():
+    t = ScriptedTransport(serve(fast_s=0.001))
+
+    async def main():
+        client, c = await container(t)
+        loop = asyncio.get_running_loop()
+        timer = hedge_timer(client)
+        tasks_before = len(asyncio.all_tasks())
+        for i in range(100):             # 100 ms of reads, all within the first one's threshold
+            await c.read_item(f"r{i}", partition_key="a")
+        arms = [cb for cb in loop.timers_armed if getattr(cb, "__self__", None) is timer]
+        during = timer.armed, len(asyncio.all_tasks()) - tasks_before, sum(map(len, timer.waiting.values()))
+        await asyncio.sleep(0.5)         # past the threshold of the last read
+        after = timer.armed, timer.waiting, [h for h in loop._scheduled if not h.cancelled()]
+        await client.close()
+        return len(arms), during, after
+    arms, during, after = run(main())
+    assert arms == 1
+    assert during == (True, 0, 1)        # armed once, no task made, one (finished) entry kept
+    assert after == (False, {}, [])      # disarmed, no entry, no timer of anyone's left
+
+
+def test_close_disarms_the_timer():
+    t = ScriptedTransport(serve())
+
+    async def main():
+        client, c = await container(t)
+        await c.read_item("1", partition_key="a")
+        armed = hedge_timer(client).armed
+        await client.close()
+        loop = asyncio.get_running_loop()
+        return armed, hedge_timer(client).armed, [h for h in loop._scheduled if not h.cancelled()]
+    assert run(main()) == (True, False, [])
