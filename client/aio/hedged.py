@@ -4,16 +4,16 @@ deque append: no timer, task or object of its own.
 Theory of operation. The decisions are `hedging.HedgeRace`'s (client/policies/hedging.py); this
 module only runs them, in two parts.
 
-`HedgeTimer` (one per pipeline) watches every hedged operation in flight with one loop timer.
-An operation's first hedge is due at its start + its strategy's threshold; for one threshold
-these times rise in start order, so the operations wait in one deque per threshold, in start
-order, and the timer is armed for the earliest head. A watched operation is a list (`RUN`,
-`STARTED_S`, ... below); when its first chain ends, the pipeline empties it (`finish`), and
-emptied entries are dropped lazily from the heads: one by each new watch, all of them when the
-timer fires. The timer is armed only when a new operation's time comes before the armed one (so
-back-to-back reads arm it once per threshold, not once per read) and, when it fires, it hands
-every operation whose time has come to a HedgedRun and re-arms for the first still waiting, or
-stays unarmed when nothing is in flight.
+`HedgeTimer` watches the hedged operations in flight that share one strategy (a pipeline has one
+per strategy in use, usually just its client's) with one loop timer. An operation's first hedge
+is due at its start + the strategy's threshold, so these times rise in start order: the operations
+wait in a deque in start order and the timer only ever needs to be armed for the head. A watched
+operation is a list (`RUN`, `STARTED_S`, ... below); when its first chain ends, the pipeline
+empties it, and emptied entries are dropped lazily from the head: one by each new watch, all of
+them when the timer fires. So the timer is armed only when nothing is armed: back-to-back reads
+arm it once per threshold, not once per read. When it fires it drops the finished heads, hands
+each operation whose time has come to a HedgedRun, and re-arms for the first one still waiting,
+or stays unarmed when nothing is in flight.
 
 `HedgedRun` exists only once an operation needs more than its first chain: the timer fired (the
 due copies start as tasks, each pinned to its region, and the run arms its own timer for the next
@@ -27,46 +27,42 @@ and no final reply came, the remaining copies are awaited as the race says (the 
 once when every running one failed transiently, else on its time).
 """
 import asyncio
-import math
 from collections import deque
 
 from client.policies import hedging
 
-# A watched operation: [RUN, STARTED_S, TASK, REQ, DIAG, REGIONS, STRATEGY]; [] once finished.
-RUN, STARTED_S, TASK, REQ, DIAG, REGIONS, STRATEGY = range(7)
+# A watched operation: [RUN, TASK, REQ, DIAG, REGIONS]; [] once its first chain ended.
+RUN, TASK, REQ, DIAG, REGIONS = range(5)
 # A timer may fire a rounding error before its time (a float sum of start + threshold): a copy
 # is due when its time is this close.
 TIMER_SLACK_MS = 1e-6
 
 
 class HedgeTimer:
-    """The hedged operations of one pipeline in flight, and the one timer that hedges them."""
+    """The hedged operations of one strategy in flight in a pipeline, and their one timer (on the
+    pipeline's loop: a pipeline lives on one, as its transport's connections do). Times count from
+    each operation's start, its diagnostics' t = 0."""
 
-    def __init__(self, pipeline):
+    def __init__(self, pipeline, clock, strategy: hedging.AvailabilityStrategy):
         self.p = pipeline
-        self.waiting: dict[int, deque] = {}      # threshold_ms -> watched operations, start order
+        self._clock = clock                      # the pipeline's, seconds
+        self.strategy = strategy
+        self.waiting: deque[list] = deque()      # watched operations, in start order
         self._timer: asyncio.TimerHandle | None = None
-        self._timer_due_s = math.inf             # when the armed timer fires, pipeline clock
-        self._loop = None                        # the loop the timer is armed on
 
     @property
     def armed(self) -> bool:
         return self._timer is not None
 
-    def watch(self, req, diag, regions, strategy) -> list:
+    def watch(self, req, diag, regions) -> list:
         """Start watching an operation whose first chain is about to run in the current task."""
-        now = self.p.now()
-        entry = [None, now, asyncio.current_task(), req, diag, regions, strategy]
-        threshold_ms = strategy.threshold_ms
-        q = self.waiting.get(threshold_ms)
-        if q is None:
-            q = self.waiting[threshold_ms] = deque()
-        elif q and not q[0]:
+        entry = [None, asyncio.current_task(), req, diag, regions]
+        q = self.waiting
+        if q and not q[0]:
             q.popleft()                  # one finished head per new operation keeps q short
         q.append(entry)
-        due_s = now + threshold_ms / 1000.0
-        if due_s < self._timer_due_s or self._loop is not asyncio.get_running_loop():
-            self._arm(due_s, now)
+        if self._timer is None:          # else armed for an earlier start: due no later than this
+            self._arm(diag.started_s)
         return entry
 
     def finish(self, entry: list, first=None):
@@ -74,55 +70,44 @@ class HedgeTimer:
         operation on, or None when nothing more is needed (the timer never fired for it, and
         `first` is final or the chain raised)."""
         run = entry[RUN]
-        if run is None and first is not None and (first.reply is None or first.reply.status >= 400) \
-                and not hedging.is_final(first.status, first.sub_status):
-            run = HedgedRun(self.p, entry, inline=False)   # a transient failure: the next copy now
+        if run is None and first is not None and not hedging.is_final(first.status, first.sub_status):
+            run = HedgedRun(self, entry, inline=False)     # a transient failure: the next copy now
         entry.clear()
         return run
 
-    def _arm(self, due_s: float, now: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._loop = asyncio.get_running_loop()
-        self._timer = self._loop.call_later(max(due_s - now, 0.0), self._fire)
-        self._timer_due_s = due_s
+    def _arm(self, started_s: float) -> None:
+        delay_ms = self.strategy.threshold_ms - (self._clock() - started_s) * 1000.0
+        self._timer = asyncio.get_running_loop().call_later(max(delay_ms, 0.0) / 1000.0, self._fire)
 
     def _fire(self) -> None:
-        self._timer, self._timer_due_s = None, math.inf
-        now = self.p.now()
-        next_due_s = math.inf
-        for threshold_ms in list(self.waiting):
-            q = self.waiting[threshold_ms]
-            while q:
-                entry = q[0]
-                if not entry:
-                    q.popleft()
-                    continue
-                elapsed_ms = (now - entry[STARTED_S]) * 1000.0
-                if elapsed_ms + TIMER_SLACK_MS < threshold_ms:
-                    next_due_s = min(next_due_s, entry[STARTED_S] + threshold_ms / 1000.0)
-                    break
-                q.popleft()
-                entry[RUN] = run = HedgedRun(self.p, entry, inline=True)
-                run.fire(max(elapsed_ms, threshold_ms))
-            if not q:
-                del self.waiting[threshold_ms]
-        if next_due_s < math.inf:
-            self._arm(next_due_s, now)
+        self._timer = None
+        now = self._clock()
+        q = self.waiting
+        while q:
+            entry = q[0]
+            if entry:
+                started_s = entry[DIAG].started_s
+                elapsed_ms = (now - started_s) * 1000.0
+                if elapsed_ms + TIMER_SLACK_MS < self.strategy.threshold_ms:
+                    return self._arm(started_s)
+                entry[RUN] = run = HedgedRun(self, entry, inline=True)
+                run.fire(max(elapsed_ms, self.strategy.threshold_ms))
+            q.popleft()
 
     def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        self._timer, self._timer_due_s = None, math.inf
+            self._timer = None
 
 
 class HedgedRun:
     __slots__ = ("p", "req", "diag", "regions", "strategy", "race", "tasks", "results", "inline",
                  "won_by_copy", "started", "loop", "main", "timer")
 
-    def __init__(self, pipeline, entry: list, inline: bool):
-        self.p = pipeline
-        _, self.started, self.main, self.req, self.diag, self.regions, self.strategy = entry
+    def __init__(self, hedges: HedgeTimer, entry: list, inline: bool):
+        self.p, self.strategy = hedges.p, hedges.strategy
+        _, self.main, self.req, self.diag, self.regions = entry
+        self.started = self.diag.started_s
         self.race = hedging.HedgeRace(self.strategy, len(self.regions))
         self.race.due(0)                  # copy 0: the inline chain
         self.tasks: dict[asyncio.Task, int] = {}

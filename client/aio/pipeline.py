@@ -27,7 +27,7 @@ from client.policies.session import SessionContainer
 from client.protocol import headers as H, status as S
 from client.protocol.auth import MasterKeySigner
 
-from .hedged import HedgeTimer
+from .hedged import RUN, HedgeTimer
 from .request import API_VERSION, USE_CLIENT_DEFAULT, Request, http_date
 from .transport import TransportError
 
@@ -71,7 +71,8 @@ class Pipeline:
         self._refreshing: asyncio.Task | None = None      # the account fetch in flight
         self._breaker_task: asyncio.Task | None = None
         self._background: asyncio.Task | None = None
-        self._hedges = HedgeTimer(self)           # every hedged operation in flight, one timer
+        self._hedges: dict[hedging.AvailabilityStrategy, HedgeTimer] = {}   # the hedged operations in flight
+        self._client_hedges = self._hedge_timer(self.availability_strategy)  # None: the client does not hedge
 
     def now(self) -> float:
         return self._clock()
@@ -194,26 +195,37 @@ class Pipeline:
     async def _run(self, req: Request, diag: Diagnostics) -> Result:
         await self.ensure_account(diag)
         regions = self._regions(req)             # once: the first region of either path
-        strategy = (self.availability_strategy if req.availability_strategy is USE_CLIENT_DEFAULT
-                    else hedging.AvailabilityStrategy.of(req.availability_strategy))
-        if strategy is None or len(regions) < 2 or not hedging.applies(
-                strategy, req.is_document, req.is_write, self.router.multi_write,
-                self.retry_options.non_idempotent_write_retry):
+        hedges = (self._client_hedges if req.availability_strategy is USE_CLIENT_DEFAULT
+                  else self._hedge_timer(hedging.AvailabilityStrategy.of(req.availability_strategy)))
+        # hedging.applies, unrolled as this runs for every request: the write rule only for writes
+        if hedges is None or not req.is_document or len(regions) < 2 or req.is_write and not \
+                hedging.writes_hedge(self.router.multi_write, self.retry_options.non_idempotent_write_retry):
             return await self._chain(req, diag, regions[0])
-        # Hedged: the first region's chain runs inline, watched by the pipeline's one hedge timer;
-        # a HedgedRun is made only when the timer fires or that chain ends without a final reply.
-        entry = self._hedges.watch(req, diag, regions, strategy)
+        # Hedged: the first region's chain runs inline, watched by its strategy's hedge timer; a
+        # HedgedRun is made only when the timer fires or that chain ends without a final reply.
+        entry = hedges.watch(req, diag, regions)
         try:
             first = await self._chain(req, diag, regions[0], True)
         except BaseException as e:               # cancelled (a copy won, or the timeout), or a bug
-            run = self._hedges.finish(entry)
+            run = hedges.finish(entry)
             if run is None:
                 raise
             return await run.after_inline_error(e)
-        run = self._hedges.finish(entry, first)
+        if entry[RUN] is None and first.reply is not None and first.reply.status < 400:
+            entry.clear()                        # the healthy case: nothing else was made
+            return first
+        run = hedges.finish(entry, first)
         if run is None:
-            return first                         # the healthy case: nothing else was made
+            return first
         return await run.after_first(first)
+
+    def _hedge_timer(self, strategy) -> HedgeTimer | None:
+        if strategy is None:
+            return None
+        timer = self._hedges.get(strategy)
+        if timer is None:
+            timer = self._hedges[strategy] = HedgeTimer(self, self._clock, strategy)
+        return timer
 
     # ---- routing ---------------------------------------------------------------------------
     def _partition(self, req):
@@ -362,7 +374,8 @@ class Pipeline:
                 LOG.info("circuit breaker: partition %s in %s is HealthyTentative", partition, region)
 
     async def close(self) -> None:
-        self._hedges.close()
+        for timer in self._hedges.values():
+            timer.close()
         for task in (self._breaker_task, self._background, self._refreshing):
             if task is not None:
                 task.cancel()
