@@ -4,7 +4,7 @@ deque append: no timer, task or object of its own.
 Theory of operation. The decisions are `hedging.HedgeRace`'s (client/policies/hedging.py); this
 module only runs them, in two parts.
 
-`HedgeTimer` watches the hedged operations in flight that share one strategy (a pipeline has one
+`HedgeWatch` watches the hedged operations in flight that share one strategy (a pipeline has one
 per strategy in use, usually just its client's) with one loop timer. An operation's first hedge
 is due at its start + the strategy's threshold, so these times rise in start order: the operations
 wait in a deque in start order and the timer only ever needs to be armed for the head. A watched
@@ -27,9 +27,16 @@ and no final reply came, the remaining copies are awaited as the race says (the 
 once when every running one failed transiently, else on its time).
 """
 import asyncio
+import sys
 from collections import deque
 
 from client.policies import hedging
+
+# The caller's task, from its loop, in C: asyncio.current_task() is a Python function on 3.11
+# (a frame and 13 bytecodes around this dict's get, a third of what watching an operation costs)
+# and C, taking the loop, from 3.12.
+task_of = asyncio.tasks._current_tasks.get if sys.version_info < (3, 12) else asyncio.current_task
+running_loop = asyncio.get_running_loop
 
 # A watched operation: [RUN, TASK, REQ, DIAG, REGIONS]; [] once its first chain ended.
 RUN, TASK, REQ, DIAG, REGIONS = range(5)
@@ -38,73 +45,94 @@ RUN, TASK, REQ, DIAG, REGIONS = range(5)
 TIMER_SLACK_MS = 1e-6
 
 
-class HedgeTimer:
-    """The hedged operations of one strategy in flight in a pipeline, and their one timer (on the
-    pipeline's loop: a pipeline lives on one, as its transport's connections do). Times count from
-    each operation's start, its diagnostics' t = 0."""
+class FirstChainFailed(Exception):
+    """A hedged operation's inline chain ended without a success; `result` goes to the race.
+    Raised rather than returned, so that after a success Pipeline._run checks nothing."""
+
+    def __init__(self, result):
+        super().__init__(result.status)
+        self.result = result
+
+
+class HedgeWatch(deque):
+    """The hedged operations of one strategy in flight in a pipeline, oldest first (the deque's
+    entries), and the one timer that hedges them (on the pipeline's loop: a pipeline lives on one,
+    as its transport's connections do). Times count from each operation's start, its diagnostics'
+    t = 0.
+
+    Pipeline._run watches an operation inline, as it is the hot path: it appends
+    [None, task_of(running_loop()), req, diag, regions], first dropping the head if that one
+    finished, and calls `arm` when no timer is armed (one armed for an earlier start is due no
+    later). After the first chain it empties the entry, or hands it to `after_fired` (the timer
+    made a HedgedRun for it) or `after_error` (the chain raised)."""
+    __slots__ = ("p", "clock", "strategy", "timer")
 
     def __init__(self, pipeline, clock, strategy: hedging.AvailabilityStrategy):
+        super().__init__()
         self.p = pipeline
-        self._clock = clock                      # the pipeline's, seconds
+        self.clock = clock                       # the pipeline's, seconds
         self.strategy = strategy
-        self.waiting: deque[list] = deque()      # watched operations, in start order
-        self._timer: asyncio.TimerHandle | None = None
+        self.timer: asyncio.TimerHandle | None = None
 
     @property
     def armed(self) -> bool:
-        return self._timer is not None
+        return self.timer is not None
 
-    def watch(self, req, diag, regions) -> list:
-        """Start watching an operation whose first chain is about to run in the current task."""
-        entry = [None, asyncio.current_task(), req, diag, regions]
-        q = self.waiting
-        if q and not q[0]:
-            q.popleft()                  # one finished head per new operation keeps q short
-        q.append(entry)
-        if self._timer is None:          # else armed for an earlier start: due no later than this
-            self._arm(diag.started_s)
-        return entry
-
-    def finish(self, entry: list, first=None):
-        """The first chain ended with `first` (None: it raised): the HedgedRun that takes the
-        operation on, or None when nothing more is needed (the timer never fired for it, and
-        `first` is final or the chain raised)."""
-        run = entry[RUN]
-        if run is None and first is not None and not hedging.is_final(first.status, first.sub_status):
-            run = HedgedRun(self, entry, inline=False)     # a transient failure: the next copy now
-        entry.clear()
-        return run
-
-    def _arm(self, started_s: float) -> None:
-        delay_ms = self.strategy.threshold_ms - (self._clock() - started_s) * 1000.0
-        self._timer = asyncio.get_running_loop().call_later(max(delay_ms, 0.0) / 1000.0, self._fire)
+    def arm(self, started_s: float) -> None:
+        """Arm the timer for the first hedge of an operation that started at `started_s`."""
+        delay_ms = self.strategy.threshold_ms - (self.clock() - started_s) * 1000.0
+        self.timer = running_loop().call_later(max(delay_ms, 0.0) / 1000.0, self._fire)
 
     def _fire(self) -> None:
-        self._timer = None
-        now = self._clock()
-        q = self.waiting
-        while q:
-            entry = q[0]
+        self.timer = None
+        now = self.clock()
+        while self:
+            entry = self[0]
             if entry:
                 started_s = entry[DIAG].started_s
                 elapsed_ms = (now - started_s) * 1000.0
                 if elapsed_ms + TIMER_SLACK_MS < self.strategy.threshold_ms:
-                    return self._arm(started_s)
+                    return self.arm(started_s)
                 entry[RUN] = run = HedgedRun(self, entry, inline=True)
                 run.fire(max(elapsed_ms, self.strategy.threshold_ms))
-            q.popleft()
+            self.popleft()
+
+    async def after_fired(self, entry: list, first):
+        """The first chain returned `first` after the timer had fired for it: the race's answer."""
+        run = entry[RUN]
+        entry.clear()
+        return await run.after_first(first)
+
+    async def after_error(self, entry: list, error: BaseException):
+        """The first chain raised `error`: with FirstChainFailed, the race's answer (a final
+        failure with no hedge running is the answer as it is); else a winning copy's answer
+        when the error is its cancel, or `error` again once every copy is stopped."""
+        run = entry[RUN]
+        if isinstance(error, FirstChainFailed):
+            first = error.result
+            if run is None:
+                if hedging.is_final(first.status, first.sub_status):
+                    entry.clear()
+                    return first
+                run = HedgedRun(self, entry, inline=False)     # transient: the next copy now
+            entry.clear()
+            return await run.after_first(first)
+        entry.clear()
+        if run is None:
+            raise error
+        return await run.after_inline_error(error)
 
     def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
 
 
 class HedgedRun:
     __slots__ = ("p", "req", "diag", "regions", "strategy", "race", "tasks", "results", "inline",
                  "won_by_copy", "started", "loop", "main", "timer")
 
-    def __init__(self, hedges: HedgeTimer, entry: list, inline: bool):
+    def __init__(self, hedges: HedgeWatch, entry: list, inline: bool):
         self.p, self.strategy = hedges.p, hedges.strategy
         _, self.main, self.req, self.diag, self.regions = entry
         self.started = self.diag.started_s

@@ -27,7 +27,7 @@ from client.policies.session import SessionContainer
 from client.protocol import headers as H, status as S
 from client.protocol.auth import MasterKeySigner
 
-from .hedged import RUN, HedgeTimer
+from .hedged import RUN, FirstChainFailed, HedgeWatch, running_loop, task_of
 from .request import API_VERSION, USE_CLIENT_DEFAULT, Request, http_date
 from .transport import TransportError
 
@@ -71,8 +71,8 @@ class Pipeline:
         self._refreshing: asyncio.Task | None = None      # the account fetch in flight
         self._breaker_task: asyncio.Task | None = None
         self._background: asyncio.Task | None = None
-        self._hedges: dict[hedging.AvailabilityStrategy, HedgeTimer] = {}   # the hedged operations in flight
-        self._client_hedges = self._hedge_timer(self.availability_strategy)  # None: the client does not hedge
+        self._hedges: dict[hedging.AvailabilityStrategy, HedgeWatch] = {}   # the hedged operations in flight
+        self._client_hedges = self._hedge_watch(self.availability_strategy)  # None: the client does not hedge
 
     def now(self) -> float:
         return self._clock()
@@ -196,36 +196,35 @@ class Pipeline:
         await self.ensure_account(diag)
         regions = self._regions(req)             # once: the first region of either path
         hedges = (self._client_hedges if req.availability_strategy is USE_CLIENT_DEFAULT
-                  else self._hedge_timer(hedging.AvailabilityStrategy.of(req.availability_strategy)))
+                  else self._hedge_watch(hedging.AvailabilityStrategy.of(req.availability_strategy)))
         # hedging.applies, unrolled as this runs for every request: the write rule only for writes
         if hedges is None or not req.is_document or len(regions) < 2 or req.is_write and not \
                 hedging.writes_hedge(self.router.multi_write, self.retry_options.non_idempotent_write_retry):
             return await self._chain(req, diag, regions[0])
-        # Hedged: the first region's chain runs inline, watched by its strategy's hedge timer; a
-        # HedgedRun is made only when the timer fires or that chain ends without a final reply.
-        entry = hedges.watch(req, diag, regions)
+        # Hedged: the first region's chain runs inline, watched by its strategy's HedgeWatch (done
+        # here, not in a method of it, as this runs for every hedged request; see HedgeWatch).
+        entry = [None, task_of(running_loop()), req, diag, regions]
+        if hedges and not hedges[0]:
+            hedges.popleft()                     # one finished head per new operation keeps it short
+        hedges.append(entry)
+        if not hedges.timer:
+            hedges.arm(diag.started_s)
         try:
             first = await self._chain(req, diag, regions[0], True)
-        except BaseException as e:               # cancelled (a copy won, or the timeout), or a bug
-            run = hedges.finish(entry)
-            if run is None:
-                raise
-            return await run.after_inline_error(e)
-        if entry[RUN] is None and first.reply is not None and first.reply.status < 400:
+        except BaseException as e:               # FirstChainFailed, a cancel (a copy won, the timeout)
+            return await hedges.after_error(entry, e)
+        if entry[RUN] is None:
             entry.clear()                        # the healthy case: nothing else was made
             return first
-        run = hedges.finish(entry, first)
-        if run is None:
-            return first
-        return await run.after_first(first)
+        return await hedges.after_fired(entry, first)
 
-    def _hedge_timer(self, strategy) -> HedgeTimer | None:
+    def _hedge_watch(self, strategy) -> HedgeWatch | None:
         if strategy is None:
             return None
-        timer = self._hedges.get(strategy)
-        if timer is None:
-            timer = self._hedges[strategy] = HedgeTimer(self, self._clock, strategy)
-        return timer
+        hedges = self._hedges.get(strategy)
+        if hedges is None:
+            hedges = self._hedges[strategy] = HedgeWatch(self, self._clock, strategy)
+        return hedges
 
     # ---- routing ---------------------------------------------------------------------------
     def _partition(self, req):
@@ -257,6 +256,8 @@ class Pipeline:
                                      len(self._regions(req)))
             decision = retry.decide(self.retry_options, state, outcome, kind)
             if not decision.retry or (pinned and decision.route != "same"):
+                if pinned and not hedge:         # a hedged operation's inline chain: the race decides
+                    raise FirstChainFailed(result)
                 return result
             reason = decision.reason
             if decision.mark_unavailable:

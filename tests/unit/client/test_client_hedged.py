@@ -1,4 +1,4 @@
-"""Proves the pipeline's one hedge timer (client/aio/hedged.py, HedgeTimer) hedges each operation
+"""Proves the pipeline's one hedge timer (client/aio/hedged.py, HedgeWatch) hedges each operation
 at its own time and costs nothing else, in virtual time over a scripted transport (client_world):
 of many concurrent reads only the slow one hedges, 500 ms after its own start; a read whose time
 comes after the armed timer's (armed for an earlier read that finished) still hedges on time; a
@@ -39,7 +39,7 @@ async def container(transport, **kwargs):
     return client, c
 
 
-def hedge_timer(client):
+def hedge_watch(client):
     return client._pipeline._client_hedges
 
 
@@ -80,7 +80,7 @@ def test_a_read_due_after_the_armed_time_of_a_finished_read_still_hedges_on_time
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         await read_at(c, t0, "fast")     # arms the timer for t0 + 500 ms, then finishes
-        armed = hedge_timer(client).armed
+        armed = hedge_watch(client).armed
         slow = await read_at(c, t0 + 0.100, "slow")
         await client.close()
         return armed, slow, loop.time() - t0
@@ -110,14 +110,14 @@ def test_back_to_back_healthy_reads_arm_the_timer_once_and_leave_nothing_behind(
     async def main():
         client, c = await container(t)
         loop = asyncio.get_running_loop()
-        timer = hedge_timer(client)
+        timer = hedge_watch(client)
         tasks_before = len(asyncio.all_tasks())
         for i in range(100):             # 100 ms of reads, all within the first one's threshold
             await c.read_item(f"r{i}", partition_key="a")
         arms = [cb for cb in loop.timers_armed if getattr(cb, "__self__", None) is timer]
-        during = timer.armed, len(asyncio.all_tasks()) - tasks_before, len(timer.waiting)
+        during = timer.armed, len(asyncio.all_tasks()) - tasks_before, len(timer)
         await asyncio.sleep(0.5)         # past the threshold of the last read
-        after = timer.armed, list(timer.waiting), [h for h in loop._scheduled if not h.cancelled()]
+        after = timer.armed, list(timer), [h for h in loop._scheduled if not h.cancelled()]
         await client.close()
         return len(arms), during, after
     arms, during, after = run(main())
@@ -132,8 +132,8 @@ def test_close_disarms_the_timer():
     async def main():
         client, c = await container(t)
         await c.read_item("1", partition_key="a")
-        armed = hedge_timer(client).armed
+        armed = hedge_watch(client).armed
         await client.close()
         loop = asyncio.get_running_loop()
-        return armed, hedge_timer(client).armed, [h for h in loop._scheduled if not h.cancelled()]
+        return armed, hedge_watch(client).armed, [h for h in loop._scheduled if not h.cancelled()]
     assert run(main()) == (True, False, [])

@@ -79,7 +79,7 @@ def test_a_healthy_hedged_read_runs_in_the_callers_task_and_leaves_only_the_shar
     item, me, live = run(main())
     assert tasks[-1] is me                       # the read ran inline: no task was made for it
     assert [a.region for a in item.diagnostics.attempts] == ["East US"] and item.diagnostics.hedges == 0
-    assert len(live) == 1 and "HedgeTimer._fire" in live[0]     # no HedgedRun timer
+    assert len(live) == 1 and "HedgeWatch._fire" in live[0]     # no HedgedRun timer
 
 
 def test_the_timer_rearms_for_the_third_region_and_the_losers_are_cancelled():
