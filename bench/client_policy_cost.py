@@ -10,8 +10,8 @@ Kinds as in client_bench.py on a multi-write account: `ours` (multiple_write_loc
 hedging), `hedged` (availability_strategy=True), `breaker` (multiple_write_locations=True),
 `both`. Rounds alternate the kinds; prints one JSON line per round and the medians. With
 `--instructions` each kind runs once in its own process under callgrind (PYTHONHASHSEED=0, so
-start-up is the same for every kind) and the extra instructions per read of a kind are its
-total minus `ours`'s, over the reads: a figure the machine's load does not move. Numbers go to
+start-up is the same for every kind; the request date frozen, see freeze_date) and the extra
+instructions per read of a kind are its total minus `ours`'s, over the reads: a figure the machine's load does not move. Numbers go to
 docs/performance.md, never into tests.
 """
 import argparse
@@ -75,6 +75,17 @@ async def one_round(kind: str, reads: int) -> dict:
     return {"client": kind, "reads": reads, "client_cpu_us_per_read": round(cpu / reads * 1e6, 2)}
 
 
+def freeze_date() -> None:
+    """The x-ms-date is formatted once a second (client/aio/request.py); under callgrind a second
+    spans a few hundred reads or a few dozen as the machine's load slows the process, and that
+    alone moved one kind's count by ~1,500 instructions a read from process to process. The
+    counted child keeps the date it starts with (every kind alike)."""
+    import types
+    import client.aio.request as request
+    now = time.time()
+    request.time = types.SimpleNamespace(time=lambda: now)
+
+
 def instructions(kind: str, reads: int) -> int:
     """Instructions of one process doing `reads` reads of `kind`, counted by callgrind."""
     done = subprocess.run(
@@ -104,6 +115,7 @@ def main() -> None:
     args = p.parse_args()
     kinds = ["ours", "hedged", "breaker", "both"]
     if args.one:
+        freeze_date()
         uvloop.run(one_round(args.one, args.reads))
         return
     if args.instructions:

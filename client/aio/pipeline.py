@@ -245,7 +245,8 @@ class Pipeline:
     # ---- a retry chain -------------------------------------------------------------------
     async def _chain(self, req, diag, region, pinned=False, hedge=False, reason="initial") -> Result:
         """Attempts from `region` on, as the retry policy decides; a `pinned` chain (a hedged
-        copy, or the inline chain of a hedged operation) stays in its region."""
+        copy, or the inline chain of a hedged operation) stays in its region. The inline chain
+        raises FirstChainFailed with a failed result, which the hedge race then weighs."""
         state = retry.RetryState()
         tried = [region.name]
         while True:

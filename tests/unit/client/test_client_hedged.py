@@ -5,13 +5,15 @@ comes after the armed timer's (armed for an earlier read that finished) still he
 request's own shorter threshold hedges on its time while the client's timer is armed for a later
 one; back-to-back healthy reads arm it once
 per threshold, make no task, and once they are over it disarms and keeps no entry; close()
-disarms it."""
+disarms it; a first chain that fails after its hedge fired hands its failure to the race (a
+transient one: the copies go on, the third on its time; a final one: it is the answer and the
+copy is cancelled)."""
 import asyncio
 import base64
 
 import pytest
 
-from client.aio import CosmosClient
+from client.aio import CosmosClient, CosmosHttpResponseError
 
 from client_world import GLOBAL, ScriptedTransport, reply, run
 
@@ -137,3 +139,46 @@ def test_close_disarms_the_timer():
         loop = asyncio.get_running_loop()
         return armed, hedge_watch(client).armed, [h for h in loop._scheduled if not h.cancelled()]
     assert run(main()) == (True, False, [])
+
+
+def by_region(answers):
+    """Item reads answer answers[region] = (delay_s, status) in each region."""
+    def script(region, method, path, headers):
+        if path.endswith("/colls/c"):
+            return 0.001, reply(body=CONTAINER)
+        delay_s, status = answers[region]
+        return delay_s, reply(status)
+    return script
+
+
+def test_a_transient_failure_after_the_hedge_fired_leaves_the_race_to_the_copies():
+    # East US answers 503 at 550 ms (a regional 503 moves on: the pinned chain ends there); the
+    # copy in West US is still out, so the race waits for it and starts North on its time, 600 ms.
+    t = ScriptedTransport(by_region({"East US": (0.550, 503), "West US": (0.300, 200), "North": (1.0, 200)}))
+
+    async def main():
+        client, c = await container(t)
+        item = await c.read_item("1", partition_key="a")
+        await client.close()
+        return item
+    d = run(main()).diagnostics
+    assert [(a.region, a.started_ms, a.status, a.error) for a in d.attempts] == [
+        ("East US", 0.0, 503, None), ("West US", 500.0, 200, None), ("North", 600.0, None, "cancelled")]
+    assert d.latency_ms == pytest.approx(800.0)
+
+
+def test_a_final_error_after_the_hedge_fired_is_the_answer_and_the_copy_is_cancelled():
+    t = ScriptedTransport(by_region({"East US": (0.550, 404), "West US": (1.0, 200), "North": (1.0, 200)}))
+
+    async def main():
+        client, c = await container(t)
+        try:
+            await c.read_item("1", partition_key="a")
+        finally:
+            await client.close()
+    with pytest.raises(CosmosHttpResponseError) as e:
+        run(main())
+    d = e.value.diagnostics
+    assert e.value.status_code == 404 and d.latency_ms == pytest.approx(550.0)
+    assert [(a.region, a.started_ms, a.status, a.error) for a in d.attempts] == [
+        ("East US", 0.0, 404, None), ("West US", 500.0, None, "cancelled")]
