@@ -8,7 +8,7 @@ module only runs them, in two parts.
 per strategy in use, usually just its client's) with one loop timer. An operation's first hedge
 is due at its start + the strategy's threshold, so these times rise in start order: the operations
 wait in a deque in start order and the timer only ever needs to be armed for the head. A watched
-operation is a list (`RUN`, `STARTED_S`, ... below); when its first chain ends, the pipeline
+operation is a list (`RUN`, `TASK`, ... below); when its first chain ends, the pipeline
 empties it, and emptied entries are dropped lazily from the head: one by each new watch, all of
 them when the timer fires. So the timer is armed only when nothing is armed: back-to-back reads
 arm it once per threshold, not once per read. When it fires it drops the finished heads, hands

@@ -7,7 +7,7 @@ one; back-to-back healthy reads arm it once
 per threshold, make no task, and once they are over it disarms and keeps no entry; close()
 disarms it; a first chain that fails after its hedge fired hands its failure to the race (a
 transient one: the copies go on, the third on its time; a final one: it is the answer and the
-copy is cancelled)."""
+copy is cancelled; any other error: it goes up once the copy is cancelled)."""
 import asyncio
 import base64
 
@@ -182,3 +182,28 @@ def test_a_final_error_after_the_hedge_fired_is_the_answer_and_the_copy_is_cance
     assert e.value.status_code == 404 and d.latency_ms == pytest.approx(550.0)
     assert [(a.region, a.started_ms, a.status, a.error) for a in d.attempts] == [
         ("East US", 0.0, 404, None), ("West US", 500.0, None, "cancelled")]
+
+
+def test_an_error_of_the_first_chain_after_its_hedge_fired_goes_up_with_the_copy_cancelled():
+    east_calls = []
+
+    def script(region, method, path, headers):
+        if path.endswith("/colls/c"):
+            return 0.001, reply(body=CONTAINER)
+        if region != "East US":
+            return 1.0, reply()
+        east_calls.append(region)
+        if len(east_calls) == 1:     # throttled until 550 ms: the hedge fires at 500 meanwhile
+            return 0.0, reply(429, 3200, retry_after_ms=550)
+        raise ValueError("a bug in the first region's chain")
+    t = ScriptedTransport(script)
+
+    async def main():
+        client, c = await container(t)
+        try:
+            await c.read_item("1", partition_key="a")
+        finally:
+            await client.close()
+    with pytest.raises(ValueError):
+        run(main())
+    assert t.regions_sent()[1:] == ["East US", "West US", "East US"] and t.cancelled == 1   # [0]: the container
