@@ -71,8 +71,8 @@ class Pipeline:
         self._refreshing: asyncio.Task | None = None      # the account fetch in flight
         self._breaker_task: asyncio.Task | None = None
         self._background: asyncio.Task | None = None
-        self._hedges: dict[hedging.AvailabilityStrategy, HedgeWatch] = {}   # the hedged operations in flight
-        self._client_hedges = self._hedge_watch(self.availability_strategy)  # None: the client does not hedge
+        self._hedges: dict[hedging.AvailabilityStrategy, HedgeWatch] = {}   # per strategy in use
+        self._client_hedges = self._hedge_watch(self.availability_strategy)  # None: no hedging
 
     def now(self) -> float:
         return self._clock()
@@ -199,7 +199,8 @@ class Pipeline:
                   else self._hedge_watch(hedging.AvailabilityStrategy.of(req.availability_strategy)))
         # hedging.applies, unrolled as this runs for every request: the write rule only for writes
         if hedges is None or not req.is_document or len(regions) < 2 or req.is_write and not \
-                hedging.writes_hedge(self.router.multi_write, self.retry_options.non_idempotent_write_retry):
+                hedging.writes_hedge(self.router.multi_write,
+                                     self.retry_options.non_idempotent_write_retry):
             return await self._chain(req, diag, regions[0])
         # Hedged: the first region's chain runs inline, watched by its strategy's HedgeWatch (done
         # here, not in a method of it, as this runs for every hedged request; see HedgeWatch).
