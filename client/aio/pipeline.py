@@ -3,9 +3,10 @@
 Theory of operation. `execute(request)` refreshes the account when the region router asks, then
 either runs one *retry chain* (attempt → retry decision → maybe another region → ...) or, when
 hedging applies, a race of chains, one pinned to each region, started on the hedge schedule
-(client/aio/hedged.py: the first chain runs inline under one timer; copies exist only once it
-fires). The
-whole operation runs under the end-to-end timeout, which cancels every attempt still in flight.
+(client/aio/hedged.py: the first chain runs inline, watched by the pipeline's one hedge timer;
+copies exist only once it fires). The region order is computed once per operation and both
+paths start from its first region. The whole operation runs under the end-to-end timeout, which
+cancels every attempt still in flight.
 Every attempt, decision and hedge lands in the operation's Diagnostics; the answer is the reply,
 or the error for it, both carrying the diagnostics and the total charge.
 
@@ -26,7 +27,7 @@ from client.policies.session import SessionContainer
 from client.protocol import headers as H, status as S
 from client.protocol.auth import MasterKeySigner
 
-from .hedged import HedgedRun
+from .hedged import RUN, FirstChainFailed, HedgeWatch, running_loop, task_of
 from .request import API_VERSION, USE_CLIENT_DEFAULT, Request, http_date
 from .transport import TransportError
 
@@ -71,6 +72,8 @@ class Pipeline:
         self.account_document: dict | None = None          # the latest GET / answer
         self._breaker_task: asyncio.Task | None = None
         self._background: asyncio.Task | None = None
+        self._hedges: dict[hedging.AvailabilityStrategy, HedgeWatch] = {}   # per strategy in use
+        self._client_hedges = self._hedge_watch(self.availability_strategy)  # None: no hedging
 
     def now(self) -> float:
         return self._clock()
@@ -210,14 +213,38 @@ class Pipeline:
 
     async def _run(self, req: Request, diag: Diagnostics) -> Result:
         await self.ensure_account(diag)
-        strategy = (self.availability_strategy if req.availability_strategy is USE_CLIENT_DEFAULT
-                    else hedging.AvailabilityStrategy.of(req.availability_strategy))
-        if hedging.applies(strategy, req.is_document, req.is_write, self.router.multi_write,
-                           self.retry_options.non_idempotent_write_retry):
-            regions = self._regions(req)
-            if len(regions) > 1:
-                return await HedgedRun(self, req, diag, regions, strategy).run()
-        return await self._chain(req, diag)
+        regions = self._regions(req)             # once: the first region of either path
+        hedges = (self._client_hedges if req.availability_strategy is USE_CLIENT_DEFAULT
+                  else self._hedge_watch(hedging.AvailabilityStrategy.of(req.availability_strategy)))
+        # hedging.applies, unrolled as this runs for every request: the write rule only for writes
+        if hedges is None or not req.is_document or len(regions) < 2 or req.is_write and not \
+                hedging.writes_hedge(self.router.multi_write,
+                                     self.retry_options.non_idempotent_write_retry):
+            return await self._chain(req, diag, regions[0])
+        # Hedged: the first region's chain runs inline, watched by its strategy's HedgeWatch (done
+        # here, not in a method of it, as this runs for every hedged request; see HedgeWatch).
+        entry = [None, task_of(running_loop()), req, diag, regions]
+        if hedges and not hedges[0]:
+            hedges.popleft()                     # one finished head per new operation keeps it short
+        hedges.append(entry)
+        if not hedges.timer:
+            hedges.arm(diag.started_s)
+        try:
+            first = await self._chain(req, diag, regions[0], True)
+        except BaseException as e:               # FirstChainFailed, a cancel (a copy won, the timeout)
+            return await hedges.after_error(entry, e)
+        if entry[RUN] is None:
+            entry.clear()                        # the healthy case: nothing else was made
+            return first
+        return await hedges.after_fired(entry, first)
+
+    def _hedge_watch(self, strategy) -> HedgeWatch | None:
+        if strategy is None:
+            return None
+        hedges = self._hedges.get(strategy)
+        if hedges is None:
+            hedges = self._hedges[strategy] = HedgeWatch(self, self._clock, strategy)
+        return hedges
 
     # ---- routing ---------------------------------------------------------------------------
     def _partition(self, req):
@@ -236,22 +263,22 @@ class Pipeline:
         return regions
 
     # ---- a retry chain -------------------------------------------------------------------
-    async def _chain(self, req, diag, pinned=None, hedge=False, reason="initial") -> Result:
+    async def _chain(self, req, diag, region, pinned=False, hedge=False, reason="initial") -> Result:
+        """Attempts from `region` on, as the retry policy decides; a `pinned` chain (a hedged
+        copy, or the inline chain of a hedged operation) stays in its region. The inline chain
+        raises FirstChainFailed with a failed result, which the hedge race then weighs."""
         state = retry.RetryState()
-        tried: list[str] = []
-        region, to_write_region = pinned, False
+        tried = [region.name]
         while True:
-            if pinned is None:
-                region = self.router.primary() if to_write_region else self._pick(req, region, tried)
-            if region.name not in tried:
-                tried.append(region.name)
             result, outcome = await self._attempt(req, diag, region, reason, hedge)
             if outcome.status is not None and outcome.status < 400:
                 return result
             kind = retry.RequestKind(req.is_write, req.idempotent, self.router.multi_write,
                                      len(self._regions(req)))
             decision = retry.decide(self.retry_options, state, outcome, kind)
-            if not decision.retry or (pinned is not None and decision.route != "same"):
+            if not decision.retry or (pinned and decision.route != "same"):
+                if pinned and not hedge:         # a hedged operation's inline chain: the race decides
+                    raise FirstChainFailed(result)
                 return result
             reason = decision.reason
             if decision.mark_unavailable:
@@ -262,9 +289,11 @@ class Pipeline:
                 await asyncio.sleep(decision.delay_ms / 1000.0)
             if decision.refresh_account:
                 await self._refresh_quietly(diag)
-            to_write_region = decision.route == "write"
-            if decision.route == "next":
-                region = None
+            if not pinned:
+                region = self.router.primary() if decision.route == "write" else \
+                    self._pick(req, None if decision.route == "next" else region, tried)
+                if region.name not in tried:
+                    tried.append(region.name)
 
     def _pick(self, req, current, tried):
         """The region for the next attempt: `current` again (a local retry), or, after a move
@@ -367,6 +396,8 @@ class Pipeline:
                 LOG.info("circuit breaker: partition %s in %s is HealthyTentative", partition, region)
 
     async def close(self) -> None:
+        for timer in self._hedges.values():
+            timer.close()
         for task in (self._breaker_task, self._background, self._refreshing):
             if task is not None:
                 task.cancel()

@@ -70,7 +70,12 @@ def is_final(status: int | None, sub_status: int = 0) -> bool:
 def applies(strategy, is_document: bool, is_write: bool, multi_write: bool, non_idempotent_opt_in: bool) -> bool:
     if strategy is None or not is_document:
         return False
-    return not is_write or (multi_write and non_idempotent_opt_in)
+    return not is_write or writes_hedge(multi_write, non_idempotent_opt_in)
+
+
+def writes_hedge(multi_write: bool, non_idempotent_opt_in: bool) -> bool:
+    """A copy of a write may apply twice: only where every region takes writes, and opted in."""
+    return multi_write and non_idempotent_opt_in
 
 
 class HedgeRace:

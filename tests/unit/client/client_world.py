@@ -34,9 +34,14 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         super().__init__(selector)
         selector.loop = self
         self.virtual_s = 0.0
+        self.timers_armed: list = []           # the callback of every call_later/call_at, in order
 
     def time(self) -> float:
         return self.virtual_s
+
+    def call_at(self, when, callback, *args, context=None):
+        self.timers_armed.append(callback)
+        return super().call_at(when, callback, *args, context=context)
 
 
 def run(coro):
