@@ -54,10 +54,12 @@ def _node_ports(info: dict) -> set:
 
 
 def _served_ports(result) -> set:
-    """The node ports of the replicas that answered an operation (its diagnostics)."""
+    """The node ports of the replicas that answered an operation with success (its diagnostics).
+    Not every replica that replied: a killed node's port may since belong to another emulator on
+    this machine (same key), whose node answers 410 "not here", and the client refreshes."""
     out = set()
     for r in result.diagnostics.to_dict()["replicas_contacted"]:
-        if r.get("status") is not None:
+        if r.get("status") is not None and r["status"] < 300:
             out.add(int(r["address"].rsplit(":", 1)[1].split("/", 1)[0]))
     return out
 
