@@ -111,6 +111,11 @@ class Connection:
         conn = cls((host, port), reader, writer, clock)
         try:
             await asyncio.wait_for(conn._handshake(key), connect_timeout_s)
+        except D.ProtocolError as e:
+            writer.close()
+            # Not a direct node: a dead node's port reused by another listener (an HTTP server
+            # answers the hello "HTTP/1.1 400 ..."): an endpoint that refuses connections.
+            raise ConnectionRefusedError(f"not a direct node at {host}:{port}: {e}") from None
         except BaseException:
             writer.close()
             raise
