@@ -194,11 +194,8 @@ class VersionStore:
     def add(self, version: Version, floor_lsn: int) -> None:
         key = version.key
         if not version.deleted:
-            keys = self._change_keys
-            keys.append(key)
+            self._change_keys.append(key)
             self._change_lsns.append(version.lsn)
-            if len(keys) > 2 * self.count_live + CHANGES_SLACK_ENTRIES:
-                self._compact_changes()
             if self.indexes is not None:
                 self.indexes.add(version)
         entry = self._items.get(key)
@@ -210,19 +207,24 @@ class VersionStore:
                 if len(unsorted) >= UNSORTED_KEYS_MAX:
                     self._keys_in_order()
                 self.count_live += 1
-            return
-        if type(entry) is Version:
-            prev = entry
-            versions = [entry, version]
         else:
-            prev = entry[-1]
-            versions = entry
-            versions.append(version)
-        if prev.deleted and not version.deleted:
-            self.count_live += 1
-        elif version.deleted and not prev.deleted:
-            self.count_live -= 1
-        self._prune(key, versions, floor_lsn)
+            if type(entry) is Version:
+                prev = entry
+                versions = [entry, version]
+            else:
+                prev = entry[-1]
+                versions = entry
+                versions.append(version)
+            if prev.deleted and not version.deleted:
+                self.count_live += 1
+            elif version.deleted and not prev.deleted:
+                self.count_live -= 1
+            self._prune(key, versions, floor_lsn)
+        # Compact only once the version is in place: compacting rebuilds the log from the
+        # newest item of every key, so done before, it filed this key at its previous LSN and
+        # the change feed never showed this write.
+        if not version.deleted and len(self._change_keys) > 2 * self.count_live + CHANGES_SLACK_ENTRIES:
+            self._compact_changes()
 
     def add_new(self, versions) -> bool:
         """Add a commit's versions in one step when every one is a live version of a key the

@@ -99,3 +99,19 @@ def test_insert_sorted_is_update(held, new, load):
     assert len(ours) == len(held) + len(new)
     for k in new[:5]:
         assert ours.bisect_left(k) == theirs.bisect_left(k) and ours[ours.index(k)] == k
+
+
+def test_the_write_that_compacts_the_change_log_is_in_the_change_feed():
+    """Regression: add() compacted the log before filing the version, so the write that
+    triggered a compaction was filed at its key's previous LSN and the change feed skipped it."""
+    s = VersionStore()
+    keys = KEYS[:3]
+    lsn = 0
+    for key in keys:
+        lsn += 1
+        s.add(put(lsn, key, 0), lsn)
+    for _ in range(2 * store_module.CHANGES_SLACK_ENTRIES + 10):       # enough upserts to compact
+        lsn += 1
+        s.add(put(lsn, keys[lsn % 3], lsn), lsn)
+        newest = [(v.key, v.lsn) for v in s.changes_after(0, lsn)][-1]
+        assert newest == (keys[lsn % 3], lsn)
