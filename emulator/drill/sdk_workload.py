@@ -53,7 +53,11 @@ class Attempts:
         self._waiting: dict[int, dict] = {}  # id(http request) -> its entry, until its reply
 
     def on_request(self, request) -> None:
-        entry = {"hedge": bool(self._waiting), "reply": None}
+        # "data": a request for the items themselves; the SDK also reads metadata inside an
+        # operation (partition key ranges, the container), which its region rules route apart
+        # (the service's SDKs put excluded regions back at the end for metadata), so only data
+        # replies say which region served the operation.
+        entry = {"hedge": bool(self._waiting), "reply": None, "data": "/docs" in request.http_request.url}
         self.sent.append(entry)
         self._waiting[id(request.http_request)] = entry
 
@@ -71,7 +75,7 @@ class Attempts:
         chain = [a for a in self.sent if not a["hedge"]]
         retries = [reason_of(*a["reply"][:2]) if a["reply"] else "no reply" for a in chain[:-1]]
         replies = [a["reply"] for a in self.sent if a["reply"]]
-        served = [r for r in replies if 200 <= r[0] < 300]
+        served = [a["reply"] for a in self.sent if a["reply"] and a["data"] and 200 <= a["reply"][0] < 300]
         return Op(start_ms=start_ms, kind=kind, status=status, sub_status=sub, latency_ms=latency_ms,
                   region=served[-1][3] if served and 200 <= status < 300 else None, retries=retries,
                   charge=sum(r[2] for r in replies),
