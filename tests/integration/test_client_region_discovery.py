@@ -5,46 +5,17 @@ account refresh (5 minutes on the client's injected clock, moved on by the test:
 and not before; a 403/1008 (the region no longer serves the account, an `error` fault) moves the
 read to the next region at once, refreshes the account and drops the region to the end of the
 order for 5 minutes, in both connection modes. Real sockets; no sleeps."""
-import time
-
 import pytest
 
 from client import CosmosClient, PartitionKey
 from client.policies.regions import ACCOUNT_REFRESH_MS, UNAVAILABLE_MS
+from test_client_faults import MovableClock, doc_hits, path
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
 NORTH = "North Europe"
 NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
 READS_MAX = 200                     # reads while the background refresh lands
-
-
-class MovableClock:
-    """perf_counter plus an offset the test moves on (the refresh and unavailability timers)."""
-
-    def __init__(self):
-        self.offset_s = 0.0
-
-    def __call__(self) -> float:
-        return time.perf_counter() + self.offset_s
-
-    def advance(self, seconds: float) -> None:
-        self.offset_s += seconds
-
-
-def doc_hits(emu, before) -> dict:
-    out = {}
-    for region, counts in emu.topology()["requests"].items():
-        for key, n in counts.items():
-            method, kind, status = key.split(" ")
-            n -= before.get(region, {}).get(key, 0)
-            if kind == "docs" and n:
-                out.setdefault(region, {})[f"{method} {status}"] = n
-    return out
-
-
-def path(d) -> list:
-    return [(a.region, a.status) for a in d.attempts]
 
 
 @pytest.mark.regionlab_config(lag_ms=NO_LAG)

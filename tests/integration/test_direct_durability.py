@@ -5,11 +5,7 @@ the same dir and the same gateway port; the same client, its cached replica addr
 dead, refreshes them and reads every key back through the new nodes, the official azure-cosmos
 SDK reads the same through the gateway, and direct writes go on. Real sockets, real processes."""
 import asyncio
-import random
-import socket
-import time
 
-import pytest
 from azure.cosmos import CosmosClient as SdkClient
 
 from client import PartitionKey
@@ -17,34 +13,14 @@ from client.aio import CosmosClient
 from client.aio.direct import ADDRESS_REFRESH_MIN_MS
 from client.exceptions import CosmosHttpResponseError, CosmosResourceNotFoundError
 from test_cli import EXIT_TIMEOUT_S, spawn
+from test_client_faults import MovableClock
+from test_direct_acceptance import _free_block
 
 WRITERS = 4
 KEYS_PER_WRITER = 25
 ACKS_BEFORE_KILL = 300           # acknowledged direct writes across all writers before the SIGKILL
 WRITER_END_S = 60                # the writers notice the dead process within this
 REGIONS = 3
-PORT_TRIES = 50
-
-
-def _free_ports_from(n: int) -> int:
-    """A base port P with P..P+n-1 free now (below the kernel's ephemeral range), so a restart
-    can listen on the same gateway ports the client was built with."""
-    rng = random.Random()
-    for _ in range(PORT_TRIES):
-        base = rng.randrange(21000, 32000)
-        socks = []
-        try:
-            for port in range(base, base + n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    pytest.fail("no run of free ports for the gateway")
 
 
 def _args(port: int, data) -> tuple:
@@ -158,7 +134,7 @@ def _allowed(w: Writer, id: str) -> set:
 
 def test_direct_writes_acknowledged_before_a_kill_9_are_read_back_direct_and_through_the_gateway(tmp_path):
     data = tmp_path / "data"
-    port = _free_ports_from(REGIONS + 1)
+    port = _free_block(REGIONS + 1)    # the restart listens on the same gateway ports
 
     async def main():
         first = spawn(tmp_path, *_args(port, data))
@@ -170,9 +146,9 @@ def test_direct_writes_acknowledged_before_a_kill_9_are_read_back_direct_and_thr
             # not refetch a set of unreachable replicas it fetched within ADDRESS_REFRESH_MIN_MS
             # (it uses the gateway meanwhile). A restart can beat that window, so the test moves
             # the client's clock past it instead of waiting.
-            ahead_s = [0.0]
+            clock = MovableClock()
             async with CosmosClient(f"http://127.0.0.1:{port}/", credential=key, connection_mode="direct",
-                                    timeout=10, clock=lambda: time.perf_counter() + ahead_s[0]) as client:
+                                    timeout=10, clock=clock) as client:
                 writers = await _load_then_kill(client, cli)
                 await asyncio.to_thread(first.__exit__, None, None, None)
                 first = None
@@ -182,7 +158,7 @@ def test_direct_writes_acknowledged_before_a_kill_9_are_read_back_direct_and_thr
                 try:
                     assert cli.info["restored_items"] > 0
                     new_nodes = _node_ports(cli.info)
-                    ahead_s[0] += ADDRESS_REFRESH_MIN_MS / 1000
+                    clock.advance(ADDRESS_REFRESH_MIN_MS / 1000)
                     fallbacks_before = client.direct_transport.fallbacks   # the writes the kill cut
                     # The dead addresses leave the cache either when a write sent after the kill
                     # finds the primary refusing (its refetch fails: the gateway is dead too) or
