@@ -10,6 +10,12 @@ Theory of operation:
   back. A write is acknowledged once committed; reads never see versions above it, so nothing
   that could still be lost is ever visible. Commit listeners (cross-region shipping, the
   shell's waiters) hear about every advance, in order.
+* `lockstep` is True while every replica is up, no election is under way and every secondary
+  applies a commit at once (no intra-region or slow-replica delay, no apply scheduled): then a
+  commit is applied by all four replicas and committed in one step, with no per-replica checks.
+  Every change to a replica's state, role or delay goes through this class
+  (set_replica_state, set_replica_delay, crash_primary, elect, truncate_to and the scheduled
+  applies), which recomputes it (`_refresh_lockstep`).
 * `epoch` is the version part of session tokens; it moves on when a failover discarded writes,
   so old tokens can be told apart from new ones.
 
@@ -34,7 +40,7 @@ class ReplicaSet:
                  "store", "lsn", "committed_lsn", "epoch", "epoch_start_lsn", "epoch_starts", "log", "commit_listeners",
                  "_waiters", "_early", "electing", "partition", "own_seq", "progress", "progress_seq", "multi_write",
                  "resolver", "on_conflict", "discard_tail", "_etag_prefix", "log_retained_commits",
-                 "token_vector", "__weakref__")
+                 "token_vector", "lockstep", "__weakref__")
 
     def __init__(self, region: str, range_id: str, scheduler, clock, *, delay_ms: int = 0,
                  routing: ReadRoutingPolicy | None = None):
@@ -81,6 +87,8 @@ class ReplicaSet:
         # Kept here, not in a table keyed by replica set, so it dies with the set: a table
         # would keep a deleted container's partitions, and all their items, alive.
         self.token_vector = None
+        self.lockstep = False
+        self._refresh_lockstep()
 
     # ---- state -------------------------------------------------------------------------
     def floor_lsn(self) -> int:
@@ -109,6 +117,14 @@ class ReplicaSet:
             low = min(low, lsn)
         return low
 
+    def _refresh_lockstep(self) -> None:
+        """Recompute `lockstep` (theory of operation) after a replica's state, role or delay changed."""
+        delay_ms = self.delay_ms
+        primary = self.primary
+        self.lockstep = not self.electing and all(
+            r.state == UP and (r is primary or (delay_ms + r.extra_delay_ms <= 0 and r.next_apply_ms == 0))
+            for r in self.replicas)
+
     def up_count(self) -> int:
         n = 0
         for r in self.replicas:
@@ -119,6 +135,8 @@ class ReplicaSet:
     # ---- writes ------------------------------------------------------------------------
     def check_writable(self) -> None:
         """Raise (definitely not applied) when a write could not reach a quorum now."""
+        if self.lockstep:
+            return                           # every replica up, no election: the common answer
         if self.electing or self.primary.state != UP:
             raise service_unavailable(
                 f"The primary replica of partition {self.range_id} in {self.region} is not available; "
@@ -248,22 +266,12 @@ class ReplicaSet:
         # Only committed commits leave the log: the ones above still have to be shipped.
         while len(log) > self.log_retained_commits and lsn - len(log) < self.committed_lsn:
             log.popleft()
-        primary = self.primary
-        primary.applied_lsn = lsn
-        delay_ms = self.delay_ms
-        current = primary.state == UP        # every replica up and at lsn now: lsn is committed
-        for r in self.replicas:
-            if r is primary:
-                continue
-            if r.state != UP:
-                current = False
-            elif delay_ms + r.extra_delay_ms <= 0 and r.next_apply_ms == 0:
-                r.applied_lsn = lsn          # _replicate_to's immediate case, without the call
-            else:
-                self._replicate_to(r, lsn)
-                current = False
-        if current:
-            if lsn > self.committed_lsn:     # _committed(lsn), inlined: every commit of every region
+        if self.lockstep:
+            # Every replica up and applying at once (nearly every commit): all four are at lsn
+            # now, so lsn is committed. _committed(lsn), inlined: every commit of every region.
+            for r in self.replicas:
+                r.applied_lsn = lsn
+            if lsn > self.committed_lsn:
                 old = self.committed_lsn
                 self.committed_lsn = lsn
                 for fn in self.commit_listeners:
@@ -271,19 +279,34 @@ class ReplicaSet:
                 waiters = self._waiters
                 while waiters and waiters[0][0] <= lsn:
                     waiters.popleft()[1](True)
-        else:
-            self._recompute_commit()
+            return
+        primary = self.primary
+        primary.applied_lsn = lsn
+        for r in self.replicas:
+            if r is not primary and r.state == UP:
+                self._replicate_to(r, lsn)
+        self._recompute_commit()
 
     def _replicate_to(self, r: Replica, lsn: int) -> None:
         delay = self.delay_ms + r.extra_delay_ms
         if delay <= 0 and (r.next_apply_ms == 0 or r.next_apply_ms <= self.clock.now_ms()):
             r.applied_lsn = lsn
+            if r.next_apply_ms:
+                # No apply of r is due after now: forgetting when the last one was due changes
+                # nothing below, and lets the replica set go back to lockstep.
+                r.next_apply_ms = 0
+                self._refresh_lockstep()
             return
         due = max(self.clock.now_ms() + delay, r.next_apply_ms)
         r.next_apply_ms = due
-        self.scheduler.call_at(due, self._apply_at, r, lsn)
+        self.lockstep = False
+        self.scheduler.call_at(due, self._apply_at, r, lsn, due)
 
-    def _apply_at(self, r: Replica, lsn: int) -> None:
+    def _apply_at(self, r: Replica, lsn: int, due_ms: int) -> None:
+        if r.next_apply_ms == due_ms:
+            # The last apply scheduled for r (none is due later): as in _replicate_to.
+            r.next_apply_ms = 0
+            self._refresh_lockstep()
         # The log may have been cut back (truncate_to) since this apply was scheduled: apply
         # what is left of it. Dropping it would strand a replica catching up from below the cut.
         lsn = min(lsn, self.lsn)
@@ -377,6 +400,7 @@ class ReplicaSet:
         for r in self.replicas:
             r.applied_lsn = min(r.applied_lsn, lsn)
             r.next_apply_ms = 0
+        self._refresh_lockstep()
         keep = deque()
         for w_lsn, fn in self._waiters:
             if w_lsn > lsn:
@@ -411,6 +435,7 @@ class ReplicaSet:
         """The primary stops. Writes fail with 503 until `elect()` picks a new one."""
         self.primary.state = DOWN
         self.electing = True
+        self.lockstep = False
         self.discard_tail = discard_tail
 
     def elect(self, discard_tail: bool | None = None) -> int | None:
@@ -436,6 +461,7 @@ class ReplicaSet:
         best.role = PRIMARY
         self.primary = best
         self.electing = False
+        self._refresh_lockstep()
         if discard_tail:
             keep = min(self.lsn, max(best.applied_lsn, self._committed_elsewhere()))
             best.applied_lsn = keep
@@ -470,11 +496,17 @@ class ReplicaSet:
             self.electing = False           # back before an election replaced it
         elif state == UP and self.electing:
             self.elect()                    # an election that lacked candidates can finish now
+        self._refresh_lockstep()
         if state == UP and r.applied_lsn < self.primary.applied_lsn:
             # Catch up from the shared store: every version it needs is still there, because
             # the store's floor counted this replica while it was down.
             self._replicate_to(r, self.primary.applied_lsn)
         self._recompute_commit()
+
+    def set_replica_delay(self, index: int, extra_delay_ms: int) -> None:
+        """A slow replica (the replica_slow fault): every apply of it waits extra_delay_ms more."""
+        self.replicas[index].extra_delay_ms = extra_delay_ms
+        self._refresh_lockstep()
 
     def describe(self) -> dict:
         return {"range": self.range_id, "region": self.region, "lsn": self.lsn,

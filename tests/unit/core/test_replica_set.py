@@ -62,7 +62,7 @@ class ReplicaSetMachine(RuleBasedStateMachine):
         self.rs = ReplicaSet("East US", "0", self.scheduler, self.clock, delay_ms=delay_ms,
                              routing=ReadRoutingPolicy(primary_accepts_reads=primary_reads))
         for index, extra in zip(SECONDARIES, extra_ms):
-            self.rs.replicas[index].extra_delay_ms = extra
+            self.rs.set_replica_delay(index, extra)
         self.states: list[dict] = [{}]       # states[0]: the empty partition
         self.acked_lsns: list[int] = []      # when_committed callbacks, in the order they ran
         self.acked: dict = {}                # the acknowledged state
@@ -165,7 +165,7 @@ class ReplicaSetMachine(RuleBasedStateMachine):
 
     @rule(index=st.sampled_from(ALL), extra_ms=st.sampled_from([0, 2, 30, 200]))
     def slow(self, index, extra_ms):
-        self.rs.replicas[index].extra_delay_ms = extra_ms
+        self.rs.set_replica_delay(index, extra_ms)
 
     @rule(key=st.sampled_from(KEYS), session=st.booleans(),
           in_flight=st.lists(st.integers(0, 3), min_size=4, max_size=4))
@@ -287,7 +287,7 @@ def build(delay_ms=10, extra=(0, 0, 0)):
     clock, scheduler = ManualClock(0), Scheduler()
     rs = ReplicaSet("East US", "0", scheduler, clock, delay_ms=delay_ms)
     for index, ms in zip(SECONDARIES, extra):
-        rs.replicas[index].extra_delay_ms = ms
+        rs.set_replica_delay(index, ms)
     return clock, scheduler, rs
 
 
@@ -311,7 +311,7 @@ def test_zero_delay_commits_at_once():
 def test_a_slowed_replica_still_applies_in_lsn_order():
     clock, scheduler, rs = build(delay_ms=10, extra=(100, 0, 0))
     rs.append([put(1, KEYS[0], 1)])         # secondary 1 applies it at 110
-    rs.replicas[1].extra_delay_ms = 0
+    rs.set_replica_delay(1, 0)
     rs.append([put(2, KEYS[0], 2)])         # would be due at 10, but must wait for LSN 1
     seen = []
     for t in (10, 109, 110):
