@@ -35,7 +35,9 @@ class Link:
         self._armed_ms = None
         self._last_due_ms = 0
         self.delivered = 0
-        self.receiver_up = lambda: True
+        # Both ends' regions are up (a region in an outage neither sends nor receives). The
+        # account sets it on every change of a region's state, then kicks the link.
+        self.receiver_up = True
         self.on_state = None              # fn(link) after its state changed (the account listens)
 
     def send_snapshot(self, target_rs, snapshot: Snapshot) -> None:
@@ -56,7 +58,7 @@ class Link:
         armed = self._armed_ms
         if armed is None and len(q) == 1:
             # _arm for a queue of just this commit (due is not before now), without the call.
-            if self.state == ACTIVE and self.receiver_up():
+            if self.state == ACTIVE and self.receiver_up:
                 self._armed_ms = due
                 self.scheduler.call_at(due, self._fire, due)
         elif armed is None or armed > due:   # a timer due by then delivers this one too
@@ -69,7 +71,7 @@ class Link:
         due = max(q[0][0], self.clock.now_ms())
         if self._armed_ms is not None and self._armed_ms <= due:
             return                        # already armed in time (checked first: it is cheaper)
-        if not self.receiver_up():
+        if not self.receiver_up:
             return
         self._armed_ms = due
         self.scheduler.call_at(due, self._fire, due)
@@ -78,9 +80,9 @@ class Link:
         if armed_ms != self._armed_ms:
             return                        # superseded by an earlier arm
         self._armed_ms = None
-        if self.state != ACTIVE or not self.receiver_up():
+        if self.state != ACTIVE or not self.receiver_up:
             return
-        now = self.clock.now_ms()
+        now = self.scheduler.now_ms            # the time the scheduler runs this timer for
         q = self._queue
         while q and q[0][0] <= now:
             _, rs, lsn, versions = q.popleft()

@@ -248,29 +248,37 @@ class ReplicaSet:
     def _add(self, lsn: int, versions) -> None:
         if versions:
             first = versions[0]
-            if first.origin == self.region:
-                self.own_seq = first.oseq
-            if first.oseq > self.progress.get(first.origin, 0):
-                self.progress[first.origin] = first.oseq
+            origin, oseq = first.origin, first.oseq
+            if origin == self.region:
+                self.own_seq = oseq
+            progress = self.progress
+            if oseq > progress.get(origin, 0):
+                progress[origin] = oseq
                 self.progress_seq += 1
         store = self.store
-        if len(versions) == 1 or not store.add_new(versions):    # add_new: a batch of new keys at once
-            floor = None
-            for v in versions:
-                if floor is None and store.has(v.key):
-                    floor = self.floor_lsn()     # pruning needs it; a brand-new key does not
-                store.add(v, floor or 0)
+        if len(versions) == 1:
+            # One version (nearly every commit), kept in the log as itself (see __init__).
+            entry = versions[0]
+            store.put(entry, self.floor_lsn)                 # the floor only for a key it has
+        else:
+            entry = versions
+            if not store.add_new(versions):                  # add_new: a batch of new keys at once
+                floor = None
+                for v in versions:
+                    if floor is None and store.has(v.key):
+                        floor = self.floor_lsn()     # pruning needs it; a brand-new key does not
+                    store.add(v, floor or 0)
         self.lsn = lsn
         log = self.log
-        log.append(versions[0] if len(versions) == 1 else versions)
+        log.append(entry)
         # Only committed commits leave the log: the ones above still have to be shipped.
         while len(log) > self.log_retained_commits and lsn - len(log) < self.committed_lsn:
             log.popleft()
         if self.lockstep:
             # Every replica up and applying at once (nearly every commit): all four are at lsn
             # now, so lsn is committed. _committed(lsn), inlined: every commit of every region.
-            for r in self.replicas:
-                r.applied_lsn = lsn
+            a, b, c, d = self.replicas         # REPLICA_COUNT of them, unrolled: every commit
+            a.applied_lsn = b.applied_lsn = c.applied_lsn = d.applied_lsn = lsn
             if lsn > self.committed_lsn:
                 old = self.committed_lsn
                 self.committed_lsn = lsn
