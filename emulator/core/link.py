@@ -47,7 +47,9 @@ class Link:
     def send(self, target_rs, lsn: int, versions, now_ms: int | None = None) -> None:
         """Queue a commit; `now_ms` is the account clock's now when the caller has it already
         (a commit ships to every other region at once: one clock read, not one per link)."""
-        due = (self.clock.now_ms() if now_ms is None else now_ms) + self.lag_ms
+        if now_ms is None:
+            now_ms = self.clock.now_ms()
+        due = now_ms + self.lag_ms
         if self.jitter_ms > 0:
             due += self.rng.randint(0, self.jitter_ms)
         if due < self._last_due_ms:
@@ -56,12 +58,15 @@ class Link:
         q = self._queue
         q.append((due, target_rs, lsn, versions))
         armed = self._armed_ms
-        if armed is None and len(q) == 1:
-            # _arm for a queue of just this commit (due is not before now), without the call.
-            if self.state == ACTIVE and self.receiver_up:
-                self._armed_ms = due
-                self.scheduler.call_at(due, self._fire, due)
-        elif armed is None or armed > due:   # a timer due by then delivers this one too
+        if armed is None:
+            if len(q) == 1:
+                # _arm for a queue of just this commit (due is not before now), without the call.
+                if self.state == ACTIVE and self.receiver_up:
+                    self._armed_ms = due
+                    self.scheduler.call_at(due, self._fire, due)
+            else:
+                self._arm()
+        elif armed > due:                    # a timer due by then delivers this one too
             self._arm()
 
     def _arm(self) -> None:

@@ -237,27 +237,35 @@ class Partition:
 
     def _advance_global(self) -> None:
         """A commit took the count of regions above the global LSN to a majority (the count may
-        be high, after a cut): in one epoch the new global LSN is the majority-th highest
-        committed LSN, and the regions above it are those before it in descending order."""
-        sets = self.replica_sets.values()
-        if len(set(map(_epoch_of, sets))) != 1:
-            self._recompute_global()           # mixed epochs: what counts is the shared history
-            return
-        committed = sorted(map(_committed_lsn_of, sets), reverse=True)
-        g = committed[len(committed) // 2]     # the majority-th highest
+        be high, after a cut). In one epoch the new global LSN is then the lowest of the exactly
+        majority-many regions above the old one: one pass finds it and the new count."""
         g0 = self.global_lsn
-        if g <= g0:                            # the count was high: the global LSN stays
-            above = 0
-            for c in committed:
-                if c <= g0:
-                    break
-                above += 1
-            self._global_above = above
+        low = n_above = n_low = 0
+        epoch = None
+        for rs in self.replica_sets.values():
+            if epoch is None:
+                epoch = rs.epoch
+            elif rs.epoch != epoch:
+                self._recompute_global()       # mixed epochs: what counts is the shared history
+                return
+            c = rs.committed_lsn
+            if c > g0:
+                n_above += 1
+                if not n_low or c < low:
+                    low, n_low = c, 1
+                elif c == low:
+                    n_low += 1
+        majority = len(self.replica_sets) // 2 + 1
+        if n_above != majority:
+            if n_above < majority:
+                self._global_above = n_above   # the count was high: the global LSN stays
+            else:
+                self._recompute_global()       # more than a majority above: not the lowest of them
             return
-        self.global_lsn = g
-        self._global_above = committed.index(g)    # descending: the first g has all above it before it
+        self.global_lsn = low
+        self._global_above = n_above - n_low
         waiters = self._global_waiters
-        while waiters and waiters[0][0] <= g:
+        while waiters and waiters[0][0] <= low:
             waiters.pop(0)[1](True)
 
     def when_globally_committed(self, lsn: int, fn) -> None:

@@ -198,17 +198,16 @@ class ReplicaSet:
         """A commit shipped from a write region. Commits are applied strictly in LSN order; one
         that arrives ahead of a gap (after a failover two regions ship to this one) waits in
         `_early` until the gap is filled."""
+        if lsn == self.lsn + 1 and not self.multi_write:     # the next one (nearly always)
+            self._add(lsn, versions)
+            if self._early:
+                self._drain_early()
+            return
         if self.multi_write:
             self.apply_foreign(versions)
-            return
-        if lsn <= self.lsn:
-            return                          # a duplicate delivery after a heal: already have it
-        if lsn != self.lsn + 1:
+        elif lsn > self.lsn:
             self._early[lsn] = versions
-            return
-        self._add(lsn, versions)
-        if self._early:
-            self._drain_early()
+        # else: a duplicate delivery after a heal: already have it
 
     def _drain_early(self) -> None:
         early = self._early

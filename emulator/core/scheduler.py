@@ -26,10 +26,13 @@ class Scheduler:
         self.now_ms = None          # the `now` of the run_due under way (None before the first)
 
     def call_at(self, due_ms: int, fn, *args) -> None:
-        self._seq += 1
-        earlier = not self._heap or due_ms < self._heap[0][0]
-        heappush(self._heap, (due_ms, self._seq, fn, args))
-        if earlier and self.on_earlier is not None:
+        heap = self._heap
+        self._seq = seq = self._seq + 1
+        if heap and heap[0][0] <= due_ms:
+            heappush(heap, (due_ms, seq, fn, args))
+            return
+        heappush(heap, (due_ms, seq, fn, args))
+        if self.on_earlier is not None:      # before every other timer
             self.on_earlier(due_ms)
 
     def next_due_ms(self) -> int | None:
