@@ -105,8 +105,7 @@ def test_another_emulators_node_refuses_a_hello_naming_this_emulators_instance_a
 
 
 def test_a_configured_instance_id_is_what_the_addresses_and_the_challenge_carry():
-    config = dataclasses.replace(make_config(regions=[EAST]), instance_id="ci-run-7")
-    with running_emulator(config) as emu:
+    with running_emulator(regions=[EAST], instance_id="ci-run-7") as emu:
         with make_client(emu) as sdk:
             _setup(sdk, "A")
         entries = _feed(emu.endpoint, emu.key)
