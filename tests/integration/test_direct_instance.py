@@ -23,7 +23,8 @@ from test_cli import spawn
 from test_direct_acceptance import _free_block
 
 EAST = "East US"
-NODES = 4
+NODES = 4                                           # --nodes-per-region's default
+REPLICAS = 4                                        # of one partition's replica set
 
 
 def _setup(sdk, owner: str) -> None:
@@ -58,7 +59,8 @@ async def _read(host, port, key, replica, instance=None):
 
 
 async def _refused(host, port, key, instance) -> tuple:
-    """The error frame a node answered the hello with, and whether it then closed."""
+    """The error frame a node answered the hello with (through the test client), and every frame
+    a second such hello on a raw socket got until the node closed it."""
     with pytest.raises(HandshakeRefused) as refused:
         await Connection.open(host, port, key, instance=instance)
     reader, writer = await asyncio.open_connection(host, port)
@@ -80,7 +82,7 @@ def test_another_emulators_node_refuses_a_hello_naming_this_emulators_instance_a
             with make_client(emu) as sdk:
                 _setup(sdk, owner)
         feed_a, feed_b = _by_key(_feed(a.endpoint, a.key)), _by_key(_feed(b.endpoint, b.key))
-        assert set(feed_a) == set(feed_b) and len(feed_a) == NODES    # the same replica keys in both
+        assert set(feed_a) == set(feed_b) and len(feed_a) == REPLICAS    # the same replica keys in both
         ids = {emu.emulator.direct.ready_info()["instance"] for emu in (a, b)}
         assert len(ids) == 2 and {i for _, _, i in feed_a.values()} == {a.emulator.topology.instance}
         assert {i for _, _, i in feed_b.values()} == {b.emulator.topology.instance}
