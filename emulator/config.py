@@ -17,6 +17,7 @@ import binascii
 from dataclasses import dataclass
 from typing import Callable
 
+from client.protocol import direct as direct_protocol
 from client.protocol.auth import CLOCK_SKEW_S_MAX_DEFAULT
 
 from . import defaults
@@ -176,6 +177,14 @@ def lag_matrix(value) -> dict:
             raise ValueError(rule)
         out[pair] = integer(0, DELAY_MS_MAX, "one-way lag in ms")(ms)
     return out
+
+
+def instance_id(value):
+    """The emulator instance id direct addresses name (docs/direct-protocol.md, "Instances")."""
+    if not direct_protocol.valid_instance(value):
+        raise ValueError(f"must be 1-{direct_protocol.INSTANCE_CHARS_MAX} of the characters A-Z a-z 0-9 . _ - "
+                         "(it is a segment of every direct address)")
+    return value
 
 
 def direct_ports(value):
@@ -363,6 +372,7 @@ OPTIONS = (
            "with --data-dir: discard what DIR holds and start empty", switch=True, group=DURABILITY),
     # Options of running_emulator() and the marker only.
     Option("direct_limits", limits, {}),
+    Option("instance_id", optional(instance_id), None),        # None: random per process (tests fix it)
     Option("lag_ms", lag_matrix, {}),
     Option("primary_accepts_reads", boolean, _ACCOUNT.primary_accepts_reads, "--primary-accepts-reads",
            "PRIMARY_ACCEPTS_READS", "whether primaries serve reads too (true/false; change it later with "
@@ -517,7 +527,7 @@ def _build(v: dict):
                         read_only_endpoints=v["read_only_endpoints"], max_clock_skew_s=v["max_clock_skew_s"],
                         query_mode=v["query_mode"], direct_tls_cert=v["direct_tls_cert"],
                         direct_tls_key=v["direct_tls_key"], data_dir=v["data_dir"], durability=v["durability"],
-                        reset_data=v["reset_data"], **_tls(v))
+                        reset_data=v["reset_data"], instance_id=v["instance_id"], **_tls(v))
 
 
 def environment_help() -> str:

@@ -10,8 +10,11 @@ replicas of (container, range, region), filled from the region's address feed. W
 primary; reads to the replicas the consistency level allows: Session and weaker any replica
 (after 404/1002 the next, then the primary), Strong and Bounded Staleness two replicas at once,
 deciding by their LSNs. A 410 (replica moved, not primary, down) or 410/1002 refreshes the
-addresses (or the routing map) and tries again; a refused connection marks the endpoint down and
-tries another replica (reads) or refreshes the addresses (writes). When no replica of the region
+addresses (or the routing map) and tries again; so does a node that refuses the hello because it
+belongs to another emulator instance than the address named (410/21005: a stale address, its
+emulator restarted or another emulator's node took the port; the endpoint is not marked down).
+A refused connection marks the endpoint down and tries another replica (reads) or refreshes the
+addresses (writes). When no replica of the region
 can be reached (its direct ports are blocked, or every node refuses), the operation falls back to
 the gateway transport, which the retry policy fails over as usual. Metadata always goes through
 the gateway. Each reply carries `direct`: the replicas contacted, the refreshes and the quorum
@@ -36,7 +39,7 @@ from .transport import Reply, TransportError
 
 GONE_RETRIES_MAX = 8                     # 410s refreshed and retried inside one attempt
 GONE_BACKOFF_MS = (0, 50, 100, 200, 400, 800, 1000, 1000)   # an election takes ~500 ms
-SUB_GONE = frozenset((D.SUB_REPLICA_NOT_HERE, D.SUB_NOT_PRIMARY, D.SUB_REPLICA_DOWN))
+SUB_GONE = frozenset((D.SUB_REPLICA_NOT_HERE, D.SUB_NOT_PRIMARY, D.SUB_REPLICA_DOWN, D.SUB_INSTANCE_MISMATCH))
 ADDRESS_REFRESH_MIN_MS = 1_000          # unreachable replicas fetched this recently: no refetch, the gateway
 QUORUM_LEVELS = frozenset(("Strong", "BoundedStaleness"))
 AGENT = "regionlab-client"
@@ -48,6 +51,11 @@ _GATEWAY_ONLY_HEADERS = (H.CHANGE_FEED_WIRE_FORMAT_VERSION, H.READ_KEY_TYPE, H.I
 
 class _Unreachable(Exception):
     """No replica of the region could be reached: the operation goes through the gateway."""
+
+
+class InstanceMismatch(Exception):
+    """The node refused the hello: it belongs to another emulator instance than the address
+    named (a stale address). Not a refused connection: the addresses are refreshed, as on 410."""
 
 
 class _Route:
@@ -106,11 +114,13 @@ class Connection:
         self._ping_waiters: list = []    # (count, future) of pinged() callers
 
     @classmethod
-    async def open(cls, host, port, key, connect_timeout_s, clock):
+    async def open(cls, host, port, key, connect_timeout_s, clock, instance=None):
+        """A handshaken connection to the node at host:port, which must belong to `instance`
+        (the address's; None: not checked), else InstanceMismatch."""
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), connect_timeout_s)
         conn = cls((host, port), reader, writer, clock)
         try:
-            await asyncio.wait_for(conn._handshake(key), connect_timeout_s)
+            await asyncio.wait_for(conn._handshake(key, instance), connect_timeout_s)
         except D.ProtocolError as e:
             writer.close()
             # Not a direct node: a dead node's port reused by another listener (an HTTP server
@@ -122,10 +132,12 @@ class Connection:
         conn.reader_task = asyncio.get_running_loop().create_task(conn._read_loop())
         return conn
 
-    async def _handshake(self, key) -> None:
-        self.writer.write(D.encode(D.hello(versions=(PROTOCOL_VERSION,), agent=AGENT)))
+    async def _handshake(self, key, instance) -> None:
+        self.writer.write(D.encode(D.hello(versions=(PROTOCOL_VERSION,), agent=AGENT, instance=instance)))
         frames: deque = deque()
         challenge = await self._next(frames)
+        if D.instance_refused(challenge):
+            raise InstanceMismatch(D.error_fields(challenge)[2])
         if D.frame_type(challenge) != D.CHALLENGE:
             raise ConnectionRefusedError(f"handshake refused: {D.error_fields(challenge)}")
         fields = D.challenge_fields(challenge)
@@ -244,10 +256,11 @@ class Connection:
 
 
 class Endpoint:
-    """The connections to one node (host, port), under the pool policy."""
+    """The connections to one node (host, port) of one emulator instance, under the pool policy."""
 
-    def __init__(self, address, key, options: pool.PoolOptions, clock, on_open=None):
+    def __init__(self, address, key, options: pool.PoolOptions, clock, on_open=None, instance=None):
         self.address, self.key, self.options, self.clock = address, key, options, clock
+        self.instance = instance         # the hello names it; the node refuses another's
         self.on_open = on_open           # the housekeeper re-reads the heartbeat intervals
         self.connections: list[Connection] = []
         self.opening = 0
@@ -276,7 +289,8 @@ class Endpoint:
     async def _open(self) -> Connection:
         self.opening += 1
         try:
-            conn = await Connection.open(*self.address, self.key, self.options.connect_timeout_s, self.clock)
+            conn = await Connection.open(*self.address, self.key, self.options.connect_timeout_s, self.clock,
+                                         self.instance)
         finally:
             self.opening -= 1
             self._wake_all()
@@ -463,12 +477,15 @@ class DirectTransport:
                  "role": replica.role, "region": replica.region}
         info["replicas"].append(entry)
         try:
-            ep = self._endpoint(replica.endpoint)
+            ep = self._endpoint(replica)
             conn = await ep.acquire()
         except (OSError, asyncio.TimeoutError) as e:
             entry["error"] = f"connect: {e!r}"
             self.addresses.mark_down(replica.endpoint, self._now_ms())
             return None
+        except InstanceMismatch as e:    # a stale address: answered as the node's 410, so it is refreshed
+            entry.update(error=f"handshake: {e}", status=S.GONE, sub=D.SUB_INSTANCE_MISMATCH)
+            return {"status": S.GONE, "sub": D.SUB_INSTANCE_MISMATCH}
         try:
             frame = await conn.call(lambda rid: frame_of(rid, replica.key), self.options.request_timeout_s)
         except asyncio.TimeoutError:
@@ -487,11 +504,13 @@ class DirectTransport:
                      served_by=res.get("role"))
         return res
 
-    def _endpoint(self, address) -> Endpoint:
-        ep = self.endpoints.get(address)
+    def _endpoint(self, replica) -> Endpoint:
+        """The pool of the replica's node, keyed by host:port and the instance its address names."""
+        pool_key = replica.pool_key
+        ep = self.endpoints.get(pool_key)
         if ep is None:
-            ep = self.endpoints[address] = Endpoint(address, self.key, self.options, self.clock,
-                                                    self._opened.set)
+            ep = self.endpoints[pool_key] = Endpoint(replica.endpoint, self.key, self.options, self.clock,
+                                                     self._opened.set, replica.instance)
             if self._housekeeper is None:
                 self._housekeeper = asyncio.get_running_loop().create_task(self._housekeeping())
         return ep
@@ -583,15 +602,17 @@ class DirectTransport:
             if c != container or region != endpoint:
                 continue
             for r in rs.replicas:
-                if r.up and r.endpoint not in seen:
-                    seen.add(r.endpoint)
-                    ep = self._endpoint(r.endpoint)
+                if r.up and r.pool_key not in seen:
+                    seen.add(r.pool_key)
+                    ep = self._endpoint(r)
                     if not [c for c in ep.connections if not c.closed]:
                         try:
                             await ep._open()
                             opened += 1
                         except (OSError, asyncio.TimeoutError):
                             self.addresses.mark_down(r.endpoint, self._now_ms())
+                        except InstanceMismatch:
+                            pass         # a stale feed: the first request refreshes it
         return opened
 
     def connection_count(self) -> int:

@@ -4,8 +4,8 @@
 
 Theory of operation (sans-IO; times are milliseconds the caller passes in). `parse_feed` turns
 a feed body into ReplicaSets. The cache keeps them until a caller invalidates one: after a 410
-(replica not here / not primary / down), a 410/1002 (the routing map changed), or a refused
-connection to the primary. Endpoints (node host:port) that refused a connection are marked down
+(replica not here / not primary / down, or a node of another emulator instance than the address
+named), a 410/1002 (the routing map changed), or a refused connection to the primary. Endpoints (node host:port) that refused a connection are marked down
 for ENDPOINT_DOWN_MS; replica choices skip them, and skip replicas the feed lists as down. Reads
 take replicas round-robin, so the load spreads over the set; `read_order` says which to try
 after a 404/1002 (the other secondaries, then the primary, as the service's clients do).
@@ -28,10 +28,17 @@ class Replica:
     node: int | None
     region: str
     up: bool
+    instance: str | None = None          # the emulator instance the address names (None: names none)
 
     @property
     def endpoint(self) -> tuple[str, int]:
         return self.host, self.port
+
+    @property
+    def pool_key(self) -> tuple[str, int, str | None]:
+        """The connection pool's key: a node's host:port, and the instance it must belong to
+        (after a restart on the same ports, the same host:port is another instance's node)."""
+        return self.host, self.port, self.instance
 
     @property
     def role(self) -> str:
@@ -56,11 +63,11 @@ def parse_feed(body: dict, now_ms: float) -> dict[str, ReplicaSet]:
     for a in body.get("Addresss") or []:
         if a.get("protocol") != D.PROTOCOL:
             continue
-        host, port, key = D.parse_uri(a["physcialUri"])
+        host, port, key, instance = D.parse_address(a["physcialUri"])
         index = int(key.rsplit("/", 1)[1])
         sets.setdefault(str(a["partitionKeyRangeId"]), []).append(
             Replica(index, key, host, port, bool(a.get("isPrimary")), a.get("node"), a.get("region", ""),
-                    a.get("state") != STATE_DOWN))
+                    a.get("state") != STATE_DOWN, instance))
     return {rid: ReplicaSet(rid, sorted(rs, key=lambda r: r.index), now_ms) for rid, rs in sets.items()}
 
 

@@ -108,6 +108,7 @@ SUB_REPLICA_NOT_HERE = 21001             # 410: the replica moved off this node,
 SUB_NOT_PRIMARY = 21002                  # 410: a write sent to a secondary
 SUB_REPLICA_DOWN = 21003                 # 410: the replica is down (crashed)
 SUB_BUSY = 21004                         # 429: past max_in_flight; 503: past the connection cap
+SUB_INSTANCE_MISMATCH = 21005            # 410: the node is another emulator's than its address named
 SUB_BAD_FRAME = 21010                    # 400: not one msgpack map, or a bad length prefix
 SUB_FRAME_TOO_LARGE = 21011              # 400: length prefix over max_frame_bytes
 SUB_BAD_REQUEST_FRAME = 21012            # 400: a request with missing or mistyped fields
@@ -306,30 +307,68 @@ def choose_version(offered) -> int | None:
     return max(common) if common else None
 
 
-def hello(versions=PROTOCOL_VERSIONS, agent: str = "regionlab-test") -> dict:
-    return {"t": HELLO, "versions": list(versions), "agent": agent}
+def hello(versions=PROTOCOL_VERSIONS, agent: str = "regionlab-test", instance: str | None = None) -> dict:
+    """The client's first frame; `instance` is the emulator instance its address named
+    (`parse_address`), which the node checks: None (an older client) skips the check."""
+    frame = {"t": HELLO, "versions": list(versions), "agent": agent}
+    if instance is not None:
+        frame["instance"] = instance
+    return frame
+
+
+def instance_refused(frame) -> bool:
+    """Whether an error frame is the node's refusal of the instance the hello named: the address
+    is stale (its emulator restarted, or another emulator's node took its port); refresh it."""
+    return type(frame) is dict and frame.get("t") == ERROR and frame.get("status") == 410 \
+        and frame.get("sub") == SUB_INSTANCE_MISMATCH
 
 
 # ---- replica keys and addresses ---------------------------------------------------------------
+# An address names the emulator instance (one running emulator process) its replica belongs to,
+# as the service's physical URIs name their app and service: rlmp://host:port/apps/<instance>/
+# colls/.../replicas/<i>[p]/. Resource ids are sequential, so two emulators on one machine hold
+# the same replica keys; the instance is what tells their nodes apart (docs/direct-protocol.md).
+INSTANCE_SEGMENT = "apps"
+INSTANCE_CHARS_MAX = 64                  # an instance id: 1-64 of [A-Za-z0-9._-]
+_INSTANCE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def valid_instance(instance) -> bool:
+    return type(instance) is str and 0 < len(instance) <= INSTANCE_CHARS_MAX and set(instance) <= _INSTANCE_CHARS
+
+
 def replica_key(collection_rid: str, range_id: str, index: int) -> str:
     return f"colls/{collection_rid}/pkranges/{range_id}/replicas/{index}"
 
 
-def replica_uri(host: str, port: int, key: str, primary: bool) -> str:
-    return f"{PROTOCOL}://{host}:{port}/{key}{'p' if primary else ''}/"
+def replica_uri(host: str, port: int, key: str, primary: bool, instance: str | None = None) -> str:
+    apps = f"{INSTANCE_SEGMENT}/{instance}/" if instance is not None else ""
+    return f"{PROTOCOL}://{host}:{port}/{apps}{key}{'p' if primary else ''}/"
 
 
-def parse_uri(uri: str) -> tuple[str, int, str]:
-    """(host, port, replica key) of an address feed URI."""
+def parse_address(uri: str) -> tuple[str, int, str, str | None]:
+    """(host, port, replica key, instance) of an address feed URI; instance None for an address
+    that names none (an emulator that predates instances)."""
     prefix = PROTOCOL + "://"
     if not uri.startswith(prefix):
         raise ValueError(f"not an {PROTOCOL} address: {uri!r}")
     hostport, _, path = uri[len(prefix):].partition("/")
     host, _, port = hostport.rpartition(":")
+    instance = None
+    if path.startswith(INSTANCE_SEGMENT + "/"):
+        parts = path.split("/", 2)
+        instance, path = parts[1], parts[2] if len(parts) > 2 else ""
+        if not valid_instance(instance):
+            raise ValueError(f"not an {PROTOCOL} address (bad instance {str(instance)[:80]!r}): {uri!r}")
     key = path.rstrip("/")
     if key.endswith("p"):
         key = key[:-1]
-    return host, int(port), key
+    return host, int(port), key, instance
+
+
+def parse_uri(uri: str) -> tuple[str, int, str]:
+    """(host, port, replica key) of an address feed URI."""
+    return parse_address(uri)[:3]
 
 
 # ---- client helpers: request frames and reply fields ------------------------------------------
@@ -386,6 +425,6 @@ def error_fields(frame: dict) -> tuple[int, int, str]:
 
 def challenge_fields(frame: dict) -> dict:
     """The challenge's nonce and the node's limits, by their documented names."""
-    names = ("version", "nonce", "node", "region", "max_in_flight", "max_frame_bytes",
+    names = ("version", "nonce", "node", "region", "instance", "max_in_flight", "max_frame_bytes",
              "idle_timeout_ms", "heartbeat_ms")
     return {n: frame.get(n) for n in names}

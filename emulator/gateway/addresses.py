@@ -6,7 +6,9 @@
 The reply has the service's address-feed shape (`Addresss`, `isPrimary`, `protocol`,
 `physcialUri`, `partitionKeyRangeId`, spelled as the service spells them), one entry per
 replica of each requested range in the endpoint's region, with our protocol name (never
-`rntbd`, so no official SDK takes the addresses for its own) and the advertised host.
+`rntbd`, so no official SDK takes the addresses for its own) and the advertised host. Each URI
+names this emulator's instance (`apps/<instance>/`, as the service's name their app), which
+the node checks in the handshake: a stale address never reaches another emulator's replica.
 """
 from urllib.parse import parse_qs
 
@@ -62,13 +64,14 @@ def replica_addresses(gw, container, p, region: str) -> list:
     placement = account.placement
     ports = gw.topology.direct_ports
     host = gw.topology.host
+    instance = gw.topology.instance
     region_up = account.region_state(region) == "up"
     out = []
     for i, node in enumerate(placement.replica_nodes(region, container.rid, p.range_id)):
         r = rs.replicas[i]
         key = D.replica_key(container.rid, p.range_id, i)
         primary = r is rs.primary
-        uri = D.replica_uri(host, ports.get((region, node), 0), key, primary)
+        uri = D.replica_uri(host, ports.get((region, node), 0), key, primary, instance)
         up = region_up and r.state == "up" and placement.listening(region, node)
         out.append({"id": key, "_rid": container.rid, "isPrimary": primary, "protocol": D.PROTOCOL,
                     "logicalUri": uri, "physcialUri": uri, "partitionIndex": p.range_id,

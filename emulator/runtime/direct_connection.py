@@ -282,6 +282,8 @@ class DirectConnection(asyncio.Protocol):
         self.fail(400, D.SUB_HANDSHAKE, f"Expected a '{expected}' frame during the handshake, got '{t[:40]}'.")
 
     def _hello(self, frame: dict) -> None:
+        if not self._instance_ok(frame.get("instance")):
+            return
         version = D.choose_version(frame.get("versions"))
         if version is None:
             self.fail(400, D.SUB_VERSION, f"No protocol version in common: the node speaks "
@@ -293,10 +295,29 @@ class DirectConnection(asyncio.Protocol):
         self.state = _AUTH
         plane = self.plane
         self._send({"t": D.CHALLENGE, "version": version, "nonce": self.nonce, "node": self.node.index,
-                    "region": self.node.region, "max_in_flight": plane.max_in_flight,
+                    "region": self.node.region, "instance": plane.instance, "max_in_flight": plane.max_in_flight,
                     "max_frame_bytes": self.decoder.max_frame_bytes,
                     "idle_timeout_ms": int(plane.idle_timeout_s * 1000),
                     "heartbeat_ms": int(D.HEARTBEAT_INTERVAL_S * 1000)})
+
+    def _instance_ok(self, stated) -> bool:
+        """A hello that names an emulator instance must name this one: resource ids are
+        sequential, so another emulator on this machine holds the same replica keys, and a
+        client whose address is stale (its emulator restarted, or this node took a port that
+        emulator's node had) would be served another account's data. Refused 410 (refresh the
+        addresses) and closed. A hello naming none (an older client) is not checked. Once per
+        connection: requests pay nothing."""
+        if stated is None or stated == self.plane.instance:
+            return True
+        if type(stated) is not str:
+            self.fail(400, D.SUB_HANDSHAKE, "A hello's 'instance' must be a string: the instance id of the "
+                                            "address (rlmp://host:port/apps/<instance>/...).")
+        else:
+            self.fail(410, D.SUB_INSTANCE_MISMATCH,
+                      f"This node belongs to emulator instance {self.plane.instance!r}, not "
+                      f"{stated[:D.INSTANCE_CHARS_MAX]!r} as the address said: the address is stale (its emulator "
+                      "restarted, or another emulator now listens on its port); refresh the addresses.")
+        return False
 
     def _auth(self, frame: dict) -> None:
         key = self.plane.key

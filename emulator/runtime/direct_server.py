@@ -10,7 +10,8 @@ Theory of operation:
   request 503, `reset` resets every connection as soon as it sends anything, `blackhole` reads
   and never answers, and its heal closes every connection it held.
 * `DirectConnection` is one client connection: a sans-IO FrameDecoder (client/protocol/direct.py)
-  turns bytes into frames; the handshake (version, then HMAC of a nonce) must finish first; then
+  turns bytes into frames; the handshake (the emulator instance the client's address named,
+  the version, then HMAC of a nonce) must finish first; then
   requests run concurrently, each answered by id as it finishes. Replies produced while handling
   one batch of received bytes go out in one transport write (coalesced).
 * A request runs the gateway's own handler for the same operation (gateway/documents.py) through
@@ -276,6 +277,7 @@ class DirectPlane:
         self.tls_context = direct_tls.server_context(cert, key) if cert else None   # TLS on the same ports
         self.host = emu.config.host
         self.key = emu.config.key
+        self.instance = emu.topology.instance    # what a hello's "instance" must name (direct_connection._hello)
         self.handshake_timeout_s = handshake_timeout_s
         self.idle_timeout_s = idle_timeout_s
         self.frame_timeout_s = frame_timeout_s
@@ -393,7 +395,7 @@ class DirectPlane:
     # ---- reporting ------------------------------------------------------------------------
     def describe(self) -> dict:
         """Each region's nodes, ports and the replicas they hold (for GET /topology)."""
-        out = {"protocol": D.PROTOCOL, "host": self.emu.topology.host, "regions": {}}
+        out = {"protocol": D.PROTOCOL, "host": self.emu.topology.host, "instance": self.instance, "regions": {}}
         placement = self.account.placement
         for region in self.gateways:
             nodes = [dict(n.describe(), replicas=[]) for n in self.region_nodes(region)]
@@ -420,7 +422,7 @@ class DirectPlane:
                     continue
                 for i, node in enumerate(placement.replica_nodes(region, c.rid, p.range_id)):
                     held.setdefault((region, node), []).append(D.replica_key(c.rid, p.range_id, i))
-        return {"protocol": D.PROTOCOL,
+        return {"protocol": D.PROTOCOL, "instance": self.instance,
                 "nodes": [{"region": r, "node": i, "port": n.port, "replicas": held.get((r, i), [])}
                           for (r, i), n in self.nodes.items()]}
 

@@ -13,6 +13,7 @@ touch it.
 import asyncio
 import errno
 import logging
+import os
 import random
 import resource
 import socket
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from client.protocol import direct as D
 from client.protocol.auth import CLOCK_SKEW_S_MAX_DEFAULT
 
 from .. import defaults
@@ -81,6 +83,9 @@ class ServerConfig:
     data_dir: str | None = None
     durability: str = "strict"                # strict: fsync per group; relaxed: survives a crash, not power loss
     reset_data: bool = False                  # start empty, discarding what data_dir holds
+    # The emulator instance id its direct addresses name and its nodes check (docs/direct-protocol.md,
+    # "Instances"): None makes a random one per process; a fixed one is for deterministic tests.
+    instance_id: str | None = None
 
     def read_only_ports(self) -> list[int]:
         """Free ports when the account's are free, else the ports after the regions'."""
@@ -100,12 +105,24 @@ class ServerConfig:
         return [self.global_port + 1 + i for i in range(n)]
 
 
-class Topology:
-    """Where each endpoint is served, as clients must address it."""
+INSTANCE_BYTES = 8                            # a random instance id: 64 bits, 16 hex digits
 
-    def __init__(self, host: str, scheme: str = "http"):
+
+def new_instance_id() -> str:
+    """A fresh id for this emulator process. Random, not derived from anything the process
+    shares with another (seed, ports, data dir): two emulators on one machine hold the same
+    replica keys, and this is what tells their direct nodes apart."""
+    return os.urandom(INSTANCE_BYTES).hex()
+
+
+class Topology:
+    """Where each endpoint is served, as clients must address it; `instance` is the id of this
+    emulator process, which its direct addresses carry (docs/direct-protocol.md, "Instances")."""
+
+    def __init__(self, host: str, scheme: str = "http", instance: str | None = None):
         self.host = host
         self.scheme = scheme
+        self.instance = instance
         self.global_port = 0
         self.region_ports: dict[str, int] = {}
         self.read_only_ports: dict[str, int] = {}
@@ -172,8 +189,12 @@ class Emulator:
     def __init__(self, config: ServerConfig | None = None):
         self.config = config or ServerConfig()
         self.account: Account | None = None
+        instance = self.config.instance_id
+        if instance is not None and not D.valid_instance(instance):
+            raise ValueError(f"instance_id must be 1-{D.INSTANCE_CHARS_MAX} of the characters A-Z a-z 0-9 . _ -; "
+                             f"got {str(instance)[:80]!r}")
         self.topology = Topology(self.config.advertise_host or self.config.host,
-                                 "https" if self.config.https else "http")
+                                 "https" if self.config.https else "http", instance or new_instance_id())
         self.certificate: certificate.Certificate | None = None
         self._tls = None                         # the gateway ports' ssl.SSLContext, with --https
         self.gateways: dict = {}

@@ -31,6 +31,14 @@ def addresses(endpoint: str, key: str, db: str, coll: str, ranges=None, protocol
         return e.code, json.loads(e.read() or b"{}")
 
 
+class HandshakeRefused(ConnectionError):
+    """The node answered the handshake with an error frame (`frame`) instead of going on."""
+
+    def __init__(self, frame: dict):
+        super().__init__(f"handshake refused: {frame}")
+        self.frame = frame
+
+
 class Connection:
     """One handshaken connection to a node; requests are multiplexed by id."""
 
@@ -51,20 +59,24 @@ class Connection:
         self.ended = None                     # what ended the read loop (EOF, a reset, ...)
 
     @classmethod
-    async def open(cls, host: str, port: int, key: str, versions=D.PROTOCOL_VERSIONS, mac=None, tls=None):
-        """`tls`: an ssl.SSLContext to speak TLS to the node (optional TLS on the same port)."""
+    async def open(cls, host: str, port: int, key: str, versions=D.PROTOCOL_VERSIONS, mac=None, tls=None,
+                   instance=None):
+        """`tls`: an ssl.SSLContext to speak TLS to the node (optional TLS on the same port);
+        `instance`: the emulator instance the hello names (None: an older client's hello)."""
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=tls), CONNECT_TIMEOUT_S)
         conn = cls(reader, writer)
-        writer.write(D.encode(D.hello(versions)))
+        writer.write(D.encode(D.hello(versions, instance=instance)))
         challenge = await conn.next_frame()
         if challenge["t"] != D.CHALLENGE:
-            raise ConnectionError(f"handshake refused: {challenge}")
+            writer.close()
+            raise HandshakeRefused(challenge)
         conn.challenge = challenge
         conn.version = challenge["version"]
         writer.write(D.encode({"t": D.AUTH, "mac": mac if mac is not None else D.handshake_mac(key, challenge["nonce"])}))
         ready = await conn.next_frame()
         if ready["t"] != D.READY:
-            raise ConnectionError(f"handshake refused: {ready}")
+            writer.close()
+            raise HandshakeRefused(ready)
         conn._reader_task = asyncio.get_running_loop().create_task(conn._read_loop())
         return conn
 

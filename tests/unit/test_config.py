@@ -25,6 +25,8 @@ BAD_KEYWORDS = [
     ({"credits_per_s": 0}, "credits_per_s=0", "'default'"),
     ({"lag_ms": {("East US", "Mars"): 5}}, "Mars", "the regions are"),
     ({"partitons": 4}, "unknown regionlab option 'partitons'", "partitions"),
+    ({"instance_id": "a/b"}, "instance_id='a/b'", "A-Z a-z 0-9 . _ -"),
+    ({"instance_id": ""}, "instance_id=''", "A-Z a-z 0-9 . _ -"),
     ({"consistency": "Strong", "multi_write": True}, "Strong consistency cannot be combined", "multi-write"),
 ]
 

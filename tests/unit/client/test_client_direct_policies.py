@@ -1,5 +1,6 @@
 """Proves the direct-mode policies in virtual time (times are numbers the test passes, no clock):
-the address cache per (container, range, region) — feed parsing, invalidation after a 410,
+the address cache per (container, range, region) — feed parsing (with the emulator instance
+an address names), invalidation after a 410,
 refused endpoints skipped for ENDPOINT_DOWN_MS, reads round-robin over secondaries with the
 primary last, writes only to a live primary — and the connection pool — 30 requests per
 connection, then another connection up to 130, then waiting; idle connection and endpoint
@@ -39,6 +40,15 @@ def test_the_feed_parses_into_replica_sets_per_range_by_index():
     assert [r.index for r in rs.replicas] == [0, 1, 2, 3] and rs.fetched_ms == 5
     assert rs.primary.index == 0 and rs.primary.endpoint == ("127.0.0.1", 10000)
     assert rs.replicas[1].key == D.replica_key("R", "0", 1) and rs.replicas[1].role == "secondary"
+
+
+def test_a_replica_keeps_the_instance_its_address_names_and_pools_by_it():
+    uri = D.replica_uri("127.0.0.1", 10000, D.replica_key("R", "0", 0), True, instance="a1")
+    named = parse_feed(body(dict(entry("R", "0", 0, 10000, primary=True), physcialUri=uri)), 0)["0"].replicas[0]
+    plain = parse_feed(body(entry("R", "0", 0, 10000, primary=True)), 0)["0"].replicas[0]
+    assert named.instance == "a1" and plain.instance is None
+    assert named.endpoint == plain.endpoint == ("127.0.0.1", 10000)     # marked down by host:port
+    assert named.pool_key == ("127.0.0.1", 10000, "a1") != plain.pool_key   # pooled per instance too
 
 
 def test_entries_are_per_container_range_and_region_and_a_410_invalidates_only_its_own():

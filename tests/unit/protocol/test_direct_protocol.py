@@ -1,7 +1,8 @@
 """The direct protocol's contract (client/protocol/direct.py): frames round-trip, bad length
 prefixes and bad msgpack are ProtocolErrors, the handshake MAC is HMAC-SHA256 of the nonce, and a
 fuzzer holds the decoder's one invariant: any bytes, fed whole or byte by byte, give the same
-frames or a ProtocolError, and nothing else."""
+frames or a ProtocolError, and nothing else; addresses name their emulator instance and the
+hello states it only when given."""
 import hashlib
 import hmac
 import base64
@@ -102,6 +103,29 @@ def test_protocol_name_and_addresses():
     assert uri == f"rlmp://example.test:10004/{key}p/"
     assert D.parse_uri(uri) == ("example.test", 10004, key)
     assert D.parse_uri(D.replica_uri("h", 1, key, primary=False)) == ("h", 1, key)
+
+
+def test_an_address_names_its_emulator_instance_and_one_that_names_none_still_parses():
+    key = D.replica_key("abc=", "0", 1)
+    uri = D.replica_uri("h", 10001, key, primary=True, instance="9f2c01ab77e4d3c5")
+    assert uri == f"rlmp://h:10001/apps/9f2c01ab77e4d3c5/{key}p/"
+    assert D.parse_address(uri) == ("h", 10001, key, "9f2c01ab77e4d3c5")
+    assert D.parse_uri(uri) == ("h", 10001, key)         # the replica key a request names: no instance
+    assert D.parse_address(D.replica_uri("h", 1, key, primary=False)) == ("h", 1, key, None)
+    for bad in ("rlmp://h:1/apps//" + key + "/", "rlmp://h:1/apps/a%2Fb/" + key + "/",
+                "rlmp://h:1/apps/" + "x" * (D.INSTANCE_CHARS_MAX + 1) + "/" + key + "/"):
+        with pytest.raises(ValueError, match="instance"):
+            D.parse_address(bad)
+
+
+def test_the_hello_names_the_instance_only_when_given_and_the_refusal_is_recognised():
+    assert "instance" not in D.hello()                    # an older client's hello, byte for byte
+    assert D.hello(instance="i-1")["instance"] == "i-1"
+    refusal = {"t": D.ERROR, "status": 410, "sub": D.SUB_INSTANCE_MISMATCH, "message": "stale"}
+    assert D.instance_refused(refusal)
+    assert not D.instance_refused(dict(refusal, sub=D.SUB_REPLICA_NOT_HERE))
+    assert not D.instance_refused({"t": D.CHALLENGE, "status": 410, "sub": D.SUB_INSTANCE_MISMATCH})
+    assert D.challenge_fields({"t": D.CHALLENGE, "instance": "i-1"})["instance"] == "i-1"
 
 
 def test_encode_refuses_oversized_frames():
