@@ -1,0 +1,278 @@
+"""Proves the replication fast paths change nothing observable: seeded simulator runs (real core,
+virtual time, random faults and failovers) are replayed with every fast path replaced, from this
+file, by the plain computation it stands for (ReplicaSet.lockstep kept False; the partition's
+global LSN recomputed in full on every commit instead of counted; VersionStore.put as add; each
+link asking its regions' states instead of keeping a flag), and the full core state after every
+scheduler step (every replica's state, role and applied LSN, committed LSNs, epochs, the global
+LSN, every store's versions and change feed, the logs, links and waiters) and the whole history
+(every write's outcome, every read's answer, lost writes, failovers) must be identical. The fast
+run also checks each flag against a fresh computation at every step."""
+import hashlib
+import importlib
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from emulator.core import account as account_mod
+from emulator.core.account import Account, AccountConfig
+from emulator.core.link import Link
+from emulator.core.partition import Partition, _committed_in
+from emulator.core.replica import UP
+from emulator.core.replica_set import LOG_RETAINED_COMMITS_MAX, ReplicaSet
+from emulator.core.store import VersionStore, versions_of
+from emulator.sim import SimConfig, run as sim_run
+from emulator.sim.world import World
+
+run_mod = importlib.import_module("emulator.sim.run")    # the module (emulator.sim.run is also the function)
+
+
+# ---- the plain computations the fast paths stand for (the oracle) --------------------------
+def _plain_refresh_lockstep(self) -> None:
+    self.lockstep = False                    # every commit takes the per-replica path
+
+
+def _plain_recompute_global(self) -> None:
+    """The definition: the majority-th highest of what each region committed of the newest
+    epoch's history; it only moves up (fail_global_waiters_above is what lowers it)."""
+    sets = list(self.replica_sets.values())
+    newest = max(sets, key=lambda rs: rs.epoch)      # the first of the newest epoch
+    committed = sorted((_committed_in(rs, newest) for rs in sets), reverse=True)
+    g = committed[len(committed) // 2]
+    if g <= self.global_lsn:
+        return
+    self.global_lsn = g
+    waiters = self._global_waiters
+    while waiters and waiters[0][0] <= g:
+        waiters.pop(0)[1](True)
+
+
+def _plain_on_commit(self, rs, old: int, new: int) -> None:
+    if rs.region in self.write_regions or rs.region == self.draining_from:
+        self._ship(rs, old, new)
+    if self.durable is not None:
+        self.durable(self, rs, old, new)
+    self._recompute_global()
+
+
+def _plain_put(self, version, floor_of) -> None:
+    self.add(version, floor_of() if self.has(version.key) else 0)
+
+
+class _AskingLink(Link):
+    """A link whose receiver_up asks both regions every time (a set is ignored)."""
+    __slots__ = ("_ends",)
+
+    @property
+    def receiver_up(self) -> bool:
+        a, b = self._ends
+        return a.state == "up" and b.state == "up"
+
+    @receiver_up.setter
+    def receiver_up(self, value) -> None:
+        pass
+
+
+def _asking_link(self, a: str, b: str, lag: int) -> Link:
+    link = _AskingLink(a, b, lag, self.scheduler, self.clock, self.rng, self.config.jitter_ms)
+    link._ends = (self.region(a), self.region(b))
+    link.on_state = self._link_state_changed
+    return link
+
+
+@contextmanager
+def fast_paths_off():
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setattr(ReplicaSet, "_refresh_lockstep", _plain_refresh_lockstep)
+        mp.setattr(Partition, "_recompute_global", _plain_recompute_global)
+        mp.setattr(Partition, "_on_commit", _plain_on_commit)
+        mp.setattr(Partition, "_advance_global", _unreachable)
+        mp.setattr(VersionStore, "put", _plain_put)
+        mp.setattr(Account, "_link", _asking_link)
+        yield
+    finally:
+        mp.undo()
+
+
+def _unreachable(self):
+    raise AssertionError("the oracle run must not take the counted global-LSN path")
+
+
+# ---- what is compared at every step ----------------------------------------------------------
+def _version(v) -> tuple:
+    return (v.lsn, v.key, v.deleted, v.origin, v.oseq, None if v.deleted else v.doc.get("w"))
+
+
+def _replica_set_state(rs: ReplicaSet) -> tuple:
+    store = rs.store
+    return (rs.lsn, rs.committed_lsn, rs.epoch, tuple(rs.epoch_starts), rs.electing, rs.primary.index,
+            tuple((r.state, r.role, r.applied_lsn, r.extra_delay_ms) for r in rs.replicas),
+            rs.log_first_lsn(), tuple(_version(v) for e in rs.log for v in versions_of(e)),
+            tuple(sorted(rs._early)), tuple(w for w, _ in rs._waiters),
+            tuple(sorted(rs.progress.items())), rs.own_seq, store.count_live, tuple(store.changes),
+            tuple((k, tuple(map(_version, vs))) for k, vs in store.keys_with_versions()))
+
+
+def _state(world: World) -> str:
+    acct = world.account
+    parts = []
+    for name, c in sorted(world.containers.items()):
+        for p in c.partitions:
+            parts.append((name, p.range_id, p.global_lsn, tuple(p.write_regions), p.draining_from,
+                          tuple(w for w, _ in p._global_waiters),
+                          tuple((region, _replica_set_state(rs)) for region, rs in p.replica_sets.items())))
+    links = tuple((pair, l.state, l.lag_ms, l.jitter_ms, len(l._queue), l._armed_ms, l.delivered)
+                  for pair, l in sorted(acct.links.items()))
+    regions = tuple((r.name, r.state) for r in acct.regions)
+    return repr((world.now_ms, regions, tuple(acct.write_regions), links, parts,
+                 len(acct.lost_writes), len(acct.failovers)))
+
+
+def _check_flags(world: World) -> None:
+    """The fast run's flags against a fresh computation (a stale lockstep would commit without
+    a quorum; a stale receiver_up would deliver to a region that is down)."""
+    acct = world.account
+    for (a, b), link in acct.links.items():
+        assert link.receiver_up == (acct.region(a).state == "up" and acct.region(b).state == "up"), (a, b)
+    for c in world.containers.values():
+        for p in c.partitions:
+            for region, rs in p.replica_sets.items():
+                fresh = not rs.electing and all(
+                    r.state == UP and (r is rs.primary or (rs.delay_ms + r.extra_delay_ms <= 0
+                                                           and r.next_apply_ms == 0))
+                    for r in rs.replicas)
+                assert rs.lockstep == fresh, (world.now_ms, region, p.range_id, rs.describe())
+            above = p._global_above
+            if above is not None:
+                # May be high after a cut (partition.py's docstring), never low, never a majority.
+                real = sum(1 for rs in p.replica_sets.values() if rs.committed_lsn > p.global_lsn)
+                assert real <= above < p.majority(), (world.now_ms, p.range_id, real, above)
+
+
+@dataclass
+class Trace:
+    steps: list               # (now_ms, sha of the state) after each scheduler step
+    history: str
+    states: dict              # step index -> the state's text, for the steps asked for
+
+
+def _traced(seed: int, config: SimConfig, *, fast: bool, multi_write: bool, keep=()) -> Trace:
+    steps, states = [], {}
+    plain_step = World.step
+
+    def step(world):
+        more = plain_step(world)
+        if fast:
+            _check_flags(world)
+        text = _state(world)
+        if len(steps) in keep:
+            states[len(steps)] = text
+        steps.append((world.now_ms, hashlib.blake2b(text.encode(), digest_size=16).digest()))
+        return more
+
+    plain_start = run_mod.Workload.start
+
+    def start(workload):                     # each client writes in its home region
+        for c in workload.clients:
+            c.write_region = c.regions[0]
+        plain_start(workload)
+
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setattr(World, "step", step)
+        if multi_write:
+            mp.setattr(run_mod, "AccountConfig", lambda **kw: AccountConfig(multi_write=True, **kw))
+            mp.setattr(run_mod.Workload, "start", start)
+        result = sim_run(seed, config)
+    finally:
+        mp.undo()
+    return Trace(steps, result.history_json(), states)
+
+
+def assert_same(seed: int, config: SimConfig, multi_write: bool = False) -> int:
+    """Run seed both ways; returns the number of steps compared."""
+    fast = _traced(seed, config, fast=True, multi_write=multi_write)
+    with fast_paths_off():
+        plain = _traced(seed, config, fast=False, multi_write=multi_write)
+    first = next((i for i, (a, b) in enumerate(zip(fast.steps, plain.steps)) if a != b), None)
+    if first is None and len(fast.steps) == len(plain.steps) and fast.history == plain.history:
+        return len(fast.steps)
+    where = first if first is not None else min(len(fast.steps), len(plain.steps)) - 1
+    a = _traced(seed, config, fast=True, multi_write=multi_write, keep={where}).states.get(where)
+    with fast_paths_off():
+        b = _traced(seed, config, fast=False, multi_write=multi_write, keep={where}).states.get(where)
+    pytest.fail(f"seed {seed} {config} multi_write={multi_write}: the fast paths diverge at step {where} "
+                f"(of {len(fast.steps)} / {len(plain.steps)}; histories equal: {fast.history == plain.history})\n"
+                f"fast:  {a}\nplain: {b}")
+
+
+# ---- the runs ----------------------------------------------------------------------------------
+STEPS = 150
+# Lockstep engages only with no intra-region delay, so most runs have none; short retained logs
+# make regions lag past them (snapshots); small K makes bounded staleness throttle.
+CONFIGS = {
+    "session": dict(consistency="Session", intra_region_delay_ms=0),
+    "strong": dict(consistency="Strong", intra_region_delay_ms=0),
+    "strong-short-log": dict(consistency="Strong", intra_region_delay_ms=0, log_retained_commits=4),
+    "bounded": dict(consistency="BoundedStaleness", intra_region_delay_ms=0, max_staleness_prefix=5,
+                    log_retained_commits=16),
+    "eventual-delayed": dict(consistency="Eventual", intra_region_delay_ms=2),
+    "drawn": dict(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+@pytest.mark.parametrize("seed", range(3))
+def test_fast_paths_match_the_plain_computation(name, seed):
+    assert assert_same(seed, SimConfig(steps=STEPS, **CONFIGS[name])) > 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_fast_paths_match_in_multi_write_accounts(seed):
+    config = SimConfig(steps=STEPS, consistency="Session", intra_region_delay_ms=0)
+    assert assert_same(seed, config, multi_write=True) > 0
+
+
+@settings(max_examples=12, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2 ** 20), level=st.sampled_from(["Session", "Strong", "BoundedStaleness"]),
+       delay=st.sampled_from([0, 0, 0, 1]), retained=st.sampled_from([2, 4, LOG_RETAINED_COMMITS_MAX]),
+       partitions=st.integers(1, 3))
+def test_fast_paths_match_over_drawn_settings(seed, level, delay, retained, partitions):
+    assert_same(seed, SimConfig(steps=100, consistency=level, intra_region_delay_ms=delay,
+                                log_retained_commits=retained, partitions=partitions,
+                                max_staleness_prefix=8))
+
+
+def test_the_runs_exercise_the_fast_paths():
+    """Not vacuous: a run above commits in lockstep, leaves it (faults, slow replicas) and comes
+    back, and moves the global LSN by the counted path."""
+    seen = {"lockstep_commits": 0, "non_lockstep_commits": 0, "advances": 0, "counted": 0}
+    plain_add, plain_advance, plain_on_commit = ReplicaSet._add, Partition._advance_global, Partition._on_commit
+
+    def add(self, lsn, versions):
+        seen["lockstep_commits" if self.lockstep else "non_lockstep_commits"] += 1
+        plain_add(self, lsn, versions)
+
+    def advance(self):
+        seen["advances"] += 1
+        plain_advance(self)
+
+    def on_commit(self, rs, old, new):
+        seen["counted"] += self._global_above is not None
+        plain_on_commit(self, rs, old, new)
+
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setattr(ReplicaSet, "_add", add)
+        mp.setattr(Partition, "_advance_global", advance)
+        mp.setattr(Partition, "_on_commit", on_commit)
+        result = sim_run(0, SimConfig(steps=STEPS, **CONFIGS["strong"]))
+    finally:
+        mp.undo()
+    kinds = {e["spec"]["type"] for e in result.history["events"] if e["kind"] == "fault" and "id" in e}
+    assert {"replica_slow", "primary_crash", "replica_crash"} & kinds
+    assert seen["lockstep_commits"] > 50 and seen["non_lockstep_commits"] > 10, seen
+    assert seen["advances"] > 10 and seen["counted"] > 50, seen
