@@ -9,6 +9,7 @@ LSN, every store's versions and change feed, the logs, links and waiters) and th
 run also checks each flag against a fresh computation at every step."""
 import hashlib
 import importlib
+import random
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -17,10 +18,14 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from emulator.core import account as account_mod
 from emulator.core.account import Account, AccountConfig
+from emulator.core.container import canonical_pk_json
+from emulator.core.documents import Writer, read_in
+from emulator.core.errors import CosmosError
 from emulator.core.link import Link
 from emulator.core.partition import Partition, _committed_in
 from emulator.core.replica import UP
 from emulator.core.replica_set import LOG_RETAINED_COMMITS_MAX, ReplicaSet
+from emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
 from emulator.core.store import VersionStore, versions_of
 from emulator.sim import SimConfig, run as sim_run
 from emulator.sim.world import World
@@ -115,40 +120,39 @@ def _replica_set_state(rs: ReplicaSet) -> tuple:
             tuple((k, tuple(map(_version, vs))) for k, vs in store.keys_with_versions()))
 
 
-def _state(world: World) -> str:
+def _state(world) -> str:
+    """The full core state of a world (the simulator's or this file's), as text."""
     acct = world.account
     parts = []
-    for name, c in sorted(world.containers.items()):
-        for p in c.partitions:
-            parts.append((name, p.range_id, p.global_lsn, tuple(p.write_regions), p.draining_from,
-                          tuple(w for w, _ in p._global_waiters),
-                          tuple((region, _replica_set_state(rs)) for region, rs in p.replica_sets.items())))
+    for c, p in acct.partitions():
+        parts.append((c.id, p.range_id, p.global_lsn, tuple(p.write_regions), p.draining_from,
+                      tuple(w for w, _ in p._global_waiters),
+                      tuple((region, _replica_set_state(rs)) for region, rs in p.replica_sets.items())))
     links = tuple((pair, l.state, l.lag_ms, l.jitter_ms, len(l._queue), l._armed_ms, l.delivered)
                   for pair, l in sorted(acct.links.items()))
     regions = tuple((r.name, r.state) for r in acct.regions)
-    return repr((world.now_ms, regions, tuple(acct.write_regions), links, parts,
-                 len(acct.lost_writes), len(acct.failovers)))
+    return repr((world.clock.now_ms(), regions, tuple(acct.write_regions), links, parts,
+                 tuple(map(repr, acct.lost_writes)), len(acct.failovers)))
 
 
-def _check_flags(world: World) -> None:
+def _check_flags(world) -> None:
     """The fast run's flags against a fresh computation (a stale lockstep would commit without
     a quorum; a stale receiver_up would deliver to a region that is down)."""
     acct = world.account
     for (a, b), link in acct.links.items():
         assert link.receiver_up == (acct.region(a).state == "up" and acct.region(b).state == "up"), (a, b)
-    for c in world.containers.values():
-        for p in c.partitions:
-            for region, rs in p.replica_sets.items():
-                fresh = not rs.electing and all(
-                    r.state == UP and (r is rs.primary or (rs.delay_ms + r.extra_delay_ms <= 0
-                                                           and r.next_apply_ms == 0))
-                    for r in rs.replicas)
-                assert rs.lockstep == fresh, (world.now_ms, region, p.range_id, rs.describe())
-            above = p._global_above
-            if above is not None:
-                # May be high after a cut (partition.py's docstring), never low, never a majority.
-                real = sum(1 for rs in p.replica_sets.values() if rs.committed_lsn > p.global_lsn)
-                assert real <= above < p.majority(), (world.now_ms, p.range_id, real, above)
+    for _, p in acct.partitions():
+        for region, rs in p.replica_sets.items():
+            fresh = not rs.electing and all(
+                r.state == UP and (r is rs.primary or (rs.delay_ms + r.extra_delay_ms <= 0
+                                                       and r.next_apply_ms == 0))
+                for r in rs.replicas)
+            assert rs.lockstep == fresh, (world.clock.now_ms(), region, p.range_id, rs.describe())
+        above = p._global_above
+        if above is not None:
+            # May be high after a cut (partition.py's docstring), never low, never a majority.
+            real = sum(1 for rs in p.replica_sets.values() if rs.committed_lsn > p.global_lsn)
+            assert real <= above < p.majority(), (world.clock.now_ms(), p.range_id, real, above)
 
 
 @dataclass
@@ -205,7 +209,14 @@ def assert_same(seed: int, config: SimConfig, multi_write: bool = False) -> int:
         b = _traced(seed, config, fast=False, multi_write=multi_write, keep={where}).states.get(where)
     pytest.fail(f"seed {seed} {config} multi_write={multi_write}: the fast paths diverge at step {where} "
                 f"(of {len(fast.steps)} / {len(plain.steps)}; histories equal: {fast.history == plain.history})\n"
-                f"fast:  {a}\nplain: {b}")
+                + _difference(a or "", b or ""))
+
+
+def _difference(fast: str, plain: str) -> str:
+    """Where two state texts first differ, with some context either side."""
+    i = next((i for i, (x, y) in enumerate(zip(fast, plain)) if x != y), min(len(fast), len(plain)))
+    lo = max(0, i - 400)
+    return f"first difference at char {i}:\nfast:  ...{fast[lo:i + 200]}\nplain: ...{plain[lo:i + 200]}"
 
 
 # ---- the runs ----------------------------------------------------------------------------------
@@ -276,3 +287,131 @@ def test_the_runs_exercise_the_fast_paths():
     assert {"replica_slow", "primary_crash", "replica_crash"} & kinds
     assert seen["lockstep_commits"] > 50 and seen["non_lockstep_commits"] > 10, seen
     assert seen["advances"] > 10 and seen["counted"] > 50, seen
+
+
+# ---- the core driven directly: what the simulator does not do --------------------------------
+# Batches (multi-version commits), regions joining and leaving, node crashes, reads at every
+# level, and strong and bounded-staleness accounts, from a hypothesis-drawn list of actions.
+REGIONS = ("East US", "West US", "North Europe")
+NEW_REGIONS = ("Japan East", "Brazil South")
+LEVELS = ("Strong", "BoundedStaleness", "Session", "ConsistentPrefix", "Eventual")
+KEYS = ("a", "b", "c", "d")
+
+
+class CoreWorld:
+    def __init__(self, seed: int, **config):
+        self.clock = ManualClock()
+        self.scheduler = Scheduler()
+        self.account = Account(AccountConfig(regions=REGIONS, jitter_ms=3, **config), self.clock, self.scheduler,
+                               random.Random(seed))
+        db = self.account.create_database({"id": "db"})
+        self.container = self.account.create_container(db, {"id": "c", "partitionKey": {
+            "paths": ["/pk"], "kind": "Hash", "version": 2}})
+        self.faults: list = []
+        self.n = 0
+
+    def names(self) -> list:
+        return [r.name for r in self.account.regions]
+
+
+def _act(w: CoreWorld, action: tuple, log: list) -> None:
+    """One drawn action; what it answered goes to log (a refusal is an answer too)."""
+    kind, a, b, c = action
+    acct = w.account
+    names = w.names()
+    region = names[a % len(names)]
+    try:
+        if kind == "write":
+            w.n += 1
+            key = KEYS[b % len(KEYS)]
+            region = region if a % 4 == 0 or acct.config.multi_write else acct.hub_region   # some 403s
+            writer = Writer(w.container, region, canonical_pk_json([key]), [key], w.clock.now_ms())
+            for i in range(1 + c % 3):                   # 2-3 operations: one commit of several versions
+                item = f"{key}{(c + i) % 3}"
+                if (c + i) % 4 == 3:
+                    writer.delete(item) if writer.current(item) is not None else writer.upsert(
+                        {"id": item, "pk": key, "w": w.n})
+                else:
+                    writer.upsert({"id": item, "pk": key, "w": w.n})
+            lsn = writer.commit()
+            rs = writer.rs
+            log.append(("write", region, key, lsn, rs.epoch))
+            rs.when_committed(lsn, lambda ok, n=w.n: log.append(("committed", n, ok)))
+            rs.partition.when_globally_committed(lsn, lambda ok, n=w.n: log.append(("global", n, ok)))
+        elif kind == "read":
+            key = KEYS[b % len(KEYS)]
+            level = LEVELS[c % len(LEVELS)]
+            rs = w.container.partition_for_epk(w.container.epk_of(canonical_pk_json([key]), [key])).for_read(region)
+            v, lsn = read_in(rs, canonical_pk_json([key]), f"{key}0", level, None)
+            log.append(("read", region, key, level, lsn, None if v is None else v.doc.get("w")))
+        elif kind == "advance":
+            run_until_idle(w.clock, w.scheduler, limit_ms=w.clock.now_ms() + (b % 8) * 40 + c % 40)
+        elif kind == "fault":
+            specs = [{"type": "region_outage", "region": region},
+                     {"type": "link_cut", "from": region, "to": names[b % len(names)], "one_way": c % 2 == 0},
+                     {"type": "link_lag", "from": region, "to": names[b % len(names)], "lag_ms": 20 + c * 7},
+                     {"type": "primary_crash", "region": region},
+                     {"type": "replica_crash", "region": region, "replica": 1 + c % 3},
+                     {"type": "replica_slow", "region": region, "replica": c % 4, "delay_ms": (b % 3) * 50},
+                     {"type": "node_crash", "region": region, "node": c % acct.placement.nodes_per_region}]
+            spec = dict(specs[b % len(specs)])
+            if c % 3:
+                spec["duration_ms"] = 30 + 60 * (c % 7)
+            w.faults.append(acct.faults.inject(spec))
+            log.append(("fault", spec))
+        elif kind == "heal":
+            active = sorted(acct.faults.active)
+            if active:
+                fid = active[b % len(active)]
+                acct.faults.heal(fid)
+                log.append(("heal", fid))
+        elif kind == "failover":
+            f = acct.failover(region, forced=b % 2 == 0)
+            log.append(("failover", region, f.state, f.lost))
+        elif kind == "add_region":
+            name = NEW_REGIONS[b % len(NEW_REGIONS)]
+            acct.add_region(name)
+            log.append(("added", name))
+        elif kind == "remove_region":
+            acct.remove_region(region)
+            log.append(("removed", region))
+    except CosmosError as e:
+        log.append(("refused", kind, e.status, e.substatus))
+
+
+ACTION = st.tuples(st.sampled_from(["write"] * 6 + ["read"] * 3 + ["advance"] * 4 + ["fault"] * 3
+                                   + ["heal", "failover", "add_region", "remove_region"]),
+                   st.integers(0, 15), st.integers(0, 15), st.integers(0, 15))
+ACCOUNTS = st.sampled_from([
+    dict(consistency="Strong"), dict(consistency="Strong", log_retained_commits=2),
+    dict(consistency="Strong", intra_region_delay_ms=2),       # elections discard unacknowledged tails
+    dict(consistency="BoundedStaleness", staleness_ops=4, log_retained_commits=3),
+    dict(consistency="Session", log_retained_commits=2), dict(consistency="Session", multi_write=True),
+    dict(consistency="Eventual", intra_region_delay_ms=1),
+])
+
+
+def _core_trace(seed: int, account: dict, actions: list, *, fast: bool) -> list:
+    w = CoreWorld(seed, auto_failover=True, detection_delay_ms=200, election_ms=50, **account)
+    trace, log = [], []                      # log: every answer, callbacks' too, in order
+    for action in actions + [("heal", 0, 0, 0)] * 8 + [("advance", 0, 7, 39)] * 20:
+        seen = len(log)
+        _act(w, action, log)
+        if fast:
+            _check_flags(w)
+        trace.append((repr(log[seen:]), _state(w)))
+    return trace
+
+
+@settings(max_examples=int(__import__("os").environ.get("ORACLE_EXAMPLES", 40)), deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(seed=st.integers(0, 1000), account=ACCOUNTS, actions=st.lists(ACTION, min_size=5, max_size=60))
+def test_fast_paths_match_when_the_core_is_driven_directly(seed, account, actions):
+    fast = _core_trace(seed, account, actions, fast=True)
+    with fast_paths_off():
+        plain = _core_trace(seed, account, actions, fast=False)
+    for i, (a, b) in enumerate(zip(fast, plain)):
+        assert a[0] == b[0], f"action {i} {actions[i] if i < len(actions) else 'final'} answered differently"
+        if a[1] != b[1]:
+            pytest.fail(f"action {i} {actions[i] if i < len(actions) else 'final'}: states diverge\n"
+                        + _difference(a[1], b[1]))
