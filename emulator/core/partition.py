@@ -19,7 +19,9 @@ write region's own while others are short, and every region's after the majority
 comparisons. A region's committed LSN only goes up through a commit, which keeps the count;
 going down (a cut) only makes the count too high, which at worst costs a full recompute.
 Anything else that could make it too low (a region joins, the global LSN is lowered, a restore
-sets a region's LSN) forgets it (None), and the next commit recomputes in full.
+sets a region's LSN) forgets it (None), and the next commit recomputes in full. So does a new
+epoch in any region: while the regions are in different epochs (one down since a forced
+failover) what a commit counts for depends on the cuts, and every commit recomputes in full.
 """
 from operator import attrgetter
 
@@ -158,9 +160,18 @@ class Partition:
         self._recompute_global()
 
     def forget_global_count(self) -> None:
-        """A region's committed LSN was set outside a commit (a restore levelled it): the next
-        commit recomputes the global LSN in full."""
+        """A region's committed LSN was set outside a commit (a restore levelled it), or its
+        epoch changed: the next commit recomputes the global LSN in full."""
         self._global_short = None
+
+    def _epochs_mixed(self) -> bool:
+        epoch = None
+        for rs in self.replica_sets.values():
+            if epoch is None:
+                epoch = rs.epoch
+            elif rs.epoch != epoch:
+                return True
+        return False
 
     def _ship(self, rs: ReplicaSet, old: int, new: int) -> None:
         targets = self._targets.get(rs.region)
@@ -201,7 +212,7 @@ class Partition:
                 if not need:
                     break
         else:
-            self._global_short = need
+            self._global_short = None if self._epochs_mixed() else need
             return
         sets = self.replica_sets.values()
         newest = None                          # the first replica set of the newest epoch
@@ -228,7 +239,7 @@ class Partition:
             if rs.committed_lsn > g:
                 above += 1
         short = len(committed) // 2 + 1 - above
-        self._global_short = short if short > 0 else None
+        self._global_short = short if short > 0 and not mixed else None
         if not moved:
             return
         waiters = self._global_waiters
@@ -237,17 +248,12 @@ class Partition:
 
     def _advance_global(self) -> None:
         """A commit took the count of regions above the global LSN to a majority (the count may
-        be high, after a cut). In one epoch the new global LSN is then the lowest of the exactly
-        majority-many regions above the old one: one pass finds it and the new count."""
+        be high, after a cut). The regions are in one epoch (a count is kept only then), so the
+        new global LSN is the lowest of the exactly majority-many regions above the old one: one
+        pass finds it and the new count."""
         g0 = self.global_lsn
         low = n_above = n_low = 0
-        epoch = None
         for rs in self.replica_sets.values():
-            if epoch is None:
-                epoch = rs.epoch
-            elif rs.epoch != epoch:
-                self._recompute_global()       # mixed epochs: what counts is the shared history
-                return
             c = rs.committed_lsn
             if c > g0:
                 n_above += 1

@@ -165,7 +165,8 @@ class ReplicaSet:
 
     def append(self, versions: list) -> int:
         """Commit-path entry for a write region. versions are stamped with next_lsn()."""
-        self.check_writable()
+        if not self.lockstep:                # lockstep: every replica up, no election
+            self.check_writable()
         lsn = self.lsn + 1
         self._add(lsn, versions)
         return lsn
@@ -424,11 +425,15 @@ class ReplicaSet:
         self.epoch += 1
         self.epoch_start_lsn = self.lsn
         self.epoch_starts.append(self.lsn)
+        if self.partition is not None:
+            self.partition.forget_global_count()     # what a region's commits count for changed
 
     def next_version(self) -> None:
         """A new session-token version without a cut (the account's regions changed)."""
         self.epoch += 1
         self.epoch_starts.append(NO_CUT_LSN)
+        if self.partition is not None:
+            self.partition.forget_global_count()     # what a region's commits count for changed
 
     def cut_since(self, epoch: int) -> int | None:
         """The lowest LSN history was cut back to after `epoch` ended (None: it is the current

@@ -141,13 +141,14 @@ class GlobalLsnMachine(RuleBasedStateMachine):
         assert self.acks[0] == self.acks[1]
 
     @invariant()
-    def a_known_count_is_short_of_a_majority_above_the_global_lsn(self):
+    def a_known_count_is_short_of_a_majority_above_the_global_lsn_in_one_epoch(self):
         if not hasattr(self, "worlds"):
             return
         for p in self.worlds[0][3].partitions:
             if p._global_short is not None:
                 above = sum(rs.committed_lsn > p.global_lsn for rs in p.replica_sets.values())
                 assert 1 <= p._global_short <= p.majority() - above
+                assert len({rs.epoch for rs in p.replica_sets.values()}) == 1, "a count in mixed epochs"
 
 
 GlobalLsnMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=50, deadline=None)
