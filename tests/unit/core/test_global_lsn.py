@@ -1,6 +1,6 @@
 """Proves the partition's counted global LSN (partition.py, `_global_short`) is the one a full
 recompute on every commit of every region gives: a hypothesis state machine drives two identical
-Strong accounts in virtual time, one whose partitions forget the count (so every commit
+accounts (Strong, or multi-write) in virtual time, one whose partitions forget the count (so every commit
 recomputes in full, as before the count existed), through writes, deliveries, region outages,
 link cuts, replica crashes and recoveries, forced and graceful failovers and region adds and
 removes, and compares every partition's global LSN, every region's committed LSN and every
@@ -34,9 +34,10 @@ class FullRecompute(Partition):
     _global_short = property(lambda self: None, lambda self, value: None)
 
 
-def build(full: bool, lag_ms: dict, partitions: int):
+def build(full: bool, lag_ms: dict, partitions: int, multi_write: bool = False):
     clock, scheduler = ManualClock(), Scheduler()
-    config = AccountConfig(regions=REGIONS, consistency="Strong", partition_count=partitions,
+    config = AccountConfig(regions=REGIONS, consistency="Session" if multi_write else "Strong",
+                           multi_write=multi_write, partition_count=partitions,
                            lag_ms=lag_ms, detection_delay_ms=50, election_ms=20)
     account = Account(config, clock, scheduler, random.Random(7))
     db = account.create_database({"id": "db"})
@@ -61,11 +62,11 @@ def outcome(fn):
 
 class GlobalLsnMachine(RuleBasedStateMachine):
     @initialize(lags=st.lists(st.sampled_from([0, 1, 3, 20]), min_size=6, max_size=6),
-                partitions=st.sampled_from([1, 2]))
-    def build(self, lags, partitions):
+                partitions=st.sampled_from([1, 2]), multi_write=st.sampled_from([False, False, True]))
+    def build(self, lags, partitions, multi_write):
         pairs = [(a, b) for a in REGIONS for b in REGIONS if a != b]
         lag_ms = dict(zip(pairs, lags))
-        self.worlds = [build(full, lag_ms, partitions) for full in (False, True)]
+        self.worlds = [build(full, lag_ms, partitions, multi_write) for full in (False, True)]
         self.acks = [[], []]                 # strong acknowledgements heard, in order, per world
         self.n = 0
 
