@@ -20,7 +20,7 @@ CUT = "cut"           # like paused, but reported as a network partition
 
 class Link:
     __slots__ = ("src", "dst", "lag_ms", "jitter_ms", "state", "scheduler", "clock", "rng",
-                 "_queue", "_armed_ms", "_last_due_ms", "delivered", "receiver_up", "on_state")
+                 "_queue", "_armed_ms", "_last_due_ms", "delivered", "receiver_up", "on_state", "_fire_cb")
 
     def __init__(self, src: str, dst: str, lag_ms: int, scheduler, clock, rng, jitter_ms: int = 0):
         self.src = src
@@ -39,6 +39,7 @@ class Link:
         # account sets it on every change of a region's state, then kicks the link.
         self.receiver_up = True
         self.on_state = None              # fn(link) after its state changed (the account listens)
+        self._fire_cb = self._fire        # bound once: every commit sent on an idle link arms it
 
     def send_snapshot(self, target_rs, snapshot: Snapshot) -> None:
         """A state transfer (snapshot.py), queued in order with the commits."""
@@ -63,7 +64,7 @@ class Link:
                 # _arm for a queue of just this commit (due is not before now), without the call.
                 if self.state == ACTIVE and self.receiver_up:
                     self._armed_ms = due
-                    self.scheduler.call_at(due, self._fire, due)
+                    self.scheduler.call_at(due, self._fire_cb, due)
             else:
                 self._arm()
         elif armed > due:                    # a timer due by then delivers this one too
@@ -79,7 +80,7 @@ class Link:
         if not self.receiver_up:
             return
         self._armed_ms = due
-        self.scheduler.call_at(due, self._fire, due)
+        self.scheduler.call_at(due, self._fire_cb, due)
 
     def _fire(self, armed_ms: int) -> None:
         if armed_ms != self._armed_ms:

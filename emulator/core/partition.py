@@ -11,15 +11,17 @@ quorum has it. Under Strong it also waits until a majority of the account's regi
 committed it (`global_committed_lsn`), and strong reads are served only at or above that LSN,
 so no region ever returns a value older than an acknowledged write.
 
-The global LSN is recomputed on every commit of every region, so the partition counts, in
-`_global_above`, the regions whose committed LSN is above it. While that count is known it is
-below a majority (else the global LSN would have moved), and a commit can move the global LSN
-only by taking one more region above it: the commits that do not (nearly all: the write
-region's own, once the count is 1, and every region after the majority's) cost two
+The global LSN is recomputed on every commit of every region, so the partition counts the
+regions whose committed LSN is above it; it keeps `_global_short`, how many more of them a
+majority needs (at least 1, else the global LSN would have moved). A commit can move the
+global LSN only by taking one more region above it: the commits that do not (nearly all: the
+write region's own while others are short, and every region's after the majority's) cost two
 comparisons. A region's committed LSN only goes up through a commit, which keeps the count;
-going down (a cut) only makes it too high, which at worst costs a full recompute. Anything
-else that could make it too low (a region joins, the global LSN is lowered, a restore sets a
-region's LSN) forgets it (None), and the next commit recomputes in full.
+going down (a cut) only makes the count too high, which at worst costs a full recompute.
+Anything else that could make it too low (a region joins, the global LSN is lowered, a restore
+sets a region's LSN) forgets it (None), and the next commit recomputes in full. So does a new
+epoch in any region: while the regions are in different epochs (one down since a forced
+failover) what a commit counts for depends on the cuts, and every commit recomputes in full.
 """
 from operator import attrgetter
 
@@ -39,7 +41,7 @@ def _commit_ts_ms(rs: ReplicaSet, lsn: int) -> int | None:
 class Partition:
     __slots__ = ("range_id", "min_epk", "max_epk", "replica_sets", "write_regions", "_links", "_targets",
                  "_global_waiters", "global_lsn", "staleness_ops", "staleness_s", "_region_ids", "region_order",
-                 "region_up", "draining_from", "durable", "_global_above")
+                 "region_up", "draining_from", "durable", "_global_short")
 
     def __init__(self, range_id: str, min_epk: str, max_epk: str):
         self.range_id = range_id
@@ -52,7 +54,7 @@ class Partition:
         self._targets: dict = {}               # region -> [(link, replica set)] it ships to
         self._global_waiters: list = []        # (lsn, fn) sorted by lsn
         self.global_lsn = 0                    # highest LSN committed by a majority of regions
-        self._global_above = None              # regions committed above global_lsn (module docstring)
+        self._global_short = None              # regions a majority above global_lsn lacks (module docstring)
         self.staleness_ops = STALENESS_OPS_DEFAULT
         self.staleness_s = None                # set (with staleness_ops) for bounded-staleness accounts
         self.region_up = lambda region: True   # the account's view; a region in an outage is exempt
@@ -95,7 +97,7 @@ class Partition:
 
     def attach(self, region: str, rs: ReplicaSet) -> None:
         self._targets.clear()
-        self._global_above = None              # one more region, and maybe already above
+        self._global_short = None              # one more region, and maybe already above
         self.replica_sets[region] = rs
         rs.partition = self
         rs.commit_listeners.append(self._on_commit)
@@ -145,23 +147,31 @@ class Partition:
             self._ship(rs, old, new)
         if self.durable is not None:           # every region's: a restart brings each back as it was
             self.durable(self, rs, old, new)
-        above = self._global_above             # _recompute_global's common cases (module docstring)
-        if above is not None:
+        short = self._global_short             # _recompute_global's common cases (module docstring)
+        if short is not None:
             g = self.global_lsn
             if old > g or new <= g:
                 return                         # rs was above the global LSN already, or is not yet
-            above += 1
-            if above <= len(self.replica_sets) >> 1:
-                self._global_above = above     # still short of a majority above it
+            if short > 1:
+                self._global_short = short - 1     # one more above it, still short of a majority
                 return
             self._advance_global()
             return
         self._recompute_global()
 
     def forget_global_count(self) -> None:
-        """A region's committed LSN was set outside a commit (a restore levelled it): the next
-        commit recomputes the global LSN in full."""
-        self._global_above = None
+        """A region's committed LSN was set outside a commit (a restore levelled it), or its
+        epoch changed: the next commit recomputes the global LSN in full."""
+        self._global_short = None
+
+    def _epochs_mixed(self) -> bool:
+        epoch = None
+        for rs in self.replica_sets.values():
+            if epoch is None:
+                epoch = rs.epoch
+            elif rs.epoch != epoch:
+                return True
+        return False
 
     def _ship(self, rs: ReplicaSet, old: int, new: int) -> None:
         targets = self._targets.get(rs.region)
@@ -202,7 +212,7 @@ class Partition:
                 if not need:
                     break
         else:
-            self._global_above = len(self.replica_sets) // 2 + 1 - need
+            self._global_short = None if self._epochs_mixed() else need
             return
         sets = self.replica_sets.values()
         newest = None                          # the first replica set of the newest epoch
@@ -228,7 +238,8 @@ class Partition:
         for rs in sets:
             if rs.committed_lsn > g:
                 above += 1
-        self._global_above = above if above < len(committed) // 2 + 1 else None
+        short = len(committed) // 2 + 1 - above
+        self._global_short = short if short > 0 and not mixed else None
         if not moved:
             return
         waiters = self._global_waiters
@@ -237,17 +248,12 @@ class Partition:
 
     def _advance_global(self) -> None:
         """A commit took the count of regions above the global LSN to a majority (the count may
-        be high, after a cut). In one epoch the new global LSN is then the lowest of the exactly
-        majority-many regions above the old one: one pass finds it and the new count."""
+        be high, after a cut). The regions are in one epoch (a count is kept only then), so the
+        new global LSN is the lowest of the exactly majority-many regions above the old one: one
+        pass finds it and the new count."""
         g0 = self.global_lsn
         low = n_above = n_low = 0
-        epoch = None
         for rs in self.replica_sets.values():
-            if epoch is None:
-                epoch = rs.epoch
-            elif rs.epoch != epoch:
-                self._recompute_global()       # mixed epochs: what counts is the shared history
-                return
             c = rs.committed_lsn
             if c > g0:
                 n_above += 1
@@ -258,12 +264,12 @@ class Partition:
         majority = len(self.replica_sets) // 2 + 1
         if n_above != majority:
             if n_above < majority:
-                self._global_above = n_above   # the count was high: the global LSN stays
+                self._global_short = majority - n_above    # the count was high: the global LSN stays
             else:
                 self._recompute_global()       # more than a majority above: not the lowest of them
             return
         self.global_lsn = low
-        self._global_above = n_above - n_low
+        self._global_short = majority - (n_above - n_low)
         waiters = self._global_waiters
         while waiters and waiters[0][0] <= low:
             waiters.pop(0)[1](True)
@@ -284,7 +290,7 @@ class Partition:
                 keep.append((w_lsn, fn))
         self._global_waiters = keep
         self.global_lsn = min(self.global_lsn, lsn)
-        self._global_above = None              # a lower global LSN may have more regions above it
+        self._global_short = None              # a lower global LSN may have more regions above it
 
     def bounded_floor(self) -> int:
         """Bounded staleness: the oldest LSN a read may be served at (K operations behind the

@@ -40,7 +40,7 @@ class ReplicaSet:
                  "store", "lsn", "committed_lsn", "epoch", "epoch_start_lsn", "epoch_starts", "log", "commit_listeners",
                  "_waiters", "_early", "electing", "partition", "own_seq", "progress", "progress_seq", "multi_write",
                  "resolver", "on_conflict", "discard_tail", "_etag_prefix", "log_retained_commits",
-                 "token_vector", "lockstep", "__weakref__")
+                 "token_vector", "lockstep", "_floor_of", "__weakref__")
 
     def __init__(self, region: str, range_id: str, scheduler, clock, *, delay_ms: int = 0,
                  routing: ReadRoutingPolicy | None = None):
@@ -89,6 +89,7 @@ class ReplicaSet:
         self.token_vector = None
         self.lockstep = False
         self._refresh_lockstep()
+        self._floor_of = self.floor_lsn    # bound once: the store calls it for a key it has
 
     # ---- state -------------------------------------------------------------------------
     def floor_lsn(self) -> int:
@@ -164,7 +165,8 @@ class ReplicaSet:
 
     def append(self, versions: list) -> int:
         """Commit-path entry for a write region. versions are stamped with next_lsn()."""
-        self.check_writable()
+        if not self.lockstep:                # lockstep: every replica up, no election
+            self.check_writable()
         lsn = self.lsn + 1
         self._add(lsn, versions)
         return lsn
@@ -258,7 +260,7 @@ class ReplicaSet:
         if len(versions) == 1:
             # One version (nearly every commit), kept in the log as itself (see __init__).
             entry = versions[0]
-            store.put(entry, self.floor_lsn)                 # the floor only for a key it has
+            store.put(entry, self._floor_of)                 # the floor only for a key it has
         else:
             entry = versions
             if not store.add_new(versions):                  # add_new: a batch of new keys at once
@@ -423,11 +425,15 @@ class ReplicaSet:
         self.epoch += 1
         self.epoch_start_lsn = self.lsn
         self.epoch_starts.append(self.lsn)
+        if self.partition is not None:
+            self.partition.forget_global_count()     # what a region's commits count for changed
 
     def next_version(self) -> None:
         """A new session-token version without a cut (the account's regions changed)."""
         self.epoch += 1
         self.epoch_starts.append(NO_CUT_LSN)
+        if self.partition is not None:
+            self.partition.forget_global_count()     # what a region's commits count for changed
 
     def cut_since(self, epoch: int) -> int | None:
         """The lowest LSN history was cut back to after `epoch` ended (None: it is the current

@@ -37,6 +37,7 @@ class SchedulerDriver:
         self._scheduler = scheduler
         self._handle = None
         self._armed_ms = None
+        self._fire_cb = self._fire            # bound once: every timer arms it
         scheduler.on_earlier = self._arm
 
     def _arm(self, due_ms: int) -> None:
@@ -46,7 +47,7 @@ class SchedulerDriver:
             self._handle.cancel()
         self._armed_ms = due_ms
         clock = self._clock                    # clock.loop_time_at(due_ms), inlined: every timer
-        self._handle = self._loop.call_at(clock._origin_loop + (due_ms - clock._origin_ms) / 1000, self._fire)
+        self._handle = self._loop.call_at(clock._origin_loop + (due_ms - clock._origin_ms) / 1000, self._fire_cb)
 
     def _fire(self) -> None:
         self._handle = None
