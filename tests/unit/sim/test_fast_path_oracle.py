@@ -1,12 +1,15 @@
-"""Proves the replication fast paths change nothing observable: seeded simulator runs (real core,
-virtual time, random faults and failovers) are replayed with every fast path replaced, from this
+"""Proves the replication fast paths change nothing observable: the same seeded workload and
+fault schedule runs twice, once as the code is and once with every fast path replaced, from this
 file, by the plain computation it stands for (ReplicaSet.lockstep kept False; the partition's
 global LSN recomputed in full on every commit instead of counted; VersionStore.put as add; each
-link asking its regions' states instead of keeping a flag), and the full core state after every
-scheduler step (every replica's state, role and applied LSN, committed LSNs, epochs, the global
-LSN, every store's versions and change feed, the logs, links and waiters) and the whole history
-(every write's outcome, every read's answer, lost writes, failovers) must be identical. The fast
-run also checks each flag against a fresh computation at every step."""
+link asking its regions' states instead of keeping a flag), through the simulator (clients,
+random faults and failovers in virtual time) and through the core driven directly by
+hypothesis-drawn actions (batches, regions joining and leaving, node crashes, reads at every
+level). The full core state after every step (every replica's state, role and applied LSN,
+committed LSNs, epochs, the global LSN, every store's versions and change feed, the conflicts
+feed, logs, links and waiters) and every answer (each write's outcome and acknowledgement, each
+read's value, lost writes, failovers) must be identical; the fast run also checks each flag
+against a fresh computation after every step."""
 import hashlib
 import importlib
 import random
@@ -131,7 +134,9 @@ def _state(world) -> str:
     links = tuple((pair, l.state, l.lag_ms, l.jitter_ms, len(l._queue), l._armed_ms, l.delivered)
                   for pair, l in sorted(acct.links.items()))
     regions = tuple((r.name, r.state) for r in acct.regions)
-    return repr((world.clock.now_ms(), regions, tuple(acct.write_regions), links, parts,
+    conflicts = tuple((c.id, tuple(map(repr, c.conflicts.entries))) for db in acct.databases.values()
+                      for c in db.containers.values() if c.conflicts is not None)
+    return repr((world.clock.now_ms(), regions, tuple(acct.write_regions), links, parts, conflicts,
                  tuple(map(repr, acct.lost_writes)), len(acct.failovers)))
 
 
