@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from emulator.core import account as account_mod
 from emulator.core.account import Account, AccountConfig
 from emulator.core.container import canonical_pk_json
 from emulator.core.documents import Writer, read_in
