@@ -115,7 +115,7 @@ def _version(v) -> tuple:
 def _replica_set_state(rs: ReplicaSet) -> tuple:
     store = rs.store
     return (rs.lsn, rs.committed_lsn, rs.epoch, tuple(rs.epoch_starts), rs.electing, rs.primary.index,
-            tuple((r.state, r.role, r.applied_lsn, r.extra_delay_ms) for r in rs.replicas),
+            tuple((r.state, r.role, r.applied_lsn, r.extra_delay_ms, r.next_apply_ms) for r in rs.replicas),
             rs.log_first_lsn(), tuple(_version(v) for e in rs.log for v in versions_of(e)),
             tuple(sorted(rs._early)), tuple(w for w, _ in rs._waiters),
             tuple(sorted(rs.progress.items())), rs.own_seq, store.count_live, tuple(store.changes),
