@@ -216,8 +216,8 @@ class Account:
 
     def _service_managed_failover(self, region: str, outage: int) -> None:
         from . import failover as fo
-        down = self.region(region)
-        if down.state == "up" or down.outages != outage or region not in self.write_regions:
+        down = next((r for r in self.regions if r.name == region), None)     # None: removed since
+        if down is None or down.state == "up" or down.outages != outage or region not in self.write_regions:
             if self.failover_waiting == (region, outage):
                 self.failover_waiting = None
             return

@@ -295,3 +295,21 @@ def test_interrupted_outages_do_not_add_up_to_the_detection_delay():
     w.until(t0 + 17_000)                          # 10 s of this outage without a break
     [f] = w.account.failovers
     assert (f.source, f.target, f.forced, f.started_ms) == (EAST, EAST2, True, t0 + 17_000)
+
+
+def test_a_removed_write_region_s_pending_detection_does_nothing_and_timers_keep_running():
+    """The write region goes down (its service-managed failover's detection starts), a manual
+    forced failover moves writes away, and the old write region is removed before the detection
+    delay ends: the detection timer finds no such region and does nothing. (It raised KeyError
+    from inside the scheduler, which in the runtime leaves every later timer unrun; found by
+    test_fast_path_oracle's core driver.)"""
+    w, c = world(detection_delay_ms=1_000)
+    t0 = w.now_ms
+    w.account.set_region_state(EAST, "down")
+    w.account.failover(EAST2, forced=True)
+    w.account.remove_region(EAST)
+    status, _, lsn, rs = w.write(c, "p", "create", {"id": "after", "pk": "p"})
+    w.until(t0 + 2_000)                           # past the detection delay: the timer ran
+    assert [r.name for r in w.account.regions] == [EAST2, WEST] and w.account.write_regions == (EAST2,)
+    assert len(w.account.failovers) == 1         # the manual one only
+    assert c.partitions[0].replica_sets[WEST].committed_lsn >= lsn     # replication went on
