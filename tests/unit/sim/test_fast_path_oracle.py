@@ -12,6 +12,7 @@ read's value, lost writes, failovers) must be identical; the fast run also check
 against a fresh computation after every step."""
 import hashlib
 import importlib
+import os
 import random
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -387,6 +388,8 @@ def _act(w: CoreWorld, action: tuple, log: list) -> None:
         log.append(("refused", kind, e.status, e.substatus))
 
 
+# Examples per CI run (a few seconds); ORACLE_EXAMPLES=2000 for a longer search by hand.
+CORE_EXAMPLES = int(os.environ.get("ORACLE_EXAMPLES", 60))
 ACTION = st.tuples(st.sampled_from(["write"] * 6 + ["read"] * 3 + ["advance"] * 4 + ["fault"] * 3
                                    + ["heal", "failover", "add_region", "remove_region"]),
                    st.integers(0, 15), st.integers(0, 15), st.integers(0, 15))
@@ -411,9 +414,9 @@ def _core_trace(seed: int, account: dict, actions: list, *, fast: bool) -> list:
     return trace
 
 
-@settings(max_examples=int(__import__("os").environ.get("ORACLE_EXAMPLES", 40)), deadline=None, derandomize=True, database=None,
+@settings(max_examples=CORE_EXAMPLES, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(seed=st.integers(0, 1000), account=ACCOUNTS, actions=st.lists(ACTION, min_size=5, max_size=60))
+@given(seed=st.integers(0, 1000), account=ACCOUNTS, actions=st.lists(ACTION, min_size=5, max_size=100))
 def test_fast_paths_match_when_the_core_is_driven_directly(seed, account, actions):
     fast = _core_trace(seed, account, actions, fast=True)
     with fast_paths_off():
