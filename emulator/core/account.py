@@ -139,12 +139,14 @@ class Account:
 
     def _link(self, a: str, b: str, lag: int) -> Link:
         link = Link(a, b, lag, self.scheduler, self.clock, self.rng, self.config.jitter_ms)
-        # The two Region objects, not their names: every send and delivery asks, and looking
-        # names up walks the region list twice. A removed region's state becomes "removed".
-        ra, rb = self.region(a), self.region(b)
-        link.receiver_up = lambda: ra.state == "up" and rb.state == "up"
+        link.receiver_up = self._ends_up(a, b)
         link.on_state = self._link_state_changed
         return link
+
+    def _ends_up(self, a: str, b: str) -> bool:
+        """Whether a link from a to b may deliver: both regions up. Each link keeps the answer
+        (every send and delivery asks), so every change of a region's state sets it again."""
+        return self.region(a).state == "up" and self.region(b).state == "up"
 
     def _link_state_changed(self, link) -> None:
         self._retry_waiting_failover()
@@ -188,6 +190,9 @@ class Account:
         if region.state == state:
             return
         region.state = state
+        for (a, b), link in self.links.items():
+            if name in (a, b):
+                link.receiver_up = self._ends_up(a, b)     # kicked below once the cuts are taken
         if state == "up":
             region.outage_mode = None
             for p, keep in self.pending_cuts.pop(name, []):
@@ -371,7 +376,10 @@ class Account:
             raise bad_request(f"{name} is the write region: fail over to another region before removing it.")
         if self.draining is not None:
             raise conflict("A failover is in progress; remove the region after it completes.")
-        self.region(name).state = "removed"   # links still holding it stop delivering to it
+        self.region(name).state = "removed"
+        for pair, link in self.links.items():
+            if name in pair:
+                link.receiver_up = False      # a timer still holding it delivers nothing to it
         self.regions = [r for r in self.regions if r.name != name]
         self.write_regions = tuple(r for r in self.write_regions if r != name)
         self.links = {pair: l for pair, l in self.links.items() if name not in pair}

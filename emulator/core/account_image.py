@@ -221,6 +221,7 @@ def restore_replica(container, index: int, region: str, lsn: int, state: dict, v
     for v in sorted(versions, key=_lsn_of):
         add(v, 0)
     rs.lsn = rs.committed_lsn = lsn
+    p.forget_global_count()                # its committed LSN moved without a commit
     for r in rs.replicas:
         r.applied_lsn = lsn
     rs.progress = dict(state["progress"])
@@ -243,6 +244,7 @@ def restore_partition(container, index: int, lsn: int, progress: dict, versions:
     for region in list(container.partitions[index].replica_sets):
         restore_replica(container, index, region, lsn, state, versions)
     container.partitions[index].global_lsn = lsn
+    container.partitions[index].forget_global_count()
 
 
 def finish(account, outbox: dict) -> list:
@@ -302,6 +304,7 @@ def _level_with(rs, hub) -> None:
         store.add(v, 0)
     rs.store = store
     rs.lsn = rs.committed_lsn = hub.committed_lsn
+    rs.partition.forget_global_count()     # its committed LSN moved without a commit
     for r in rs.replicas:
         r.applied_lsn = hub.committed_lsn
     rs.progress = dict(hub.progress)

@@ -200,8 +200,8 @@ class FaultRegistry(DirectFaults):
         undo = []
         for rs in self._replica_sets(spec):
             r = rs.replicas[idx]
-            undo.append(lambda r=r, old=r.extra_delay_ms: setattr(r, "extra_delay_ms", old))
-            r.extra_delay_ms = delay
+            undo.append(lambda rs=rs, old=r.extra_delay_ms: rs.set_replica_delay(idx, old))
+            rs.set_replica_delay(idx, delay)
         return undo
 
 

@@ -20,7 +20,7 @@ CUT = "cut"           # like paused, but reported as a network partition
 
 class Link:
     __slots__ = ("src", "dst", "lag_ms", "jitter_ms", "state", "scheduler", "clock", "rng",
-                 "_queue", "_armed_ms", "_last_due_ms", "delivered", "receiver_up", "on_state")
+                 "_queue", "_armed_ms", "_last_due_ms", "delivered", "receiver_up", "on_state", "_fire_cb")
 
     def __init__(self, src: str, dst: str, lag_ms: int, scheduler, clock, rng, jitter_ms: int = 0):
         self.src = src
@@ -35,8 +35,11 @@ class Link:
         self._armed_ms = None
         self._last_due_ms = 0
         self.delivered = 0
-        self.receiver_up = lambda: True
+        # Both ends' regions are up (a region in an outage neither sends nor receives). The
+        # account sets it on every change of a region's state, then kicks the link.
+        self.receiver_up = True
         self.on_state = None              # fn(link) after its state changed (the account listens)
+        self._fire_cb = self._fire        # bound once: every commit sent on an idle link arms it
 
     def send_snapshot(self, target_rs, snapshot: Snapshot) -> None:
         """A state transfer (snapshot.py), queued in order with the commits."""
@@ -45,7 +48,9 @@ class Link:
     def send(self, target_rs, lsn: int, versions, now_ms: int | None = None) -> None:
         """Queue a commit; `now_ms` is the account clock's now when the caller has it already
         (a commit ships to every other region at once: one clock read, not one per link)."""
-        due = (self.clock.now_ms() if now_ms is None else now_ms) + self.lag_ms
+        if now_ms is None:
+            now_ms = self.clock.now_ms()
+        due = now_ms + self.lag_ms
         if self.jitter_ms > 0:
             due += self.rng.randint(0, self.jitter_ms)
         if due < self._last_due_ms:
@@ -54,12 +59,15 @@ class Link:
         q = self._queue
         q.append((due, target_rs, lsn, versions))
         armed = self._armed_ms
-        if armed is None and len(q) == 1:
-            # _arm for a queue of just this commit (due is not before now), without the call.
-            if self.state == ACTIVE and self.receiver_up():
-                self._armed_ms = due
-                self.scheduler.call_at(due, self._fire, due)
-        elif armed is None or armed > due:   # a timer due by then delivers this one too
+        if armed is None:
+            if len(q) == 1:
+                # _arm for a queue of just this commit (due is not before now), without the call.
+                if self.state == ACTIVE and self.receiver_up:
+                    self._armed_ms = due
+                    self.scheduler.call_at(due, self._fire_cb, due)
+            else:
+                self._arm()
+        elif armed > due:                    # a timer due by then delivers this one too
             self._arm()
 
     def _arm(self) -> None:
@@ -69,18 +77,18 @@ class Link:
         due = max(q[0][0], self.clock.now_ms())
         if self._armed_ms is not None and self._armed_ms <= due:
             return                        # already armed in time (checked first: it is cheaper)
-        if not self.receiver_up():
+        if not self.receiver_up:
             return
         self._armed_ms = due
-        self.scheduler.call_at(due, self._fire, due)
+        self.scheduler.call_at(due, self._fire_cb, due)
 
     def _fire(self, armed_ms: int) -> None:
         if armed_ms != self._armed_ms:
             return                        # superseded by an earlier arm
         self._armed_ms = None
-        if self.state != ACTIVE or not self.receiver_up():
+        if self.state != ACTIVE or not self.receiver_up:
             return
-        now = self.clock.now_ms()
+        now = self.scheduler.now_ms            # the time the scheduler runs this timer for
         q = self._queue
         while q and q[0][0] <= now:
             _, rs, lsn, versions = q.popleft()

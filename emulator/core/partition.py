@@ -10,6 +10,18 @@ Acknowledgement: under every level but Strong a write is acknowledged when its r
 quorum has it. Under Strong it also waits until a majority of the account's regions have
 committed it (`global_committed_lsn`), and strong reads are served only at or above that LSN,
 so no region ever returns a value older than an acknowledged write.
+
+The global LSN is recomputed on every commit of every region, so the partition counts the
+regions whose committed LSN is above it; it keeps `_global_short`, how many more of them a
+majority needs (at least 1, else the global LSN would have moved). A commit can move the
+global LSN only by taking one more region above it: the commits that do not (nearly all: the
+write region's own while others are short, and every region's after the majority's) cost two
+comparisons. A region's committed LSN only goes up through a commit, which keeps the count;
+going down (a cut) only makes the count too high, which at worst costs a full recompute.
+Anything else that could make it too low (a region joins, the global LSN is lowered, a restore
+sets a region's LSN) forgets it (None), and the next commit recomputes in full. So does a new
+epoch in any region: while the regions are in different epochs (one down since a forced
+failover) what a commit counts for depends on the cuts, and every commit recomputes in full.
 """
 from operator import attrgetter
 
@@ -29,7 +41,7 @@ def _commit_ts_ms(rs: ReplicaSet, lsn: int) -> int | None:
 class Partition:
     __slots__ = ("range_id", "min_epk", "max_epk", "replica_sets", "write_regions", "_links", "_targets",
                  "_global_waiters", "global_lsn", "staleness_ops", "staleness_s", "_region_ids", "region_order",
-                 "region_up", "draining_from", "durable")
+                 "region_up", "draining_from", "durable", "_global_short")
 
     def __init__(self, range_id: str, min_epk: str, max_epk: str):
         self.range_id = range_id
@@ -42,6 +54,7 @@ class Partition:
         self._targets: dict = {}               # region -> [(link, replica set)] it ships to
         self._global_waiters: list = []        # (lsn, fn) sorted by lsn
         self.global_lsn = 0                    # highest LSN committed by a majority of regions
+        self._global_short = None              # regions a majority above global_lsn lacks (module docstring)
         self.staleness_ops = STALENESS_OPS_DEFAULT
         self.staleness_s = None                # set (with staleness_ops) for bounded-staleness accounts
         self.region_up = lambda region: True   # the account's view; a region in an outage is exempt
@@ -84,6 +97,7 @@ class Partition:
 
     def attach(self, region: str, rs: ReplicaSet) -> None:
         self._targets.clear()
+        self._global_short = None              # one more region, and maybe already above
         self.replica_sets[region] = rs
         rs.partition = self
         rs.commit_listeners.append(self._on_commit)
@@ -133,7 +147,31 @@ class Partition:
             self._ship(rs, old, new)
         if self.durable is not None:           # every region's: a restart brings each back as it was
             self.durable(self, rs, old, new)
+        short = self._global_short             # _recompute_global's common cases (module docstring)
+        if short is not None:
+            g = self.global_lsn
+            if old > g or new <= g:
+                return                         # rs was above the global LSN already, or is not yet
+            if short > 1:
+                self._global_short = short - 1     # one more above it, still short of a majority
+                return
+            self._advance_global()
+            return
         self._recompute_global()
+
+    def forget_global_count(self) -> None:
+        """A region's committed LSN was set outside a commit (a restore levelled it), or its
+        epoch changed: the next commit recomputes the global LSN in full."""
+        self._global_short = None
+
+    def _epochs_mixed(self) -> bool:
+        epoch = None
+        for rs in self.replica_sets.values():
+            if epoch is None:
+                epoch = rs.epoch
+            elif rs.epoch != epoch:
+                return True
+        return False
 
     def _ship(self, rs: ReplicaSet, old: int, new: int) -> None:
         targets = self._targets.get(rs.region)
@@ -165,9 +203,8 @@ class Partition:
     def _recompute_global(self) -> None:
         # The global LSN is the majority-th highest of what the regions committed (of the
         # newest history: never more than a region's committed LSN). Unless a majority
-        # committed past it, it cannot move: so it is with most commits (the write region's
-        # own, and the last region to apply a shipped one), and the sort below is skipped.
-        need = len(self.replica_sets) // 2 + 1      # majority(), inlined: this runs per commit per region
+        # committed past it, it cannot move, and the sort below is skipped.
+        need = len(self.replica_sets) // 2 + 1      # majority(), inlined
         g0 = self.global_lsn
         for rs in self.replica_sets.values():
             if rs.committed_lsn > g0:
@@ -175,6 +212,7 @@ class Partition:
                 if not need:
                     break
         else:
+            self._global_short = None if self._epochs_mixed() else need
             return
         sets = self.replica_sets.values()
         newest = None                          # the first replica set of the newest epoch
@@ -190,11 +228,50 @@ class Partition:
         else:                                  # one epoch (nearly always): _committed_in is committed_lsn
             committed = sorted(map(_committed_lsn_of, sets), reverse=True)    # no listcomp frame
         g = committed[len(committed) // 2]       # the majority-th highest
-        if g <= self.global_lsn:
+        moved = g > self.global_lsn
+        if moved:
+            self.global_lsn = g
+        # The count of regions above it, when a majority is not (with mixed epochs a majority
+        # may be above it by committed LSN and not by shared history: no count, full each time).
+        g = self.global_lsn
+        above = 0
+        for rs in sets:
+            if rs.committed_lsn > g:
+                above += 1
+        short = len(committed) // 2 + 1 - above
+        self._global_short = short if short > 0 and not mixed else None
+        if not moved:
             return
-        self.global_lsn = g
         waiters = self._global_waiters
         while waiters and waiters[0][0] <= g:
+            waiters.pop(0)[1](True)
+
+    def _advance_global(self) -> None:
+        """A commit took the count of regions above the global LSN to a majority (the count may
+        be high, after a cut). The regions are in one epoch (a count is kept only then), so the
+        new global LSN is the lowest of the exactly majority-many regions above the old one: one
+        pass finds it and the new count."""
+        g0 = self.global_lsn
+        low = n_above = n_low = 0
+        for rs in self.replica_sets.values():
+            c = rs.committed_lsn
+            if c > g0:
+                n_above += 1
+                if not n_low or c < low:
+                    low, n_low = c, 1
+                elif c == low:
+                    n_low += 1
+        majority = len(self.replica_sets) // 2 + 1
+        if n_above != majority:
+            if n_above < majority:
+                self._global_short = majority - n_above    # the count was high: the global LSN stays
+            else:
+                self._recompute_global()       # more than a majority above: not the lowest of them
+            return
+        self.global_lsn = low
+        self._global_short = majority - (n_above - n_low)
+        waiters = self._global_waiters
+        while waiters and waiters[0][0] <= low:
             waiters.pop(0)[1](True)
 
     def when_globally_committed(self, lsn: int, fn) -> None:
@@ -213,6 +290,7 @@ class Partition:
                 keep.append((w_lsn, fn))
         self._global_waiters = keep
         self.global_lsn = min(self.global_lsn, lsn)
+        self._global_short = None              # a lower global LSN may have more regions above it
 
     def bounded_floor(self) -> int:
         """Bounded staleness: the oldest LSN a read may be served at (K operations behind the
@@ -229,6 +307,7 @@ class Partition:
 
 
 _committed_lsn_of = attrgetter("committed_lsn")
+_epoch_of = attrgetter("epoch")
 
 
 def _committed_in(rs: ReplicaSet, newest: ReplicaSet) -> int:

@@ -10,6 +10,12 @@ Theory of operation:
   back. A write is acknowledged once committed; reads never see versions above it, so nothing
   that could still be lost is ever visible. Commit listeners (cross-region shipping, the
   shell's waiters) hear about every advance, in order.
+* `lockstep` is True while every replica is up, no election is under way and every secondary
+  applies a commit at once (no intra-region or slow-replica delay, no apply scheduled): then a
+  commit is applied by all four replicas and committed in one step, with no per-replica checks.
+  Every change to a replica's state, role or delay goes through this class
+  (set_replica_state, set_replica_delay, crash_primary, elect, truncate_to and the scheduled
+  applies), which recomputes it (`_refresh_lockstep`).
 * `epoch` is the version part of session tokens; it moves on when a failover discarded writes,
   so old tokens can be told apart from new ones.
 
@@ -34,7 +40,7 @@ class ReplicaSet:
                  "store", "lsn", "committed_lsn", "epoch", "epoch_start_lsn", "epoch_starts", "log", "commit_listeners",
                  "_waiters", "_early", "electing", "partition", "own_seq", "progress", "progress_seq", "multi_write",
                  "resolver", "on_conflict", "discard_tail", "_etag_prefix", "log_retained_commits",
-                 "token_vector", "__weakref__")
+                 "token_vector", "lockstep", "_floor_of", "__weakref__")
 
     def __init__(self, region: str, range_id: str, scheduler, clock, *, delay_ms: int = 0,
                  routing: ReadRoutingPolicy | None = None):
@@ -81,6 +87,9 @@ class ReplicaSet:
         # Kept here, not in a table keyed by replica set, so it dies with the set: a table
         # would keep a deleted container's partitions, and all their items, alive.
         self.token_vector = None
+        self.lockstep = False
+        self._refresh_lockstep()
+        self._floor_of = self.floor_lsn    # bound once: the store calls it for a key it has
 
     # ---- state -------------------------------------------------------------------------
     def floor_lsn(self) -> int:
@@ -109,6 +118,14 @@ class ReplicaSet:
             low = min(low, lsn)
         return low
 
+    def _refresh_lockstep(self) -> None:
+        """Recompute `lockstep` (theory of operation) after a replica's state, role or delay changed."""
+        delay_ms = self.delay_ms
+        primary = self.primary
+        self.lockstep = not self.electing and all(
+            r.state == UP and (r is primary or (delay_ms + r.extra_delay_ms <= 0 and r.next_apply_ms == 0))
+            for r in self.replicas)
+
     def up_count(self) -> int:
         n = 0
         for r in self.replicas:
@@ -119,6 +136,8 @@ class ReplicaSet:
     # ---- writes ------------------------------------------------------------------------
     def check_writable(self) -> None:
         """Raise (definitely not applied) when a write could not reach a quorum now."""
+        if self.lockstep:
+            return                           # every replica up, no election: the common answer
         if self.electing or self.primary.state != UP:
             raise service_unavailable(
                 f"The primary replica of partition {self.range_id} in {self.region} is not available; "
@@ -146,7 +165,8 @@ class ReplicaSet:
 
     def append(self, versions: list) -> int:
         """Commit-path entry for a write region. versions are stamped with next_lsn()."""
-        self.check_writable()
+        if not self.lockstep:                # lockstep: every replica up, no election
+            self.check_writable()
         lsn = self.lsn + 1
         self._add(lsn, versions)
         return lsn
@@ -180,17 +200,16 @@ class ReplicaSet:
         """A commit shipped from a write region. Commits are applied strictly in LSN order; one
         that arrives ahead of a gap (after a failover two regions ship to this one) waits in
         `_early` until the gap is filled."""
+        if lsn == self.lsn + 1 and not self.multi_write:     # the next one (nearly always)
+            self._add(lsn, versions)
+            if self._early:
+                self._drain_early()
+            return
         if self.multi_write:
             self.apply_foreign(versions)
-            return
-        if lsn <= self.lsn:
-            return                          # a duplicate delivery after a heal: already have it
-        if lsn != self.lsn + 1:
+        elif lsn > self.lsn:
             self._early[lsn] = versions
-            return
-        self._add(lsn, versions)
-        if self._early:
-            self._drain_early()
+        # else: a duplicate delivery after a heal: already have it
 
     def _drain_early(self) -> None:
         early = self._early
@@ -230,40 +249,38 @@ class ReplicaSet:
     def _add(self, lsn: int, versions) -> None:
         if versions:
             first = versions[0]
-            if first.origin == self.region:
-                self.own_seq = first.oseq
-            if first.oseq > self.progress.get(first.origin, 0):
-                self.progress[first.origin] = first.oseq
+            origin, oseq = first.origin, first.oseq
+            if origin == self.region:
+                self.own_seq = oseq
+            progress = self.progress
+            if oseq > progress.get(origin, 0):
+                progress[origin] = oseq
                 self.progress_seq += 1
         store = self.store
-        if len(versions) == 1 or not store.add_new(versions):    # add_new: a batch of new keys at once
-            floor = None
-            for v in versions:
-                if floor is None and store.has(v.key):
-                    floor = self.floor_lsn()     # pruning needs it; a brand-new key does not
-                store.add(v, floor or 0)
+        if len(versions) == 1:
+            # One version (nearly every commit), kept in the log as itself (see __init__).
+            entry = versions[0]
+            store.put(entry, self._floor_of)                 # the floor only for a key it has
+        else:
+            entry = versions
+            if not store.add_new(versions):                  # add_new: a batch of new keys at once
+                floor = None
+                for v in versions:
+                    if floor is None and store.has(v.key):
+                        floor = self.floor_lsn()     # pruning needs it; a brand-new key does not
+                    store.add(v, floor or 0)
         self.lsn = lsn
         log = self.log
-        log.append(versions[0] if len(versions) == 1 else versions)
+        log.append(entry)
         # Only committed commits leave the log: the ones above still have to be shipped.
         while len(log) > self.log_retained_commits and lsn - len(log) < self.committed_lsn:
             log.popleft()
-        primary = self.primary
-        primary.applied_lsn = lsn
-        delay_ms = self.delay_ms
-        current = primary.state == UP        # every replica up and at lsn now: lsn is committed
-        for r in self.replicas:
-            if r is primary:
-                continue
-            if r.state != UP:
-                current = False
-            elif delay_ms + r.extra_delay_ms <= 0 and r.next_apply_ms == 0:
-                r.applied_lsn = lsn          # _replicate_to's immediate case, without the call
-            else:
-                self._replicate_to(r, lsn)
-                current = False
-        if current:
-            if lsn > self.committed_lsn:     # _committed(lsn), inlined: every commit of every region
+        if self.lockstep:
+            # Every replica up and applying at once (nearly every commit): all four are at lsn
+            # now, so lsn is committed. _committed(lsn), inlined: every commit of every region.
+            a, b, c, d = self.replicas         # REPLICA_COUNT of them, unrolled: every commit
+            a.applied_lsn = b.applied_lsn = c.applied_lsn = d.applied_lsn = lsn
+            if lsn > self.committed_lsn:
                 old = self.committed_lsn
                 self.committed_lsn = lsn
                 for fn in self.commit_listeners:
@@ -271,19 +288,34 @@ class ReplicaSet:
                 waiters = self._waiters
                 while waiters and waiters[0][0] <= lsn:
                     waiters.popleft()[1](True)
-        else:
-            self._recompute_commit()
+            return
+        primary = self.primary
+        primary.applied_lsn = lsn
+        for r in self.replicas:
+            if r is not primary and r.state == UP:
+                self._replicate_to(r, lsn)
+        self._recompute_commit()
 
     def _replicate_to(self, r: Replica, lsn: int) -> None:
         delay = self.delay_ms + r.extra_delay_ms
         if delay <= 0 and (r.next_apply_ms == 0 or r.next_apply_ms <= self.clock.now_ms()):
             r.applied_lsn = lsn
+            if r.next_apply_ms:
+                # No apply of r is due after now: forgetting when the last one was due changes
+                # nothing below, and lets the replica set go back to lockstep.
+                r.next_apply_ms = 0
+                self._refresh_lockstep()
             return
         due = max(self.clock.now_ms() + delay, r.next_apply_ms)
         r.next_apply_ms = due
-        self.scheduler.call_at(due, self._apply_at, r, lsn)
+        self.lockstep = False
+        self.scheduler.call_at(due, self._apply_at, r, lsn, due)
 
-    def _apply_at(self, r: Replica, lsn: int) -> None:
+    def _apply_at(self, r: Replica, lsn: int, due_ms: int) -> None:
+        if r.next_apply_ms == due_ms:
+            # The last apply scheduled for r (none is due later): as in _replicate_to.
+            r.next_apply_ms = 0
+            self._refresh_lockstep()
         # The log may have been cut back (truncate_to) since this apply was scheduled: apply
         # what is left of it. Dropping it would strand a replica catching up from below the cut.
         lsn = min(lsn, self.lsn)
@@ -377,6 +409,7 @@ class ReplicaSet:
         for r in self.replicas:
             r.applied_lsn = min(r.applied_lsn, lsn)
             r.next_apply_ms = 0
+        self._refresh_lockstep()
         keep = deque()
         for w_lsn, fn in self._waiters:
             if w_lsn > lsn:
@@ -392,11 +425,15 @@ class ReplicaSet:
         self.epoch += 1
         self.epoch_start_lsn = self.lsn
         self.epoch_starts.append(self.lsn)
+        if self.partition is not None:
+            self.partition.forget_global_count()     # what a region's commits count for changed
 
     def next_version(self) -> None:
         """A new session-token version without a cut (the account's regions changed)."""
         self.epoch += 1
         self.epoch_starts.append(NO_CUT_LSN)
+        if self.partition is not None:
+            self.partition.forget_global_count()     # what a region's commits count for changed
 
     def cut_since(self, epoch: int) -> int | None:
         """The lowest LSN history was cut back to after `epoch` ended (None: it is the current
@@ -411,6 +448,7 @@ class ReplicaSet:
         """The primary stops. Writes fail with 503 until `elect()` picks a new one."""
         self.primary.state = DOWN
         self.electing = True
+        self.lockstep = False
         self.discard_tail = discard_tail
 
     def elect(self, discard_tail: bool | None = None) -> int | None:
@@ -436,6 +474,7 @@ class ReplicaSet:
         best.role = PRIMARY
         self.primary = best
         self.electing = False
+        self._refresh_lockstep()
         if discard_tail:
             keep = min(self.lsn, max(best.applied_lsn, self._committed_elsewhere()))
             best.applied_lsn = keep
@@ -470,11 +509,17 @@ class ReplicaSet:
             self.electing = False           # back before an election replaced it
         elif state == UP and self.electing:
             self.elect()                    # an election that lacked candidates can finish now
+        self._refresh_lockstep()
         if state == UP and r.applied_lsn < self.primary.applied_lsn:
             # Catch up from the shared store: every version it needs is still there, because
             # the store's floor counted this replica while it was down.
             self._replicate_to(r, self.primary.applied_lsn)
         self._recompute_commit()
+
+    def set_replica_delay(self, index: int, extra_delay_ms: int) -> None:
+        """A slow replica (the replica_slow fault): every apply of it waits extra_delay_ms more."""
+        self.replicas[index].extra_delay_ms = extra_delay_ms
+        self._refresh_lockstep()
 
     def describe(self) -> dict:
         return {"range": self.range_id, "region": self.region, "lsn": self.lsn,

@@ -7,14 +7,15 @@ the simulator jumps virtual time straight to `next_due_ms()`. Callbacks due at t
 millisecond run in the order they were scheduled (a sequence number breaks ties), so a run is
 deterministic. A callback may schedule more callbacks, including for `now` itself: `run_due`
 keeps going until nothing at or before `now` is left (bounded by RUN_DUE_CALLBACKS_MAX).
+While it runs them, `now_ms` is that `now`, so a callback need not read the clock again.
 """
-import heapq
+from heapq import heappop, heappush
 
 RUN_DUE_CALLBACKS_MAX = 1_000_000
 
 
 class Scheduler:
-    __slots__ = ("_heap", "_seq", "on_earlier")
+    __slots__ = ("_heap", "_seq", "on_earlier", "now_ms")
 
     def __init__(self):
         self._heap: list = []
@@ -22,22 +23,27 @@ class Scheduler:
         # Called with the new earliest due time whenever a timer lands before every other one;
         # the asyncio runtime uses it to re-arm its single loop timer.
         self.on_earlier = None
+        self.now_ms = None          # the `now` of the run_due under way (None before the first)
 
     def call_at(self, due_ms: int, fn, *args) -> None:
-        self._seq += 1
-        earlier = not self._heap or due_ms < self._heap[0][0]
-        heapq.heappush(self._heap, (due_ms, self._seq, fn, args))
-        if earlier and self.on_earlier is not None:
+        heap = self._heap
+        self._seq = seq = self._seq + 1
+        if heap and heap[0][0] <= due_ms:
+            heappush(heap, (due_ms, seq, fn, args))
+            return
+        heappush(heap, (due_ms, seq, fn, args))
+        if self.on_earlier is not None:      # before every other timer
             self.on_earlier(due_ms)
 
     def next_due_ms(self) -> int | None:
         return self._heap[0][0] if self._heap else None
 
     def run_due(self, now_ms: int) -> int:
+        self.now_ms = now_ms
         ran = 0
         heap = self._heap
         while heap and heap[0][0] <= now_ms:
-            _, _, fn, args = heapq.heappop(heap)
+            _, _, fn, args = heappop(heap)
             fn(*args)
             ran += 1
             if ran >= RUN_DUE_CALLBACKS_MAX:

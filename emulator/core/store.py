@@ -226,6 +226,29 @@ class VersionStore:
         if not version.deleted and len(self._change_keys) > 2 * self.count_live + CHANGES_SLACK_ENTRIES:
             self._compact_changes()
 
+    def put(self, version: Version, floor_of) -> None:
+        """add(version, floor_of()), with floor_of called only when the key is already here (a
+        brand-new key prunes nothing, and the floor takes a walk over replicas and regions).
+        A live version of a new key (every create) goes in here at once."""
+        key = version.key
+        items = self._items
+        if version.deleted or key in items:
+            self.add(version, floor_of() if key in items else 0)
+            return
+        change_keys = self._change_keys
+        change_keys.append(key)
+        self._change_lsns.append(version.lsn)
+        if self.indexes is not None:
+            self.indexes.add(version)
+        items[key] = version
+        unsorted = self._unsorted
+        unsorted.append(key)
+        if len(unsorted) >= UNSORTED_KEYS_MAX:
+            self._keys_in_order()
+        self.count_live = live = self.count_live + 1
+        if len(change_keys) > 2 * live + CHANGES_SLACK_ENTRIES:
+            self._compact_changes()
+
     def add_new(self, versions) -> bool:
         """Add a commit's versions in one step when every one is a live version of a key the
         store does not hold (a batch of creates: most of a bulk load), as add() one by one would;

@@ -37,6 +37,7 @@ class SchedulerDriver:
         self._scheduler = scheduler
         self._handle = None
         self._armed_ms = None
+        self._fire_cb = self._fire            # bound once: every timer arms it
         scheduler.on_earlier = self._arm
 
     def _arm(self, due_ms: int) -> None:
@@ -45,13 +46,15 @@ class SchedulerDriver:
         if self._handle is not None:
             self._handle.cancel()
         self._armed_ms = due_ms
-        self._handle = self._loop.call_at(self._clock.loop_time_at(due_ms), self._fire)
+        clock = self._clock                    # clock.loop_time_at(due_ms), inlined: every timer
+        self._handle = self._loop.call_at(clock._origin_loop + (due_ms - clock._origin_ms) / 1000, self._fire_cb)
 
     def _fire(self) -> None:
         self._handle = None
         self._armed_ms = None
-        self._scheduler.run_due(self._clock.now_ms())
-        nxt = self._scheduler.next_due_ms()
+        scheduler = self._scheduler
+        scheduler.run_due(self._clock.now_ms())
+        nxt = scheduler.next_due_ms()
         if nxt is not None:
             self._arm(nxt)
 

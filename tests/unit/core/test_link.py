@@ -146,14 +146,13 @@ def test_sends_after_heal_follow_the_backlog():
 
 def test_a_down_receiver_stalls_delivery_until_kicked():
     r = Receiving(lag_ms=10)
-    receiver_up = [False]
-    r.link.receiver_up = lambda: receiver_up[0]
+    r.link.receiver_up = False
     r.send()
     r.until(100)
     r.send()
     r.until(200)
     assert r.arrivals == [] and r.link.backlog == 2
-    receiver_up[0] = True
+    r.link.receiver_up = True
     r.link.kick()
     r.until(200)
     assert r.arrivals == [(1, 200), (2, 200)]
@@ -161,13 +160,11 @@ def test_a_down_receiver_stalls_delivery_until_kicked():
 
 def test_receiver_going_down_while_a_timer_is_armed():
     r = Receiving(lag_ms=10)
-    receiver_up = [True]
-    r.link.receiver_up = lambda: receiver_up[0]
     r.send()
-    receiver_up[0] = False
+    r.link.receiver_up = False
     r.until(50)
     assert r.arrivals == [] and r.link.backlog == 1
-    receiver_up[0] = True
+    r.link.receiver_up = True
     r.link.kick()
     r.until(50)
     assert r.arrivals == [(1, 50)]

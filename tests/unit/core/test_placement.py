@@ -105,7 +105,7 @@ def test_read_at_serves_its_own_replica_and_refuses_a_session_it_lacks_at_once()
     w.advance(50)
     version, seen = read_at(rs, lagging, '["p"]', "a", "Session", session)
     assert version.doc["id"] == "a" and seen == lsn
-    rs.replicas[lagging.index].extra_delay_ms = 1000
+    rs.set_replica_delay(lagging.index, 1000)
     wr = w.writer(c, "p")
     wr.upsert({"id": "a", "pk": "p", "v": 2})
     lsn2 = wr.commit()

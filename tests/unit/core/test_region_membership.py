@@ -1,6 +1,7 @@
 """Regions joining and leaving an account at runtime, in virtual time: a new region starts from a
 snapshot of the write region and then follows by log shipping; a removed region stops being
-shipped to; the write region cannot be removed; multi-write token versions move on."""
+shipped to; the write region cannot be removed; multi-write token versions move on; each link's
+receiver_up flag follows both its regions through outages, joins and removals."""
 import random
 
 import pytest
@@ -69,3 +70,24 @@ def test_multi_write_join_catches_up_every_origin_and_bumps_token_versions():
     assert _value(c, "North Europe", "b") == "west"
     assert c.partitions[0].replica_sets["East US"].epoch == epoch_before + 1
 
+
+
+def test_each_link_knows_whether_both_its_regions_are_up_through_outages_joins_and_removals():
+    account, c, clock, scheduler = _setup()
+    west = "West US"
+
+    def up_links():
+        return {pair for pair, link in account.links.items() if link.receiver_up}
+    every = set(account.links)
+    account.set_region_state(west, "down")
+    assert up_links() == {pair for pair in every if west not in pair}
+    account.add_region("North Europe")               # joins while West US is down
+    assert account.links[("North Europe", west)].receiver_up is False
+    assert account.links[(west, "North Europe")].receiver_up is False
+    assert account.links[("East US", "North Europe")].receiver_up is True
+    account.set_region_state(west, "up")
+    assert up_links() == set(account.links)
+    doomed = [link for pair, link in account.links.items() if "North Europe" in pair]
+    account.remove_region("North Europe")
+    assert doomed and not any(link.receiver_up for link in doomed)   # a timer still holding one delivers nothing
+    assert up_links() == set(account.links)

@@ -50,7 +50,7 @@ class ReplicaSetMachine(RuleBasedStateMachine):
     """The model: states[lsn] is the full item state after the commit with that LSN (a list of
     dicts: the log, folded), acked is the state every acknowledged write adds up to."""
 
-    @initialize(delay_ms=st.sampled_from([1, 5, 20]),
+    @initialize(delay_ms=st.sampled_from([0, 0, 1, 5, 20]),
                 extra_ms=st.lists(st.sampled_from([0, 0, 3, 40]), min_size=3, max_size=3),
                 primary_reads=st.booleans(), read_region=st.booleans())
     def build(self, delay_ms, extra_ms, primary_reads, read_region):
@@ -62,7 +62,7 @@ class ReplicaSetMachine(RuleBasedStateMachine):
         self.rs = ReplicaSet("East US", "0", self.scheduler, self.clock, delay_ms=delay_ms,
                              routing=ReadRoutingPolicy(primary_accepts_reads=primary_reads))
         for index, extra in zip(SECONDARIES, extra_ms):
-            self.rs.replicas[index].extra_delay_ms = extra
+            self.rs.set_replica_delay(index, extra)
         self.states: list[dict] = [{}]       # states[0]: the empty partition
         self.acked_lsns: list[int] = []      # when_committed callbacks, in the order they ran
         self.acked: dict = {}                # the acknowledged state
@@ -101,11 +101,14 @@ class ReplicaSetMachine(RuleBasedStateMachine):
                      len(self.scheduler), view(rs, rs.lsn))
             assert after == before, "a refused write changed something"
             return
+        lockstep = rs.lockstep
         if self.read_region:
             rs.apply_replicated(lsn, versions)
         else:
             assert rs.append(versions) == lsn
         assert rs.lsn == lsn == len(self.states)
+        if lockstep:                         # every replica applied it at once: it is committed
+            assert [r.applied_lsn for r in rs.replicas] == [lsn] * 4 and rs.committed_lsn == lsn
         state = dict(latest)
         for v in versions:
             if v.deleted:
@@ -165,7 +168,7 @@ class ReplicaSetMachine(RuleBasedStateMachine):
 
     @rule(index=st.sampled_from(ALL), extra_ms=st.sampled_from([0, 2, 30, 200]))
     def slow(self, index, extra_ms):
-        self.rs.replicas[index].extra_delay_ms = extra_ms
+        self.rs.set_replica_delay(index, extra_ms)
 
     @rule(key=st.sampled_from(KEYS), session=st.booleans(),
           in_flight=st.lists(st.integers(0, 3), min_size=4, max_size=4))
@@ -224,6 +227,17 @@ class ReplicaSetMachine(RuleBasedStateMachine):
         else:
             assert self.rs.visible_lsn(replica) >= self.session_lsn
         assert self.rs.readable_replica(self.rs.committed_lsn + 1) is None
+
+    @invariant()
+    def lockstep_follows_every_change_of_a_replica(self):
+        """`lockstep` is set exactly while every replica is up, no election is under way and
+        every secondary applies at once (no delay, no apply scheduled): each rule that changes a
+        replica's state, role or delay, and each scheduled apply, keeps it."""
+        rs = self.rs
+        at_once = not rs.electing and all(
+            r.state == UP and (r is rs.primary or (rs.delay_ms + r.extra_delay_ms <= 0 and r.next_apply_ms == 0))
+            for r in rs.replicas)
+        assert rs.lockstep == at_once
 
     @invariant()
     def reads_never_see_unacknowledged_versions(self):
@@ -287,7 +301,7 @@ def build(delay_ms=10, extra=(0, 0, 0)):
     clock, scheduler = ManualClock(0), Scheduler()
     rs = ReplicaSet("East US", "0", scheduler, clock, delay_ms=delay_ms)
     for index, ms in zip(SECONDARIES, extra):
-        rs.replicas[index].extra_delay_ms = ms
+        rs.set_replica_delay(index, ms)
     return clock, scheduler, rs
 
 
@@ -311,7 +325,7 @@ def test_zero_delay_commits_at_once():
 def test_a_slowed_replica_still_applies_in_lsn_order():
     clock, scheduler, rs = build(delay_ms=10, extra=(100, 0, 0))
     rs.append([put(1, KEYS[0], 1)])         # secondary 1 applies it at 110
-    rs.replicas[1].extra_delay_ms = 0
+    rs.set_replica_delay(1, 0)
     rs.append([put(2, KEYS[0], 2)])         # would be due at 10, but must wait for LSN 1
     seen = []
     for t in (10, 109, 110):
@@ -405,3 +419,36 @@ def test_an_election_never_discards_an_acknowledged_write():
     rs.set_replica_state(1, UP)                        # a replica that has the write returns
     assert not rs.electing and rs.primary.index == 1
     assert rs.lsn >= lsn and view(rs, rs.lsn) == {KEYS[0]: 1}
+
+
+def test_lockstep_ends_with_each_change_that_holds_an_apply_back_and_resumes_once_none_does():
+    clock, scheduler, rs = build(delay_ms=0)
+    assert rs.lockstep
+    rs.set_replica_state(2, DOWN)
+    assert not rs.lockstep
+    rs.append([put(1, KEYS[0], 1)])
+    assert rs.committed_lsn == 1 and rs.replicas[2].applied_lsn == 0
+    rs.set_replica_state(2, UP)                    # caught up at once, from the store
+    assert rs.lockstep and rs.replicas[2].applied_lsn == 1
+    rs.set_replica_delay(1, 30)
+    assert not rs.lockstep
+    rs.append([put(2, KEYS[0], 2)])                # secondary 1 applies it at 30
+    rs.set_replica_delay(1, 0)
+    assert not rs.lockstep                         # its apply is still scheduled
+    run_until_idle(clock, scheduler)
+    assert rs.lockstep and rs.replicas[1].applied_lsn == 2
+    rs.crash_primary()
+    assert not rs.lockstep
+    rs.elect()
+    assert not rs.lockstep                         # the old primary is still down
+    rs.set_replica_state(0, UP)
+    assert rs.lockstep and [r.applied_lsn for r in rs.replicas] == [2] * 4
+    rs.set_replica_delay(3, 5)
+    rs.append([put(3, KEYS[0], 3)])
+    rs.set_replica_delay(3, 0)
+    rs.truncate_to(2)                              # the cut drops the scheduled apply's commit
+    assert rs.lockstep
+    run_until_idle(clock, scheduler)
+    assert rs.lockstep and [r.applied_lsn for r in rs.replicas] == [2] * 4 and rs.committed_lsn == 2
+    lsn = rs.append([put(3, KEYS[1], 4)])
+    assert [r.applied_lsn for r in rs.replicas] == [lsn] * 4 and rs.committed_lsn == lsn
