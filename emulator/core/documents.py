@@ -25,6 +25,11 @@ from .store import Version
 from .validation import ITEM_BYTES_MAX, ValidationError, check_depth
 
 SYSTEM_PROPERTIES = frozenset(("_rid", "_self", "_etag", "_ts", "_attachments", "_lsn"))
+# The system properties as dumps writes them after an item's own members (Writer._stage). Their
+# values are ASCII that needs no escaping, but for the quotes around the etag: a rid is base64
+# (rid.py), a _self is made of rids, an etag is hex in quotes (ReplicaSet.etag);
+# tests/unit/core/test_item_splice.py holds the spliced bodies to dumps' bytes.
+_SYSTEM_MEMBERS = ',"_rid":"%s","_self":"%s","_etag":"\\"%s\\"","_attachments":"attachments/","_ts":%d}'
 
 
 class Writer:
@@ -77,34 +82,45 @@ class Writer:
                               f"in the header (document has {canonical_pk_json(body_values)}, "
                               f"header has {self.pk_json}).")
 
-    def _stage(self, id: str, user_doc: dict, rid: str | None, prev: Version | None = None) -> Version:
+    def _stage(self, id: str, user_doc: dict, rid: str | None, prev: Version | None = None,
+               raw: bytes | None = None) -> Version:
+        """Stage user_doc as the item's new version. raw: user_doc's JSON exactly as
+        jsontext.dumps_bytes writes it (validation.parse_item_body's verbatim), or None. With
+        it, and no system property in the document, the body is raw with the system properties
+        spliced in before its closing brace: the bytes encoding the document again would give."""
         c = self.container
         if rid is None:
             c.doc_seq += 1
             rid = document_rid(c.rid, c.doc_seq)
             self.new_rids.append(rid)
-        rs = self.rs
         etag = self._etag
         if etag is None:
-            etag = self._etag = rs.etag(self.lsn)
+            etag = self._etag = self.rs.etag(self.lsn)
         now_ms = self.now_ms
         ts = now_ms // 1000
+        self_link = f"{c.docs_link}{rid}/"
         if SYSTEM_PROPERTIES.isdisjoint(user_doc):
             doc = user_doc.copy()
         else:
             doc = {k: v for k, v in user_doc.items() if k not in SYSTEM_PROPERTIES}
+            raw = None
         doc["_rid"] = rid
-        doc["_self"] = f"{c.docs_link}{rid}/"
+        doc["_self"] = self_link
         doc["_etag"] = etag
         doc["_attachments"] = "attachments/"
         doc["_ts"] = ts
+        if raw is not None and user_doc:
+            # The members dumps writes after the client's (the _etag string's quotes escaped).
+            body = raw[:-1] + (_SYSTEM_MEMBERS % (rid, self_link, etag[1:-1], ts)).encode()
+        else:
+            body = _dumps(doc)
         key = (self.pk_json, id)
         if prev is None:
-            v = Version(self.lsn, key, doc, _dumps(doc), etag, ts, rid, False, "create", 0,
-                        self.region, rs.own_seq + 1, now_ms, None)
+            v = Version(self.lsn, key, doc, body, etag, ts, rid, False, "create", 0,
+                        self.region, self.rs.own_seq + 1, now_ms, None)
         else:
-            v = Version(self.lsn, key, doc, _dumps(doc), etag, ts, rid, False, "replace", prev.lsn,
-                        self.region, rs.own_seq + 1, now_ms, (prev.origin, prev.oseq))
+            v = Version(self.lsn, key, doc, body, etag, ts, rid, False, "replace", prev.lsn,
+                        self.region, self.rs.own_seq + 1, now_ms, (prev.origin, prev.oseq))
         self.pending[key] = v
         return v
 
@@ -121,23 +137,27 @@ class Writer:
             raise precondition_failed()
 
     # ---- operations ----------------------------------------------------------------------
-    def create(self, doc: dict) -> tuple[int, Version]:
+    def create(self, doc: dict, raw: bytes | None = None) -> tuple[int, Version]:
+        """raw, here and in upsert and replace: doc's JSON as _stage takes it, or None."""
         self._check_pk(doc)
-        if self.current(doc["id"]) is not None:
+        id = doc["id"]
+        if self.current(id) is not None:
             raise conflict()
-        return 201, self._stage(doc["id"], doc, None)
+        return 201, self._stage(id, doc, None, None, raw)
 
-    def upsert(self, doc: dict, if_match: str | None = None) -> tuple[int, Version]:
+    def upsert(self, doc: dict, if_match: str | None = None, raw: bytes | None = None) -> tuple[int, Version]:
         self._check_pk(doc)
-        old = self.current(doc["id"])
+        id = doc["id"]
+        old = self.current(id)
         if old is None:
             if if_match is not None and if_match != "*":
                 raise precondition_failed()
-            return 201, self._stage(doc["id"], doc, None)
+            return 201, self._stage(id, doc, None, None, raw)
         self._check_if_match(old, if_match)
-        return 200, self._stage(doc["id"], doc, old.rid, old)
+        return 200, self._stage(id, doc, old.rid, old, raw)
 
-    def replace(self, id: str, doc: dict, if_match: str | None = None) -> tuple[int, Version]:
+    def replace(self, id: str, doc: dict, if_match: str | None = None,
+                raw: bytes | None = None) -> tuple[int, Version]:
         self._check_pk(doc)
         if doc.get("id") != id:
             raise bad_request(f"The id in the body ('{doc.get('id')}') must equal the id in the "
@@ -146,7 +166,7 @@ class Writer:
         if old is None:
             raise not_found()
         self._check_if_match(old, if_match)
-        return 200, self._stage(id, doc, old.rid, old)
+        return 200, self._stage(id, doc, old.rid, old, raw)
 
     def delete(self, id: str, if_match: str | None = None) -> tuple[int, None]:
         old = self.current(id)

@@ -15,7 +15,7 @@ from ..core.consistency import effective
 from ..core.errors import CosmosError, bad_request, not_found
 from ..core.validation import ITEM_BYTES_MAX, ValidationError, check_id
 from . import admission, partition_keys, responses
-from .call import json_of
+from .call import item_of
 from .sessions import parse_session, session_headers
 
 WRITE_OPS = {"POST", "PUT", "PATCH", "DELETE"}
@@ -107,13 +107,14 @@ def stage_create(call, container):
 def stage_body(gw, region: str, container, pk_json: str, values: list, raw: bytes, upsert: bool, if_match):
     """stage_create once the partition key is known: the item in raw, parsed, checked and staged
     as a create or upsert. Direct mode's create calls this without a Call (no header dict)."""
-    doc = json_of(raw)
+    doc, verbatim = item_of(raw)
     _check_item(doc, len(raw))
     writer = docs.Writer(container, region, pk_json, values, gw.now_ms(region))
+    stored = raw if verbatim else None        # the body is raw, the system properties spliced in
     if upsert:
-        status, version = writer.upsert(doc, if_match)
+        status, version = writer.upsert(doc, if_match, stored)
     else:
-        status, version = writer.create(doc)
+        status, version = writer.create(doc, stored)
     return writer, status, version
 
 
