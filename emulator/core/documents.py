@@ -25,6 +25,9 @@ from .store import Version
 from .validation import ITEM_BYTES_MAX, ValidationError, check_depth
 
 SYSTEM_PROPERTIES = frozenset(("_rid", "_self", "_etag", "_ts", "_attachments", "_lsn"))
+# What Writer._stage gives every document it stages (having dropped the client's system
+# properties): so a staged document has exactly these (charge.staged counts on it).
+STAGED_SYSTEM_PROPERTIES = 5      # _rid, _self, _etag, _attachments, _ts
 # The system properties as dumps writes them after an item's own members (Writer._stage). Their
 # values are ASCII that needs no escaping, but for the quotes around the etag: a rid is base64
 # (rid.py), a _self is made of rids, an etag is hex in quotes (ReplicaSet.etag);
@@ -43,9 +46,11 @@ class Writer:
         # key items by (pk json, id), and a request's own copy would be ~60 bytes an item.
         self.pk_json = pk_json = intern(pk_json)
         self.pk_values = pk_values
-        epk = container.epk_of(pk_json, pk_values)
-        self.partition_index = container.partition_index(epk)
-        self.rs = container.partitions[self.partition_index].for_write(region, now_ms)
+        partitions = container.partitions
+        # One partition holds every key: no need for the key's EPK.
+        self.partition_index = index = (0 if len(partitions) == 1 else
+                                        container.partition_index(container.epk_of(pk_json, pk_values)))
+        self.rs = partitions[index].for_write(region, now_ms)
         self.lsn = self.rs.next_lsn()
         self.now_ms = now_ms
         self.pending: dict = {}          # key -> Version (a tombstone for a delete)
@@ -56,11 +61,13 @@ class Writer:
     # ---- state as this commit sees it -----------------------------------------------------
     def current(self, id: str) -> Version | None:
         key = (self.pk_json, id)
-        v = self.pending.get(key)
-        if v is not None:
-            return None if v.deleted else v
-        if key in self.pending:
-            return None
+        pending = self.pending
+        if pending:                     # (a commit's first operation finds nothing pending)
+            v = pending.get(key)
+            if v is not None:
+                return None if v.deleted else v
+            if key in pending:
+                return None
         return self.rs.store.latest(key)
 
     def _check_pk(self, doc: dict) -> None:
@@ -218,9 +225,15 @@ class Writer:
 
     def commit(self) -> int:
         """Append the staged versions as one commit; returns its LSN (0 when nothing changed)."""
-        versions = [v for v in self.pending.values() if v.lsn == self.lsn]
-        if not versions:
-            return 0
+        pending = self.pending
+        if len(pending) == 1:           # one operation (no list comprehension's frame)
+            versions = list(pending.values())
+            if versions[0].lsn != self.lsn:
+                return 0
+        else:
+            versions = [v for v in pending.values() if v.lsn == self.lsn]
+            if not versions:
+                return 0
         lsn = self.rs.append(versions)
         assert lsn == self.lsn
         index = self.container.rid_index

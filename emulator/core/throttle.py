@@ -270,7 +270,8 @@ class Throttle:
         if ru is None:
             ru = charge.staged(writer)
         if credits is None:
-            credits = max(1, charge.staged_count(writer))
+            # One operation touches at most one item, and a request costs at least one credit.
+            credits = 1 if len(writer.pending) <= 1 else max(1, charge.staged_count(writer))
         try:
             self.admit(writer.region, writer.container, writer.rs.range_id, ru, credits, op)
         except CosmosError:

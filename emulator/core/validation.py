@@ -65,17 +65,24 @@ def check_id(id_value: Any) -> None:
                    "are missing")
     if not id_value:
         raise _bad("The 'id' property must not be empty.")
-    size = len(id_value.encode("utf-8", "surrogatepass"))
+    # An ASCII id is as long in UTF-8 as in characters (isascii needs no pass over the text).
+    size = len(id_value) if id_value.isascii() else len(id_value.encode("utf-8", "surrogatepass"))
     if size > ID_BYTES_MAX:
         raise _bad(f"The 'id' is {size} bytes long in UTF-8; at most {ID_BYTES_MAX} are allowed.")
+    if "/" in id_value or "\\" in id_value or "?" in id_value or "#" in id_value:   # ID_FORBIDDEN_CHARS
+        _refuse_forbidden_char(id_value)
+    if id_value in ID_DOT_SEGMENTS:
+        raise _bad(f"The 'id' {id_value!r} is not allowed: HTTP clients remove '.' and '..' path "
+                   f"segments, so no URL could address a resource with this id.")
+
+
+def _refuse_forbidden_char(id_value: str) -> None:
+    """check_id's 400 for the first of ID_FORBIDDEN_CHARS that id_value holds."""
     for ch in ID_FORBIDDEN_CHARS:
         if ch in id_value:
             raise _bad(f"The 'id' {id_value!r} contains the character {ch!r}. The characters "
                        f"'/', '\\', '?' and '#' are not allowed in an id, because an item with "
                        f"one could not be addressed by URL.")
-    if id_value in ID_DOT_SEGMENTS:
-        raise _bad(f"The 'id' {id_value!r} is not allowed: HTTP clients remove '.' and '..' path "
-                   f"segments, so no URL could address a resource with this id.")
 
 
 def check_item_size(body_bytes_len: int) -> None:
