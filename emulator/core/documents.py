@@ -38,7 +38,7 @@ STAGED_SYSTEM_PROPERTIES = 5      # _rid, _self, _etag, _attachments, _ts
 
 class Writer:
     __slots__ = ("container", "region", "pk_json", "pk_values", "partition_index", "rs", "lsn",
-                 "now_ms", "pending", "new_rids", "dropped_rids", "_etag")
+                 "now_ms", "pending", "rids_drawn", "dropped_rids", "_etag")
 
     def __init__(self, container, region: str, pk_json: str, pk_values: list, now_ms: int):
         self.container = container
@@ -55,7 +55,7 @@ class Writer:
         self.lsn = self.rs.next_lsn()
         self.now_ms = now_ms
         self.pending: dict = {}          # key -> Version (a tombstone for a delete)
-        self.new_rids: list = []
+        self.rids_drawn = 0              # document rids this commit drew (a refusal gives them back)
         self.dropped_rids: list = []     # (rid, key) of items this commit deletes
         self._etag = None                # the etag of this commit's LSN, made at its first version
 
@@ -98,9 +98,9 @@ class Writer:
         spliced in before its closing brace: the bytes encoding the document again would give."""
         c = self.container
         if rid is None:
-            c.doc_seq += 1
-            rid = document_rid(c.rid, c.doc_seq)
-            self.new_rids.append(rid)
+            c.doc_seq = seq = c.doc_seq + 1
+            rid = document_rid(c.rid, seq)
+            self.rids_drawn += 1
         etag = self._etag
         if etag is None:
             etag = self._etag = self.rs.etag(self.lsn)

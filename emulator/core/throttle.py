@@ -275,7 +275,7 @@ class Throttle:
         try:
             self.admit(writer.region, writer.container, writer.rs.range_id, ru, credits, op)
         except CosmosError:
-            writer.container.doc_seq -= len(writer.new_rids)
+            writer.container.doc_seq -= writer.rids_drawn
             raise
         return ru
 
