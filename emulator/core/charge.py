@@ -60,7 +60,10 @@ def index_terms(doc: dict, indexing_policy: dict | None, body: bytes | None = No
     docstring); system properties other than `_ts` are never counted. body: the document's
     compact JSON, when the caller has it (a staged or stored version's); system: how many
     system properties doc has, when the caller knows it (a document a Writer staged)."""
-    _, enabled, everything, policy = _policy_shape(indexing_policy)
+    shape = _shapes.get(id(indexing_policy))
+    if shape is None or shape[0] is not indexing_policy:
+        shape = _policy_shape(indexing_policy)
+    _, enabled, everything, policy = shape
     if not enabled:
         return 0
     n = 1                                   # _ts is always indexed
@@ -90,11 +93,9 @@ POLICIES_MAX = 256
 
 def _policy_shape(indexing_policy: dict | None) -> tuple:
     """(indexingPolicy, indexes anything?, indexes everything?, compiled policy), decided once
-    per policy object (a container's definition holds one until it is replaced). Everything
-    is the default shape: `/*` included and only system paths (`/_etag/?`...) excluded."""
-    entry = _shapes.get(id(indexing_policy))
-    if entry is not None and entry[0] is indexing_policy:
-        return entry
+    per policy object (a container's definition holds one until it is replaced) and kept in
+    _shapes, which index_terms reads first. Everything is the default shape: `/*` included and
+    only system paths (`/_etag/?`...) excluded."""
     policy = policy_of(indexing_policy)
     everything = (policy.enabled and any(p.segments == () and p.terminal == "*" for p in policy.included)
                   and all(p.segments and p.segments[0].startswith("_") for p in policy.excluded))

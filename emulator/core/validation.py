@@ -119,14 +119,13 @@ def bytes_nest_at_most(raw: bytes, limit: int = NESTING_DEPTH_MAX) -> bool:
     return structure_nests_at_most(outside_strings(raw), limit)
 
 
-def outside_strings(raw: bytes, escaped: bool = True) -> bytes:
+def outside_strings(raw: bytes) -> bytes:
     """The bytes of UTF-8 JSON text that lie outside its strings: its structure (brackets,
     colons, commas, whitespace, numbers and literals). Escapes go first (an escaped backslash,
     then an escaped quote: left to right, as a tokenizer pairs them); then the text is split at
     its quotes, and what lies between the quotes of a pair is a string's, the rest is structure.
-    (UTF-8 never uses a quote, a backslash or a bracket byte inside a multi-byte character.)
-    escaped=False: the caller knows raw has no backslash."""
-    if escaped and raw.find(b"\\") >= 0:
+    (UTF-8 never uses a quote, a backslash or a bracket byte inside a multi-byte character.)"""
+    if raw.find(b"\\") >= 0:
         raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
     parts = raw.split(b'"')
     outside = parts[::2]
@@ -319,7 +318,14 @@ def parse_item_body(raw: bytes) -> tuple[Any, bool]:
     except UnicodeDecodeError as e:
         raise _bad(f"The request body is not valid UTF-8 (byte {e.start}).") from None
     escaped = "\\" in text                   # (a str's `in`: a bytes one costs an exception inside)
-    structure = outside_strings(raw, escaped)
+    if escaped:
+        structure = outside_strings(raw)
+    else:                                       # outside_strings, inlined (every create)
+        parts = raw.split(b'"')
+        outside = parts[::2]
+        if len(parts) % 2 == 0:
+            outside.append(parts[-1])
+        structure = b"".join(outside)
     if len(structure) > NESTING_DEPTH_MAX and not structure_nests_at_most(structure):
         raise _too_deep()
     _FLOAT_RECAST[0] = False

@@ -129,10 +129,19 @@ def test_duplicate_members_are_still_refused(raw):
 
 @pytest.mark.parametrize("raw", [b'{"id":"a","n":NaN}', b'{"id":"a","n":1e999}', b'{"id":"a"', b'\xff{}',
                                  b'{"id":"\\ud800"}', b"[" * 200 + b"]" * 200, b'{"id":"a"}{"id":"b"}',
-                                 b'\xef\xbb\xbf{"id":"a"}'])
+                                 b'\xef\xbb\xbf{"id":"a"}', b'{"id":"a","x":' * 129 + b'1' + b'}' * 129,
+                                 b'{"id":"a","x":"\\\\"' + b',"y":[' * 130 + b']' * 130 + b'}',
+                                 b'{"id":"a","x":' + b'[' * 128 + b']' * 128 + b'}'])
 def test_refusals_match_parse_json_body(raw):
+    """Bad UTF-8, a BOM, bad JSON, NaN, overflow, a lone surrogate, too deep (in an object, in
+    arrays past an escaped quote, and 129 levels): the same 400 as any other body."""
     with pytest.raises(ValidationError) as item:
         parse_item_body(raw)
     with pytest.raises(ValidationError) as plain:
         parse_json_body(raw)
     assert (item.value.status, item.value.message) == (plain.value.status, plain.value.message)
+
+
+def test_nesting_up_to_the_limit_is_accepted():
+    raw = b'{"id":"a","x":' + b'[' * 127 + b']' * 127 + b'}'            # 128 levels with the object
+    assert parse_item_body(raw) == (parse_json_body(raw), True)
