@@ -2,10 +2,11 @@
 
 Theory of operation. Each check either returns or raises ValidationError carrying the status
 and substatus to answer with; a validation failure always means the operation definitely did not
-happen. ``parse_json_body`` is the only way a body becomes a Python object, so every later stage
-may assume: the bytes were UTF-8; the value is plain JSON (dict, list, str, int, float, bool,
-None) with finite numbers, no lone surrogates and no duplicate member names; and it nests at
-most NESTING_DEPTH_MAX deep.
+happen. ``parse_json_body`` (and ``parse_item_body``, its form for an item's body, which also
+says whether the body can be stored as sent) is the only way a body becomes a Python object, so
+every later stage may assume: the bytes were UTF-8; the value is plain JSON (dict, list, str,
+int, float, bool, None) with finite numbers, no lone surrogates and no duplicate member names;
+and it nests at most NESTING_DEPTH_MAX deep.
 
 Decisions where the service is vague:
 * Duplicate member names are rejected. Python would keep the last one silently, so the stored
