@@ -15,6 +15,7 @@ unanswered too); `tcp_reset` sends part of the reply, then resets the connection
 import asyncio
 import itertools
 import logging
+import operator
 import os
 import socket
 import ssl
@@ -64,7 +65,7 @@ class DirectConnection(asyncio.Protocol):
         self.version = 0                     # the protocol version the challenge named
         self.compact = False                 # version 2: requests and replies are arrays
         self.tls = None                      # a TlsSession once the client started TLS (direct_tls.py)
-        self._sniffed = False                # the first bytes were looked at (TLS or plain)
+        self._plain = False                  # the first bytes were looked at, and were not TLS
         self.faults = node.plane.account.faults.requests   # its by_region is empty without faults
         self._effects: dict = {}             # request id -> the request fault Effect on its reply
         self.silenced = False                # a region outage's blackhole: nothing more is sent, ever
@@ -102,20 +103,16 @@ class DirectConnection(asyncio.Protocol):
         if self.node.silent:                 # its region is out in the reset or blackhole mode
             self._outage_received()
             return
-        if self.tls is None and not self._sniffed:
-            self._sniffed = True
-            if data[0] == TLS_HANDSHAKE_RECORD and not self._start_tls():
-                return
-        if self.tls is not None:
-            self.last_rx = self.loop.time()
-            data = self._tls_receive(data)
+        if not self._plain:                  # the first bytes (TLS or not?), or TLS records
+            data = self._unwrap(data)
             if not data:
                 return
         self.last_rx = now = self.loop.time()
         self._in_data = True
+        decoder = self.decoder
         try:
             try:
-                frames = self.decoder.feed(data)
+                frames = decoder.feed(data)
             except D.ProtocolError as e:
                 for frame in e.frames:
                     self._frame(frame)
@@ -128,7 +125,7 @@ class DirectConnection(asyncio.Protocol):
                     self._array(frame)
                 else:
                     self._frame(frame)
-            if self.decoder.pending:
+            if decoder.pending:
                 # The frame timer times the frame incomplete now: one that began in these bytes
                 # (after a frame they completed) starts it again, so a busy sender whose reads
                 # end mid-frame is not taken for a trickler; a trickler completes nothing.
@@ -139,7 +136,28 @@ class DirectConnection(asyncio.Protocol):
         finally:
             self._in_data = False
             self._batch_key, self._batch_target = _NO_KEY, None
-            self._flush()
+            out = self._out
+            if out:                          # _flush, inlined (every buffer that held a request)
+                if not self.closed and not self.silenced:
+                    if self.tls is None:
+                        self.transport.write(b"".join(out))
+                    else:
+                        self._write(b"".join(out))
+                out.clear()
+
+    def _unwrap(self, data: bytes) -> bytes:
+        """The plain bytes of what arrived while the connection is not known to be plain: the
+        first bytes say whether the client starts TLS; under TLS, records are decrypted (b"":
+        nothing to handle, or the connection ended)."""
+        if self.tls is None:
+            if data[0] == TLS_HANDSHAKE_RECORD:
+                if not self._start_tls():
+                    return b""
+            else:
+                self._plain = True
+                return data
+        self.last_rx = self.loop.time()
+        return self._tls_receive(data)
 
     def _outage_received(self) -> None:
         """Bytes from a peer while the region is out in a mode that listens but does not serve:
@@ -260,17 +278,19 @@ class DirectConnection(asyncio.Protocol):
                 self._refuse(rid, None, None, err)
             return
         _, rid, code, replica, item, pk, body, options = f
-        if code == _READ_CODE and type(code) is int and type(rid) is int and 0 <= rid <= D.REQUEST_ID_MAX \
-                and rid not in self.in_flight and self.pending < self.plane.max_in_flight \
-                and (options is None or type(options) is dict):
-            self._read(rid, replica, item, pk, body, options)      # the common case, checked as _request does
-            return
-        if (code == _CREATE_CODE or code == _UPSERT_CODE) and type(code) is int and type(rid) is int \
-                and 0 <= rid <= D.REQUEST_ID_MAX and rid not in self.in_flight \
-                and self.pending < self.plane.max_in_flight and (options is None or type(options) is dict) \
-                and not self.faults.by_region:
-            self._create(rid, D.CREATE if code == _CREATE_CODE else D.UPSERT, replica, pk, body, options)
-            return
+        # The common cases, a point read and a create or upsert, checked once as _request checks
+        # (a bool is not an op code: False == 0 is the read's code).
+        if type(code) is int and type(rid) is int and 0 <= rid <= _REQUEST_ID_MAX and rid not in self.in_flight \
+                and self.pending < self.plane.max_in_flight and (options is None or type(options) is dict):
+            if code == _READ_CODE:
+                self._read(rid, replica, item, pk, body, options)
+                return
+            if code == _CREATE_CODE and not self.faults.by_region:
+                self._create(rid, D.CREATE, replica, pk, body, options)
+                return
+            if code == _UPSERT_CODE and not self.faults.by_region:
+                self._create(rid, D.UPSERT, replica, pk, body, options)
+                return
         op = D.OPERATION_CODES[code] if type(code) is int and 0 <= code < len(D.OPERATION_CODES) else code
         if options is not None and type(options) is not dict:
             if self._id_ok(rid):
@@ -413,8 +433,8 @@ class DirectConnection(asyncio.Protocol):
         except CosmosError as e:
             self._refuse(rid, op, options, e)
             return
-        if not activity:                     # responses.activity_id's form, inlined as _read does
-            activity = _ACTIVITY_PREFIX + (next(_activity_seq) & 0xFFFFFFFFFFFF).to_bytes(6, "big").hex()
+        if not activity:                     # responses.activity_id's form (_next_activity)
+            activity = _next_activity()
         self.pending += 1
         replica = target.replica
         replica.in_flight += 1
@@ -459,21 +479,23 @@ class DirectConnection(asyncio.Protocol):
     def _created(self, rid: int, op: str, target, writer, status: int, version, etag: str, lsn: int, ru: float,
                  prefer, activity: str) -> None:
         """Answer an acknowledged create or upsert (_create): _write_fields, fields_reply and
-        _answer in one step."""
+        _answer in one step. The charge is admit_writer's, which charge.staged rounded already
+        (_write_fields rounds it again: round(x, 2) is a correctly rounded decimal conversion, the
+        dearest builtin call of a create)."""
         replica = target.replica
         rs = writer.rs
         seen = lsn or rs.committed_lsn
         minimal = prefer is not None and prefer.lower() == H.PREFER_RETURN_MINIMAL
-        res = [_RES, rid, status, 0, None if minimal else version.body, round(ru, 2), sessions.token(rs, seen),
+        res = [_RES, rid, status, 0, None if minimal else version.body, ru, sessions.token(rs, seen),
                replica.applied_lsn, target.rs.committed_lsn, target.partition.global_lsn, seen, etag,
                replica.role, activity, None]                      # direct_ops.fields_reply's array
         self.pending -= 1                                         # _answer's accounting
         replica.in_flight -= 1
-        self.node.requests[(op, status, 0)] += 1
+        self.node.requests[_CREATED if status == 201 and op == D.CREATE else (op, status, 0)] += 1
         target.counter[target.key] += 1
         if self._in_data and not self.closed and self.state != _CLOSING:
             out = _pack(res)                 # queued as _read queues (the frame limit is _send's check)
-            if len(out) <= D.FRAME_BYTES_MAX:
+            if len(out) <= _FRAME_BYTES_MAX:
                 self._out += (_pack_length(len(out)), out)
                 return
         self._send_reply(res)
@@ -502,8 +524,8 @@ class DirectConnection(asyncio.Protocol):
         except CosmosError as e:
             self._refuse(rid, D.READ, options, e)
             return
-        if not activity:                     # responses.activity_id's form, inlined (it runs per read)
-            activity = _ACTIVITY_PREFIX + (next(_activity_seq) & 0xFFFFFFFFFFFF).to_bytes(6, "big").hex()
+        if not activity:                     # responses.activity_id's form (_next_activity)
+            activity = _next_activity()
         if self.faults.by_region:            # one emptiness check when no request fault is on
             effect = self._effect(D.READ, target)
             if effect is not None:
@@ -891,14 +913,23 @@ _NO_KEY = object()
 # under 64 KiB): it is answered 413/SUB_REPLY_TOO_LARGE (_too_large) before it is counted.
 _REPLY_BODY_BYTES_MAX = D.FRAME_BYTES_MAX - 64 * 1024
 _READ_200 = (D.READ, 200, 0)
+_CREATED = (D.CREATE, 201, 0)
+_FRAME_BYTES_MAX = D.FRAME_BYTES_MAX
 _ACTIVITY_PREFIX = str(uuid.uuid4())[:24]     # the node's own, so its ids never equal the gateway's
-_activity_seq = itertools.count(1)
+# The activity ids of requests that bring none, in responses.activity_id's form (the prefix, then
+# a 48-bit counter as 12 hex digits), made without a Python frame per id: blocks of 256 ids share
+# their first 10 counter digits, and each id is one str.__add__ of its block and its last two
+# (2.1-2.9 k instructions per id as a Python expression, a few hundred this way).
+_ID_BLOCKS = map(f"{_ACTIVITY_PREFIX}{{:010x}}".format, map((2 ** 40 - 1).__and__, itertools.count()))
+_next_activity = itertools.chain.from_iterable(map(map, map(operator.attrgetter("__add__"), _ID_BLOCKS),
+                                                   itertools.repeat([f"{i:02x}" for i in range(256)]))).__next__
 _pack = D.pack
 _pack_length = D.pack_length
 _INTERNAL = CosmosError(500, 0, "Internal error in regionlab; see the server log.", definite=False)
 _READ_OPTIONS = {"consistency": 0, "session": 1, "if_none_match": 2, "activity_id": 3}
 _WRITE_OPTIONS = {"if_match": 0, "prefer": 1, "activity_id": 2, "pk": 3}
 _CREATE_CODE = D.OPERATION_CODE[D.CREATE]
+_REQUEST_ID_MAX = D.REQUEST_ID_MAX
 _UPSERT_CODE = D.OPERATION_CODE[D.UPSERT]
 _RES = D.RESPONSE_CODE
 _parsed_pk = partition_keys.parsed       # a partition key header's parse, when cached
