@@ -9,7 +9,7 @@ links with the default lags; 4 replicas per region; session consistency) on a Ma
 the core Scheduler, as the simulator builds it. A container provisioned like the gateway bench's
 (100,000 RU/s: 10 physical partitions, metered) takes N creates of a ~1 KB item over 1,000
 logical partitions, each going through the calls the gateway's create path makes:
-parse_json_body, check_id, Writer(...).create, Throttle.admit_writer, Writer.commit, and the
+parse_item_body, check_id, Writer(...).create, Throttle.admit_writer, Writer.commit, and the
 acknowledgement check. Virtual time moves one millisecond every RATE creates, running the timers
 due (intra-region applies, link deliveries); at the end, time runs on until every region has
 applied every write. So the cost per create includes replication to 4 replicas in each of the
@@ -48,7 +48,7 @@ from emulator.core.container import canonical_pk_json  # noqa: E402
 from emulator.core.documents import Writer  # noqa: E402
 from emulator.core.scheduler import ManualClock, Scheduler, run_until_idle  # noqa: E402
 from emulator.core.throttle import CREATE, ThrottleConfig  # noqa: E402
-from emulator.core.validation import ITEM_BYTES_MAX, check_id, parse_json_body  # noqa: E402
+from emulator.core.validation import ITEM_BYTES_MAX, check_id, parse_item_body  # noqa: E402
 
 N_DEFAULT = 20_000
 RATE_DEFAULT = 3            # creates per virtual millisecond (about the measured 2,700/s)
@@ -59,11 +59,16 @@ ITEM_BYTES = 1024
 UNMETERED = False           # --unmetered: default throughput, RU budgets off (as --no-ru-limits)
 
 
+def compact(doc: dict) -> str:
+    """JSON as the SDKs send it (azure-cosmos: separators=(",", ":"))."""
+    return json.dumps(doc, separators=(",", ":"))
+
+
 def body(i: int, shape: str) -> tuple[bytes, str, list]:
     pk = f"p{i % KEYS}"
     if shape == "flat":
         doc = {"id": f"d{i}", "pk": pk, "f": ""}
-        doc["f"] = "x" * (ITEM_BYTES - len(json.dumps(doc)))
+        doc["f"] = "x" * (ITEM_BYTES - len(compact(doc)))
     else:
         doc = {"id": f"d{i}", "pk": pk, "type": "order", "n": i, "price": i * 1.25, "ok": i % 2 == 0,
                "customer": {"name": f"customer {i % 977}", "email": f"c{i % 977}@example.com",
@@ -71,8 +76,8 @@ def body(i: int, shape: str) -> tuple[bytes, str, list]:
                                         "zip": f"{10000 + i % 9000}", "country": "US"}},
                "lines": [{"sku": f"sku-{(i + k) % 500}", "qty": k + 1, "price": 9.99 + k} for k in range(5)],
                "tags": ["new", "priority", f"t{i % 7}"], "notes": None, "f": ""}
-        doc["f"] = "y" * max(0, ITEM_BYTES - len(json.dumps(doc)))
-    raw = json.dumps(doc).encode()
+        doc["f"] = "y" * max(0, ITEM_BYTES - len(compact(doc)))
+    raw = compact(doc).encode()
     values = [pk]
     return raw, canonical_pk_json(values), values
 
@@ -90,12 +95,12 @@ def setup():
 
 def create(account, c, raw: bytes, pk_json: str, values: list, region: str) -> int:
     """What gateway/documents.create does below HTTP, in the same order."""
-    doc = parse_json_body(raw)
+    doc, verbatim = parse_item_body(raw)
     if not isinstance(doc, dict) or len(raw) > ITEM_BYTES_MAX:
         raise AssertionError("the bench sends objects under the size limit")
     check_id(doc.get("id"))
     writer = Writer(c, region, pk_json, values, account.clock.now_ms())
-    status, version = writer.create(doc)
+    status, version = writer.create(doc, raw if verbatim else None)
     account.throttle.admit_writer(writer, CREATE)
     lsn = writer.commit()
     if writer.rs.committed_lsn < lsn:

@@ -142,7 +142,8 @@ def instructions() -> list:
                                                                            dict(ITEM, id=f"g{i}", pk=f"p{i % ITEMS}"),
                                                                            f"p{i % ITEMS}") for i in rng])),
                 ("direct point create", lambda rng: [writer().call("create", pkey, pk=f'["p{i % ITEMS}"]',
-                                                                body=json.dumps(dict(ITEM, id=f"d{i}", pk=f"p{i % ITEMS}")).encode())
+                                                                body=json.dumps(dict(ITEM, id=f"d{i}", pk=f"p{i % ITEMS}"),
+                                                                               separators=(",", ":")).encode())
                                                     for i in rng])]
             rows = []
             for name, run in phases:

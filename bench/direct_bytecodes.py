@@ -4,6 +4,7 @@ a request goes (docs/performance.md, "A direct create's envelope").
     python bench/direct_bytecodes.py                 # creates, 200 measured after 200 warm-up
     python bench/direct_bytecodes.py --op read       # point reads
     python bench/direct_bytecodes.py --top 80        # more functions
+    python bench/direct_bytecodes.py --machinery     # and the replication machinery's sum
 
 In-process: a regionlab of the default topology (3 regions, 12 replicas per partition), one
 direct connection to the primary of partition 0 on a stand-in transport (no socket). Each create
@@ -12,11 +13,14 @@ is fed to the connection as one frame; then the loop runs until both links' deli
 count. sys.settrace counts opcode events per code object: a deterministic measure (the same code
 gives the same count on any machine and any load), but of bytecodes, not instructions: work done
 inside C functions (json, msgpack, hashing) counts as one call. For instructions use
-bench/direct_split.py and bench/direct_bench.py (callgrind).
+bench/direct_split.py and bench/direct_bench.py (callgrind). --machinery also sums the functions
+that commit a write to the replicas and carry it to the other regions (MACHINERY), clock reads
+apart (docs/performance.md, "The replication machinery").
 """
 import argparse
 import asyncio
 import collections
+import re
 import sys
 from pathlib import Path
 
@@ -32,6 +36,11 @@ WARMUP = 200
 N = 200
 KEYS = 50
 DELIVERED_S = 0.035        # past the default topology's longest link lag (30 ms)
+MACHINERY = re.compile(
+    r"core/replica_set\.py:(_add|check_writable|apply_replicated|append|_replicate_to|_recompute_commit"
+    r"|_drain_early|_refresh_lockstep)$|core/store\.py:(add|add_new|put|has)$"
+    r"|core/partition\.py:(_recompute_global|_advance_global|_ship|_on_commit|for_write)$"
+    r"|core/link\.py:|core/scheduler\.py:|runtime/clock\.py:(_fire|_arm|loop_time_at)$|core/account\.py:<lambda>$")
 
 
 class Transport:
@@ -110,6 +119,7 @@ def main(argv) -> None:
     p.add_argument("--op", choices=("create", "read"), default="create")
     p.add_argument("--requests", type=int, default=N)
     p.add_argument("--top", type=int, default=50)
+    p.add_argument("--machinery", action="store_true", help="sum the replication machinery's functions")
     args = p.parse_args(argv)
     counts = uvloop.run(measure(args.op, args.requests))
     for code in ("bench/direct_bytecodes.py:one", "bench/direct_bytecodes.py:tracer",
@@ -120,6 +130,11 @@ def main(argv) -> None:
           f"(Python {sys.version.split()[0]})")
     for name, count in counts.most_common(args.top):
         print(f"{count / args.requests:8.1f}  {name}")
+    if args.machinery:
+        mine = sum(k for name, k in counts.items() if MACHINERY.search(name))
+        clock = sum(k for name, k in counts.items() if name.endswith("runtime/clock.py:now_ms"))
+        print(f"replication machinery: {mine / args.requests:.0f} bytecodes per {args.op} "
+              f"(clock reads apart: {clock / args.requests:.0f})")
 
 
 if __name__ == "__main__":

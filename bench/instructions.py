@@ -36,7 +36,8 @@ def signed(method: str, path: str, body=None, pk=None):
          "x-ms-date": date, "x-ms-version": "2020-07-15", "content-type": "application/json"}
     if pk is not None:
         h["x-ms-documentdb-partitionkey"] = json.dumps([pk])
-    return method, path, (json.dumps(body).encode() if body is not None else None), h
+    # Bodies compact, as the SDKs send them (azure-cosmos: separators=(",", ":"); JSON.stringify).
+    return method, path, (json.dumps(body, separators=(",", ":")).encode() if body is not None else None), h
 
 
 def start(cmd, out_dir):

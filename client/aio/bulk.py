@@ -155,7 +155,7 @@ async def _send(call: _Call, range_id: str, indices: list[int]) -> list[int]:
             call.results[i] = {**answer, "diagnostics": diag}
     if again:
         call.note(f"range {range_id}: {len(again)} operations throttled (429): resent after {wait_ms:g} ms")
-        await asyncio.sleep(wait_ms / 1000.0)
+        await call.pipeline.wait_ms(wait_ms)
     return again
 
 

@@ -33,6 +33,8 @@ from .transport import TransportError
 
 LOG = logging.getLogger("client")
 ACCOUNT_FETCH_ATTEMPTS_MAX = 3
+WAIT_SLEEPS_MAX = 4                  # sleeps of one wait_ms, the first included
+LOOP_TICK_MS = 1.0                   # uvloop's timer resolution
 
 
 class Result:
@@ -80,6 +82,20 @@ class Pipeline:
 
     def now_ms(self) -> float:
         return self.now() * 1000.0
+
+    async def wait_ms(self, delay_ms: float) -> None:
+        """Sleep until this pipeline's clock shows delay_ms gone by. A retry-after is a floor, and
+        one loop timer can end a fraction of a millisecond early by that clock: uvloop counts a
+        timer's whole milliseconds from the loop time cached at its last wake-up. So when it is
+        short, sleep what is missing plus one tick (a few times at most: a clock that does not
+        move must not hold the request for ever)."""
+        until = self.now_ms() + delay_ms
+        for _ in range(WAIT_SLEEPS_MAX):
+            await asyncio.sleep(delay_ms / 1000.0)
+            short = until - self.now_ms()
+            if short <= 0:
+                return
+            delay_ms = short + LOOP_TICK_MS
 
     # ---- the account ---------------------------------------------------------------------
     async def ensure_account(self, diag: Diagnostics | None = None) -> None:
@@ -286,7 +302,7 @@ class Pipeline:
             if decision.refresh_account:
                 self.router.request_refresh(reason)
             if decision.delay_ms:
-                await asyncio.sleep(decision.delay_ms / 1000.0)
+                await self.wait_ms(decision.delay_ms)
             if decision.refresh_account:
                 await self._refresh_quietly(diag)
             if not pinned:

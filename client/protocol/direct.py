@@ -203,8 +203,8 @@ class FrameDecoder:
             data = bytes(buf)
             buf.clear()
             self.pending = False
-        size = len(data)
-        if size > LENGTH_PREFIX_BYTES and not buf:
+        size = len(data)                 # (buf is empty here: a kept tail has just moved into data)
+        if size > LENGTH_PREFIX_BYTES:
             # The common read: exactly one whole frame of the usual shape, decoded without the
             # loop below (which handles, and explains, everything else).
             n = _unpack_length(data, 0)[0]

@@ -24,6 +24,7 @@ and the stored state; nothing here reads a clock.
 import functools
 
 from . import jsontext
+from .documents import STAGED_SYSTEM_PROPERTIES
 from .index_policy import policy_of
 
 KB = 1024
@@ -53,20 +54,26 @@ def _kb_over_first(nbytes: int) -> float:
 
 
 # ---- index terms ---------------------------------------------------------------------------
-def index_terms(doc: dict, indexing_policy: dict | None, body: bytes | None = None) -> int:
+def index_terms(doc: dict, indexing_policy: dict | None, body: bytes | None = None,
+                system: int | None = None) -> int:
     """Index terms a stored document has under a container's indexingPolicy (see the module
     docstring); system properties other than `_ts` are never counted. body: the document's
-    compact JSON, when the caller has it (a staged or stored version's)."""
-    policy = policy_of(indexing_policy)
-    if not policy.enabled:
+    compact JSON, when the caller has it (a staged or stored version's); system: how many
+    system properties doc has, when the caller knows it (a document a Writer staged)."""
+    shape = _shapes.get(id(indexing_policy))
+    if shape is None or shape[0] is not indexing_policy:
+        shape = _policy_shape(indexing_policy)
+    _, enabled, everything, policy = shape
+    if not enabled:
         return 0
     n = 1                                   # _ts is always indexed
-    if _indexes_everything(policy):
-        if body is not None and body.find(b"{", 1) < 0 and body.find(b"[") < 0:
-            # No object or array inside (most documents): one term per property that is not
-            # a system one, counted without a loop in Python. (A string holding a bracket
-            # takes the walk below.)
-            return n + len(doc) - len(doc.keys() & SYSTEM_PROPERTIES)
+    if everything:
+        # No object or array inside (most documents): one term per property that is not a
+        # system one, counted without a loop in Python. (A string holding a bracket takes the
+        # walk below.) partition takes one argument, so it costs less than a find with its
+        # optional bounds, and copies nothing when the byte is not there.
+        if body is not None and body.find(b"{", 1) < 0 and not body.partition(b"[")[1]:
+            return n + len(doc) - (len(doc.keys() & SYSTEM_PROPERTIES) if system is None else system)
         for k, v in doc.items():
             if k not in SYSTEM_PROPERTIES:
                 t = type(v)
@@ -79,22 +86,22 @@ def index_terms(doc: dict, indexing_policy: dict | None, body: bytes | None = No
     return n
 
 
-_everything: dict = {}      # id(compiled policy) -> (compiled policy, indexes everything?)
+_shapes: dict = {}      # id(indexingPolicy object) -> _policy_shape's answer
 POLICIES_MAX = 256
 
 
-def _indexes_everything(policy) -> bool:
-    """True for the default shape: `/*` included and only system paths (`/_etag/?`...) excluded.
-    Decided once per compiled policy (they are immutable)."""
-    entry = _everything.get(id(policy))
-    if entry is not None and entry[0] is policy:
-        return entry[1]
-    answer = (any(p.segments == () and p.terminal == "*" for p in policy.included)
-              and all(p.segments and p.segments[0].startswith("_") for p in policy.excluded))
-    if len(_everything) >= POLICIES_MAX:
-        _everything.clear()
-    _everything[id(policy)] = (policy, answer)
-    return answer
+def _policy_shape(indexing_policy: dict | None) -> tuple:
+    """(indexingPolicy, indexes anything?, indexes everything?, compiled policy), decided once
+    per policy object (a container's definition holds one until it is replaced) and kept in
+    _shapes, which index_terms reads first. Everything is the default shape: `/*` included and
+    only system paths (`/_etag/?`...) excluded."""
+    policy = policy_of(indexing_policy)
+    everything = (policy.enabled and any(p.segments == () and p.terminal == "*" for p in policy.included)
+                  and all(p.segments and p.segments[0].startswith("_") for p in policy.excluded))
+    if len(_shapes) >= POLICIES_MAX:
+        _shapes.clear()
+    entry = _shapes[id(indexing_policy)] = (indexing_policy, policy.enabled, everything, policy)
+    return entry
 
 
 def _scalars(v) -> int:
@@ -172,8 +179,10 @@ def staged(writer) -> float:
             if v.deleted:
                 return staged_key(writer, key)
             # version()'s create or replace, without the two calls around it (every write)
-            terms = index_terms(v.doc, writer.container.definition.get("indexingPolicy"), v.body)
-            return replace(len(v.body), terms) if v.op == "replace" else write(len(v.body), terms)
+            body = v.body
+            terms = index_terms(v._doc, writer.container.definition.get("indexingPolicy"), body,
+                                STAGED_SYSTEM_PROPERTIES)
+            return replace(len(body), terms) if v.op == "replace" else write(len(body), terms)
     return round(sum(staged_key(writer, key) for key, v in pending.items() if v.lsn == writer.lsn), 2)
 
 

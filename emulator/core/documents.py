@@ -25,11 +25,20 @@ from .store import Version
 from .validation import ITEM_BYTES_MAX, ValidationError, check_depth
 
 SYSTEM_PROPERTIES = frozenset(("_rid", "_self", "_etag", "_ts", "_attachments", "_lsn"))
+# What Writer._stage gives every document it stages (having dropped the client's system
+# properties): so a staged document has exactly these (charge.staged counts on it).
+STAGED_SYSTEM_PROPERTIES = 5      # _rid, _self, _etag, _attachments, _ts
+# The system properties as dumps writes them after an item's own members, in
+# the order Writer._stage splices them in (written there as an f-string). Their values are ASCII
+# that needs no escaping but for the quotes around the etag: a rid is base64 (rid.py), a _self
+# is made of rids, an etag is hex in quotes (ReplicaSet.etag); tests/unit/core/test_item_splice.py
+# holds the spliced bodies to dumps' bytes.
+#   ,"_rid":"<rid>","_self":"<_self>","_etag":"\"<etag>\"","_attachments":"attachments/","_ts":<ts>}
 
 
 class Writer:
     __slots__ = ("container", "region", "pk_json", "pk_values", "partition_index", "rs", "lsn",
-                 "now_ms", "pending", "new_rids", "dropped_rids", "_etag")
+                 "now_ms", "pending", "rids_drawn", "dropped_rids", "_etag")
 
     def __init__(self, container, region: str, pk_json: str, pk_values: list, now_ms: int):
         self.container = container
@@ -38,24 +47,28 @@ class Writer:
         # key items by (pk json, id), and a request's own copy would be ~60 bytes an item.
         self.pk_json = pk_json = intern(pk_json)
         self.pk_values = pk_values
-        epk = container.epk_of(pk_json, pk_values)
-        self.partition_index = container.partition_index(epk)
-        self.rs = container.partitions[self.partition_index].for_write(region, now_ms)
+        partitions = container.partitions
+        # One partition holds every key: no need for the key's EPK.
+        self.partition_index = index = (0 if len(partitions) == 1 else
+                                        container.partition_index(container.epk_of(pk_json, pk_values)))
+        self.rs = partitions[index].for_write(region, now_ms)
         self.lsn = self.rs.next_lsn()
         self.now_ms = now_ms
         self.pending: dict = {}          # key -> Version (a tombstone for a delete)
-        self.new_rids: list = []
+        self.rids_drawn = 0              # document rids this commit drew (a refusal gives them back)
         self.dropped_rids: list = []     # (rid, key) of items this commit deletes
         self._etag = None                # the etag of this commit's LSN, made at its first version
 
     # ---- state as this commit sees it -----------------------------------------------------
     def current(self, id: str) -> Version | None:
         key = (self.pk_json, id)
-        v = self.pending.get(key)
-        if v is not None:
-            return None if v.deleted else v
-        if key in self.pending:
-            return None
+        pending = self.pending
+        if pending:                     # (a commit's first operation finds nothing pending)
+            v = pending.get(key)
+            if v is not None:
+                return None if v.deleted else v
+            if key in pending:
+                return None
         return self.rs.store.latest(key)
 
     def _check_pk(self, doc: dict) -> None:
@@ -77,34 +90,47 @@ class Writer:
                               f"in the header (document has {canonical_pk_json(body_values)}, "
                               f"header has {self.pk_json}).")
 
-    def _stage(self, id: str, user_doc: dict, rid: str | None, prev: Version | None = None) -> Version:
+    def _stage(self, id: str, user_doc: dict, rid: str | None, prev: Version | None = None,
+               raw: bytes | None = None) -> Version:
+        """Stage user_doc as the item's new version. raw: user_doc's JSON exactly as
+        jsontext.dumps_bytes writes it (validation.parse_item_body's verbatim), or None. With
+        it, and no system property in the document, the body is raw with the system properties
+        spliced in before its closing brace: the bytes encoding the document again would give."""
         c = self.container
         if rid is None:
-            c.doc_seq += 1
-            rid = document_rid(c.rid, c.doc_seq)
-            self.new_rids.append(rid)
-        rs = self.rs
+            c.doc_seq = seq = c.doc_seq + 1
+            rid = document_rid(c.rid, seq)
+            self.rids_drawn += 1
         etag = self._etag
         if etag is None:
-            etag = self._etag = rs.etag(self.lsn)
+            etag = self._etag = self.rs.etag(self.lsn)
         now_ms = self.now_ms
         ts = now_ms // 1000
+        self_link = f"{c.docs_link}{rid}/"
         if SYSTEM_PROPERTIES.isdisjoint(user_doc):
             doc = user_doc.copy()
         else:
             doc = {k: v for k, v in user_doc.items() if k not in SYSTEM_PROPERTIES}
+            raw = None
         doc["_rid"] = rid
-        doc["_self"] = f"{c.docs_link}{rid}/"
+        doc["_self"] = self_link
         doc["_etag"] = etag
         doc["_attachments"] = "attachments/"
         doc["_ts"] = ts
+        if raw is not None and user_doc:
+            # The members dumps writes after the client's (see above the class; an f-string
+            # costs half of what a %-format does).
+            body = raw[:-1] + (f',"_rid":"{rid}","_self":"{self_link}","_etag":"\\{etag[:-1]}\\"",'
+                               f'"_attachments":"attachments/","_ts":{ts}}}').encode()
+        else:
+            body = _dumps(doc)
         key = (self.pk_json, id)
         if prev is None:
-            v = Version(self.lsn, key, doc, _dumps(doc), etag, ts, rid, False, "create", 0,
-                        self.region, rs.own_seq + 1, now_ms, None)
+            v = Version(self.lsn, key, doc, body, etag, ts, rid, False, "create", 0,
+                        self.region, self.rs.own_seq + 1, now_ms, None)
         else:
-            v = Version(self.lsn, key, doc, _dumps(doc), etag, ts, rid, False, "replace", prev.lsn,
-                        self.region, rs.own_seq + 1, now_ms, (prev.origin, prev.oseq))
+            v = Version(self.lsn, key, doc, body, etag, ts, rid, False, "replace", prev.lsn,
+                        self.region, self.rs.own_seq + 1, now_ms, (prev.origin, prev.oseq))
         self.pending[key] = v
         return v
 
@@ -121,23 +147,27 @@ class Writer:
             raise precondition_failed()
 
     # ---- operations ----------------------------------------------------------------------
-    def create(self, doc: dict) -> tuple[int, Version]:
+    def create(self, doc: dict, raw: bytes | None = None) -> tuple[int, Version]:
+        """raw, here and in upsert and replace: doc's JSON as _stage takes it, or None."""
         self._check_pk(doc)
-        if self.current(doc["id"]) is not None:
+        id = doc["id"]
+        if self.current(id) is not None:
             raise conflict()
-        return 201, self._stage(doc["id"], doc, None)
+        return 201, self._stage(id, doc, None, None, raw)
 
-    def upsert(self, doc: dict, if_match: str | None = None) -> tuple[int, Version]:
+    def upsert(self, doc: dict, if_match: str | None = None, raw: bytes | None = None) -> tuple[int, Version]:
         self._check_pk(doc)
-        old = self.current(doc["id"])
+        id = doc["id"]
+        old = self.current(id)
         if old is None:
             if if_match is not None and if_match != "*":
                 raise precondition_failed()
-            return 201, self._stage(doc["id"], doc, None)
+            return 201, self._stage(id, doc, None, None, raw)
         self._check_if_match(old, if_match)
-        return 200, self._stage(doc["id"], doc, old.rid, old)
+        return 200, self._stage(id, doc, old.rid, old, raw)
 
-    def replace(self, id: str, doc: dict, if_match: str | None = None) -> tuple[int, Version]:
+    def replace(self, id: str, doc: dict, if_match: str | None = None,
+                raw: bytes | None = None) -> tuple[int, Version]:
         self._check_pk(doc)
         if doc.get("id") != id:
             raise bad_request(f"The id in the body ('{doc.get('id')}') must equal the id in the "
@@ -146,7 +176,7 @@ class Writer:
         if old is None:
             raise not_found()
         self._check_if_match(old, if_match)
-        return 200, self._stage(id, doc, old.rid, old)
+        return 200, self._stage(id, doc, old.rid, old, raw)
 
     def delete(self, id: str, if_match: str | None = None) -> tuple[int, None]:
         old = self.current(id)
@@ -198,9 +228,15 @@ class Writer:
 
     def commit(self) -> int:
         """Append the staged versions as one commit; returns its LSN (0 when nothing changed)."""
-        versions = [v for v in self.pending.values() if v.lsn == self.lsn]
-        if not versions:
-            return 0
+        pending = self.pending
+        if len(pending) == 1:           # one operation (no list comprehension's frame)
+            versions = list(pending.values())
+            if versions[0].lsn != self.lsn:
+                return 0
+        else:
+            versions = [v for v in pending.values() if v.lsn == self.lsn]
+            if not versions:
+                return 0
         lsn = self.rs.append(versions)
         assert lsn == self.lsn
         index = self.container.rid_index

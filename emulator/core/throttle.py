@@ -225,12 +225,13 @@ class Throttle:
         `credits` counts items touched or returned, `filters` filter evaluations."""
         if self.storms:
             self._storm(region, op, container.rid, range_id)
-        budget = self.partition_budget(container)
+        cfg = self.config
+        # (partition_budget is None without RU budgets: known without the call)
+        budget = self.partition_budget(container) if cfg.ru or cfg.serverless else None
         key = (region, container.rid, range_id)
         b = self.buckets.get(key)
         if b is None:
             b = Bucket()                # kept only once a request was accepted into it
-        cfg = self.config
         if budget is not None:
             if (cfg.credits_per_s is None and b.window == self.clock.now_ms() // WINDOW_MS
                     and b.used_ru + ru <= capacity(budget, b.reserve_ru, cfg.burst) + 1e-9):
@@ -270,11 +271,12 @@ class Throttle:
         if ru is None:
             ru = charge.staged(writer)
         if credits is None:
-            credits = max(1, charge.staged_count(writer))
+            # One operation touches at most one item, and a request costs at least one credit.
+            credits = 1 if len(writer.pending) <= 1 else max(1, charge.staged_count(writer))
         try:
             self.admit(writer.region, writer.container, writer.rs.range_id, ru, credits, op)
         except CosmosError:
-            writer.container.doc_seq -= len(writer.new_rids)
+            writer.container.doc_seq -= writer.rids_drawn
             raise
         return ru
 

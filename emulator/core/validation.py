@@ -2,10 +2,11 @@
 
 Theory of operation. Each check either returns or raises ValidationError carrying the status
 and substatus to answer with; a validation failure always means the operation definitely did not
-happen. ``parse_json_body`` is the only way a body becomes a Python object, so every later stage
-may assume: the bytes were UTF-8; the value is plain JSON (dict, list, str, int, float, bool,
-None) with finite numbers, no lone surrogates and no duplicate member names; and it nests at
-most NESTING_DEPTH_MAX deep.
+happen. ``parse_json_body`` (and ``parse_item_body``, its form for an item's body, which also
+says whether the body can be stored as sent) is the only way a body becomes a Python object, so
+every later stage may assume: the bytes were UTF-8; the value is plain JSON (dict, list, str,
+int, float, bool, None) with finite numbers, no lone surrogates and no duplicate member names;
+and it nests at most NESTING_DEPTH_MAX deep.
 
 Decisions where the service is vague:
 * Duplicate member names are rejected. Python would keep the last one silently, so the stored
@@ -65,17 +66,24 @@ def check_id(id_value: Any) -> None:
                    "are missing")
     if not id_value:
         raise _bad("The 'id' property must not be empty.")
-    size = len(id_value.encode("utf-8", "surrogatepass"))
+    # An ASCII id is as long in UTF-8 as in characters (isascii needs no pass over the text).
+    size = len(id_value) if id_value.isascii() else len(id_value.encode("utf-8", "surrogatepass"))
     if size > ID_BYTES_MAX:
         raise _bad(f"The 'id' is {size} bytes long in UTF-8; at most {ID_BYTES_MAX} are allowed.")
+    if "/" in id_value or "\\" in id_value or "?" in id_value or "#" in id_value:   # ID_FORBIDDEN_CHARS
+        _refuse_forbidden_char(id_value)
+    if id_value in ID_DOT_SEGMENTS:
+        raise _bad(f"The 'id' {id_value!r} is not allowed: HTTP clients remove '.' and '..' path "
+                   f"segments, so no URL could address a resource with this id.")
+
+
+def _refuse_forbidden_char(id_value: str) -> None:
+    """check_id's 400 for the first of ID_FORBIDDEN_CHARS that id_value holds."""
     for ch in ID_FORBIDDEN_CHARS:
         if ch in id_value:
             raise _bad(f"The 'id' {id_value!r} contains the character {ch!r}. The characters "
                        f"'/', '\\', '?' and '#' are not allowed in an id, because an item with "
                        f"one could not be addressed by URL.")
-    if id_value in ID_DOT_SEGMENTS:
-        raise _bad(f"The 'id' {id_value!r} is not allowed: HTTP clients remove '.' and '..' path "
-                   f"segments, so no URL could address a resource with this id.")
 
 
 def check_item_size(body_bytes_len: int) -> None:
@@ -106,21 +114,32 @@ def text_nests_at_most(text: str, limit: int = NESTING_DEPTH_MAX) -> bool:
 def bytes_nest_at_most(raw: bytes, limit: int = NESTING_DEPTH_MAX) -> bool:
     """text_nests_at_most of UTF-8 JSON text. The work is done by bytes methods and itertools,
     never a Python step per token: a batch body holds hundreds of objects, and a loop over its
-    tokens cost more than parsing it. Escapes go first (an escaped backslash, then an escaped
-    quote: left to right, as a tokenizer pairs them); then the text is split at its quotes, and
-    what lies between the quotes of a pair is a string's, the rest is structure. (UTF-8 never
-    uses a quote, a backslash or a bracket byte inside a multi-byte character.)"""
+    tokens cost more than parsing it (see outside_strings)."""
     if len(raw) <= limit:
         return True
-    if b"\\" in raw:
+    return structure_nests_at_most(outside_strings(raw), limit)
+
+
+def outside_strings(raw: bytes) -> bytes:
+    """The bytes of UTF-8 JSON text that lie outside its strings: its structure (brackets,
+    colons, commas, whitespace, numbers and literals). Escapes go first (an escaped backslash,
+    then an escaped quote: left to right, as a tokenizer pairs them); then the text is split at
+    its quotes, and what lies between the quotes of a pair is a string's, the rest is structure.
+    (UTF-8 never uses a quote, a backslash or a bracket byte inside a multi-byte character.)"""
+    if raw.find(b"\\") >= 0:
         raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
     parts = raw.split(b'"')
     outside = parts[::2]
     if len(parts) % 2 == 0:             # an odd quote opens no string: what follows it is structure
         outside.append(parts[-1])
-    brackets = b"".join(outside).translate(None, _NOT_BRACKETS)
-    if brackets.count(b"[") + brackets.count(b"{") <= limit:
+    return b"".join(outside)
+
+
+def structure_nests_at_most(structure: bytes, limit: int = NESTING_DEPTH_MAX) -> bool:
+    """bytes_nest_at_most of the structure outside_strings found."""
+    if structure.count(b"[") + structure.count(b"{") <= limit:
         return True
+    brackets = structure.translate(None, _NOT_BRACKETS)
     step, depth = _BRACKET_STEP.__getitem__, 0
     for start in range(0, len(brackets), BRACKETS_PER_STEP):
         depths = list(accumulate(map(step, brackets[start:start + BRACKETS_PER_STEP]), initial=depth))
@@ -185,15 +204,34 @@ def _check_no_surrogates(obj: Any) -> None:
             stack.extend(node)
 
 
-# One decoder for every body: json.loads with hooks would build a new one per call.
+# As Python writes a float back (jsontext.dumps: float.__repr__). parse_item_body's decoders note
+# here whether a float of the body it is parsing was written otherwise ("1E5", "0.000001"): a
+# flag in a list, since the parser's hook takes nothing but the number's text.
+_FLOAT_RECAST = [False]
+
+
+def _item_float(text: str) -> float:
+    """_finite_float, noting a float not written as Python writes it."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text} is out of range")
+    if repr(value) != text:
+        _FLOAT_RECAST[0] = True
+    return value
+
+
+# One decoder for every body: json.loads with hooks would build a new one per call. An item has
+# its own two, which note recast floats; the flat one leaves out the duplicate check (a Python
+# call per object), which parse_item_body makes by counting members instead.
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float,
                             object_pairs_hook=_unique_members)
+_ITEM_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_item_float,
+                                 object_pairs_hook=_unique_members)
+_FLAT_ITEM_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_item_float)
+_FLAT_SCAN = _FLAT_ITEM_DECODER.scan_once
 
 
-_SCAN = _DECODER.scan_once
-
-
-def _decode(text: str) -> Any:
+def _decode(text: str, decoder: json.JSONDecoder = _DECODER) -> Any:
     """json.loads(text, **the hooks above), including its refusal of a leading BOM."""
     if text.startswith("\ufeff"):
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
@@ -202,13 +240,13 @@ def _decode(text: str) -> Any:
     # included, takes the full path, which raises the error with its message and position.
     if text[:1] == "{" and text[-1:] == "}":
         try:
-            value, end = _SCAN(text, 0)
+            value, end = decoder.scan_once(text, 0)
         except (StopIteration, json.JSONDecodeError):
             pass
         else:
             if end == len(text):
                 return value
-    return _DECODER.decode(text)
+    return decoder.decode(text)
 
 
 def check_numbers_in_double_range(obj: Any) -> None:
@@ -230,18 +268,17 @@ def check_numbers_in_double_range(obj: Any) -> None:
             stack.extend(node)
 
 
-def parse_json_body(raw: bytes) -> Any:
-    """The JSON value in ``raw``, or ValidationError(400) saying what is wrong and where."""
+def _text_of(raw: bytes) -> str:
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise _bad(f"The request body is not valid UTF-8 (byte {e.start}).") from None
-    # Depth is checked on the text, before parsing: the parser recurses per level, and a stack
-    # run deep enough to raise RecursionError also fails whatever the collector runs on it then.
-    if not bytes_nest_at_most(raw):
-        raise _too_deep()
+
+
+def _parsed(text: str, decoder: json.JSONDecoder = _DECODER) -> Any:
+    """_decode(text), its errors as ValidationError(400)."""
     try:
-        value = _decode(text)
+        return _decode(text, decoder)
     except json.JSONDecodeError as e:
         raise _bad(f"The request body is not valid JSON: {e.msg} at line {e.lineno} column "
                    f"{e.colno} (char {e.pos}).") from None
@@ -249,6 +286,71 @@ def parse_json_body(raw: bytes) -> Any:
         raise _too_deep() from None
     except ValueError as e:   # raised by our hooks, or int() on a number with too many digits
         raise _bad(f"The request body is not valid JSON: {e}.") from None
-    if b"\\u" in raw and _MAYBE_SURROGATE.search(raw):
+
+
+def parse_json_body(raw: bytes) -> Any:
+    """The JSON value in ``raw``, or ValidationError(400) saying what is wrong and where."""
+    text = _text_of(raw)
+    # Depth is checked on the text, before parsing: the parser recurses per level, and a stack
+    # run deep enough to raise RecursionError also fails whatever the collector runs on it then.
+    if not bytes_nest_at_most(raw):
+        raise _too_deep()
+    value = _parsed(text)
+    if "\\u" in text and _MAYBE_SURROGATE.search(raw):
         _check_no_surrogates(value)
     return value
+
+
+def parse_item_body(raw: bytes) -> tuple[Any, bool]:
+    """parse_json_body(raw) for an item's body, and whether raw is, byte for byte, the text
+    jsontext.dumps_bytes writes for the value: an object in compact form (no whitespace outside
+    strings), without escapes (dumps writes every other character as itself), with each number
+    written as Python writes it back (not "1E5", "0.000001" or "-0"). Then the stored body can
+    be raw itself with the system properties spliced in (documents.Writer), the same bytes as
+    encoding the value again: what the SDKs send is compact (azure-cosmos: json.dumps with
+    separators=(",", ":"); @azure/cosmos: JSON.stringify).
+
+    The checks come from the text's structure (outside_strings), found once: the nesting
+    depth; and in an object holding no other object, its member count (a colon each), so that
+    the C parser needs no duplicate check per object: the object has one iff it parsed to fewer
+    members. The errors, their order and their messages are parse_json_body's."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _bad(f"The request body is not valid UTF-8 (byte {e.start}).") from None
+    escaped = "\\" in text                   # (a str's `in`: a bytes one costs an exception inside)
+    if escaped:
+        structure = outside_strings(raw)
+    else:                                       # outside_strings, inlined (every create)
+        parts = raw.split(b'"')
+        outside = parts[::2]
+        if len(parts) % 2 == 0:
+            outside.append(parts[-1])
+        structure = b"".join(outside)
+    if len(structure) > NESTING_DEPTH_MAX and not structure_nests_at_most(structure):
+        raise _too_deep()
+    _FLOAT_RECAST[0] = False
+    if structure[:1] == b"{" and structure[-1:] == b"}" and structure.count(b"{") == 1:
+        # _decode's fast path: an object with nothing around it (so no BOM either). Anything
+        # else, an error included, is parsed again the full way, which raises the error.
+        try:
+            value, end = _FLAT_SCAN(text, 0)
+        except Exception:
+            end = -1
+        if end != len(text):
+            value = _parsed(text, _FLAT_ITEM_DECODER)
+        if len(value) != structure.count(b":"):
+            _parsed(text, _ITEM_DECODER)                # raises the duplicate's 400
+        verbatim = not escaped and not _FLOAT_RECAST[0]
+    else:
+        value = _parsed(text, _ITEM_DECODER)
+        verbatim = (not escaped and not _FLOAT_RECAST[0] and structure[:1] == b"{"
+                    and structure[-1:] == b"}")
+    if escaped and "\\u" in text and _MAYBE_SURROGATE.search(raw):
+        _check_no_surrogates(value)
+    if verbatim:
+        # No whitespace outside strings (split() makes one piece), and no "-0" there: a number
+        # that Python writes back as 0 (floats were checked as they were parsed).
+        verbatim = (len(structure.split()) == 1 and type(raw) is bytes
+                    and ("-0" not in text or structure.find(b"-0") < 0))
+    return value, verbatim

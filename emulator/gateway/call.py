@@ -11,7 +11,7 @@ from client.protocol import headers as H
 
 from ..core.errors import CosmosError, bad_request
 from ..core.read_routing import ConnectionPins
-from ..core.validation import ValidationError, parse_json_body
+from ..core.validation import ValidationError, parse_item_body, parse_json_body
 from .responses import activity_id
 
 
@@ -79,5 +79,16 @@ def json_of(raw: bytes, required: bool = True):
         return None
     try:
         return parse_json_body(raw)
+    except ValidationError as e:
+        raise CosmosError(e.status, e.substatus, e.message) from None
+
+
+def item_of(raw: bytes):
+    """json_of(raw) of an item's body, with parse_item_body's verdict: (value, whether raw can
+    be stored as it is, the system properties spliced in)."""
+    if not raw:
+        raise bad_request("The request body is empty; a JSON body is required for this operation.")
+    try:
+        return parse_item_body(raw)
     except ValidationError as e:
         raise CosmosError(e.status, e.substatus, e.message) from None

@@ -13,9 +13,9 @@ from ..core import feed as feeds
 from ..core import throttle as th
 from ..core.consistency import effective
 from ..core.errors import CosmosError, bad_request, not_found
-from ..core.validation import ITEM_BYTES_MAX, ValidationError, check_id
+from ..core.validation import ITEM_BYTES_MAX, ValidationError, check_id, parse_item_body
 from . import admission, partition_keys, responses
-from .call import json_of
+from .call import item_of
 from .sessions import parse_session, session_headers
 
 WRITE_OPS = {"POST", "PUT", "PATCH", "DELETE"}
@@ -107,13 +107,20 @@ def stage_create(call, container):
 def stage_body(gw, region: str, container, pk_json: str, values: list, raw: bytes, upsert: bool, if_match):
     """stage_create once the partition key is known: the item in raw, parsed, checked and staged
     as a create or upsert. Direct mode's create calls this without a Call (no header dict)."""
-    doc = json_of(raw)
+    if raw:                                     # call.item_of, inlined (every create)
+        try:
+            doc, verbatim = parse_item_body(raw)
+        except ValidationError as e:
+            raise CosmosError(e.status, e.substatus, e.message) from None
+    else:
+        doc, verbatim = item_of(raw)            # its 400 for an empty body
     _check_item(doc, len(raw))
     writer = docs.Writer(container, region, pk_json, values, gw.now_ms(region))
+    stored = raw if verbatim else None        # the body is raw, the system properties spliced in
     if upsert:
-        status, version = writer.upsert(doc, if_match)
+        status, version = writer.upsert(doc, if_match, stored)
     else:
-        status, version = writer.create(doc)
+        status, version = writer.create(doc, stored)
     return writer, status, version
 
 

@@ -41,31 +41,35 @@ def parse_session_text(raw: str) -> dict:
 def token(rs, lsn: int) -> str:
     """`<range>:<version>#<lsn>#<regionId>=<count>...`: the LSN, and the region vector: how many
     writes that originated in each region (by id) this region has applied, for every region.
-    Single-write reads are judged by the LSN (one history); multi-write reads by the vector."""
-    if rs.partition is None:
+    Single-write reads are judged by the LSN (one history); multi-write reads by the vector.
+
+    The vector's text is kept per replica set until its progress or the account's regions change
+    (formatting its numbers anew costs more than the rest of a point read). It is kept on the
+    replica set itself (`token_vector`: its progress_seq, region order, vector text, and the
+    order's format: "#id=%d..." with the names in id order), so a deleted container takes it
+    along. A write changes the progress, so every write formats it: with one %-format of the
+    counts (map over the names, no Python frame per region), here rather than in a function of
+    its own (a call per write)."""
+    partition = rs.partition
+    if partition is None:
         return f"{rs.range_id}:{rs.epoch}#{lsn}"
-    return f"{rs.range_id}:{rs.epoch}#{lsn}{_vector(rs)}"
-
-
-def _vector(rs) -> str:
-    """The region vector's text, kept per replica set until its progress or the account's
-    regions change (formatting its numbers anew costs more than the rest of a point read).
-    It is kept on the replica set itself (`token_vector`: its progress_seq, region order,
-    vector text, and the order's format: "#id=%d..." with the names in id order), so a deleted
-    container takes it along. A write changes the progress, so every write formats it: with
-    one %-format of the counts (map over the names, no Python frame per region)."""
-    order = rs.partition.region_order
+    order = partition.region_order
     hit = rs.token_vector
     if hit is not None and hit[1] is order:
         if hit[0] == rs.progress_seq:
-            return hit[2]
+            return f"{rs.range_id}:{rs.epoch}#{lsn}{hit[2]}"
         form = hit[3]
     else:
-        form = ("".join([f"#{rid}=%d" for _, rid in order]), tuple([name for name, _ in order]), (0,) * len(order))
+        form = _form(order)
     fmt, names, zeros = form
     text = fmt % tuple(map(rs.progress.get, names, zeros))
     rs.token_vector = (rs.progress_seq, order, text, form)
-    return text
+    return f"{rs.range_id}:{rs.epoch}#{lsn}{text}"
+
+
+def _form(order) -> tuple:
+    """(the vector's %-format in id order, the region names in that order, a 0 per region)."""
+    return "".join([f"#{rid}=%d" for _, rid in order]), tuple([name for name, _ in order]), (0,) * len(order)
 
 
 def session_headers(call, container, rs, lsn: int) -> dict:

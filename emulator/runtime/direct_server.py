@@ -134,7 +134,8 @@ class DirectNode:
         self.silent = False                  # outage RESET or BLACKHOLE: connections are not served
         self.requests: collections.Counter = collections.Counter()   # (op, status, sub) -> replies
         self.replica_requests = plane.replica_requests.setdefault(region, collections.Counter())
-        self._targets: dict = {}             # replica key -> (placement version, coll rid, _Target)
+        self._targets: dict = {}             # replica key -> (placement version, coll rid, ..., _Target)
+        self.account = plane.account
 
     def __call__(self):
         from .direct_connection import DirectConnection
@@ -147,20 +148,21 @@ class DirectNode:
         if self.unavailable:
             raise CosmosError(503, 0, f"Region {self.region} is unavailable (a region outage); its direct "
                                       "nodes answer nothing else until it is back.")
-        account = self.plane.account
+        account = self.account
         try:
             hit = self._targets.get(key)
         except TypeError:                    # a list or map for 'replica': _resolve answers the 400
             hit = None
-        if hit is not None and hit[0] == account.placement.version and \
-                account.colls_by_rid.get(hit[1]) is hit[2].container and \
-                hit[2].partition.replica_sets.get(self.region) is hit[2].rs:
-            target = hit[2]                  # still placed here, same container and replica set
+        # hit: (placement version, coll rid, container, partition, replica set, target)
+        if hit is not None and hit[0] == account.placement.version and account.colls_by_rid.get(hit[1]) is hit[2] \
+                and hit[3].replica_sets.get(self.region) is hit[4]:
+            target = hit[5]                  # still placed here, same container and replica set
         else:
             target = self._resolve(key)
             if len(self._targets) >= TARGETS_CACHE_MAX:
                 self._targets.clear()
-            self._targets[key] = (account.placement.version, _parse_replica_key(key)[0], target)
+            self._targets[key] = (account.placement.version, _parse_replica_key(key)[0], target.container,
+                                  target.partition, target.rs, target)
         replica = target.replica
         if replica.state != UP:
             raise _gone(D.SUB_REPLICA_DOWN, f"Replica {key} in {self.region} is down; refresh the addresses.")

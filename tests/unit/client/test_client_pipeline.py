@@ -20,7 +20,7 @@ from client.aio import CosmosClient, CosmosClientTimeoutError, CosmosHttpRespons
 from client.aio.transport import TransportError
 from client.policies.retry import CONNECT_ERROR
 
-from client_world import GLOBAL, ScriptedTransport, account_doc, reply, run
+from client_world import GLOBAL, ScriptedTransport, VirtualTimeLoop, account_doc, reply, run
 
 KEY = base64.b64encode(b"k" * 32).decode()
 CONTAINER = {"id": "c", "_self": "dbs/x/colls/y/", "partitionKey": {"paths": ["/pk"], "kind": "Hash"}}
@@ -372,3 +372,32 @@ def test_the_connect_timeout_reaches_the_gateway_pools_too(mode):
 def test_a_credential_that_is_not_a_key_is_refused_clearly(credential):
     with pytest.raises(TypeError, match="credential must be the account key"):
         CosmosClient(GLOBAL, credential)
+
+
+class EarlyTimersLoop(VirtualTimeLoop):
+    """A loop whose timers end EARLY_S early by its own clock, as uvloop's do by the client's
+    perf_counter when they are armed from a loop time cached before the request was handled."""
+    EARLY_S = 0.00022
+
+    def call_at(self, when, callback, *args, context=None):
+        return super().call_at(when - self.EARLY_S, callback, *args, context=context)
+
+
+def test_a_retry_after_is_a_floor_by_the_clients_clock_even_when_a_timer_ends_early():
+    answers = iter([reply(429, 3200, retry_after_ms=20, charge=0)] * 2 + [reply(charge=2.0)])
+    t = ScriptedTransport(serve(lambda r, m, h: (0.0, next(answers))))
+
+    async def main():
+        client, c = await container(t)
+        item = await c.read_item("1", partition_key="a")
+        await client.close()
+        return item
+    loop = EarlyTimersLoop()
+    try:
+        d = loop.run_until_complete(main()).diagnostics
+    finally:
+        loop.close()
+    assert [a.status for a in d.attempts] == [429, 429, 200]
+    gaps = [b.started_ms - a.started_ms for a, b in zip(d.attempts, d.attempts[1:])]
+    # At least the 20 ms asked for, and no more than one loop tick beyond it.
+    assert all(20 <= g <= 21 for g in gaps), gaps

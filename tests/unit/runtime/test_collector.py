@@ -166,6 +166,48 @@ def test_the_lag_sampler_runs_on_the_loops_own_timer_by_default(restore_gc):
     assert c.describe()["loop_lag_interval_ms"] == col.LAG_SAMPLE_INTERVAL_MS
 
 
+def test_the_default_sampler_is_a_timer_of_the_loop_not_a_task(restore_gc):
+    """A task sleeping in asyncio.sleep cost a future, a task step and a coroutine resume per
+    sample, 20 times a second in an idle server: the sampler re-arms a plain loop timer."""
+    async def main():
+        before = len(asyncio.all_tasks())
+        c = col.Collector(policy=False, lag_interval_ms=1).start()
+        try:
+            assert len(asyncio.all_tasks()) == before
+            for _ in range(3):                               # it re-arms itself after each sample
+                c.sampled.clear()
+                await asyncio.wait_for(c.sampled.wait(), 10)
+            return c
+        finally:
+            c.stop()
+    c = asyncio.run(main())
+    assert c.lag.n >= 3
+
+
+def test_the_default_sampler_releases_a_deleted_container_within_its_check_interval(restore_gc):
+    """The loop's own sampler looks for deletes every RELEASE_CHECK_SAMPLES samples (not every
+    sample): a container deleted while it runs is unfrozen and collected by then."""
+    account = Account(AccountConfig(), ManualClock(), Scheduler(), random.Random(0))
+    db = account.create_database({"id": "d"})
+    coll = account.create_container(db, {"id": "c", "partitionKey": {"paths": ["/pk"], "kind": "Hash"}})
+
+    async def main():
+        c = col.Collector(account, policy=True, freeze_after_full_ms=0.0, lag_interval_ms=1).start()
+        try:
+            c.sampled.clear()
+            await asyncio.wait_for(c.sampled.wait(), 10)         # the first sample looked: nothing gone
+            assert c.unfreezes == 0
+            account.delete_container(coll)
+            for _ in range(col.RELEASE_CHECK_SAMPLES):
+                c.sampled.clear()
+                await asyncio.wait_for(c.sampled.wait(), 10)
+            return c
+        finally:
+            c.stop()
+    c = asyncio.run(main())
+    assert c.unfreezes == 1
+
+
 def test_histogram_buckets_are_cumulative_in_prometheus_text():
     h = col.Histogram()
     for ms in (0.05, 3, 3, 700, 5000):
