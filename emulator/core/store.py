@@ -259,6 +259,11 @@ class VersionStore:
         keys = [v.key for v in versions if not v.deleted]
         if len(keys) != len(versions) or any(map(items.__contains__, keys)):
             return False
+        if len(self._change_keys) + 1 > 2 * (self.count_live + 1) + CHANGES_SLACK_ENTRIES:
+            # The first key's add() would compact the change log (deletes left it long), and
+            # then file the rest after it in commit order: add() one by one does exactly that.
+            # Otherwise no add() of this commit compacts (each adds one entry and one live key).
+            return False
         if self.indexes is not None:
             for v in versions:
                 self.indexes.add(v)
@@ -270,8 +275,6 @@ class VersionStore:
         unsorted.extend(keys)
         if len(unsorted) >= UNSORTED_KEYS_MAX:
             self._keys_in_order()
-        if len(self._change_keys) > 2 * self.count_live + CHANGES_SLACK_ENTRIES:
-            self._compact_changes()
         return True
 
     def _prune(self, key, versions: list, floor_lsn: int) -> None:
