@@ -46,29 +46,8 @@ class Link:
         self.send(target_rs, snapshot.lsn, snapshot)
 
     def send(self, target_rs, lsn: int, versions, now_ms: int | None = None) -> None:
-        """Queue a commit; `now_ms` is the account clock's now when the caller has it already
-        (a commit ships to every other region at once: one clock read, not one per link)."""
-        if now_ms is None:
-            now_ms = self.clock.now_ms()
-        due = now_ms + self.lag_ms
-        if self.jitter_ms > 0:
-            due += self.rng.randint(0, self.jitter_ms)
-        if due < self._last_due_ms:
-            due = self._last_due_ms
-        self._last_due_ms = due
-        q = self._queue
-        q.append((due, target_rs, lsn, versions))
-        armed = self._armed_ms
-        if armed is None:
-            if len(q) == 1:
-                # _arm for a queue of just this commit (due is not before now), without the call.
-                if self.state == ACTIVE and self.receiver_up:
-                    self._armed_ms = due
-                    self.scheduler.call_at(due, self._fire_cb, due)
-            else:
-                self._arm()
-        elif armed > due:                    # a timer due by then delivers this one too
-            self._arm()
+        """Queue a commit; `now_ms` is the account clock's now when the caller has it already."""
+        ship(((self, target_rs),), lsn, versions, self.clock.now_ms() if now_ms is None else now_ms)
 
     def _arm(self) -> None:
         q = self._queue
@@ -145,3 +124,29 @@ class Link:
     def describe(self) -> dict:
         return {"from": self.src, "to": self.dst, "lag_ms": self.lag_ms, "jitter_ms": self.jitter_ms,
                 "state": self.state, "backlog": self.backlog, "delivered": self.delivered}
+
+
+def ship(targets, lsn: int, versions, now_ms: int) -> None:
+    """Queue one commit on every (link, target replica set) of targets, at `now_ms` on the account
+    clock: a commit ships to every other region at once, so one loop with Link.send's work inline
+    (it is most of the cost of carrying a commit, and there is one call per commit, not per link)."""
+    for link, target_rs in targets:
+        due = now_ms + link.lag_ms
+        if link.jitter_ms > 0:
+            due += link.rng.randint(0, link.jitter_ms)
+        if due < link._last_due_ms:
+            due = link._last_due_ms        # jitter never reorders: FIFO per link
+        link._last_due_ms = due
+        q = link._queue
+        q.append((due, target_rs, lsn, versions))
+        armed = link._armed_ms
+        if armed is None:
+            if len(q) == 1:
+                # _arm for a queue of just this commit (due is not before now), without the call.
+                if link.state == ACTIVE and link.receiver_up:
+                    link._armed_ms = due
+                    link.scheduler.call_at(due, link._fire_cb, due)
+            else:
+                link._arm()
+        elif armed > due:                    # a timer due by then delivers this one too
+            link._arm()

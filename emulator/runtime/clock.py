@@ -13,6 +13,7 @@ FLOAT_SLACK_MS absorbs that rounding error and nothing more.
 import time
 
 FLOAT_SLACK_MS = 0.001         # far above float error at any uptime, far below a millisecond
+ARMED_BY_FIRE = float("-inf")  # SchedulerDriver._armed_ms while a wake-up runs the due callbacks
 
 
 class LoopClock:
@@ -38,6 +39,7 @@ class SchedulerDriver:
         self._handle = None
         self._armed_ms = None
         self._fire_cb = self._fire            # bound once: every timer arms it
+        self._run = scheduler.run_due_then_next
         scheduler.on_earlier = self._arm
 
     def _arm(self, due_ms: int) -> None:
@@ -51,12 +53,22 @@ class SchedulerDriver:
 
     def _fire(self) -> None:
         self._handle = None
-        self._armed_ms = None
-        scheduler = self._scheduler
-        scheduler.run_due(self._clock.now_ms())
-        nxt = scheduler.next_due_ms()
+        # While the due callbacks run, the timers they schedule need no loop timer of their own:
+        # the one armed below, for the earliest left, covers them (an armed time at or before
+        # every due time makes _arm return at once).
+        self._armed_ms = ARMED_BY_FIRE
+        try:
+            nxt = self._run(self._clock.now_ms())
+        except BaseException:
+            self._armed_ms = None              # a callback raised: the others still run when due
+            nxt = self._scheduler.next_due_ms()
+            if nxt is not None:
+                self._arm(nxt)
+            raise
+        self._armed_ms = nxt
         if nxt is not None:
-            self._arm(nxt)
+            clock = self._clock
+            self._handle = self._loop.call_at(clock._origin_loop + (nxt - clock._origin_ms) / 1000, self._fire_cb)
 
     def close(self) -> None:
         if self._handle is not None:
