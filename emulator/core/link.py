@@ -20,7 +20,8 @@ CUT = "cut"           # like paused, but reported as a network partition
 
 class Link:
     __slots__ = ("src", "dst", "lag_ms", "jitter_ms", "state", "scheduler", "clock", "rng",
-                 "_queue", "_armed_ms", "_last_due_ms", "delivered", "receiver_up", "on_state", "_fire_cb")
+                 "_queue", "_armed_ms", "_last_due_ms", "delivered", "_receiver_up", "_open", "on_state",
+                 "_fire_cb")
 
     def __init__(self, src: str, dst: str, lag_ms: int, scheduler, clock, rng, jitter_ms: int = 0):
         self.src = src
@@ -37,9 +38,19 @@ class Link:
         self.delivered = 0
         # Both ends' regions are up (a region in an outage neither sends nor receives). The
         # account sets it on every change of a region's state, then kicks the link.
-        self.receiver_up = True
+        self._receiver_up = True
+        self._open = True                 # state is ACTIVE and receiver_up: what moves commits
         self.on_state = None              # fn(link) after its state changed (the account listens)
         self._fire_cb = self._fire        # bound once: every commit sent on an idle link arms it
+
+    @property
+    def receiver_up(self) -> bool:
+        return self._receiver_up
+
+    @receiver_up.setter
+    def receiver_up(self, up: bool) -> None:
+        self._receiver_up = up
+        self._open = up and self.state == ACTIVE
 
     def send_snapshot(self, target_rs, snapshot: Snapshot) -> None:
         """A state transfer (snapshot.py), queued in order with the commits."""
@@ -51,13 +62,11 @@ class Link:
 
     def _arm(self) -> None:
         q = self._queue
-        if not q or self.state != ACTIVE:
+        if not q or not self._open:
             return
         due = max(q[0][0], self.clock.now_ms())
         if self._armed_ms is not None and self._armed_ms <= due:
-            return                        # already armed in time (checked first: it is cheaper)
-        if not self.receiver_up:
-            return
+            return                        # already armed in time
         self._armed_ms = due
         self.scheduler.call_at(due, self._fire_cb, due)
 
@@ -65,7 +74,7 @@ class Link:
         if armed_ms != self._armed_ms:
             return                        # superseded by an earlier arm
         self._armed_ms = None
-        if self.state != ACTIVE or not self.receiver_up:
+        if not self._open:
             return
         now = self.scheduler.now_ms            # the time the scheduler runs this timer for
         q = self._queue
@@ -94,6 +103,7 @@ class Link:
 
     def set_state(self, state: str) -> None:
         self.state = state
+        self._open = state == ACTIVE and self._receiver_up
         if state == ACTIVE:
             self.kick()
         if self.on_state is not None:
@@ -143,7 +153,7 @@ def ship(targets, lsn: int, versions, now_ms: int) -> None:
         if armed is None:
             if len(q) == 1:
                 # _arm for a queue of just this commit (due is not before now), without the call.
-                if link.state == ACTIVE and link.receiver_up:
+                if link._open:
                     link._armed_ms = due
                     link.scheduler.call_at(due, link._fire_cb, due)
             else:
