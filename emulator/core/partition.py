@@ -174,11 +174,17 @@ class Partition:
                 return True
         return False
 
+    def _targets_of(self, region: str) -> list:
+        """(link, replica set) for every other region, kept until the regions or links change
+        (a function of its own: the comprehension's closure would make _ship's locals cells)."""
+        targets = self._targets[region] = [(self._links[(region, dst)], other)
+                                           for dst, other in self.replica_sets.items() if dst != region]
+        return targets
+
     def _ship(self, rs: ReplicaSet, old: int, new: int) -> None:
         targets = self._targets.get(rs.region)
         if targets is None:
-            targets = self._targets[rs.region] = [(self._links[(rs.region, dst)], other)
-                                                  for dst, other in self.replica_sets.items() if dst != rs.region]
+            targets = self._targets_of(rs.region)
         if not targets:
             return
         own_only = rs.multi_write

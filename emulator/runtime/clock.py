@@ -10,6 +10,7 @@ counts whole milliseconds, but the float arithmetic between the two can land a h
 (about one timer in two, 20-odd wake-ups each, until the next millisecond ticked over).
 FLOAT_SLACK_MS absorbs that rounding error and nothing more.
 """
+import contextvars
 import time
 
 FLOAT_SLACK_MS = 0.001         # far above float error at any uptime, far below a millisecond
@@ -40,6 +41,9 @@ class SchedulerDriver:
         self._armed_ms = None
         self._fire_cb = self._fire            # bound once: every timer arms it
         self._run = scheduler.run_due_then_next
+        # The core's callbacks read no context variables: handing the loop one context saves it
+        # copying the current one for every timer.
+        self._context = contextvars.copy_context()
         scheduler.on_earlier = self._arm
 
     def _arm(self, due_ms: int) -> None:
@@ -49,7 +53,8 @@ class SchedulerDriver:
             self._handle.cancel()
         self._armed_ms = due_ms
         clock = self._clock                    # clock.loop_time_at(due_ms), inlined: every timer
-        self._handle = self._loop.call_at(clock._origin_loop + (due_ms - clock._origin_ms) / 1000, self._fire_cb)
+        self._handle = self._loop.call_at(clock._origin_loop + (due_ms - clock._origin_ms) / 1000, self._fire_cb,
+                                          context=self._context)
 
     def _fire(self) -> None:
         self._handle = None
@@ -68,7 +73,8 @@ class SchedulerDriver:
         self._armed_ms = nxt
         if nxt is not None:
             clock = self._clock
-            self._handle = self._loop.call_at(clock._origin_loop + (nxt - clock._origin_ms) / 1000, self._fire_cb)
+            self._handle = self._loop.call_at(clock._origin_loop + (nxt - clock._origin_ms) / 1000, self._fire_cb,
+                                              context=self._context)
 
     def close(self) -> None:
         if self._handle is not None:
