@@ -148,15 +148,18 @@ def ship(targets, lsn: int, versions, now_ms: int) -> None:
             due = link._last_due_ms        # jitter never reorders: FIFO per link
         link._last_due_ms = due
         q = link._queue
-        q.append((due, target_rs, lsn, versions))
         armed = link._armed_ms
         if armed is None:
-            if len(q) == 1:
+            if not q:
+                q.append((due, target_rs, lsn, versions))
                 # _arm for a queue of just this commit (due is not before now), without the call.
                 if link._open:
                     link._armed_ms = due
                     link.scheduler.call_at(due, link._fire_cb, due)
             else:
+                q.append((due, target_rs, lsn, versions))
                 link._arm()
-        elif armed > due:                    # a timer due by then delivers this one too
-            link._arm()
+        else:
+            q.append((due, target_rs, lsn, versions))
+            if armed > due:                  # a timer due by then delivers this one too
+                link._arm()

@@ -47,9 +47,10 @@ class SchedulerDriver:
         scheduler.on_earlier = self._arm
 
     def _arm(self, due_ms: int) -> None:
-        if self._armed_ms is not None and self._armed_ms <= due_ms:
-            return
-        if self._handle is not None:
+        armed = self._armed_ms
+        if armed is not None:                  # None: no loop timer is armed (nor a handle kept)
+            if armed <= due_ms:
+                return
             self._handle.cancel()
         self._armed_ms = due_ms
         clock = self._clock                    # clock.loop_time_at(due_ms), inlined: every timer
