@@ -2,7 +2,9 @@
 
 `LoopClock` gives the core epoch milliseconds: the wall clock is read once at start, and time
 then advances with the event loop's monotonic clock, so it never jumps backwards.
-`SchedulerDriver` keeps one event-loop timer armed for the core scheduler's earliest due time.
+`SchedulerDriver` keeps one event-loop timer armed for the core scheduler's earliest due time; a
+wake-up runs what is due and then arms one timer for the earliest left, however many its callbacks
+scheduled.
 
 A timer armed at `loop_time_at(ms)` must see `now_ms() >= ms` when it fires. uvloop's clock
 counts whole milliseconds, but the float arithmetic between the two can land a hair below
