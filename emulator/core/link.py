@@ -20,7 +20,8 @@ CUT = "cut"           # like paused, but reported as a network partition
 
 class Link:
     __slots__ = ("src", "dst", "lag_ms", "jitter_ms", "state", "scheduler", "clock", "rng",
-                 "_queue", "_armed_ms", "_last_due_ms", "delivered", "receiver_up", "on_state", "_fire_cb")
+                 "_queue", "_armed_ms", "_last_due_ms", "delivered", "_receiver_up", "_open", "on_state",
+                 "_fire_cb")
 
     def __init__(self, src: str, dst: str, lag_ms: int, scheduler, clock, rng, jitter_ms: int = 0):
         self.src = src
@@ -37,48 +38,35 @@ class Link:
         self.delivered = 0
         # Both ends' regions are up (a region in an outage neither sends nor receives). The
         # account sets it on every change of a region's state, then kicks the link.
-        self.receiver_up = True
+        self._receiver_up = True
+        self._open = True                 # state is ACTIVE and receiver_up: what moves commits
         self.on_state = None              # fn(link) after its state changed (the account listens)
         self._fire_cb = self._fire        # bound once: every commit sent on an idle link arms it
+
+    @property
+    def receiver_up(self) -> bool:
+        return self._receiver_up
+
+    @receiver_up.setter
+    def receiver_up(self, up: bool) -> None:
+        self._receiver_up = up
+        self._open = up and self.state == ACTIVE
 
     def send_snapshot(self, target_rs, snapshot: Snapshot) -> None:
         """A state transfer (snapshot.py), queued in order with the commits."""
         self.send(target_rs, snapshot.lsn, snapshot)
 
     def send(self, target_rs, lsn: int, versions, now_ms: int | None = None) -> None:
-        """Queue a commit; `now_ms` is the account clock's now when the caller has it already
-        (a commit ships to every other region at once: one clock read, not one per link)."""
-        if now_ms is None:
-            now_ms = self.clock.now_ms()
-        due = now_ms + self.lag_ms
-        if self.jitter_ms > 0:
-            due += self.rng.randint(0, self.jitter_ms)
-        if due < self._last_due_ms:
-            due = self._last_due_ms
-        self._last_due_ms = due
-        q = self._queue
-        q.append((due, target_rs, lsn, versions))
-        armed = self._armed_ms
-        if armed is None:
-            if len(q) == 1:
-                # _arm for a queue of just this commit (due is not before now), without the call.
-                if self.state == ACTIVE and self.receiver_up:
-                    self._armed_ms = due
-                    self.scheduler.call_at(due, self._fire_cb, due)
-            else:
-                self._arm()
-        elif armed > due:                    # a timer due by then delivers this one too
-            self._arm()
+        """Queue a commit; `now_ms` is the account clock's now when the caller has it already."""
+        ship(((self, target_rs),), lsn, versions, self.clock.now_ms() if now_ms is None else now_ms)
 
     def _arm(self) -> None:
         q = self._queue
-        if not q or self.state != ACTIVE:
+        if not q or not self._open:
             return
         due = max(q[0][0], self.clock.now_ms())
         if self._armed_ms is not None and self._armed_ms <= due:
-            return                        # already armed in time (checked first: it is cheaper)
-        if not self.receiver_up:
-            return
+            return                        # already armed in time
         self._armed_ms = due
         self.scheduler.call_at(due, self._fire_cb, due)
 
@@ -86,7 +74,7 @@ class Link:
         if armed_ms != self._armed_ms:
             return                        # superseded by an earlier arm
         self._armed_ms = None
-        if self.state != ACTIVE or not self.receiver_up:
+        if not self._open:
             return
         now = self.scheduler.now_ms            # the time the scheduler runs this timer for
         q = self._queue
@@ -115,6 +103,7 @@ class Link:
 
     def set_state(self, state: str) -> None:
         self.state = state
+        self._open = state == ACTIVE and self._receiver_up
         if state == ACTIVE:
             self.kick()
         if self.on_state is not None:
@@ -145,3 +134,32 @@ class Link:
     def describe(self) -> dict:
         return {"from": self.src, "to": self.dst, "lag_ms": self.lag_ms, "jitter_ms": self.jitter_ms,
                 "state": self.state, "backlog": self.backlog, "delivered": self.delivered}
+
+
+def ship(targets, lsn: int, versions, now_ms: int) -> None:
+    """Queue one commit on every (link, target replica set) of targets, at `now_ms` on the account
+    clock: a commit ships to every other region at once, so one loop with Link.send's work inline
+    (it is most of the cost of carrying a commit, and there is one call per commit, not per link)."""
+    for link, target_rs in targets:
+        due = now_ms + link.lag_ms
+        if link.jitter_ms > 0:
+            due += link.rng.randint(0, link.jitter_ms)
+        if due < link._last_due_ms:
+            due = link._last_due_ms        # jitter never reorders: FIFO per link
+        link._last_due_ms = due
+        q = link._queue
+        armed = link._armed_ms
+        if armed is None:
+            if not q:
+                q.append((due, target_rs, lsn, versions))
+                # _arm for a queue of just this commit (due is not before now), without the call.
+                if link._open:
+                    link._armed_ms = due
+                    link.scheduler.call_at(due, link._fire_cb, due)
+            else:
+                q.append((due, target_rs, lsn, versions))
+                link._arm()
+        else:
+            q.append((due, target_rs, lsn, versions))
+            if armed > due:                  # a timer due by then delivers this one too
+                link._arm()

@@ -26,6 +26,7 @@ failover) what a commit counts for depends on the cuts, and every commit recompu
 from operator import attrgetter
 
 from .errors import CosmosError, write_forbidden
+from .link import ship
 from .replica_set import ReplicaSet
 
 STALENESS_OPS_DEFAULT = 100_000          # bounded staleness K; the service's minimum for multi-region
@@ -173,11 +174,17 @@ class Partition:
                 return True
         return False
 
+    def _targets_of(self, region: str) -> list:
+        """(link, replica set) for every other region, kept until the regions or links change
+        (a function of its own: the comprehension's closure would make _ship's locals cells)."""
+        targets = self._targets[region] = [(self._links[(region, dst)], other)
+                                           for dst, other in self.replica_sets.items() if dst != region]
+        return targets
+
     def _ship(self, rs: ReplicaSet, old: int, new: int) -> None:
         targets = self._targets.get(rs.region)
         if targets is None:
-            targets = self._targets[rs.region] = [(self._links[(rs.region, dst)], other)
-                                                  for dst, other in self.replica_sets.items() if dst != rs.region]
+            targets = self._targets_of(rs.region)
         if not targets:
             return
         own_only = rs.multi_write
@@ -186,15 +193,13 @@ class Partition:
             # generator. The log's last entry is a Version or a list of them (replica_set.py).
             entry = rs.log[-1]
             versions = entry if type(entry) is list else (entry,)
-            now_ms = rs.clock.now_ms()         # the links' clock (the account's)
-            for link, other in targets:
-                link.send(other, new, versions, now_ms)
+            ship(targets, new, versions, rs.clock.now_ms())    # the links' clock (the account's)
             return
+        now_ms = rs.clock.now_ms()
         for lsn, versions in rs.commits_between(old, new):
             if own_only and versions[0].origin != rs.region:
                 continue                       # multi-write: every region ships what it originated
-            for link, other in targets:
-                link.send(other, lsn, versions)
+            ship(targets, lsn, versions, now_ms)
 
     # ---- strong consistency ------------------------------------------------------------
     def majority(self) -> int:

@@ -2,7 +2,8 @@
 
 Theory of operation: core components never sleep; they ask the scheduler to call them back at
 a due time (integer milliseconds on the account's clock). A shell owns the loop: the asyncio
-runtime arms one event-loop timer for `next_due_ms()` and calls `run_due(now)` when it fires;
+runtime arms one event-loop timer for `next_due_ms()` and calls `run_due(now)` when it fires
+(`run_due_then_next`, which also answers the next due time);
 the simulator jumps virtual time straight to `next_due_ms()`. Callbacks due at the same
 millisecond run in the order they were scheduled (a sequence number breaks ties), so a run is
 deterministic. A callback may schedule more callbacks, including for `now` itself: `run_due`
@@ -49,6 +50,23 @@ class Scheduler:
             if ran >= RUN_DUE_CALLBACKS_MAX:
                 raise RuntimeError("scheduler: callbacks keep rescheduling themselves at the same time")
         return ran
+
+    def run_due_then_next(self, now_ms: int) -> int | None:
+        """run_due(now_ms), then next_due_ms(): what the asyncio shell does on every wake-up, in
+        one call (one loop that stops at the first entry not yet due and returns its time)."""
+        self.now_ms = now_ms
+        ran = 0
+        heap = self._heap
+        while heap:
+            due, _, fn, args = heap[0]
+            if due > now_ms:
+                return due
+            heappop(heap)
+            fn(*args)
+            ran += 1
+            if ran >= RUN_DUE_CALLBACKS_MAX:
+                raise RuntimeError("scheduler: callbacks keep rescheduling themselves at the same time")
+        return None
 
     def __len__(self):
         return len(self._heap)

@@ -2,7 +2,9 @@
 
 `LoopClock` gives the core epoch milliseconds: the wall clock is read once at start, and time
 then advances with the event loop's monotonic clock, so it never jumps backwards.
-`SchedulerDriver` keeps one event-loop timer armed for the core scheduler's earliest due time.
+`SchedulerDriver` keeps one event-loop timer armed for the core scheduler's earliest due time; a
+wake-up runs what is due and then arms one timer for the earliest left, however many its callbacks
+scheduled.
 
 A timer armed at `loop_time_at(ms)` must see `now_ms() >= ms` when it fires. uvloop's clock
 counts whole milliseconds, but the float arithmetic between the two can land a hair below
@@ -10,9 +12,11 @@ counts whole milliseconds, but the float arithmetic between the two can land a h
 (about one timer in two, 20-odd wake-ups each, until the next millisecond ticked over).
 FLOAT_SLACK_MS absorbs that rounding error and nothing more.
 """
+import contextvars
 import time
 
 FLOAT_SLACK_MS = 0.001         # far above float error at any uptime, far below a millisecond
+ARMED_BY_FIRE = float("-inf")  # SchedulerDriver._armed_ms while a wake-up runs the due callbacks
 
 
 class LoopClock:
@@ -38,25 +42,42 @@ class SchedulerDriver:
         self._handle = None
         self._armed_ms = None
         self._fire_cb = self._fire            # bound once: every timer arms it
+        self._run = scheduler.run_due_then_next
+        # The core's callbacks read no context variables: handing the loop one context saves it
+        # copying the current one for every timer.
+        self._context = contextvars.copy_context()
         scheduler.on_earlier = self._arm
 
     def _arm(self, due_ms: int) -> None:
-        if self._armed_ms is not None and self._armed_ms <= due_ms:
-            return
-        if self._handle is not None:
+        armed = self._armed_ms
+        if armed is not None:                  # None: no loop timer is armed (nor a handle kept)
+            if armed <= due_ms:
+                return
             self._handle.cancel()
         self._armed_ms = due_ms
         clock = self._clock                    # clock.loop_time_at(due_ms), inlined: every timer
-        self._handle = self._loop.call_at(clock._origin_loop + (due_ms - clock._origin_ms) / 1000, self._fire_cb)
+        self._handle = self._loop.call_at(clock._origin_loop + (due_ms - clock._origin_ms) / 1000, self._fire_cb,
+                                          context=self._context)
 
     def _fire(self) -> None:
         self._handle = None
-        self._armed_ms = None
-        scheduler = self._scheduler
-        scheduler.run_due(self._clock.now_ms())
-        nxt = scheduler.next_due_ms()
+        # While the due callbacks run, the timers they schedule need no loop timer of their own:
+        # the one armed below, for the earliest left, covers them (an armed time at or before
+        # every due time makes _arm return at once).
+        self._armed_ms = ARMED_BY_FIRE
+        try:
+            nxt = self._run(self._clock.now_ms())
+        except BaseException:
+            self._armed_ms = None              # a callback raised: the others still run when due
+            nxt = self._scheduler.next_due_ms()
+            if nxt is not None:
+                self._arm(nxt)
+            raise
+        self._armed_ms = nxt
         if nxt is not None:
-            self._arm(nxt)
+            clock = self._clock
+            self._handle = self._loop.call_at(clock._origin_loop + (nxt - clock._origin_ms) / 1000, self._fire_cb,
+                                              context=self._context)
 
     def close(self) -> None:
         if self._handle is not None:

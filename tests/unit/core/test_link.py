@@ -6,7 +6,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emulator.core.link import ACTIVE, CUT, PAUSED, Link
+from emulator.core.link import ACTIVE, CUT, PAUSED, Link, ship
 from emulator.core.replica_set import ReplicaSet
 from emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
 from emulator.core.store import Version
@@ -192,3 +192,64 @@ def test_raising_the_lag_leaves_commits_in_flight_alone():
     assert r.arrivals == [(1, 10)]
     r.until(1000)
     assert r.arrivals == [(1, 10), (2, 1000)]
+
+
+class Fanout:
+    """Three links out of one region (different lags and jitter) into real replica sets, on one
+    scheduler and clock: how a write region's commits leave it."""
+
+    def __init__(self, seed):
+        self.clock = ManualClock(0)
+        self.scheduler = Scheduler()
+        rng = random.Random(seed)
+        self.targets = []
+        for dst, lag, jitter in (("West US", 2, 0), ("North Europe", 30, 0), ("Japan East", 11, 7)):
+            link = Link("East US", dst, lag, self.scheduler, self.clock, rng, jitter)
+            self.targets.append((link, RecordingReplicaSet(dst, "0", self.scheduler, self.clock)))
+        self.sent = 0
+
+    def commit(self, one_call: bool):
+        self.sent += 1
+        lsn = self.sent
+        versions = [Version(lsn, KEY, {"id": "a", "v": lsn}, b"", f'"{lsn}"', 0, "r")]
+        if one_call:
+            ship(self.targets, lsn, versions, self.clock.now_ms())
+        else:
+            for link, rs in self.targets:
+                link.send(rs, lsn, versions)
+
+    def seen(self):
+        return [(link.describe(), rs.deliveries, rs.committed_lsn) for link, rs in self.targets]
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32),
+       steps=st.lists(st.tuples(st.sampled_from(["commit", "commit", "commit", "pause", "cut", "heal",
+                                                 "down", "up", "lag", "wait"]),
+                                st.integers(0, 2), st.integers(0, 40)), max_size=60))
+def test_ship_is_send_on_every_link(seed, steps):
+    """One ship() call per commit delivers exactly what a send() per link does: the same times,
+    order and link states, through pauses, cuts, receivers going down and lag changes."""
+    runs = []
+    for one_call in (True, False):
+        f = Fanout(seed)
+        for op, which, n in steps:
+            link = f.targets[which][0]
+            if op == "commit":
+                f.commit(one_call)
+            elif op in ("pause", "cut", "heal"):
+                link.set_state({"pause": PAUSED, "cut": CUT, "heal": ACTIVE}[op])
+            elif op in ("down", "up"):
+                link.receiver_up = op == "up"
+                if op == "up":
+                    link.kick()
+            elif op == "lag":
+                link.set_lag(n, n // 4)
+            run_until_idle(f.clock, f.scheduler, limit_ms=f.clock.now_ms() + (n if op == "wait" else 1))
+        for link, _ in f.targets:
+            link.receiver_up = True
+            link.set_state(ACTIVE)
+        run_until_idle(f.clock, f.scheduler)
+        runs.append(f.seen())
+    assert runs[0] == runs[1]
+    assert all(committed == f.sent for _, _, committed in runs[0])    # everything arrived in the end
