@@ -24,7 +24,7 @@ from emulator.core.account import Account, AccountConfig
 from emulator.core.container import canonical_pk_json
 from emulator.core.documents import Writer, read_in
 from emulator.core.errors import CosmosError
-from emulator.core.link import Link
+from emulator.core.link import ACTIVE, Link
 from emulator.core.partition import Partition, _committed_in
 from emulator.core.replica import UP
 from emulator.core.replica_set import LOG_RETAINED_COMMITS_MAX, ReplicaSet
@@ -69,7 +69,9 @@ def _plain_put(self, version, floor_of) -> None:
 
 
 class _AskingLink(Link):
-    """A link whose receiver_up asks both regions every time (a set is ignored)."""
+    """A link whose receiver_up asks both regions every time, and whose `_open` (what moves
+    commits: the link active and its receiver up) asks its state and both regions every time
+    (sets of either are ignored)."""
     __slots__ = ("_ends",)
 
     @property
@@ -79,6 +81,14 @@ class _AskingLink(Link):
 
     @receiver_up.setter
     def receiver_up(self, value) -> None:
+        pass
+
+    @property
+    def _open(self) -> bool:
+        return self.state == ACTIVE and self.receiver_up
+
+    @_open.setter
+    def _open(self, value) -> None:
         pass
 
 
@@ -146,6 +156,7 @@ def _check_flags(world) -> None:
     acct = world.account
     for (a, b), link in acct.links.items():
         assert link.receiver_up == (acct.region(a).state == "up" and acct.region(b).state == "up"), (a, b)
+        assert link._open == (link.state == ACTIVE and link.receiver_up), (a, b)
     for _, p in acct.partitions():
         for region, rs in p.replica_sets.items():
             fresh = not rs.electing and all(
