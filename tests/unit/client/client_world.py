@@ -44,8 +44,9 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         return super().call_at(when, callback, *args, context=context)
 
 
-def run(coro):
-    loop = VirtualTimeLoop()
+def run(coro, loop_class=None):
+    """coro's result on a fresh VirtualTimeLoop (or loop_class, a subclass of it)."""
+    loop = (loop_class or VirtualTimeLoop)()
     try:
         return loop.run_until_complete(coro)
     finally:

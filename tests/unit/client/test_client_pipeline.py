@@ -174,8 +174,9 @@ def test_the_end_to_end_timeout_cancels_every_attempt():
     assert t.cancelled == 1 and e.value.diagnostics.attempts[0].error == "cancelled"
 
 
-def test_throttling_is_waited_out_by_the_retry_after():
-    answers = iter([reply(429, 3200, retry_after_ms=100, charge=0)] * 3 + [reply(charge=2.0)])
+def throttled_read(retry_after_ms: int, throttles: int, loop_class=None):
+    """The diagnostics of one point read answered 429/3200 `throttles` times, then 200."""
+    answers = iter([reply(429, 3200, retry_after_ms=retry_after_ms, charge=0)] * throttles + [reply(charge=2.0)])
     t = ScriptedTransport(serve(lambda r, m, h: (0.0, next(answers))))
 
     async def main():
@@ -183,7 +184,11 @@ def test_throttling_is_waited_out_by_the_retry_after():
         item = await c.read_item("1", partition_key="a")
         await client.close()
         return item
-    d = run(main()).diagnostics
+    return run(main(), loop_class).diagnostics
+
+
+def test_throttling_is_waited_out_by_the_retry_after():
+    d = throttled_read(100, 3)
     assert [a.status for a in d.attempts] == [429, 429, 429, 200]
     assert [a.started_ms for a in d.attempts] == pytest.approx([0, 100, 200, 300])
     assert d.attempts[1].reason.startswith("429/3200 throttled: retry-after 100 ms")
@@ -384,19 +389,7 @@ class EarlyTimersLoop(VirtualTimeLoop):
 
 
 def test_a_retry_after_is_a_floor_by_the_clients_clock_even_when_a_timer_ends_early():
-    answers = iter([reply(429, 3200, retry_after_ms=20, charge=0)] * 2 + [reply(charge=2.0)])
-    t = ScriptedTransport(serve(lambda r, m, h: (0.0, next(answers))))
-
-    async def main():
-        client, c = await container(t)
-        item = await c.read_item("1", partition_key="a")
-        await client.close()
-        return item
-    loop = EarlyTimersLoop()
-    try:
-        d = loop.run_until_complete(main()).diagnostics
-    finally:
-        loop.close()
+    d = throttled_read(20, 2, EarlyTimersLoop)
     assert [a.status for a in d.attempts] == [429, 429, 200]
     gaps = [b.started_ms - a.started_ms for a, b in zip(d.attempts, d.attempts[1:])]
     # At least the 20 ms asked for, and no more than one loop tick beyond it.
