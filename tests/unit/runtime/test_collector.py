@@ -166,6 +166,13 @@ def test_the_lag_sampler_runs_on_the_loops_own_timer_by_default(restore_gc):
     assert c.describe()["loop_lag_interval_ms"] == col.LAG_SAMPLE_INTERVAL_MS
 
 
+async def next_samples(c, n: int) -> None:
+    """Wait until the collector's loop sampler has taken n more samples."""
+    for _ in range(n):
+        c.sampled.clear()
+        await asyncio.wait_for(c.sampled.wait(), 10)
+
+
 def test_the_default_sampler_is_a_timer_of_the_loop_not_a_task(restore_gc):
     """A task sleeping in asyncio.sleep cost a future, a task step and a coroutine resume per
     sample, 20 times a second in an idle server: the sampler re-arms a plain loop timer."""
@@ -174,9 +181,7 @@ def test_the_default_sampler_is_a_timer_of_the_loop_not_a_task(restore_gc):
         c = col.Collector(policy=False, lag_interval_ms=1).start()
         try:
             assert len(asyncio.all_tasks()) == before
-            for _ in range(3):                               # it re-arms itself after each sample
-                c.sampled.clear()
-                await asyncio.wait_for(c.sampled.wait(), 10)
+            await next_samples(c, 3)                         # it re-arms itself after each sample
             return c
         finally:
             c.stop()
@@ -194,13 +199,10 @@ def test_the_default_sampler_releases_a_deleted_container_within_its_check_inter
     async def main():
         c = col.Collector(account, policy=True, freeze_after_full_ms=0.0, lag_interval_ms=1).start()
         try:
-            c.sampled.clear()
-            await asyncio.wait_for(c.sampled.wait(), 10)         # the first sample looked: nothing gone
+            await next_samples(c, 1)                             # the first sample looked: nothing gone
             assert c.unfreezes == 0
             account.delete_container(coll)
-            for _ in range(col.RELEASE_CHECK_SAMPLES):
-                c.sampled.clear()
-                await asyncio.wait_for(c.sampled.wait(), 10)
+            await next_samples(c, col.RELEASE_CHECK_SAMPLES)
             return c
         finally:
             c.stop()
