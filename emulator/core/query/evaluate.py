@@ -380,12 +380,7 @@ def _holds_aggregate_or_subquery(node: n.Node) -> bool:
         if isinstance(node, n.Subquery) or (isinstance(node, n.Call) and not node.udf
                                             and node.name.upper() in AGGREGATE_NAMES):
             return True
-        for value in vars(node).values():
-            for part in value if isinstance(value, tuple) else (value,):
-                if isinstance(part, tuple):      # ObjectCtor pairs: (name, node)
-                    part = part[1]
-                if isinstance(part, n.Node):
-                    stack.append(part)
+        stack.extend(n.children(node))
     return False
 
 

@@ -65,7 +65,7 @@ def _check_item(node: n.Node, keys: tuple, ctx: Context) -> None:
             continue
         if _is_path(node, paths):
             raise ctx.error(node, NOT_GROUPED_MESSAGE.format(_path_text(node)))
-        stack.extend(reversed(_children(node)))
+        stack.extend(reversed(n.children(node)))
 
 
 def _is_aggregate(node: n.Node) -> bool:
@@ -102,20 +102,6 @@ def _path_text(node: n.Node) -> str:
     return node.name + "".join(reversed(parts))
 
 
-def _children(node: n.Node) -> list:
-    out = []
-    for field in fields(node):
-        if field.name == "pos":
-            continue
-        value = getattr(node, field.name)
-        for part in value if isinstance(value, tuple) else (value,):
-            if isinstance(part, tuple):          # ObjectCtor pairs: (name, node)
-                part = part[1]
-            if isinstance(part, n.Node):
-                out.append(part)
-    return out
-
-
 def _first(node: n.Node, wanted) -> n.Node | None:
     """The first node of the tree (pre-order) for which wanted(node) holds, else None."""
     stack = [node]
@@ -124,7 +110,7 @@ def _first(node: n.Node, wanted) -> n.Node | None:
         if wanted(node):
             return node
         if not isinstance(node, n.Subquery):
-            stack.extend(reversed(_children(node)))
+            stack.extend(reversed(n.children(node)))
     return None
 
 

@@ -10,12 +10,27 @@ closures) and by `hints`; nobody mutates it. Member access of every form
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 
 @dataclass(frozen=True)
 class Node:
     pos: int
+
+
+def children(node: Node) -> list:
+    """The nodes directly below node, in field order (an ObjectCtor pair gives its value)."""
+    out = []
+    for field in fields(node):
+        if field.name == "pos":
+            continue
+        value = getattr(node, field.name)
+        for part in value if isinstance(value, tuple) else (value,):
+            if isinstance(part, tuple):          # ObjectCtor pairs: (name, node)
+                part = part[1]
+            if isinstance(part, Node):
+                out.append(part)
+    return out
 
 
 # ----------------------------------------------------------------- expressions
