@@ -13,8 +13,9 @@ import pytest
 
 from client import (CosmosClient, CosmosClientTimeoutError, CosmosHttpResponseError, CosmosResourceExistsError,
                     PartitionKey)
-from client import partition_key as pkmod
 from client.policies import breaker as cb
+
+from test_client_faults import keys_in_two_partitions, path
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
@@ -37,25 +38,6 @@ def node_hits(emu, before) -> dict:
             if n:
                 out.setdefault(region, {})[key] = n
     return out
-
-
-def path(d) -> list:
-    return [(a.region, a.status) for a in d.attempts]
-
-
-def keys_in_two_partitions(emu, container: str) -> tuple[str, str, str, str]:
-    """(key a, its partition's id, key b, its partition's id), the partitions different."""
-    parts = next(c["partitions"] for db in emu.topology()["databases"] for c in db["containers"]
-                 if c["id"] == container)
-    seen = {}
-    for k in range(64):
-        epk = pkmod.epk_of([f"k{k}"])
-        pid = next(p["id"] for p in parts if p["minInclusive"] <= epk < p["maxExclusive"])
-        seen.setdefault(pid, f"k{k}")
-        if len(seen) == 2:
-            (pa, a), (pb, b) = seen.items()
-            return a, pa, b, pb
-    raise AssertionError("every key fell in one partition")
 
 
 @pytest.mark.regionlab_config(lag_ms=NO_LAG)
