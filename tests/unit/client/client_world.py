@@ -3,14 +3,18 @@ the clock to the next timer at once, so a 30 s back-off costs nothing and timing
 a scripted transport: a second, in-memory implementation of the gateway transport whose regions
 answer by a script (a function of the request) after a virtual delay."""
 import asyncio
+import base64
 import json
 import selectors
 
+from client.aio import CosmosClient
 from client.aio.transport import Reply, TransportError
 from client.protocol import headers as H
 
 REGIONS = {"East US": "http://east/", "West US": "http://west/", "North": "http://north/"}
 GLOBAL = "http://global/"
+KEY = base64.b64encode(b"k" * 32).decode()
+CONTAINER = {"id": "c", "_self": "dbs/x/colls/y/", "partitionKey": {"paths": ["/pk"], "kind": "Hash"}}
 
 
 class _VirtualSelector(selectors.SelectSelector):
@@ -103,3 +107,12 @@ class ScriptedTransport:
 
     async def close(self):
         self.closed = True
+
+
+async def container(transport, **kwargs):
+    """(client, container "c" of database "d", read once) on transport, timed by the loop's clock."""
+    client = CosmosClient(GLOBAL, KEY, transport=transport, clock=asyncio.get_running_loop().time, **kwargs)
+    await client.__aenter__()
+    c = client.get_database_client("d").get_container_client("c")
+    await c.read()
+    return client, c

@@ -9,16 +9,14 @@ disarms it; a first chain that fails after its hedge fired hands its failure to 
 transient one: the copies go on, the third on its time; a final one: it is the answer and the
 copy is cancelled; any other error: it goes up once the copy is cancelled)."""
 import asyncio
-import base64
 
 import pytest
 
-from client.aio import CosmosClient, CosmosHttpResponseError
+from client.aio import CosmosHttpResponseError
 
-from client_world import GLOBAL, ScriptedTransport, reply, run
+import client_world as world
+from client_world import CONTAINER, ScriptedTransport, reply, run
 
-KEY = base64.b64encode(b"k" * 32).decode()
-CONTAINER = {"id": "c", "_self": "dbs/x/colls/y/", "partitionKey": {"paths": ["/pk"], "kind": "Hash"}}
 FAST_S, SLOW_S = 0.010, 2.0
 
 
@@ -33,12 +31,8 @@ def serve(east_s=None, fast_s=FAST_S):
 
 
 async def container(transport, **kwargs):
-    client = CosmosClient(GLOBAL, KEY, transport=transport, clock=asyncio.get_running_loop().time,
-                          availability_strategy=True, **kwargs)
-    await client.__aenter__()
-    c = client.get_database_client("d").get_container_client("c")
-    await c.read()
-    return client, c
+    """client_world.container with hedging on."""
+    return await world.container(transport, availability_strategy=True, **kwargs)
 
 
 def hedge_watch(client):

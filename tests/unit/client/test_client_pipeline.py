@@ -12,7 +12,6 @@ periodic account refresh runs in the background without holding a request, and a
 cancelled during a shared refresh leaves it to the others; every
 attempt, hedge and decision is in the diagnostics with its charge."""
 import asyncio
-import base64
 
 import pytest
 
@@ -20,10 +19,9 @@ from client.aio import CosmosClient, CosmosClientTimeoutError, CosmosHttpRespons
 from client.aio.transport import TransportError
 from client.policies.retry import CONNECT_ERROR
 
-from client_world import GLOBAL, ScriptedTransport, VirtualTimeLoop, account_doc, reply, run
+from client_world import (CONTAINER, GLOBAL, KEY, ScriptedTransport, VirtualTimeLoop, account_doc, container,
+                          reply, run)
 
-KEY = base64.b64encode(b"k" * 32).decode()
-CONTAINER = {"id": "c", "_self": "dbs/x/colls/y/", "partitionKey": {"paths": ["/pk"], "kind": "Hash"}}
 
 
 def serve(items):
@@ -33,14 +31,6 @@ def serve(items):
             return 0.001, reply(body=CONTAINER)
         return items(region, method, headers)
     return script
-
-
-async def container(transport, **kwargs):
-    client = CosmosClient(GLOBAL, KEY, transport=transport, clock=asyncio.get_running_loop().time, **kwargs)
-    await client.__aenter__()
-    c = client.get_database_client("d").get_container_client("c")
-    await c.read()
-    return client, c
 
 
 def test_a_slow_region_is_hedged_at_500_ms_and_the_hedge_wins():
