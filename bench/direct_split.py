@@ -80,7 +80,7 @@ async def main():
         conn._out.clear()
     phase("_array (after decode, before flush)", array)
     phase(" activity id", responses.activity_id)
-    phase(" counters", lambda: conn.node.requests.__setitem__(("read", 200, 0), conn.node.requests[("read", 200, 0)] + 1))
+    phase(" counters", lambda: conn.node.hot.__setitem__(0, conn.node.hot[0] + 1))
 
     def flush():
         conn._out += (b"1234", b"x" * 300)
@@ -156,7 +156,7 @@ async def create_stream(pconn, pkey) -> None:
     frames = iter([D.encode(D.request(2, 1, "create", pkey, pk='["p3"]',
                                       body=b'{"id":"t%d","pk":"p3","f":"%s"}' % (i, b"x" * 140)))
                    for i in range(WARMUP + N)])
-    counts, created = pconn.node.requests, (D.CREATE, 201, 0)
+    counts, created = pconn.node.hot, 1            # DirectNode.hot[HOT_CREATED]
 
     async def turn():
         await asyncio.sleep(0)

@@ -10,7 +10,6 @@ endpoint serves from is out, it answers 503 (the global endpoint still answers `
 clients can discover the other regions).
 """
 import asyncio
-import collections
 import logging
 import time
 
@@ -21,6 +20,7 @@ from client.protocol.auth import (CLOCK_SKEW_S_MAX_DEFAULT, AuthError, MasterKey
 from ..core.consistency import STRONG, SESSION
 from ..core.documents import min_lsn_for
 from ..core.errors import SUB_WRITE_FORBIDDEN, CosmosError, not_found
+from ..core.tally import Tally
 from . import account as account_doc
 from . import addresses, admission, documents, explorer, metadata, request_faults, responses
 from .call import Call
@@ -56,13 +56,13 @@ class Gateway:
         self.max_clock_skew_s = CLOCK_SKEW_S_MAX_DEFAULT    # ServerConfig may change it; 0 = off
         # (method, resource kind, status, substatus) -> replies sent: which region really served
         # what, for tests and the control port's topology.
-        self.requests_served: collections.Counter = collections.Counter()
+        self.requests_served = Tally()
         self.write_ack_timeout_s = WRITE_ACK_TIMEOUT_S     # ServerConfig may shorten it (tests)
         self.trust_pem: bytes | None = None     # the certificate clients trust, with --https
         self.query_mode = "whole"               # or "service" (gateway/queries.py)
         # Query execution (gateway/queries.py): work units spent, slices run (a streaming page is
         # one), and queries stopped because their client went away between slices.
-        self.query_work: collections.Counter = collections.Counter()
+        self.query_work = Tally()
         self.persistence = None                 # with --data-dir: runtime/persistence.py (make_durable)
         # Decided once, when the endpoint starts: with DEBUG off a request pays nothing for it.
         if log.isEnabledFor(logging.DEBUG):

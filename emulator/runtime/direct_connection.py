@@ -33,7 +33,7 @@ from ..gateway.http import RESET
 from ..gateway import documents, partition_keys, responses, sessions
 from . import direct_ops
 from .direct_tls import HANDSHAKE_FAILURE_ALERT, TLS_HANDSHAKE_RECORD, TlsSession
-from .direct_server import (CLOSE_GRACE_S, WRITE_BUFFER_HIGH_BYTES, DirectCall, _OP_HEADERS,
+from .direct_server import (CLOSE_GRACE_S, HOT_CREATED, HOT_READ_200, WRITE_BUFFER_HIGH_BYTES, DirectCall, _OP_HEADERS,
                             _SCOPED_FEEDS, _HANDSHAKE, _AUTH, _READY, _CLOSING, carry_on)
 
 log = logging.getLogger("regionlab.direct")
@@ -495,8 +495,11 @@ class DirectConnection(asyncio.Protocol):
         res = [_RES, rid, status, 0, version.body if prefer is None or prefer.lower() != _MINIMAL else None, ru,
                sessions.token(rs, seen), replica.applied_lsn, target.rs.committed_lsn, target.partition.global_lsn,
                seen, etag, replica.role, activity, None]          # direct_ops.fields_reply's array
-        self.node.requests[_CREATED if status == 201 and op == D.CREATE else (op, status, 0)] += 1
-        target.counter[target.key] += 1
+        if status == 201 and op == D.CREATE:
+            self.node.hot[HOT_CREATED] += 1
+        else:
+            self.node.requests[(op, status, 0)] += 1
+        target.served[0] += 1
         if self._in_data and not self.closed and self.state != _CLOSING:
             out = _pack(res)                 # queued as _read queues (the frame limit is _send's check)
             if len(out) <= _FRAME_BYTES_MAX:
@@ -564,8 +567,11 @@ class DirectConnection(asyncio.Protocol):
             log.exception("internal error in a direct read")
             res = direct_ops.gateway_reply(rid, responses.error(_INTERNAL, activity), target, activity)
         status = res[2]
-        self.node.requests[_READ_200 if status == 200 and not res[3] else (D.READ, status, res[3])] += 1
-        target.counter[target.key] += 1
+        if status == 200 and not res[3]:
+            self.node.hot[HOT_READ_200] += 1
+        else:
+            self.node.requests[(D.READ, status, res[3])] += 1
+        target.served[0] += 1
         if self.compact and self._in_data and not self.closed:
             body = _pack(res)                # a read's reply holds at most one item: under FRAME_BYTES_MAX
             self._out += (_pack_length(len(body)), body)
@@ -608,7 +614,7 @@ class DirectConnection(asyncio.Protocol):
         """Count the reply (a lost one as .../drop_after_apply or .../reset, as the gateway
         counts), then hold it for a latency fault, or send, drop or reset it now."""
         self.node.requests[(op, res[2], effect.drop or res[3])] += 1
-        target.counter[target.key] += 1
+        target.served[0] += 1
         if effect.delay_ms and not self.closed:
             replica = target.replica         # held, it is really in flight: routing sees it
             if replica.in_flight > replica.in_flight_peak:
@@ -718,7 +724,7 @@ class DirectConnection(asyncio.Protocol):
         self.pending -= 1
         target.replica.in_flight -= 1
         self.node.requests[(op, res[2], res[3])] += 1
-        target.counter[target.key] += 1
+        target.served[0] += 1
         self._send_reply(res)
         if self.state == _CLOSING:
             self._maybe_finish_close()
@@ -939,8 +945,6 @@ _NO_KEY = object()
 # A reply body above this cannot be framed with its envelope (the reply's other fields, well
 # under 64 KiB): it is answered 413/SUB_REPLY_TOO_LARGE (_too_large) before it is counted.
 _REPLY_BODY_BYTES_MAX = D.FRAME_BYTES_MAX - 64 * 1024
-_READ_200 = (D.READ, 200, 0)
-_CREATED = (D.CREATE, 201, 0)
 _MINIMAL = H.PREFER_RETURN_MINIMAL
 _FRAME_BYTES_MAX = D.FRAME_BYTES_MAX
 _ACTIVITY_PREFIX = str(uuid.uuid4())[:24]     # the node's own, so its ids never equal the gateway's

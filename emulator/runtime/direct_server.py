@@ -37,11 +37,15 @@ from client.protocol import headers as H
 from ..core.errors import CosmosError, bad_request
 from ..core.faults import OUTAGE_MODE_DEFAULT
 from ..core.replica import PRIMARY, UP
+from ..core.tally import Tally
 from ..gateway.call import Call
 from ..gateway.server import Gateway
 from ..gateway.http import BLACKHOLE, RESET, carry_on as http_carry_on
 from . import direct_tls
 from .port_hold import PortHold
+
+HOT_READ_200, HOT_CREATED = 0, 1          # DirectNode.hot's slots
+HOT_KEYS = ((D.READ, 200, 0), (D.CREATE, 201, 0))
 
 log = logging.getLogger("regionlab.direct")
 
@@ -81,10 +85,13 @@ class DirectCall(Call):
 
 class _Target:
     """The replica a request names, resolved on this node."""
-    __slots__ = ("key", "container", "partition", "rs", "replica", "counter", "token")
+    __slots__ = ("key", "container", "partition", "rs", "replica", "served", "token")
 
-    def __init__(self, key, container, partition, rs, replica, counter):
-        self.counter = counter               # the region's replies per replica key
+    def __init__(self, key, container, partition, rs, replica, served: list):
+        # The replica's replies in this region: a one-element list, the same one for every
+        # target of this key (DirectNode.replica_requests), so `served[0] += 1` counts without
+        # hashing a key.
+        self.served = served
         self.token = None                    # the last session token text (direct_ops._session_token)
         self.key = key
         self.container = container
@@ -132,14 +139,26 @@ class DirectNode:
         self.outage = None                   # the outage mode of its region while it is out and listening
         self.unavailable = False             # outage UNAVAILABLE: every request is answered 503
         self.silent = False                  # outage RESET or BLACKHOLE: connections are not served
-        self.requests: collections.Counter = collections.Counter()   # (op, status, sub) -> replies
-        self.replica_requests = plane.replica_requests.setdefault(region, collections.Counter())
+        # Replies by (op, status, substatus). The two of nearly every request, a read's 200 and
+        # a create's 201, are counted in `hot` instead (a list slot, no key to hash: the count
+        # is a quarter of a direct read's envelope otherwise); request_counts() has them all.
+        self.requests = Tally()
+        self.hot = [0, 0]                    # [HOT_READ_200, HOT_CREATED]
+        self.replica_requests = plane.replica_requests.setdefault(region, {})   # replica key -> [replies]
         self._targets: dict = {}             # replica key -> (placement version, coll rid, ..., _Target)
         self.account = plane.account
 
     def __call__(self):
         from .direct_connection import DirectConnection
         return DirectConnection(self)
+
+    def request_counts(self) -> Tally:
+        """Replies by (op, status, substatus), the hot two included."""
+        counts = Tally(self.requests)
+        for k, n in zip(HOT_KEYS, self.hot):
+            if n:
+                counts[k] += n
+        return counts
 
     # ---- what a request may be served by ------------------------------------------------
     def resolve(self, key, write: bool) -> _Target:
@@ -189,7 +208,10 @@ class DirectNode:
         if rs is None or account.placement.node_of(self.region, coll_rid, range_id, index) != self.index:
             raise _gone(D.SUB_REPLICA_NOT_HERE, f"Replica {key} is not on node {self.index} of {self.region} "
                                                 "(it moved, or never was here); refresh the addresses.")
-        return _Target(key, container, partition, rs, rs.replicas[index], self.replica_requests)
+        served = self.replica_requests.get(key)
+        if served is None:
+            served = self.replica_requests[key] = [0]
+        return _Target(key, container, partition, rs, rs.replicas[index], served)
 
     # ---- listening ------------------------------------------------------------------------
     def bind(self) -> None:
@@ -287,7 +309,7 @@ class DirectPlane:
         self.max_connections = max_connections
         self.nodes: dict = {}                    # (region, index) -> DirectNode
         self.gateways: dict = {}                 # region -> the Gateway whose handlers requests run
-        self.replica_requests: dict = {}         # region -> Counter(replica key -> replies)
+        self.replica_requests: dict = {}         # region -> {replica key -> [replies]} (_Target.served)
         lo, hi = emu.config.direct_port_range
         self._port_range = (lo, hi)
         self._next_port = lo
@@ -410,7 +432,7 @@ class DirectPlane:
                     nodes[node]["replicas"].append({"database": c.db.id, "container": c.id, "partition": p.range_id,
                                                     "replica": i, "key": key, "role": rs.replicas[i].role,
                                                     "state": rs.replicas[i].state,
-                                                    "requests": self.replica_requests.get(region, {}).get(key, 0)})
+                                                    "requests": self.replica_requests.get(region, {}).get(key, (0,))[0]})
             out["regions"][region] = {"blocked": placement.is_blocked(region), "nodes": nodes}
         return out
 
@@ -432,7 +454,7 @@ class DirectPlane:
         """[(region, op, status, substatus, replies)] summed over each region's nodes, sorted."""
         total: collections.Counter = collections.Counter()
         for (region, _), node in self.nodes.items():
-            for (op, status, sub), n in node.requests.items():
+            for (op, status, sub), n in node.request_counts().items():
                 total[(region, op, status, sub)] += n
         # A reply a request fault lost counts under its fault's name in place of its substatus
         # ("drop_after_apply"): sorted as text beside the numbers.
@@ -443,7 +465,7 @@ class DirectPlane:
         out: dict = {}
         for (region, _), node in self.nodes.items():
             d = out.setdefault(region, {})
-            for (op, status, sub), n in node.requests.items():
+            for (op, status, sub), n in node.request_counts().items():
                 name = f"{op} {status}" + (f"/{sub}" if sub else "")
                 d[name] = d.get(name, 0) + n
         return out
