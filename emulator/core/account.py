@@ -360,6 +360,7 @@ class Account:
             r.applied_lsn = lsn
         p.set_region_id(name, self.region(name).id)
         p.attach(name, rs)
+        self.placement.layout_changed()
         if self.config.multi_write:           # what others originated that the seed had not merged yet
             for other, ors in p.replica_sets.items():
                 if other in (name, seed.region):
@@ -387,6 +388,7 @@ class Account:
             p.links = self.links
             p.drop_region_id(name)
             p.detach(name)
+        self.placement.layout_changed()
         self.throttle.clear_storm(name)       # a region re-added under this name starts without it
         self._regions_changed()
         self.metadata_changed()
@@ -500,6 +502,7 @@ class Account:
                 p.durable = lambda p, rs, old, new, c=c: hook(c, p, rs, old, new)
         db.containers[c.id] = c
         self.colls_by_rid[rid] = c
+        self.placement.layout_changed()
         return c
 
     def metadata_changed(self) -> None:
@@ -533,6 +536,7 @@ class Account:
             self.offers.pop(c.offer_rid, None)
         del c.db.containers[c.id]
         del self.colls_by_rid[c.rid]
+        self.placement.layout_changed()
         self.throttle.forget_container(c.rid)
         gone = set(map(id, c.partitions))
         for region, cuts in list(self.pending_cuts.items()):

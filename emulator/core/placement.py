@@ -44,7 +44,7 @@ class Placement:
         self._sets: dict[tuple, list[int]] = {}   # (region, coll rid, range id) -> node of each replica
         self.blocked: dict = {}                   # region (or ALL_REGIONS) -> how many faults block its ports
         self.listeners: list = []                 # fn(region): a node's state or a placement changed
-        self.version = 0                          # counts changes (the shells cache on it)
+        self.version = 0                          # counts changes, and layout_changed's (the shells cache on it)
 
     # ---- nodes ---------------------------------------------------------------------------
     def nodes(self, region: str) -> list[Node]:
@@ -128,6 +128,11 @@ class Placement:
         else:
             self.blocked.pop(region, None)
         self._changed(region)
+
+    def layout_changed(self) -> None:
+        """A container or a region came or went (the account calls it): what a shell caches on
+        `version`, a direct node's resolved replica keys, names replicas that may be gone."""
+        self.version += 1
 
     def _changed(self, region: str) -> None:
         self.version += 1

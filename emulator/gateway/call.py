@@ -12,7 +12,7 @@ from client.protocol import headers as H
 from ..core.errors import CosmosError, bad_request
 from ..core.read_routing import ConnectionPins
 from ..core.validation import ValidationError, parse_item_body, parse_json_body
-from .responses import activity_id
+from .responses import ACTIVITY_IDS
 
 
 class Call:
@@ -31,7 +31,7 @@ class Call:
             segs = [unquote(s) for s in segs]
         self.segs = segs
         headers = self.headers = req.headers
-        self.activity_id = headers.get(H.ACTIVITY_ID) or activity_id()
+        self.activity_id = headers.get(H.ACTIVITY_ID) or next(ACTIVITY_IDS)
         self.region = gw.region or gw.account.hub_region
         self.raw = req.body
         self.replica = None          # direct mode names the replica that serves a read (runtime/direct_server.py)

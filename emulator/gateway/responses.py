@@ -1,6 +1,8 @@
 """Building HTTP replies the way the service shapes them: JSON bodies, feed envelopes, error
 bodies with `x-ms-substatus`, and the headers every reply carries."""
 import functools
+import itertools
+import operator
 import time
 import uuid
 from email.utils import formatdate
@@ -18,15 +20,26 @@ JSON = "application/json"
 
 
 _ACTIVITY_PREFIX = str(uuid.uuid4())[:24]
-_activity_seq = 0
+_LAST_TWO_DIGITS = [f"{i:02x}" for i in range(256)]
+
+
+def activity_ids(prefix: str):
+    """GUID-shaped activity ids for requests that bring none, without end: `prefix` (the first 24
+    characters of a random uuid, one per process, or per direct node) and a 48-bit counter as 12
+    hex digits (a uuid4 per request costs more than the rest of a point read's parsing). Made
+    without a Python frame per id, `next(ids)`: blocks of 256 ids share their first 10 counter
+    digits, and each id is one operator.add of its block and its last two. (A bound
+    `block.__add__` is a slot wrapper: a third more per id.)"""
+    blocks = map(f"{prefix}{{:010x}}".format, map((2 ** 40 - 1).__and__, itertools.count()))
+    return itertools.chain.from_iterable(map(map, itertools.repeat(operator.add), map(itertools.repeat, blocks),
+                                             itertools.repeat(_LAST_TWO_DIGITS)))
+
+
+ACTIVITY_IDS = activity_ids(_ACTIVITY_PREFIX)     # the gateways': next(ACTIVITY_IDS) is a new id
 
 
 def activity_id() -> str:
-    """A GUID-shaped activity id for requests that bring none: a per-process random prefix and a
-    counter (uuid4 per request costs more than the rest of a point read's parsing)."""
-    global _activity_seq
-    _activity_seq += 1
-    return _ACTIVITY_PREFIX + (_activity_seq & 0xFFFFFFFFFFFF).to_bytes(6, "big").hex()   # 12 hex digits
+    return next(ACTIVITY_IDS)
 
 
 dumps = jsontext.dumps_bytes          # compact JSON as bytes, the same as stored items

@@ -13,9 +13,7 @@ service's direct clients see their channel close: the other requests in flight o
 unanswered too); `tcp_reset` sends part of the reply, then resets the connection.
 """
 import asyncio
-import itertools
 import logging
-import operator
 import os
 import socket
 import ssl
@@ -459,8 +457,8 @@ class DirectConnection(asyncio.Protocol):
         except CosmosError as e:
             self._refuse(rid, op, options, e)
             return
-        if not activity:                     # responses.activity_id's form (_next_activity)
-            activity = _next_activity()
+        if not activity:                     # responses.activity_id's form
+            activity = next(_ACTIVITIES)
         gw = self.gw
         account = gw.account
         try:
@@ -551,8 +549,8 @@ class DirectConnection(asyncio.Protocol):
         except CosmosError as e:
             self._refuse(rid, D.READ, options, e)
             return
-        if not activity:                     # responses.activity_id's form (_next_activity)
-            activity = _next_activity()
+        if not activity:                     # responses.activity_id's form
+            activity = next(_ACTIVITIES)
         if self.faults.by_region:            # one emptiness check when no request fault is on
             effect = self._effect(D.READ, target)
             if effect is not None:
@@ -948,13 +946,8 @@ _REPLY_BODY_BYTES_MAX = D.FRAME_BYTES_MAX - 64 * 1024
 _MINIMAL = H.PREFER_RETURN_MINIMAL
 _FRAME_BYTES_MAX = D.FRAME_BYTES_MAX
 _ACTIVITY_PREFIX = str(uuid.uuid4())[:24]     # the node's own, so its ids never equal the gateway's
-# The activity ids of requests that bring none, in responses.activity_id's form (the prefix, then
-# a 48-bit counter as 12 hex digits), made without a Python frame per id: blocks of 256 ids share
-# their first 10 counter digits, and each id is one str.__add__ of its block and its last two
-# (under callgrind 2.2 k instructions per id as the Python expression, about 1 k this way).
-_ID_BLOCKS = map(f"{_ACTIVITY_PREFIX}{{:010x}}".format, map((2 ** 40 - 1).__and__, itertools.count()))
-_next_activity = itertools.chain.from_iterable(map(map, map(operator.attrgetter("__add__"), _ID_BLOCKS),
-                                                   itertools.repeat([f"{i:02x}" for i in range(256)]))).__next__
+# The activity ids of requests that bring none: next(_ACTIVITIES) (responses.activity_ids).
+_ACTIVITIES = responses.activity_ids(_ACTIVITY_PREFIX)
 _pack = D.pack
 _pack_length = D.pack_length
 _INTERNAL = CosmosError(500, 0, "Internal error in regionlab; see the server log.", definite=False)

@@ -145,7 +145,7 @@ class DirectNode:
         self.requests = Tally()
         self.hot = [0, 0]                    # [HOT_READ_200, HOT_CREATED]
         self.replica_requests = plane.replica_requests.setdefault(region, {})   # replica key -> [replies]
-        self._targets: dict = {}             # replica key -> (placement version, coll rid, ..., _Target)
+        self._targets: dict = {}             # replica key -> (placement version, _Target)
         self.account = plane.account
 
     def __call__(self):
@@ -172,16 +172,16 @@ class DirectNode:
             hit = self._targets.get(key)
         except TypeError:                    # a list or map for 'replica': _resolve answers the 400
             hit = None
-        # hit: (placement version, coll rid, container, partition, replica set, target)
-        if hit is not None and hit[0] == account.placement.version and account.colls_by_rid.get(hit[1]) is hit[2] \
-                and hit[3].replica_sets.get(self.region) is hit[4]:
-            target = hit[5]                  # still placed here, same container and replica set
+        # hit: (placement version, target). The version moves with every replica move, node
+        # state, container and region that comes or goes (Placement.layout_changed), so a hit
+        # of the current version is still placed here, in the same container and replica set.
+        if hit is not None and hit[0] == account.placement.version:
+            target = hit[1]
         else:
             target = self._resolve(key)
             if len(self._targets) >= TARGETS_CACHE_MAX:
                 self._targets.clear()
-            self._targets[key] = (account.placement.version, _parse_replica_key(key)[0], target.container,
-                                  target.partition, target.rs, target)
+            self._targets[key] = (account.placement.version, target)
         replica = target.replica
         if replica.state != UP:
             raise _gone(D.SUB_REPLICA_DOWN, f"Replica {key} in {self.region} is down; refresh the addresses.")
