@@ -28,6 +28,6 @@ def test_the_gateways_ids_have_their_prefix_and_a_counter_across_blocks():
 
 
 def test_a_fresh_iterator_starts_at_zero():
-    ids = responses.activity_ids("00000000-0000-0000-0000")
+    ids = responses.activity_ids("00000000-0000-0000-0000-")
     assert [next(ids) for _ in range(257)][-2:] == ["00000000-0000-0000-0000-0000000000ff",
                                                      "00000000-0000-0000-0000-000000000100"]
