@@ -41,6 +41,7 @@ class DirectConnection(asyncio.Protocol):
     def __init__(self, node):
         self.node = node
         self.plane = node.plane
+        self._max_in_flight = node.plane.max_in_flight      # fixed for the plane's life
         self.transport = None
         self.decoder = D.FrameDecoder()
         self.state = _HANDSHAKE
@@ -283,7 +284,7 @@ class DirectConnection(asyncio.Protocol):
         # The common cases, a point read and a create or upsert, checked once as _request checks
         # (a bool is not an op code: False == 0 is the read's code).
         if type(code) is int and type(rid) is int and 0 <= rid <= _REQUEST_ID_MAX and rid not in self.in_flight \
-                and self.pending < self.plane.max_in_flight and (options is None or type(options) is dict):
+                and self.pending < self._max_in_flight and (options is None or type(options) is dict):
             if code == _READ_CODE:
                 self._read(rid, replica, item, pk, body, options)
                 return
@@ -448,7 +449,7 @@ class DirectConnection(asyncio.Protocol):
                 # _check_range, with its parse's cache hit inlined; a container of one partition
                 # holds every key, so only a split one needs the range check.
                 parsed = _parsed_pk(pk) or partition_keys.parse(pk)
-                if len(target.container.partitions) > 1:
+                if target.split:
                     _check_range(target, pk)
             if body is None:
                 body = b""
@@ -466,7 +467,7 @@ class DirectConnection(asyncio.Protocol):
                 raise partition_keys.missing()
             container = target.container
             pk_json, values = parsed
-            if len(values) != len(container.pk_def.paths):
+            if len(values) != target.pk_paths:
                 partition_keys.checked(container, pk_json, values)     # raises the gateway's 400
             writer, status, version = documents.stage_body(gw, gw.region, container, pk_json, values, body,
                                                            op == D.UPSERT, if_match)

@@ -85,9 +85,13 @@ class DirectCall(Call):
 
 class _Target:
     """The replica a request names, resolved on this node."""
-    __slots__ = ("key", "container", "partition", "rs", "replica", "served", "token")
+    __slots__ = ("key", "container", "partition", "rs", "replica", "served", "token", "split", "pk_paths")
 
     def __init__(self, key, container, partition, rs, replica, served: list):
+        # A container's partitions and partition key are fixed when it is made: whether a key
+        # needs the range check (more than one partition), and how many values a key has.
+        self.split = len(container.partitions) > 1
+        self.pk_paths = len(container.pk_def.paths)
         # The replica's replies in this region: a one-element list, the same one for every
         # target of this key (DirectNode.replica_requests), so `served[0] += 1` counts without
         # hashing a key.
