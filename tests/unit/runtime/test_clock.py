@@ -74,7 +74,7 @@ def test_each_core_timer_wakes_the_driver_once():
 
 class RecordingLoop(MsLoop):
     """A loop of whole-millisecond time that records the timers armed on it and fires them when
-    told (the driver uses only time() and call_at(); the driver is what is under test)."""
+    told (the driver uses only time() and call_later(); the driver is what is under test)."""
 
     class Handle:
         def __init__(self, when, fn):
@@ -87,8 +87,8 @@ class RecordingLoop(MsLoop):
         super().__init__(now_ms)
         self.armed = []
 
-    def call_at(self, when, fn, context=None):
-        handle = self.Handle(when, fn)
+    def call_later(self, delay, fn, context=None):
+        handle = self.Handle(self.time() + delay, fn)
         self.armed.append(handle)
         return handle
 
