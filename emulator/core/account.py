@@ -356,6 +356,7 @@ class Account:
         rs.epoch, rs.epoch_start_lsn, rs.epoch_starts = seed.epoch, seed.epoch_start_lsn, list(seed.epoch_starts)
         rs.progress = dict(seed.progress)
         rs.progress_seq += 1
+        rs.progress_moved = None
         for r in rs.replicas:
             r.applied_lsn = lsn
         p.set_region_id(name, self.region(name).id)

@@ -226,6 +226,7 @@ def restore_replica(container, index: int, region: str, lsn: int, state: dict, v
         r.applied_lsn = lsn
     rs.progress = dict(state["progress"])
     rs.progress_seq += 1
+    rs.progress_moved = None
     rs.own_seq = rs.progress.get(region, 0)
     epoch = state.get("epoch", 0)
     starts = state.get("epoch_starts") or [0] + [lsn] * epoch
@@ -309,6 +310,7 @@ def _level_with(rs, hub) -> None:
         r.applied_lsn = hub.committed_lsn
     rs.progress = dict(hub.progress)
     rs.progress_seq += 1
+    rs.progress_moved = None
     rs.epoch, rs.epoch_start_lsn, rs.epoch_starts = hub.epoch, hub.epoch_start_lsn, list(hub.epoch_starts)
 
 

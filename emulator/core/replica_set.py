@@ -40,7 +40,7 @@ class ReplicaSet:
                  "store", "lsn", "committed_lsn", "epoch", "epoch_start_lsn", "epoch_starts", "log", "commit_listeners",
                  "_waiters", "_early", "electing", "partition", "own_seq", "progress", "progress_seq", "multi_write",
                  "resolver", "on_conflict", "discard_tail", "_etag_prefix", "log_retained_commits",
-                 "token_vector", "lockstep", "_floor_of", "__weakref__")
+                 "token_vector", "lockstep", "_floor_of", "progress_moved", "__weakref__")
 
     def __init__(self, region: str, range_id: str, scheduler, clock, *, delay_ms: int = 0,
                  routing: ReadRoutingPolicy | None = None):
@@ -79,6 +79,10 @@ class ReplicaSet:
         self.own_seq = 0                   # how many commits this region originated
         self.progress: dict = {}           # origin region -> highest oseq of it applied here
         self.progress_seq = 0              # counts changes to progress (the gateway caches on it)
+        # The origin whose count the last change to progress moved, when it moved that one alone
+        # (None: a change of the whole map). Whoever changes progress bumps progress_seq and sets
+        # this: the session token's vector then formats one number anew, not every region's.
+        self.progress_moved = None
         self.multi_write = False           # shipped commits are merged (conflicts) not appended
         self.resolver = None               # fn(current, incoming) -> True when incoming wins
         self.on_conflict = None            # fn(loser, winner)
@@ -193,6 +197,7 @@ class ReplicaSet:
                 self.on_conflict(v, cur)
         self.progress[origin] = oseq
         self.progress_seq += 1
+        self.progress_moved = origin
         if keep:
             self._add(lsn, keep)
 
@@ -234,6 +239,7 @@ class ReplicaSet:
             if oseq > progress.get(origin, 0):
                 progress[origin] = oseq
         self.progress_seq += 1
+        self.progress_moved = None
         self.own_seq = max(self.own_seq, progress.get(self.region, 0))
         self.lsn = snap.lsn
         self.log.clear()
@@ -256,6 +262,7 @@ class ReplicaSet:
             if oseq > progress.get(origin, 0):
                 progress[origin] = oseq
                 self.progress_seq += 1
+                self.progress_moved = origin
         store = self.store
         if len(versions) == 1:
             # One version (nearly every commit), kept in the log as itself (see __init__).

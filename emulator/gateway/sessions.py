@@ -45,25 +45,46 @@ def token(rs, lsn: int) -> str:
 
     The vector's text is kept per replica set until its progress or the account's regions change
     (formatting its numbers anew costs more than the rest of a point read). It is kept on the
-    replica set itself (`token_vector`: its progress_seq, region order, vector text, and the
-    order's format: "#id=%d..." with the names in id order), so a deleted container takes it
-    along. A write changes the progress, so every write formats it: with one %-format of the
-    counts (map over the names, no Python frame per region), here rather than in a function of
-    its own (a call per write)."""
+    replica set itself (`token_vector`, below), so a deleted container takes it along. A write
+    changes the progress, so every write needs a new text; but a write moves one region's count
+    (the write region's, `rs.progress_moved`), so once the same region moved twice in a row the
+    text is kept split around that count, and the next move formats that one number.
+
+    token_vector: (progress_seq, region order, text, form, moved, before, after): the vector
+    text for that progress_seq; the region whose count the change to it moved (or None); and,
+    when known, the text before and after that region's count (else None)."""
     partition = rs.partition
     if partition is None:
         return f"{rs.range_id}:{rs.epoch}#{lsn}"
     order = partition.region_order
     hit = rs.token_vector
+    seq = rs.progress_seq
     if hit is not None and hit[1] is order:
-        if hit[0] == rs.progress_seq:
+        if hit[0] == seq:
             return f"{rs.range_id}:{rs.epoch}#{lsn}{hit[2]}"
+        moved = rs.progress_moved
+        if hit[0] + 1 == seq and moved is not None and moved == hit[4] and hit[5] is not None:
+            # The one change since the kept text moved the count it is split around.
+            before, after = hit[5], hit[6]
+            text = f"{before}{rs.progress[moved]}{after}"
+            rs.token_vector = (seq, order, text, hit[3], moved, before, after)
+            return f"{rs.range_id}:{rs.epoch}#{lsn}{text}"
         form = hit[3]
+        again = moved is not None and moved == hit[4]      # the same region moved again
     else:
         form = _form(order)
+        moved, again = rs.progress_moved, False
     fmt, names, zeros = form
-    text = fmt % tuple(map(rs.progress.get, names, zeros))
-    rs.token_vector = (rs.progress_seq, order, text, form)
+    values = tuple(map(rs.progress.get, names, zeros))
+    text = fmt % values
+    before = after = None
+    if again and moved in names:
+        # Split the text around moved's count (once per run of moves of one region).
+        i = names.index(moved)
+        parts = fmt.split("%d")
+        before = "".join([parts[k] + str(values[k]) for k in range(i)]) + parts[i]
+        after = parts[i + 1] + "".join([str(values[k]) + parts[k + 1] for k in range(i + 1, len(values))])
+    rs.token_vector = (seq, order, text, form, moved, before, after)
     return f"{rs.range_id}:{rs.epoch}#{lsn}{text}"
 
 
