@@ -139,7 +139,8 @@ class DirectConnection(asyncio.Protocol):
                 self.frame_since = 0.0
         finally:
             self._in_data = False
-            self._batch_key, self._batch_target = _NO_KEY, None
+            if self._batch_target is not None:      # a read of these bytes resolved one
+                self._batch_key, self._batch_target = _NO_KEY, None
             out = self._out
             if out:                          # _flush, inlined (every buffer that held a request)
                 if not self.closed and not self.silenced:
