@@ -70,10 +70,8 @@ class SchedulerDriver:
         # the one armed below, for the earliest left, covers them (an armed time at or before
         # every due time makes _arm return at once).
         self._armed_ms = ARMED_BY_FIRE
-        clock = self._clock                    # clock.now_ms(), inlined: every wake-up
-        now = clock._origin_ms + int((self._loop_time() - clock._origin_loop) * 1000 + FLOAT_SLACK_MS)
         try:
-            nxt = self._run(now)
+            nxt = self._run(self._clock.now_ms())
         except BaseException:
             self._armed_ms = None              # a callback raised: the others still run when due
             nxt = self._scheduler.next_due_ms()
@@ -82,6 +80,7 @@ class SchedulerDriver:
             raise
         self._armed_ms = nxt
         if nxt is not None:
+            clock = self._clock
             self._handle = self._call_later(clock._origin_loop + (nxt - clock._origin_ms) / 1000 - self._loop_time(),
                                             self._fire_cb, context=self._context)
 

@@ -42,7 +42,6 @@ class DirectConnection(asyncio.Protocol):
         self.node = node
         self.plane = node.plane
         self._max_in_flight = node.plane.max_in_flight      # fixed for the plane's life
-        self._hot = node.hot                 # the node's counts of its two common replies
         self.transport = None
         self.decoder = D.FrameDecoder()
         self.state = _HANDSHAKE
@@ -471,11 +470,11 @@ class DirectConnection(asyncio.Protocol):
             pk_json, values = parsed
             if len(values) != target.pk_paths:
                 partition_keys.checked(container, pk_json, values)     # raises the gateway's 400
-            upsert = op == _UPSERT
+            upsert = op == D.UPSERT
             writer, status, version = documents.stage_body(gw, gw.region, container, pk_json, values, body,
                                                            upsert, if_match)
             # documents.commit_staged's two steps (admission.write's op for a create or upsert)
-            ru = account.throttle.admit_writer(writer, _TH_UPSERT if upsert else _TH_CREATE)
+            ru = account.throttle.admit_writer(writer, th.UPSERT if upsert else th.CREATE)
             # Read before the commit settles the version: then it still holds its etag, after it
             # the etag is found again in the stored body (store.Version).
             etag = version.etag
@@ -497,8 +496,8 @@ class DirectConnection(asyncio.Protocol):
         res = [_RES, rid, status, 0, version.body if prefer is None or prefer.lower() != _MINIMAL else None, ru,
                sessions.token(rs, seen), replica.applied_lsn, target.rs.committed_lsn, target.partition.global_lsn,
                seen, etag, replica.role, activity, None]          # direct_ops.fields_reply's array
-        if status == 201 and op == _CREATE:
-            self._hot[HOT_CREATED] += 1
+        if status == 201 and op == D.CREATE:
+            self.node.hot[HOT_CREATED] += 1
         else:
             self.node.requests[(op, status, 0)] += 1
         target.served[0] += 1
@@ -570,7 +569,7 @@ class DirectConnection(asyncio.Protocol):
             res = direct_ops.gateway_reply(rid, responses.error(_INTERNAL, activity), target, activity)
         status = res[2]
         if status == 200 and not res[3]:
-            self._hot[HOT_READ_200] += 1
+            self.node.hot[HOT_READ_200] += 1
         else:
             self.node.requests[(D.READ, status, res[3])] += 1
         target.served[0] += 1
@@ -958,8 +957,6 @@ _INTERNAL = CosmosError(500, 0, "Internal error in regionlab; see the server log
 _READ_OPTIONS = {"consistency": 0, "session": 1, "if_none_match": 2, "activity_id": 3}
 _WRITE_OPTIONS = {"if_match": 0, "prefer": 1, "activity_id": 2, "pk": 3}
 _CREATE_CODE = D.OPERATION_CODE[D.CREATE]
-_CREATE, _UPSERT = D.CREATE, D.UPSERT
-_TH_CREATE, _TH_UPSERT = th.CREATE, th.UPSERT
 _REQUEST_ID_MAX = D.REQUEST_ID_MAX
 _REQUEST_CODE = D.REQUEST_CODE
 _REQUEST_LENGTH = D.REQUEST_LENGTH

@@ -212,10 +212,7 @@ class DirectNode:
         if rs is None or account.placement.node_of(self.region, coll_rid, range_id, index) != self.index:
             raise _gone(D.SUB_REPLICA_NOT_HERE, f"Replica {key} is not on node {self.index} of {self.region} "
                                                 "(it moved, or never was here); refresh the addresses.")
-        served = self.replica_requests.get(key)
-        if served is None:
-            served = self.replica_requests[key] = [0]
-        return _Target(key, container, partition, rs, rs.replicas[index], served)
+        return _Target(key, container, partition, rs, rs.replicas[index], self.replica_requests.setdefault(key, [0]))
 
     # ---- listening ------------------------------------------------------------------------
     def bind(self) -> None:
