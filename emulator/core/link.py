@@ -89,7 +89,8 @@ class Link:
             due = q[0][0]
             if due > now and self._armed_ms is None and self._open:
                 # _arm for the common case, without its clock read: what is left is not due at
-                # the time this timer runs for, and nothing re-armed the link meanwhile.
+                # the time this timer runs for, and nothing re-armed the link meanwhile. (Inlined:
+                # as a call, _arm(now) measured about 2 k more per create on both surfaces.)
                 self._armed_ms = due
                 self.scheduler.call_at(due, self._fire_cb, due)
             else:
