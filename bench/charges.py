@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from azure.cosmos import CosmosClient, PartitionKey  # noqa: E402
 
-from emulator.testing import running_emulator  # noqa: E402
+from regionlab.emulator.testing import running_emulator  # noqa: E402
 
 SIZES_KB = (1, 10, 100)
 ONLY_PK = {"indexingMode": "consistent", "includedPaths": [{"path": "/pk/?"}], "excludedPaths": [{"path": "/*"}]}

@@ -36,7 +36,7 @@ import uvloop  # noqa: E402
 from azure.cosmos import PartitionKey as SdkPartitionKey  # noqa: E402
 from azure.cosmos.aio import CosmosClient as SdkClient  # noqa: E402
 
-from client.aio import CosmosClient, PartitionKey  # noqa: E402
+from regionlab.client.aio import CosmosClient, PartitionKey  # noqa: E402
 from gateway_bench import machine  # noqa: E402
 from server_proc import ServerProcess  # noqa: E402
 

@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import uvloop  # noqa: E402
 
-from client.aio import CosmosClient  # noqa: E402
-from client.aio.transport import Reply  # noqa: E402
+from regionlab.client.aio import CosmosClient  # noqa: E402
+from regionlab.client.aio.transport import Reply  # noqa: E402
 from client_bench import POLICY_KINDS  # noqa: E402
 from gateway_bench import machine  # noqa: E402
 
@@ -84,7 +84,7 @@ def freeze_date() -> None:
     alone moved one kind's count by ~1,500 instructions a read from process to process. The
     counted child keeps the date it starts with (every kind alike)."""
     import types
-    import client.aio.request as request
+    import regionlab.client.aio.request as request
     now = time.time()
     request.time = types.SimpleNamespace(time=lambda: now)
 

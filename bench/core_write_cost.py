@@ -43,12 +43,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from emulator.core.account import Account, AccountConfig  # noqa: E402
-from emulator.core.container import canonical_pk_json  # noqa: E402
-from emulator.core.documents import Writer  # noqa: E402
-from emulator.core.scheduler import ManualClock, Scheduler, run_until_idle  # noqa: E402
-from emulator.core.throttle import CREATE, ThrottleConfig  # noqa: E402
-from emulator.core.validation import ITEM_BYTES_MAX, check_id, parse_item_body  # noqa: E402
+from regionlab.emulator.core.account import Account, AccountConfig  # noqa: E402
+from regionlab.emulator.core.container import canonical_pk_json  # noqa: E402
+from regionlab.emulator.core.documents import Writer  # noqa: E402
+from regionlab.emulator.core.scheduler import ManualClock, Scheduler, run_until_idle  # noqa: E402
+from regionlab.emulator.core.throttle import CREATE, ThrottleConfig  # noqa: E402
+from regionlab.emulator.core.validation import ITEM_BYTES_MAX, check_id, parse_item_body  # noqa: E402
 
 N_DEFAULT = 20_000
 RATE_DEFAULT = 3            # creates per virtual millisecond (about the measured 2,700/s)

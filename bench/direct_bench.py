@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from client.protocol import direct as D  # noqa: E402
+from regionlab.client.protocol import direct as D  # noqa: E402
 from instructions import requests, signed, start, total_instructions  # noqa: E402
 
 N = 300
@@ -83,7 +83,7 @@ class Blocking:
 
 def addresses(port: int, key: str) -> dict:
     from email.utils import formatdate
-    from client.protocol.auth import authorization_header
+    from regionlab.client.protocol.auth import authorization_header
     import http.client
     date = formatdate(usegmt=True)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
@@ -110,10 +110,10 @@ def _gateway_port(ready: dict) -> int:
 
 # ---- instructions -----------------------------------------------------------------------------
 def instructions() -> list:
-    from emulator import defaults
+    from regionlab.emulator import defaults
     key = defaults.EMULATOR_KEY
     with tempfile.TemporaryDirectory() as d:
-        proc, line = start([sys.executable, "-m", "emulator", "--port", "0", "--control-port", "0",
+        proc, line = start([sys.executable, "-m", "regionlab.emulator", "--port", "0", "--control-port", "0",
                             "--no-ru-limits"], d)
         try:
             ready = json.loads(line)
@@ -230,7 +230,7 @@ async def _load(port: int, key: str, replica: str, seconds: float) -> float:
 
 def throughput() -> list:
     import uvloop
-    from emulator import defaults
+    from regionlab.emulator import defaults
     from server_proc import ServerProcess
     key = defaults.EMULATOR_KEY
     root = str(Path(__file__).resolve().parent.parent)
@@ -252,10 +252,10 @@ def throughput() -> list:
 
 # ---- wake-ups -----------------------------------------------------------------------------------
 def wakeups() -> dict:
-    from emulator import defaults
+    from regionlab.emulator import defaults
     key = defaults.EMULATOR_KEY
     with tempfile.TemporaryDirectory() as d:
-        proc = subprocess.Popen([sys.executable, "-m", "emulator", "--port", "0", "--control-port", "0",
+        proc = subprocess.Popen([sys.executable, "-m", "regionlab.emulator", "--port", "0", "--control-port", "0",
                                  "--no-ru-limits"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         try:
             ready = json.loads(proc.stdout.readline())

@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import uvloop  # noqa: E402
 
-from client.protocol import direct as D  # noqa: E402
-from emulator.runtime.server import Emulator  # noqa: E402
-from emulator.testing import make_config  # noqa: E402
+from regionlab.client.protocol import direct as D  # noqa: E402
+from regionlab.emulator.runtime.server import Emulator  # noqa: E402
+from regionlab.emulator.testing import make_config  # noqa: E402
 
 WARMUP = 200
 N = 200

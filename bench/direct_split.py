@@ -12,15 +12,15 @@ import asyncio, glob, os, subprocess, sys, tempfile
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import uvloop
-from emulator.testing import make_config
-from emulator.runtime.server import Emulator
-from emulator.core.documents import Writer
-from emulator.core.throttle import CREATE
-from emulator.core.validation import check_id, parse_json_body
-from emulator.core.container import canonical_pk_json
-from emulator.runtime import direct_ops
-from emulator.gateway import documents, responses, sessions
-from client.protocol import direct as D
+from regionlab.emulator.testing import make_config
+from regionlab.emulator.runtime.server import Emulator
+from regionlab.emulator.core.documents import Writer
+from regionlab.emulator.core.throttle import CREATE
+from regionlab.emulator.core.validation import check_id, parse_json_body
+from regionlab.emulator.core.container import canonical_pk_json
+from regionlab.emulator.runtime import direct_ops
+from regionlab.emulator.gateway import documents, responses, sessions
+from regionlab.client.protocol import direct as D
 OUT = sys.argv[1] if len(sys.argv) > 1 else None
 N = 2000
 WARMUP = 200

@@ -36,7 +36,7 @@ from tail_bench import load_into, scripts  # noqa: E402
 WRAPPER = r'''
 import cProfile, collections, gc, json, pstats, signal, sys, time
 sys.path.insert(0, sys.argv.pop(1))          # this checkout's emulator, not the venv's
-from emulator.runtime import collector
+from regionlab.emulator.runtime import collector
 CMD = sys.argv.pop(1)
 _install = collector.install
 prof = None
@@ -80,7 +80,7 @@ def install(account, policy=True):
     return _install(account, policy)
 
 collector.install = install
-from emulator.cli import main
+from regionlab.emulator.cli import main
 sys.exit(main(sys.argv[1:]))
 '''
 

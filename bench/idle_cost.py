@@ -24,7 +24,7 @@ SETTLE_S = 2.0
 
 def idle_instructions_per_s(seconds: float) -> float:
     with tempfile.TemporaryDirectory() as d:
-        proc, _ = start([sys.executable, "-m", "emulator", "--port", "0", "--control-port", "0", "--no-ru-limits"], d)
+        proc, _ = start([sys.executable, "-m", "regionlab.emulator", "--port", "0", "--control-port", "0", "--no-ru-limits"], d)
         try:
             time.sleep(SETTLE_S)             # a benchmark of idling: nothing to wait on but the clock
             subprocess.run(["callgrind_control", "-z", str(proc.pid)], capture_output=True, check=True)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from emulator.core.index import materialise  # noqa: E402
-from emulator.core.store import Version, VersionStore  # noqa: E402
+from regionlab.emulator.core.index import materialise  # noqa: E402
+from regionlab.emulator.core.store import Version, VersionStore  # noqa: E402
 
 DOCS = 10_000
 WRITES = 100_000

@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from calibration import BARE  # noqa: E402
-from client.protocol.auth import authorization_header, resource_type_and_link  # noqa: E402
-from emulator import defaults  # noqa: E402
+from regionlab.client.protocol.auth import authorization_header, resource_type_and_link  # noqa: E402
+from regionlab.emulator import defaults  # noqa: E402
 
 N = 300
 WARMUP = 100
@@ -78,7 +78,7 @@ def total_instructions(out_dir) -> int:
 
 def run_regionlab(op: str) -> float:
     with tempfile.TemporaryDirectory() as d:
-        proc, line = start([sys.executable, "-m", "emulator", "--port", "0", "--control-port", "0"], d)
+        proc, line = start([sys.executable, "-m", "regionlab.emulator", "--port", "0", "--control-port", "0"], d)
         try:
             base = json.loads(line)["account_endpoint"]
             port = int(base.rsplit(":", 1)[1].strip("/"))

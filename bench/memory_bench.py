@@ -50,9 +50,9 @@ def item(i: int) -> bytes:
 
 def one_run(n: int, regions: int) -> dict:
     import random
-    from emulator.core.account import Account, AccountConfig
-    from emulator.core.container import canonical_pk_json
-    from emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
+    from regionlab.emulator.core.account import Account, AccountConfig
+    from regionlab.emulator.core.container import canonical_pk_json
+    from regionlab.emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
     from core_write_cost import create
 
     clock, scheduler = ManualClock(), Scheduler()

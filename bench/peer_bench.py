@@ -32,7 +32,7 @@ import query_bench as qb  # noqa: E402
 from gateway_bench import machine, measured, wrk  # noqa: E402
 from rest_load import setup  # noqa: E402
 from server_proc import ServerProcess  # noqa: E402
-from emulator import defaults  # noqa: E402
+from regionlab.emulator import defaults  # noqa: E402
 
 KEY = defaults.EMULATOR_KEY       # the peer does not check signatures; regionlab does
 

@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from emulator.core import query_page as qp  # noqa: E402
-from emulator.core.jsontext import dumps_bytes  # noqa: E402
-from emulator.core.query import compile_query  # noqa: E402
-from emulator.core.store import Version, VersionStore  # noqa: E402
+from regionlab.emulator.core import query_page as qp  # noqa: E402
+from regionlab.emulator.core.jsontext import dumps_bytes  # noqa: E402
+from regionlab.emulator.core.query import compile_query  # noqa: E402
+from regionlab.emulator.core.store import Version, VersionStore  # noqa: E402
 
 DOCS = 20_000
 JOIN_DOCS = 40

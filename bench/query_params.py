@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from emulator.gateway import queries  # noqa: E402
+from regionlab.emulator.gateway import queries  # noqa: E402
 
 DISTINCT_VALUES = 5_000
 PASSES = 3

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import core_write_cost as C  # noqa: E402
-from emulator.core.scheduler import run_until_idle  # noqa: E402
+from regionlab.emulator.core.scheduler import run_until_idle  # noqa: E402
 
 N = 1000
 WARMUP = 200

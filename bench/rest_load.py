@@ -12,7 +12,7 @@ from email.utils import formatdate
 
 import aiohttp
 
-from client.protocol.auth import authorization_header, resource_type_and_link
+from regionlab.client.protocol.auth import authorization_header, resource_type_and_link
 
 
 def signed_headers(key: str, verb: str, path: str, date: str | None = None) -> dict:

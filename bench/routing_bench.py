@@ -27,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from client.protocol import auth  # noqa: E402
-from emulator.testing import running_emulator  # noqa: E402
+from regionlab.client.protocol import auth  # noqa: E402
+from regionlab.emulator.testing import running_emulator  # noqa: E402
 
 WEIGHTS = [1, 1, 2, 3]          # primary (not taking reads), then three secondaries 1:2:3
 PATH = "/dbs/db/colls/c/docs/x"

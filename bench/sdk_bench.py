@@ -43,7 +43,7 @@ import uvloop  # noqa: E402
 from azure.cosmos import PartitionKey  # noqa: E402
 from azure.cosmos.aio import CosmosClient  # noqa: E402
 
-from emulator import defaults  # noqa: E402
+from regionlab.emulator import defaults  # noqa: E402
 from gateway_bench import machine  # noqa: E402
 from server_proc import ServerProcess  # noqa: E402
 

@@ -21,7 +21,7 @@ class ServerProcess:
     def __init__(self, *args: str, script: str | None = None, cmd: list | None = None, parse=json.loads,
                  ready_timeout_s: float = READY_TIMEOUT_S):
         self.cmd = cmd or ([sys.executable, script] if script else [
-            sys.executable, "-m", "emulator", "--port", "0", "--control-port", "0", *args])
+            sys.executable, "-m", "regionlab.emulator", "--port", "0", "--control-port", "0", *args])
         self.parse = parse
         self.ready_timeout_s = ready_timeout_s
         self.proc = None

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rbloom import Bloom  # noqa: E402
 
-from client.policies.session import BLOOM_FALSE_POSITIVE_RATE  # noqa: E402
+from regionlab.client.policies.session import BLOOM_FALSE_POSITIVE_RATE  # noqa: E402
 
 SEED_TABLE_KB = {10_000: 21, 100_000: 183, 1_000_000: 1_800, 10_000_000: 17_900}
 PROBES_MAX = 1_000_000

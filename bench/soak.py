@@ -42,7 +42,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from emulator.core.replica_set import LOG_RETAINED_COMMITS_MAX  # noqa: E402
+from regionlab.emulator.core.replica_set import LOG_RETAINED_COMMITS_MAX  # noqa: E402
 from gateway_bench import machine  # noqa: E402
 from rest_load import request, setup, signed_headers  # noqa: E402
 from server_proc import ServerProcess  # noqa: E402

@@ -184,7 +184,7 @@ def main() -> None:
     ap.add_argument("--json", help="write the results here too")
     args = ap.parse_args()
     flags = ["--port", "0", "--control-port", "0", "--no-ru-limits", "--partitions", "10"]
-    cmd = [sys.executable, "-m", "emulator", *flags] if args.gc_policy == "on" else [sys.executable, "-c", NO_POLICY, *flags]
+    cmd = [sys.executable, "-m", "regionlab.emulator", *flags] if args.gc_policy == "on" else [sys.executable, "-c", NO_POLICY, *flags]
     peer_items = args.peer_items or args.items
     print(f"{json.dumps(machine())}, load {os.getloadavg()[0]:.2f}; "
           f"{args.items:,} items of ~{ITEM_JSON_BYTES} B stored, gc policy {args.gc_policy}, "

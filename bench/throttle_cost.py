@@ -16,12 +16,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from emulator.core import charge  # noqa: E402
-from emulator.core import throttle as th  # noqa: E402
-from emulator.core.account import Account, AccountConfig  # noqa: E402
-from emulator.core.container import canonical_pk_json  # noqa: E402
-from emulator.core.documents import Writer  # noqa: E402
-from emulator.core.scheduler import ManualClock, Scheduler  # noqa: E402
+from regionlab.emulator.core import charge  # noqa: E402
+from regionlab.emulator.core import throttle as th  # noqa: E402
+from regionlab.emulator.core.account import Account, AccountConfig  # noqa: E402
+from regionlab.emulator.core.container import canonical_pk_json  # noqa: E402
+from regionlab.emulator.core.documents import Writer  # noqa: E402
+from regionlab.emulator.core.scheduler import ManualClock, Scheduler  # noqa: E402
 
 N = 200_000
 PK = {"paths": ["/pk"], "kind": "Hash", "version": 2}

@@ -1,17 +1,17 @@
 """regionlab's bundled Cosmos DB client (sync face) and the wire contract (client.protocol).
 
-    from client import CosmosClient, PartitionKey          # sync, thread-safe
-    from client.aio import CosmosClient                    # asyncio core
+    from regionlab.client import CosmosClient, PartitionKey          # sync, thread-safe
+    from regionlab.client.aio import CosmosClient                    # asyncio core
 
 The names are loaded on first use, so the emulator, which imports only client.protocol, does
 not pull in the client's transports.
 """
 _EXPORTS = {
-    "CosmosClient": "client.sync", "DatabaseProxy": "client.sync", "ContainerProxy": "client.sync",
-    "ItemPaged": "client.sync", "PartitionKey": "client.partition_key", "ThroughputProperties": "client.aio.offers",
-    "CosmosHttpResponseError": "client.exceptions", "CosmosResourceNotFoundError": "client.exceptions",
-    "CosmosResourceExistsError": "client.exceptions", "CosmosAccessConditionFailedError": "client.exceptions",
-    "CosmosBatchOperationError": "client.exceptions", "CosmosClientTimeoutError": "client.exceptions",
+    "CosmosClient": "regionlab.client.sync", "DatabaseProxy": "regionlab.client.sync", "ContainerProxy": "regionlab.client.sync",
+    "ItemPaged": "regionlab.client.sync", "PartitionKey": "regionlab.client.partition_key", "ThroughputProperties": "regionlab.client.aio.offers",
+    "CosmosHttpResponseError": "regionlab.client.exceptions", "CosmosResourceNotFoundError": "regionlab.client.exceptions",
+    "CosmosResourceExistsError": "regionlab.client.exceptions", "CosmosAccessConditionFailedError": "regionlab.client.exceptions",
+    "CosmosBatchOperationError": "regionlab.client.exceptions", "CosmosClientTimeoutError": "regionlab.client.exceptions",
 }
 __all__ = sorted(_EXPORTS)
 
@@ -19,6 +19,6 @@ __all__ = sorted(_EXPORTS)
 def __getattr__(name):
     module = _EXPORTS.get(name)
     if module is None:
-        raise AttributeError(f"module 'client' has no attribute {name!r}")
+        raise AttributeError(f"module 'regionlab.client' has no attribute {name!r}")
     import importlib
     return getattr(importlib.import_module(module), name)

@@ -10,7 +10,7 @@ import json
 import logging
 from dataclasses import asdict, dataclass, field
 
-LOG = logging.getLogger("client.diagnostics")
+LOG = logging.getLogger("regionlab.client.diagnostics")
 POINT_LATENCY_THRESHOLD_MS = 1_000       # as the Java SDK's point-operation default
 FEED_LATENCY_THRESHOLD_MS = 3_000        # queries, read-feed and change feed
 

@@ -5,8 +5,8 @@ Every error carries the status and substatus the service sent (`status_code`, `s
 request charge of the whole operation (every attempt, retries and hedges included) and its
 `diagnostics`. `error_for` picks the class the official SDK raises for a status.
 """
-from client.headers import ResponseHeaders
-from client.protocol import status as S
+from regionlab.client.headers import ResponseHeaders
+from regionlab.client.protocol import status as S
 
 
 class CosmosHttpResponseError(Exception):

@@ -9,7 +9,7 @@ loop serialises nothing but its own callbacks, and the core holds no lock). Feed
 import asyncio
 import threading
 
-from . import aio
+from . import aio, event_loop
 from .aio.client import parse_connection_string
 from .aio.feed import AsyncItemPaged
 
@@ -19,11 +19,7 @@ CLOSE_TIMEOUT_S = 10.0
 
 class _LoopThread:
     def __init__(self):
-        try:
-            import uvloop
-            self.loop = uvloop.new_event_loop()
-        except ImportError:                 # pragma: no cover - uvloop is a dependency
-            self.loop = asyncio.new_event_loop()
+        self.loop = event_loop.new_event_loop()
         ready = threading.Event()
         self.thread = threading.Thread(target=self._main, args=(ready,), name="cosmos-client-loop",
                                        daemon=True)

@@ -18,6 +18,8 @@ import sys
 import textwrap
 from importlib import metadata
 
+from regionlab.client import event_loop
+
 from . import config, logs
 
 DESCRIPTION = ("Serve a local multi-region Cosmos DB-style account: a global endpoint, one gateway per "
@@ -135,8 +137,7 @@ def main(argv=None) -> int:
     from .runtime.certificate import CertificateError
     from .runtime.persistence import PersistenceError
     try:
-        import uvloop
-        uvloop.run(serve(server_config))
+        event_loop.run(serve(server_config))
     except (CertificateError, PersistenceError) as e:
         print(f"regionlab: error: {e}", file=sys.stderr)
         return 1

@@ -17,8 +17,8 @@ import binascii
 from dataclasses import dataclass
 from typing import Callable
 
-from client.protocol import direct as direct_protocol
-from client.protocol.auth import CLOCK_SKEW_S_MAX_DEFAULT
+from regionlab.client.protocol import direct as direct_protocol
+from regionlab.client.protocol.auth import CLOCK_SKEW_S_MAX_DEFAULT
 
 from . import defaults
 from .core.account import REGION_NAME_CHARS_MAX, AccountConfig

@@ -18,6 +18,8 @@ import asyncio
 import threading
 from contextlib import contextmanager
 
+from regionlab.client import event_loop
+
 from . import config as options_config, defaults
 from .ctl import ControlError
 from .fault_handle import Fault, Faults
@@ -141,11 +143,7 @@ def make_config(**options):
 
 def start(config=None, **kwargs) -> RunningEmulator:
     from .runtime.server import Emulator
-    try:
-        import uvloop
-        loop = uvloop.new_event_loop()
-    except ImportError:                     # pragma: no cover - uvloop is a dependency
-        loop = asyncio.new_event_loop()
+    loop = event_loop.new_event_loop()
     emu = Emulator(config or make_config(**kwargs))
     started = threading.Event()
     failure = []

@@ -1,8 +1,8 @@
 """The asyncio core of the bundled client: `from client.aio import CosmosClient`."""
-from client.exceptions import (CosmosAccessConditionFailedError, CosmosBatchOperationError,
+from regionlab.client.exceptions import (CosmosAccessConditionFailedError, CosmosBatchOperationError,
                                CosmosClientTimeoutError, CosmosHttpResponseError,
                                CosmosResourceExistsError, CosmosResourceNotFoundError)
-from client.partition_key import PartitionKey
+from regionlab.client.partition_key import PartitionKey
 
 from .client import CosmosClient
 from .container import ContainerProxy

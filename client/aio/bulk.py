@@ -15,11 +15,11 @@ request that gave its final answer.
 import asyncio
 import json
 
-from client import partition_key as pkmod
-from client.diagnostics import Diagnostics
-from client.exceptions import CosmosHttpResponseError
-from client.policies import bulk as policy
-from client.protocol import headers as H, status as S
+from regionlab.client import partition_key as pkmod
+from regionlab.client.diagnostics import Diagnostics
+from regionlab.client.exceptions import CosmosHttpResponseError
+from regionlab.client.policies import bulk as policy
+from regionlab.client.protocol import headers as H, status as S
 
 from .links import link_path
 from .request import Request

@@ -9,8 +9,8 @@ range answered 304 ends the iteration, and its token continues after everything 
 import email.utils
 from datetime import datetime, timezone
 
-from client import partition_key as pkmod
-from client.protocol import headers as H
+from regionlab.client import partition_key as pkmod
+from regionlab.client.protocol import headers as H
 
 from .feed import AsyncItemPaged, decode_token, encode_token
 from .links import link_path

@@ -15,12 +15,12 @@ mode's pool (connection_mode="direct": client/aio/direct.py; docs/client.md). A 
 """
 import asyncio
 
-from client.exceptions import CosmosResourceExistsError, CosmosResourceNotFoundError
-from client.policies import direct_pool as pool
-from client.policies.breaker import PartitionCircuitBreaker
-from client.policies.regions import ACCOUNT_REFRESH_MS, RegionRouter
-from client.policies.retry import RetryOptions
-from client.policies.session import BLOOM_EXPECTED_INSERTIONS, BLOOM_FALSE_POSITIVE_RATE, SessionContainer
+from regionlab.client.exceptions import CosmosResourceExistsError, CosmosResourceNotFoundError
+from regionlab.client.policies import direct_pool as pool
+from regionlab.client.policies.breaker import PartitionCircuitBreaker
+from regionlab.client.policies.regions import ACCOUNT_REFRESH_MS, RegionRouter
+from regionlab.client.policies.retry import RetryOptions
+from regionlab.client.policies.session import BLOOM_EXPECTED_INSERTIONS, BLOOM_FALSE_POSITIVE_RATE, SessionContainer
 
 from .database import DatabaseProxy, metadata_feed, offer_headers
 from .feed import AsyncItemPaged

@@ -5,10 +5,10 @@ import asyncio
 import dataclasses
 import uuid
 
-from client import partition_key as pkmod
-from client.diagnostics import Diagnostics
-from client.exceptions import CosmosBatchOperationError, CosmosResourceNotFoundError
-from client.protocol import auth, headers as H, status as S
+from regionlab.client import partition_key as pkmod
+from regionlab.client.diagnostics import Diagnostics
+from regionlab.client.exceptions import CosmosBatchOperationError, CosmosResourceNotFoundError
+from regionlab.client.protocol import auth, headers as H, status as S
 
 from .changefeed import ChangeFeed, feed_range_bounds
 from .feed import AsyncItemPaged

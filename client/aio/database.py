@@ -1,6 +1,6 @@
 """A database: its containers and throughput. Names follow azure.cosmos.aio.DatabaseProxy."""
-from client.exceptions import CosmosResourceExistsError, CosmosResourceNotFoundError
-from client.protocol import headers as H
+from regionlab.client.exceptions import CosmosResourceExistsError, CosmosResourceNotFoundError
+from regionlab.client.protocol import headers as H
 
 from .container import ContainerProxy
 from .feed import AsyncItemPaged

@@ -28,11 +28,11 @@ from collections import deque
 
 from multidict import CIMultiDict
 
-from client import partition_key as pkmod
-from client.policies import direct_pool as pool
-from client.policies.addresses import AddressCache, parse_feed
-from client.policies.retry import CONNECT_ERROR, RESPONSE_ERROR, TIMEOUT_ERROR
-from client.protocol import auth, direct as D, headers as H, status as S
+from regionlab.client import partition_key as pkmod
+from regionlab.client.policies import direct_pool as pool
+from regionlab.client.policies.addresses import AddressCache, parse_feed
+from regionlab.client.policies.retry import CONNECT_ERROR, RESPONSE_ERROR, TIMEOUT_ERROR
+from regionlab.client.protocol import auth, direct as D, headers as H, status as S
 
 from .request import API_VERSION, http_date
 from .transport import Reply, TransportError

@@ -30,7 +30,7 @@ import asyncio
 import sys
 from collections import deque
 
-from client.policies import hedging
+from regionlab.client.policies import hedging
 
 # The caller's task, from its loop, in C: asyncio.current_task() is a Python function on 3.11
 # (a frame and 13 bytecodes around this dict's get, a third of what watching an operation costs)

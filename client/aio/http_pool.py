@@ -21,7 +21,7 @@ import asyncio
 import ssl
 from collections import deque
 
-from client.policies.retry import CONNECT_ERROR as CONNECT, RESPONSE_ERROR as RESPONSE, TIMEOUT_ERROR as TIMEOUT
+from regionlab.client.policies.retry import CONNECT_ERROR as CONNECT, RESPONSE_ERROR as RESPONSE, TIMEOUT_ERROR as TIMEOUT
 
 from .http_reply import ReplyError, ReplyParser
 

@@ -3,8 +3,8 @@
 autoscale (`auto_scale_max_throughput`), as azure-cosmos's ThroughputProperties."""
 import json
 
-from client.exceptions import CosmosResourceNotFoundError
-from client.protocol import headers as H, status as S
+from regionlab.client.exceptions import CosmosResourceNotFoundError
+from regionlab.client.protocol import headers as H, status as S
 
 from .links import link_path
 from .request import Request, request_options

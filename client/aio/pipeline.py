@@ -18,20 +18,20 @@ import json
 import logging
 import time
 
-from client.diagnostics import Attempt, Diagnostics, FEED_LATENCY_THRESHOLD_MS, POINT_LATENCY_THRESHOLD_MS
-from client.exceptions import CosmosClientTimeoutError, CosmosHttpResponseError, error_for
-from client.policies import breaker as cb
-from client.policies import hedging, retry
-from client.policies.regions import parse_account
-from client.policies.session import SessionContainer
-from client.protocol import headers as H, status as S
-from client.protocol.auth import MasterKeySigner
+from regionlab.client.diagnostics import Attempt, Diagnostics, FEED_LATENCY_THRESHOLD_MS, POINT_LATENCY_THRESHOLD_MS
+from regionlab.client.exceptions import CosmosClientTimeoutError, CosmosHttpResponseError, error_for
+from regionlab.client.policies import breaker as cb
+from regionlab.client.policies import hedging, retry
+from regionlab.client.policies.regions import parse_account
+from regionlab.client.policies.session import SessionContainer
+from regionlab.client.protocol import headers as H, status as S
+from regionlab.client.protocol.auth import MasterKeySigner
 
 from .hedged import RUN, FirstChainFailed, HedgeWatch, running_loop, task_of
 from .request import API_VERSION, USE_CLIENT_DEFAULT, Request, http_date
 from .transport import TransportError
 
-LOG = logging.getLogger("client")
+LOG = logging.getLogger("regionlab.client")
 ACCOUNT_FETCH_ATTEMPTS_MAX = 3
 WAIT_SLEEPS_MAX = 4                  # sleeps of one wait_ms, the first included
 LOOP_TICK_MS = 1.0                   # uvloop's timer resolution

@@ -4,7 +4,7 @@ import email.utils
 import time
 from dataclasses import dataclass, field
 
-from client.protocol import auth
+from regionlab.client.protocol import auth
 
 API_VERSION = "2020-07-15"
 USE_CLIENT_DEFAULT = object()

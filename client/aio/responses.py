@@ -2,7 +2,7 @@
 as the official SDK's CosmosDict/CosmosList carry their headers."""
 import json
 
-from client.headers import ResponseHeaders
+from regionlab.client.headers import ResponseHeaders
 
 
 class _Reply:

@@ -12,7 +12,7 @@ after a 404/1002 (the other secondaries, then the primary, as the service's clie
 """
 from dataclasses import dataclass, field
 
-from client.protocol import direct as D
+from regionlab.client.protocol import direct as D
 
 ENDPOINT_DOWN_MS = 30_000                # a refused endpoint is skipped this long (then retried)
 STATE_DOWN = "down"

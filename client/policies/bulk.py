@@ -11,7 +11,7 @@ the routing map and regroup it, up to GONE_REFRESHES_MAX times).
 """
 from bisect import bisect_right
 
-from client.protocol import status as S
+from regionlab.client.protocol import status as S
 
 BULK_OPERATIONS_MAX = 100                # the service caps a batch request at 100 operations
 THROTTLE_RETRIES_MAX = 9                 # per operation, as the 429/3200 policy

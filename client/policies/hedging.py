@@ -18,7 +18,7 @@ the clock and does what it says.
 """
 from dataclasses import dataclass
 
-from client.protocol import status as S
+from regionlab.client.protocol import status as S
 
 THRESHOLD_MS = 500
 THRESHOLD_STEPS_MS = 100

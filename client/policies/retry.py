@@ -28,7 +28,7 @@ unavailable, and gives the reason that diagnostics record. The rules, with their
 """
 from dataclasses import dataclass
 
-from client.protocol import status as S
+from regionlab.client.protocol import status as S
 
 THROTTLE_RETRIES_MAX = 9
 THROTTLE_WAIT_MS_MAX = 30_000

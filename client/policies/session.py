@@ -26,7 +26,7 @@ from collections import OrderedDict
 
 from rbloom import Bloom
 
-from client.protocol import session_token as st
+from regionlab.client.protocol import session_token as st
 
 BLOOM_EXPECTED_INSERTIONS = 5_000_000
 BLOOM_FALSE_POSITIVE_RATE = 0.001

@@ -42,7 +42,7 @@ def main(argv: list, out=None) -> int:
     out = out or sys.stdout
     args = build_parser().parse_args(argv)
     # The report counts slow operations; one log line each would bury the progress line.
-    logging.getLogger("client.diagnostics").setLevel(logging.ERROR)
+    logging.getLogger("regionlab.client.diagnostics").setLevel(logging.ERROR)
     what = args.what
     if what == ["list"]:
         return _list(out)

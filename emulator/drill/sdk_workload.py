@@ -26,7 +26,7 @@ from azure.cosmos import PartitionKey
 from azure.cosmos.aio import CosmosClient as SdkClient
 from azure.cosmos.exceptions import CosmosHttpResponseError
 
-from client.aio import CosmosClient as BundledClient
+from regionlab.client.aio import CosmosClient as BundledClient
 
 from ..sim import observed
 from .workload import TRANSPORT_ERROR_STATUS, Op, Workload

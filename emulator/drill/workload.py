@@ -11,10 +11,10 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from client import PartitionKey
-from client.aio import CosmosClient
-from client.exceptions import CosmosHttpResponseError
-from client.policies.breaker import UNAVAILABLE
+from regionlab.client import PartitionKey
+from regionlab.client.aio import CosmosClient
+from regionlab.client.exceptions import CosmosHttpResponseError
+from regionlab.client.policies.breaker import UNAVAILABLE
 
 from ..sim import observed
 from .verdict import attempt_outcomes

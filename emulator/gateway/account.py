@@ -8,7 +8,7 @@ whatever the level, as the service reports them; they bind only a BoundedStalene
 """
 import json
 
-from client.protocol import headers as H
+from regionlab.client.protocol import headers as H
 
 from ..core.errors import CosmosError
 from . import responses

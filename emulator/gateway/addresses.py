@@ -12,7 +12,7 @@ the node checks in the handshake: a stale address never reaches another emulator
 """
 from urllib.parse import parse_qs
 
-from client.protocol import direct as D
+from regionlab.client.protocol import direct as D
 
 from ..core.errors import CosmosError, bad_request
 from . import responses

@@ -7,7 +7,7 @@ evaluated first and admitted with their real charge before the reply is built. M
 operations (databases, containers, offers) are admitted before they run. A refusal raises the
 429 CosmosError that the gateway turns into the reply, with `x-ms-retry-after-ms`.
 """
-from client.protocol import headers as H
+from regionlab.client.protocol import headers as H
 
 from ..core import throttle as th
 

@@ -9,7 +9,7 @@ half of it.
 """
 from json.encoder import encode_basestring
 
-from client.protocol import headers as H
+from regionlab.client.protocol import headers as H
 
 from ..core import charge, jsontext
 from ..core import throttle as th

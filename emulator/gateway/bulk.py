@@ -13,7 +13,7 @@ not applied (the SDK resends them); when that is the very first operation, the w
 `requestCharge`, `eTag`, `resourceBody`; errors add `subStatusCode` and `message`), and is 200
 when every operation succeeded, else 207.
 """
-from client.protocol import headers as H
+from regionlab.client.protocol import headers as H
 
 from ..core import throttle as th
 from ..core.errors import CosmosError

@@ -7,7 +7,7 @@ this far.
 """
 from urllib.parse import unquote
 
-from client.protocol import headers as H
+from regionlab.client.protocol import headers as H
 
 from ..core.errors import CosmosError, bad_request
 from ..core.read_routing import ConnectionPins

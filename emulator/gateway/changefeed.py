@@ -9,7 +9,7 @@ now, If-Modified-Since = from a time, an etag = after that position. The etag is
 """
 from email.utils import parsedate_to_datetime
 
-from client.protocol import headers as H
+from regionlab.client.protocol import headers as H
 
 from ..core import changefeed as cf
 from ..core import charge

@@ -5,7 +5,7 @@ then waits until the write is acknowledged by a quorum before answering. Every i
 carries the session token, the alt-content-path and the partition key range id the SDK needs
 to track sessions (cosmos-wire §2, §8).
 """
-from client.protocol import headers as H
+from regionlab.client.protocol import headers as H
 
 from ..core import charge
 from ..core import documents as docs

@@ -5,7 +5,7 @@ the service's envelope `{"_rid", "<Key>": [...], "_count"}`; queries over them r
 same query engine as items.
 """
 
-from client.protocol import headers as H
+from regionlab.client.protocol import headers as H
 
 from ..core import charge
 from ..core.errors import CosmosError, bad_request

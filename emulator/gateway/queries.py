@@ -30,7 +30,7 @@ import bisect
 import itertools
 import json
 
-from client.protocol import headers as H
+from regionlab.client.protocol import headers as H
 
 from ..core import charge
 from ..core import feed as feeds

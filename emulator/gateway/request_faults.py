@@ -9,7 +9,7 @@ reply, which the connection then drops unanswered or resets part-way (gateway/ht
 """
 import asyncio
 
-from client.protocol import headers as H
+from regionlab.client.protocol import headers as H
 
 from ..core.errors import CosmosError
 from . import partition_keys

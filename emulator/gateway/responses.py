@@ -8,8 +8,8 @@ import uuid
 from email.utils import formatdate
 from http import HTTPStatus
 
-from client.protocol import headers as H
-from client.protocol.status import code_name
+from regionlab.client.protocol import headers as H
+from regionlab.client.protocol.status import code_name
 
 from ..core import jsontext
 from ..core.errors import CosmosError

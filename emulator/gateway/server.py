@@ -13,8 +13,8 @@ import asyncio
 import logging
 import time
 
-from client.protocol import headers as H
-from client.protocol.auth import (CLOCK_SKEW_S_MAX_DEFAULT, AuthError, MasterKeyVerifier, check_clock_skew,
+from regionlab.client.protocol import headers as H
+from regionlab.client.protocol.auth import (CLOCK_SKEW_S_MAX_DEFAULT, AuthError, MasterKeyVerifier, check_clock_skew,
                                   date_epoch_s, is_name_based)
 
 from ..core.consistency import STRONG, SESSION

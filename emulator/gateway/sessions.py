@@ -5,8 +5,8 @@ the reply also names the collection and the range (`x-ms-documentdb-partitionkey
 Python SDK keys its session container on the name path (`x-ms-alt-content-path`), the JS SDK on
 the container's `_rid` (`x-ms-content-path`, cosmos-wire §10.2), so every reply sends both.
 """
-from client.protocol import headers as H
-from client.protocol.session_token import parse_session_header
+from regionlab.client.protocol import headers as H
+from regionlab.client.protocol.session_token import parse_session_header
 
 from ..core.errors import bad_request
 

@@ -20,8 +20,8 @@ import ssl
 import struct
 import uuid
 
-from client.protocol import direct as D
-from client.protocol import headers as H
+from regionlab.client.protocol import direct as D
+from regionlab.client.protocol import headers as H
 
 from ..core import throttle as th
 from ..core.consistency import STRONG

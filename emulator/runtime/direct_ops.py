@@ -13,8 +13,8 @@ Per replica (a node's resolved `_Target`) the last session token text is kept wi
 made from (LSN, the replica set's progress and region order, epoch), so a steady stream of reads
 formats no numbers.
 """
-from client.protocol import direct as D
-from client.protocol import headers as H
+from regionlab.client.protocol import direct as D
+from regionlab.client.protocol import headers as H
 
 from ..core import charge, throttle as th
 from ..core.consistency import effective

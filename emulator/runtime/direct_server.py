@@ -31,8 +31,8 @@ import collections
 import logging
 import os
 
-from client.protocol import direct as D
-from client.protocol import headers as H
+from regionlab.client.protocol import direct as D
+from regionlab.client.protocol import headers as H
 
 from ..core.errors import CosmosError, bad_request
 from ..core.faults import OUTAGE_MODE_DEFAULT

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from client.protocol import direct as D
-from client.protocol.auth import CLOCK_SKEW_S_MAX_DEFAULT
+from regionlab.client.protocol import direct as D
+from regionlab.client.protocol.auth import CLOCK_SKEW_S_MAX_DEFAULT
 
 from .. import defaults
 from ..core.account import Account, AccountConfig

@@ -1,6 +1,6 @@
 """The deterministic simulator: the real core driven in virtual time from a seed.
 
-    from emulator.sim import run, SimConfig
+    from regionlab.emulator.sim import run, SimConfig
     result = run(1234)                      # or run(1234, SimConfig(steps=500, consistency="Strong"))
     assert result.ok, result.violations
 

@@ -18,7 +18,7 @@ each partition's epochs began. Time jumps from timer to timer (`step`).
 import json
 import random
 
-from client.protocol.session_token import VectorToken, merge
+from regionlab.client.protocol.session_token import VectorToken, merge
 
 from ..core.account import Account, AccountConfig
 from ..core.consistency import SESSION, STRONG

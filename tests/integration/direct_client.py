@@ -6,8 +6,8 @@ import json
 import urllib.request
 from email.utils import formatdate
 
-from client.protocol import direct as D
-from client.protocol.auth import authorization_header
+from regionlab.client.protocol import direct as D
+from regionlab.client.protocol.auth import authorization_header
 
 CONNECT_TIMEOUT_S = 5.0
 REPLY_TIMEOUT_S = 10.0

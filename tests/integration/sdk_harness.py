@@ -21,7 +21,7 @@ from azure.core.pipeline.transport import RequestsTransport
 from azure.cosmos import CosmosClient, PartitionKey
 from azure.cosmos.aio import CosmosClient as AioCosmosClient
 
-from client.protocol import auth
+from regionlab.client.protocol import auth
 
 SOCKET_TIMEOUT_S = 5.0
 CLIENT_DEFAULTS = {"retry_total": 1, "retry_backoff_max": 1, "retry_fixed_interval": 0.05,

@@ -17,7 +17,7 @@ import time
 import pytest
 from azure.cosmos import PartitionKey, exceptions
 
-from client.protocol import auth
+from regionlab.client.protocol import auth
 from sdk_harness import (assert_serves, item_count, raw_request, raw_socket, read_until_eof,
                          signed_headers)
 

@@ -27,8 +27,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from client.protocol.auth import authorization_header
-from emulator import defaults
+from regionlab.client.protocol.auth import authorization_header
+from regionlab.emulator import defaults
 
 REPO = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 30.0        # generous: a cold CI machine imports aiohttp and uvloop first
@@ -86,7 +86,7 @@ def spawn(tmp_path: Path, *args: str, env: dict | None = None):
     stderr_path = tmp_path / "regionlab.stderr"
     with open(stderr_path, "wb") as stderr:
         t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "emulator", *args], stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen([sys.executable, "-m", "regionlab.emulator", *args], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=stderr, text=True,
                                 env=env if env is not None else _clean_env(), cwd=tmp_path)
     try:
@@ -210,7 +210,7 @@ def test_binding_all_interfaces_advertises_loopback(tmp_path):
 
 def test_strong_with_multi_write_is_refused_with_a_clear_message(tmp_path):
     """An impossible topology ends with one readable line on stderr and exit 2, no traceback."""
-    proc = subprocess.run([sys.executable, "-m", "emulator", "--port", "0", "--control-port", "0",
+    proc = subprocess.run([sys.executable, "-m", "regionlab.emulator", "--port", "0", "--control-port", "0",
                            "--multi-write", "--consistency", "Strong"],
                           capture_output=True, text=True, timeout=EXIT_TIMEOUT_S, env=_clean_env())
     assert proc.returncode == 2
@@ -243,7 +243,7 @@ BAD_VARIABLES = [
 
 
 def _run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "emulator", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "regionlab.emulator", *args], capture_output=True, text=True,
                           timeout=READY_TIMEOUT_S, env=_clean_env(**(env or {})), stdin=subprocess.DEVNULL)
 
 
@@ -275,7 +275,7 @@ def test_a_boolean_variable_takes_true(tmp_path):
 
 
 def test_help_lists_every_flag_level_variable_and_command():
-    from emulator import config, ctl
+    from regionlab.emulator import config, ctl
     proc = _run("--help")
     assert proc.returncode == 0 and proc.stderr == ""
     out = proc.stdout
@@ -388,7 +388,7 @@ def test_connections_max_caps_each_listener_and_must_be_positive(tmp_path):
             assert first.recv(65536).startswith(b"HTTP/1.1 ")      # the first is served (401: unsigned)
         rc, _ = cli.terminate()
         assert rc == 0
-    proc = subprocess.run([sys.executable, "-m", "emulator", "--connections-max", "0"],
+    proc = subprocess.run([sys.executable, "-m", "regionlab.emulator", "--connections-max", "0"],
                           capture_output=True, text=True, timeout=EXIT_TIMEOUT_S, env=_clean_env())
     assert proc.returncode == 2 and "--connections-max '0': must be an integer from 1" in proc.stderr
 

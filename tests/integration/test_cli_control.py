@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from emulator import cli
-from emulator.core.container import canonical_pk_json
-from emulator.core.documents import Writer
-from emulator.testing import running_emulator
+from regionlab.emulator import cli
+from regionlab.emulator.core.container import canonical_pk_json
+from regionlab.emulator.core.documents import Writer
+from regionlab.emulator.testing import running_emulator
 
 PK_DEF = {"paths": ["/pk"], "kind": "Hash", "version": 2}
 

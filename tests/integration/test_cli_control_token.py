@@ -11,8 +11,8 @@ import urllib.request
 
 import pytest
 
-from emulator import cli
-from emulator.testing import running_emulator
+from regionlab.emulator import cli
+from regionlab.emulator.testing import running_emulator
 from test_cli import REPO, _clean_env, spawn
 
 TOKEN = "cli-token"
@@ -52,7 +52,7 @@ def test_every_kind_of_command_sends_the_token(capsys, emu, monkeypatch):
 
 
 def test_lost_writes_into_a_closed_pipe_exits_quietly(emu):
-    proc = subprocess.Popen([sys.executable, "-m", "emulator", "lost-writes", "--control", emu.control_endpoint,
+    proc = subprocess.Popen([sys.executable, "-m", "regionlab.emulator", "lost-writes", "--control", emu.control_endpoint,
                              "--control-token", TOKEN], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=_clean_env(**CODE))
     proc.stdout.close()                  # the reader is gone before the reply is written: `| head -0`

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from emulator import cli
-from emulator.testing import running_emulator
+from regionlab.emulator import cli
+from regionlab.emulator.testing import running_emulator
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ diagnostics; and the items equal, field for field, what per-item creates (and th
 replaces, patches and deletes) give in a twin container. Real sockets; no sleeps."""
 import pytest
 
-from client import CosmosClient, PartitionKey
+from regionlab.client import CosmosClient, PartitionKey
 
 OPS = 120
 SYSTEM = ("_rid", "_self", "_etag", "_ts", "_attachments", "_lsn")

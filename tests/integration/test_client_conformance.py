@@ -15,8 +15,8 @@ from azure.cosmos import ThroughputProperties as SdkThroughputProperties
 from azure.cosmos import exceptions as sdk_exceptions
 from azure.cosmos.aio import CosmosClient as SdkAioClient
 
-from client import CosmosClient, CosmosHttpResponseError, PartitionKey, ThroughputProperties
-from client.aio import CosmosClient as AioCosmosClient
+from regionlab.client import CosmosClient, CosmosHttpResponseError, PartitionKey, ThroughputProperties
+from regionlab.client.aio import CosmosClient as AioCosmosClient
 
 SYSTEM = {"_rid", "_self", "_etag", "_ts", "_attachments", "_lsn"}
 THREADS = 8

@@ -11,8 +11,8 @@ import urllib.request
 
 import pytest
 
-from client import CosmosClient, PartitionKey
-from client.protocol import direct as D
+from regionlab.client import CosmosClient, PartitionKey
+from regionlab.client.protocol import direct as D
 from direct_client import addresses, by_range, target
 
 EAST, WEST, NORTH = "East US", "West US", "North Europe"
@@ -199,7 +199,7 @@ def test_a_strong_quorum_read_takes_the_replica_with_the_higher_lsn(regionlab):
 
 @pytest.mark.regionlab_config(direct_limits={"idle_timeout_s": 0.6})
 def test_heartbeats_keep_idle_connections_open_past_the_nodes_idle_timeout(regionlab):
-    from client.aio import CosmosClient as AioClient
+    from regionlab.client.aio import CosmosClient as AioClient
 
     async def main():
         async with AioClient(regionlab.endpoint, credential=regionlab.key, connection_mode="direct") as client:

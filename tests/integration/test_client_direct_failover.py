@@ -9,7 +9,7 @@ import urllib.parse
 
 import pytest
 
-from client import CosmosClient, CosmosResourceNotFoundError, PartitionKey
+from regionlab.client import CosmosClient, CosmosResourceNotFoundError, PartitionKey
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS

@@ -11,9 +11,9 @@ by the client's diagnostics and the nodes' reply counters (`GET /topology` `dire
 Real sockets; no sleeps."""
 import pytest
 
-from client import (CosmosClient, CosmosClientTimeoutError, CosmosHttpResponseError, CosmosResourceExistsError,
+from regionlab.client import (CosmosClient, CosmosClientTimeoutError, CosmosHttpResponseError, CosmosResourceExistsError,
                     PartitionKey)
-from client.policies import breaker as cb
+from regionlab.client.policies import breaker as cb
 
 from test_client_faults import keys_in_two_partitions, path
 

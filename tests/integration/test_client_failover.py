@@ -18,8 +18,8 @@ import urllib.request
 
 import pytest
 
-from client import CosmosClient, CosmosResourceNotFoundError, PartitionKey
-from client.aio import CosmosClient as AioCosmosClient
+from regionlab.client import CosmosClient, CosmosResourceNotFoundError, PartitionKey
+from regionlab.client.aio import CosmosClient as AioCosmosClient
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS

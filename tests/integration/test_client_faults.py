@@ -19,10 +19,10 @@ import time
 
 import pytest
 
-from client import (CosmosClient, CosmosClientTimeoutError, CosmosHttpResponseError, CosmosResourceExistsError,
+from regionlab.client import (CosmosClient, CosmosClientTimeoutError, CosmosHttpResponseError, CosmosResourceExistsError,
                     PartitionKey)
-from client import partition_key as pkmod
-from client.policies import breaker as cb
+from regionlab.client import partition_key as pkmod
+from regionlab.client.policies import breaker as cb
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS

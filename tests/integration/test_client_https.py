@@ -6,8 +6,8 @@ certificate, as a `connect` error that names it; `connection_verify=False` skips
 Real emulator process, real sockets."""
 import pytest
 
-from client import CosmosClient, CosmosHttpResponseError, PartitionKey
-from emulator.testing import running_emulator
+from regionlab.client import CosmosClient, CosmosHttpResponseError, PartitionKey
+from regionlab.emulator.testing import running_emulator
 
 HOST = "127.0.0.2"
 

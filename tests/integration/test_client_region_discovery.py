@@ -7,8 +7,8 @@ read to the next region at once, refreshes the account and drops the region to t
 order for 5 minutes, in both connection modes. Real sockets; no sleeps."""
 import pytest
 
-from client import CosmosClient, PartitionKey
-from client.policies.regions import ACCOUNT_REFRESH_MS, UNAVAILABLE_MS
+from regionlab.client import CosmosClient, PartitionKey
+from regionlab.client.policies.regions import ACCOUNT_REFRESH_MS, UNAVAILABLE_MS
 from test_client_faults import MovableClock, doc_hits, path
 
 REGIONS = ("East US", "East US 2", "West US")

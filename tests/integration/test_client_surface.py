@@ -17,7 +17,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from client import (CosmosBatchOperationError, CosmosClient, CosmosHttpResponseError, CosmosResourceNotFoundError,
+from regionlab.client import (CosmosBatchOperationError, CosmosClient, CosmosHttpResponseError, CosmosResourceNotFoundError,
                     PartitionKey)
 
 REGIONS = ("East US", "East US 2", "West US")
@@ -132,7 +132,7 @@ def test_responses_and_errors_carry_diagnostics_and_charge(items, caplog):
     assert batch.value.headers["Content-Type"].startswith("application/json")
     assert batch.value.diagnostics.status == 207 and batch.value.request_charge > 0
     assert e.value.request_charge == e.value.diagnostics.request_charge
-    with caplog.at_level(logging.WARNING, logger="client.diagnostics"):
+    with caplog.at_level(logging.WARNING, logger="regionlab.client.diagnostics"):
         c.client._pipeline.latency_threshold_ms = 0
         c.read_item("1", partition_key="p")
     assert any('"operation":"read"' in r.getMessage() for r in caplog.records)

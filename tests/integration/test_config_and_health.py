@@ -13,8 +13,8 @@ import pytest
 from azure.cosmos import PartitionKey, documents
 from azure.cosmos.exceptions import CosmosHttpResponseError
 
-from emulator.config import ConfigError
-from emulator.testing import running_emulator
+from regionlab.emulator.config import ConfigError
+from regionlab.emulator.testing import running_emulator
 from sdk_harness import make_client
 
 EAST, EAST2, WEST = "East US", "East US 2", "West US"

@@ -17,7 +17,7 @@ import socket
 import pytest
 from azure.cosmos import CosmosClient, PartitionKey
 
-from emulator.defaults import REGIONS
+from regionlab.emulator.defaults import REGIONS
 
 from sdk_harness import client_kwargs, host_port, make_client, read_until_eof, signed_headers
 

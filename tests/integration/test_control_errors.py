@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 
 from control_harness import JSON, ok, request, snapshot
-from emulator.testing import running_emulator
+from regionlab.emulator.testing import running_emulator
 
 WAIT_S = 30.0
 

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from control_harness import FAULTS, PK_DEF, request
-from emulator.runtime.control import ROUTES
-from emulator.testing import running_emulator
+from regionlab.emulator.runtime.control import ROUTES
+from regionlab.emulator.testing import running_emulator
 
 FUZZ_EXAMPLES_DEFAULT = 300
 FUZZ_EXAMPLES = int(os.environ.get("REGIONLAB_FUZZ_EXAMPLES", FUZZ_EXAMPLES_DEFAULT))

@@ -8,7 +8,7 @@ GET / as the index of routes."""
 import pytest
 
 from control_harness import INVALID_DELETES, JSON, MUTATIONS, ok, request, seed, snapshot
-from emulator.testing import running_emulator
+from regionlab.emulator.testing import running_emulator
 
 TOKEN = "s3cret-token"
 # refusal -> (headers to send instead of plain JSON, the status that refuses it)

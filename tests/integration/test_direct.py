@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 from azure.cosmos import PartitionKey
 
-from client.protocol import direct as D
+from regionlab.client.protocol import direct as D
 from direct_client import Connection, addresses, by_range, item_body, target
 from sdk_harness import control, make_client
 

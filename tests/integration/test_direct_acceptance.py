@@ -20,8 +20,8 @@ from email.utils import formatdate
 import pytest
 from azure.cosmos import CosmosClient, PartitionKey
 
-from client.protocol import direct as D
-from client.protocol.auth import authorization_header
+from regionlab.client.protocol import direct as D
+from regionlab.client.protocol.auth import authorization_header
 from sdk_harness import client_kwargs
 from test_cli import EXIT_TIMEOUT_S, _clean_env, spawn
 
@@ -333,7 +333,7 @@ def test_a_taken_port_in_the_direct_range_stops_the_server_with_a_message_naming
 
 def spawn_exit(tmp_path, *args) -> subprocess.CompletedProcess:
     """A `python -m emulator` run expected to exit before its ready line."""
-    return subprocess.run([sys.executable, "-m", "emulator", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "regionlab.emulator", *args], capture_output=True, text=True,
                           timeout=EXIT_TIMEOUT_S, env=_clean_env(), cwd=tmp_path)
 
 
@@ -652,7 +652,7 @@ def test_feed_pages_are_scoped_to_the_named_replicas_range(regionlab):
 
 
 def test_placement_is_deterministic_from_the_seed():
-    from emulator.testing import running_emulator
+    from regionlab.emulator.testing import running_emulator
 
     def placement(seed: int) -> dict:
         with running_emulator(seed=seed) as emu:

@@ -11,7 +11,7 @@ import time
 import pytest
 from azure.cosmos import PartitionKey
 
-from client.protocol import direct as D
+from regionlab.client.protocol import direct as D
 from direct_client import Connection, addresses, by_range, target
 from sdk_harness import make_client
 from test_direct import inject

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from client.protocol import direct as D
+from regionlab.client.protocol import direct as D
 from test_cli import EXIT_TIMEOUT_S, _clean_env, spawn
 
 
@@ -18,7 +18,7 @@ from test_cli import EXIT_TIMEOUT_S, _clean_env, spawn
     (["--direct-ports", "10000-10003"], "need 12"),
 ])
 def test_bad_direct_flags_are_refused_with_a_clear_message(flags, message):
-    proc = subprocess.run([sys.executable, "-m", "emulator", "--port", "0", "--control-port", "0", *flags],
+    proc = subprocess.run([sys.executable, "-m", "regionlab.emulator", "--port", "0", "--control-port", "0", *flags],
                           capture_output=True, text=True, timeout=EXIT_TIMEOUT_S, env=_clean_env())
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
 

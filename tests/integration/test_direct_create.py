@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from client.protocol import direct as D
+from regionlab.client.protocol import direct as D
 from direct_client import Connection, target
 from test_direct import EAST, control, feed, inject, setup
 

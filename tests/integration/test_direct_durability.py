@@ -8,10 +8,10 @@ import asyncio
 
 from azure.cosmos import CosmosClient as SdkClient
 
-from client import PartitionKey
-from client.aio import CosmosClient
-from client.aio.direct import ADDRESS_REFRESH_MIN_MS
-from client.exceptions import CosmosHttpResponseError, CosmosResourceNotFoundError
+from regionlab.client import PartitionKey
+from regionlab.client.aio import CosmosClient
+from regionlab.client.aio.direct import ADDRESS_REFRESH_MIN_MS
+from regionlab.client.exceptions import CosmosHttpResponseError, CosmosResourceNotFoundError
 from test_cli import EXIT_TIMEOUT_S, spawn
 from test_client_faults import MovableClock
 from test_direct_acceptance import _free_block

@@ -13,8 +13,8 @@ import time
 import pytest
 from azure.cosmos import exceptions
 
-from client import CosmosClient
-from client import PartitionKey as BundledPK
+from regionlab.client import CosmosClient
+from regionlab.client import PartitionKey as BundledPK
 
 from direct_client import Connection, item_body, target
 from sdk_harness import make_client

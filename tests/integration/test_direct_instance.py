@@ -14,10 +14,10 @@ import pytest
 from azure.cosmos import CosmosClient as SdkClient, PartitionKey
 from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
-from client import CosmosClient
-from client.protocol import direct as D
+from regionlab.client import CosmosClient
+from regionlab.client.protocol import direct as D
 from direct_client import Connection, HandshakeRefused, addresses, item_body
-from emulator.testing import make_config, running_emulator, start
+from regionlab.emulator.testing import make_config, running_emulator, start
 from sdk_harness import make_client
 from test_cli import spawn
 from test_direct_acceptance import _free_block

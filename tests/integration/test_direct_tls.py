@@ -10,10 +10,10 @@ import urllib.request
 
 import pytest
 
-from client.protocol import direct as D
+from regionlab.client.protocol import direct as D
 from direct_client import Connection, item_body, target
-from emulator.config import ConfigError
-from emulator.testing import make_config, running_emulator
+from regionlab.emulator.config import ConfigError
+from regionlab.emulator.testing import make_config, running_emulator
 from test_direct import feed, setup
 
 OPENSSL_TIMEOUT_S = 60

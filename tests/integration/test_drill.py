@@ -16,10 +16,10 @@ import sys
 
 import pytest
 
-from emulator.drill import SHORT_SCALE, builtin, builtin_names
-from emulator.drill.runner import account_options
-from emulator.drill.workload import CONTAINER, DATABASE
-from emulator.testing import running_emulator
+from regionlab.emulator.drill import SHORT_SCALE, builtin, builtin_names
+from regionlab.emulator.drill.runner import account_options
+from regionlab.emulator.drill.workload import CONTAINER, DATABASE
+from regionlab.emulator.testing import running_emulator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DRILL_TIMEOUT_S = 180
@@ -28,7 +28,7 @@ NINE = ("failover", "region-outage", "lag", "primary-crash", "replica-move", "th
 
 
 def regionlab(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "emulator", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "regionlab.emulator", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=DRILL_TIMEOUT_S, env={**os.environ, **(env or {})})
 
 

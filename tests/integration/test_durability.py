@@ -197,7 +197,7 @@ def test_restart_serves_metadata_and_items_from_every_region(tmp_path):
 
 
 def _start_fails(tmp_path, *args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "emulator", *ARGS, *args], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "regionlab.emulator", *ARGS, *args], capture_output=True, text=True,
                           env=_clean_env(), cwd=tmp_path, timeout=60)
     assert done.returncode == 1 and done.stdout == "", done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
@@ -273,7 +273,7 @@ def test_without_data_dir_nothing_is_kept(tmp_path):
 
 
 def test_reset_data_without_data_dir_is_a_usage_error(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "emulator", *ARGS, "--reset-data"], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "regionlab.emulator", *ARGS, "--reset-data"], capture_output=True,
                           text=True, env=_clean_env(), cwd=tmp_path, timeout=60)
     assert done.returncode == 2 and "--reset-data needs --data-dir" in done.stderr
     json.dumps(done.stderr)

@@ -15,7 +15,7 @@ import urllib.request
 
 from azure.cosmos import CosmosClient, PartitionKey, exceptions
 
-from emulator.core import rid as rids
+from regionlab.emulator.core import rid as rids
 from test_cli import EXIT_TIMEOUT_S, spawn
 from test_durability import _start_fails
 

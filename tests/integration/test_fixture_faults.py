@@ -8,8 +8,8 @@ import inspect
 import pytest
 from azure.cosmos import CosmosClient, PartitionKey, exceptions
 
-from emulator.core.faults import FAULT_TYPES
-from emulator.testing import ControlError, Fault, Faults
+from regionlab.emulator.core.faults import FAULT_TYPES
+from regionlab.emulator.testing import ControlError, Fault, Faults
 from sdk_harness import make_client, wait_replicated
 
 EAST, EAST2, WEST = "East US", "East US 2", "West US"

@@ -28,9 +28,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
-from emulator.config import ConfigError
-from emulator.runtime import certificate
-from emulator.testing import running_emulator
+from regionlab.emulator.config import ConfigError
+from regionlab.emulator.runtime import certificate
+from regionlab.emulator.testing import running_emulator
 from sdk_harness import CLIENT_DEFAULTS, heal_fault, host_port, inject_fault, read_until_eof
 from test_cli import _clean_env, spawn
 
@@ -257,7 +257,7 @@ def test_cli_https_ready_line_names_the_certificate(tmp_path, cert_dir):
 def test_cli_unwritable_cert_dir_is_one_line_and_exit_1(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    done = subprocess.run([sys.executable, "-m", "emulator", "--https", "--cert-dir", str(blocker / "certs"),
+    done = subprocess.run([sys.executable, "-m", "regionlab.emulator", "--https", "--cert-dir", str(blocker / "certs"),
                            "--port", "0", "--control-port", "0"], capture_output=True, text=True,
                           env=_clean_env(), cwd=tmp_path, timeout=60)
     assert done.returncode == 1 and done.stdout == ""

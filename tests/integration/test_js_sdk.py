@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from emulator.testing import running_emulator
+from regionlab.emulator.testing import running_emulator
 
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
 NODE = shutil.which("node")

@@ -16,8 +16,8 @@ import threading
 
 import pytest
 
-from emulator.core import query_page as qp
-from emulator.core.store import versions_of
+from regionlab.emulator.core import query_page as qp
+from regionlab.emulator.core.store import versions_of
 from sdk_harness import host_port, make_aio_client, make_client, raw_socket, signed_headers
 
 ONE_REGION = dict(regions=("East US",), ru_limits=False)

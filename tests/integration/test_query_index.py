@@ -7,7 +7,7 @@ logical partition is charged for the page, not the partition.
 import pytest
 from azure.cosmos import PartitionKey
 
-from emulator.testing import running_emulator
+from regionlab.emulator.testing import running_emulator
 from sdk_harness import make_client
 
 DOCS = 400

@@ -12,8 +12,8 @@ import json
 import pytest
 from azure.cosmos import PartitionKey, exceptions
 
-from emulator.config import ConfigError
-from emulator.testing import running_emulator
+from regionlab.emulator.config import ConfigError
+from regionlab.emulator.testing import running_emulator
 from sdk_harness import WireLog, make_client, raw_request
 
 DOCS_PATH = "/dbs/db/colls/items/docs"

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from emulator import cli
-from emulator.ctl import ControlError, call as control
+from regionlab.emulator import cli
+from regionlab.emulator.ctl import ControlError, call as control
 from sdk_harness import raw_request
 
 EAST = "East US"

@@ -180,7 +180,7 @@ def test_the_global_endpoint_keeps_answering_discovery_while_the_write_region_is
 
 
 def test_stopping_the_emulator_during_a_blackhole_closes_what_it_held():
-    from emulator.testing import running_emulator
+    from regionlab.emulator.testing import running_emulator
     with running_emulator() as emu:
         url = emu.region_endpoints[REGION]
         inject_fault(emu, type="region_outage", region=REGION, mode="blackhole")

@@ -10,8 +10,8 @@ import json
 import pytest
 from azure.cosmos import PartitionKey, exceptions
 
-from emulator.core.container import canonical_pk_json
-from emulator.ctl import ControlError, call as control
+from regionlab.emulator.core.container import canonical_pk_json
+from regionlab.emulator.ctl import ControlError, call as control
 from sdk_harness import host_port, item_count, make_client, raw_request, signed_headers
 
 EAST = "East US"

@@ -11,8 +11,8 @@ import urllib.request
 import pytest
 from azure.cosmos import PartitionKey
 
-from emulator import cli
-from emulator.ctl import ControlError, call as control
+from regionlab.emulator import cli
+from regionlab.emulator.ctl import ControlError, call as control
 from sdk_harness import host_port, make_client, signed_headers
 
 EAST = "East US"

@@ -10,7 +10,7 @@ import pytest
 from azure.core import MatchConditions
 from azure.cosmos import PartitionKey, exceptions
 
-from client.protocol.session_token import parse_session_header
+from regionlab.client.protocol.session_token import parse_session_header
 
 from sdk_harness import WireLog, item_count, make_aio_client
 

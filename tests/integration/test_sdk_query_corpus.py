@@ -20,7 +20,7 @@ import pytest
 from azure.cosmos import PartitionKey
 from azure.cosmos.exceptions import CosmosHttpResponseError
 
-from emulator.testing import running_emulator
+from regionlab.emulator.testing import running_emulator
 from sdk_corpus_cases import CASES
 from sdk_corpus_docs import MISSING, PKS, bag, canon, make_docs, user_part
 from sdk_harness import WireLog, make_aio_client, make_client

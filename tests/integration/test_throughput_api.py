@@ -15,7 +15,7 @@ import pytest
 from azure.cosmos import PartitionKey
 from azure.cosmos.exceptions import CosmosHttpResponseError
 
-from emulator import cli, ctl
+from regionlab.emulator import cli, ctl
 from sdk_harness import make_client
 from test_sdk_throttling import BIG, control, no_retry_client
 

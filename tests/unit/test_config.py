@@ -5,8 +5,8 @@ ServerConfig they describe. Pure: no server starts (tests/integration/test_cli.p
 """
 import pytest
 
-from emulator import config, defaults
-from emulator.config import ConfigError, from_command_line, from_keywords
+from regionlab.emulator import config, defaults
+from regionlab.emulator.config import ConfigError, from_command_line, from_keywords
 
 NO_FLAGS: dict = {}
 

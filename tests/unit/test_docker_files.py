@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from emulator import defaults
+from regionlab.emulator import defaults
 
 REPO = Path(__file__).resolve().parents[2]
 EXPECTED_PORTS = {defaults.GLOBAL_PORT, defaults.CONTROL_PORT,
@@ -96,7 +96,7 @@ def test_dockerfile_exposes_the_default_ports(dockerfile):
 
 def test_dockerfile_runs_the_console_script_pyproject_declares_bound_to_all_interfaces(dockerfile):
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts.get("regionlab") == "emulator.cli:main"
+    assert scripts.get("regionlab") == "regionlab.emulator.cli:main"
     assert not [w for w, _ in dockerfile if w == "CMD"], "arguments belong after the ENTRYPOINT"
     entrypoint = exec_form(one(dockerfile, "ENTRYPOINT"))
     assert entrypoint[0] == "regionlab"

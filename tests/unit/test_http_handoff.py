@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from emulator.gateway.http import carry_on
+from regionlab.emulator.gateway.http import carry_on
 
 
 def _started(coro):

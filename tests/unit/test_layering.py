@@ -19,11 +19,13 @@ ROOT = Path(__file__).resolve().parents[2]
 # and processes belong to the shells (and so do the shells' own packages).
 CORE_FORBIDDEN = ("asyncio", "socket", "os", "time", "random", "threading", "aiohttp", "uvloop",
                   "selectors", "subprocess", "multiprocessing", "signal",
-                  "emulator.gateway", "emulator.runtime", "emulator.sim")
+                  "regionlab.emulator.gateway", "regionlab.emulator.runtime", "regionlab.emulator.sim")
 
 
 def module_name(path: Path, root: Path) -> str:
-    parts = list(path.relative_to(root).with_suffix("").parts)
+    """The installed name: the repository's emulator/ and client/ are regionlab.emulator and
+    regionlab.client (pyproject.toml's package-dir)."""
+    parts = ["regionlab", *path.relative_to(root).with_suffix("").parts]
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -70,11 +72,11 @@ def test_core_is_sans_io():
 
 
 def test_client_never_imports_the_emulator():
-    assert violations("client", ("emulator",)) == []
+    assert violations("client", ("regionlab.emulator", "emulator")) == []
 
 
 # The client's policies are sans-IO state machines driven in virtual time, like the core.
-POLICIES_FORBIDDEN = CORE_FORBIDDEN + ("aiohttp", "client.aio", "client.sync")
+POLICIES_FORBIDDEN = CORE_FORBIDDEN + ("aiohttp", "regionlab.client.aio", "regionlab.client.sync")
 
 
 def test_client_policies_are_sans_io():
@@ -82,7 +84,7 @@ def test_client_policies_are_sans_io():
 
 
 def test_the_wire_contract_imports_nothing_of_the_client():
-    assert violations("client/protocol", ("client.aio", "client.sync", "client.policies", "aiohttp")) == []
+    assert violations("client/protocol", ("regionlab.client.aio", "regionlab.client.sync", "regionlab.client.policies", "aiohttp")) == []
 
 
 def test_client_never_imports_the_sdk():
@@ -105,8 +107,8 @@ class NoAzure(importlib.abc.MetaPathFinder):
         if name == "azure" or name.startswith("azure."):
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 sys.meta_path.insert(0, NoAzure())
-from emulator import cli
-from emulator.drill import resolve, runner
+from regionlab.emulator import cli
+from regionlab.emulator.drill import resolve, runner
 drill = resolve({"workload": {"client": "azure-cosmos"}})
 try:
     runner.run(drill, runner.Target("http://127.0.0.1:9/", "k", "http://127.0.0.1:9/"))
@@ -125,17 +127,17 @@ def test_without_the_sdk_the_emulator_imports_and_an_sdk_drill_says_what_to_inst
 
 
 @pytest.mark.parametrize("source, module, expected", [
-    ("import os.path", "emulator.core.x", {"os.path"}),
-    ("from time import monotonic", "emulator.core.x", {"time", "time.monotonic"}),
-    ("from . import store", "emulator.core.x", {"emulator.core", "emulator.core.store"}),
-    ("from ..gateway import server", "emulator.core.x", {"emulator.gateway", "emulator.gateway.server"}),
-    ("from ...emulator import core", "client.protocol.x", {"emulator", "emulator.core"}),
-    ("from .query import lexer", "emulator.core", {"emulator.core.query", "emulator.core.query.lexer"}),
-    ("def f():\n    import socket", "emulator.core.x", {"socket"}),
-    ("importlib.import_module('asyncio')", "emulator.core.x", {"asyncio"}),
+    ("import os.path", "regionlab.emulator.core.x", {"os.path"}),
+    ("from time import monotonic", "regionlab.emulator.core.x", {"time", "time.monotonic"}),
+    ("from . import store", "regionlab.emulator.core.x", {"regionlab.emulator.core", "regionlab.emulator.core.store"}),
+    ("from ..gateway import server", "regionlab.emulator.core.x", {"regionlab.emulator.gateway", "regionlab.emulator.gateway.server"}),
+    ("from ...emulator import core", "regionlab.client.protocol.x", {"regionlab.emulator", "regionlab.emulator.core"}),
+    ("from .query import lexer", "regionlab.emulator.core", {"regionlab.emulator.core.query", "regionlab.emulator.core.query.lexer"}),
+    ("def f():\n    import socket", "regionlab.emulator.core.x", {"socket"}),
+    ("importlib.import_module('asyncio')", "regionlab.emulator.core.x", {"asyncio"}),
 ])
 def test_the_import_reader_sees_every_form(source, module, expected):
-    assert imports_of(source, module, is_package=module == "emulator.core") == expected
+    assert imports_of(source, module, is_package=module == "regionlab.emulator.core") == expected
 
 
 def test_a_forbidden_import_is_reported(tmp_path):
@@ -144,7 +146,7 @@ def test_a_forbidden_import_is_reported(tmp_path):
     (core / "ok.py").write_text("import heapq\nfrom . import store\n")
     (core / "bad.py").write_text("def now():\n    from ..runtime import clock\n    import time\n")
     assert violations("emulator/core", CORE_FORBIDDEN, tmp_path) == [
-        "emulator/core/bad.py imports emulator.runtime",
-        "emulator/core/bad.py imports emulator.runtime.clock",
+        "emulator/core/bad.py imports regionlab.emulator.runtime",
+        "emulator/core/bad.py imports regionlab.emulator.runtime.clock",
         "emulator/core/bad.py imports time",
     ]

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from emulator import logs
+from regionlab.emulator import logs
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ Pipeline: lexer -> parser (nodes) -> evaluate/projection/sources/plan
 (closures) -> CompiledQuery. See each module's theory of operation.
 """
 
-from emulator.core.query.errors import QueryError
-from emulator.core.query.hints import IndexHint
-from emulator.core.query.query import CompiledQuery, compile_query
-from emulator.core.query.values import UNDEFINED
+from regionlab.emulator.core.query.errors import QueryError
+from regionlab.emulator.core.query.hints import IndexHint
+from regionlab.emulator.core.query.query import CompiledQuery, compile_query
+from regionlab.emulator.core.query.values import UNDEFINED
 
 __all__ = ["CompiledQuery", "IndexHint", "QueryError", "UNDEFINED", "compile_query"]

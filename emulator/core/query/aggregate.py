@@ -12,7 +12,7 @@ undefined when they meet an array or an object.
 
 from __future__ import annotations
 
-from emulator.core.query.values import NUMBER_TYPES, TAG_ARRAY, TAG_UNDEFINED, TYPE_TAGS, UNDEFINED, sort_key
+from regionlab.emulator.core.query.values import NUMBER_TYPES, TAG_ARRAY, TAG_UNDEFINED, TYPE_TAGS, UNDEFINED, sort_key
 
 
 class Count:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from emulator.core.query.values import NUMBER_TYPES, UNDEFINED, canonical
+from regionlab.emulator.core.query.values import NUMBER_TYPES, UNDEFINED, canonical
 
 ARRAY_ARGS_MAX = 256
 

@@ -18,7 +18,7 @@ import math
 import re
 from datetime import date
 
-from emulator.core.query.values import NUMBER_TYPES, UNDEFINED
+from regionlab.emulator.core.query.values import NUMBER_TYPES, UNDEFINED
 
 TICKS_PER_MICROSECOND = 10
 TICKS_PER_MS = 10_000

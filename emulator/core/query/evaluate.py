@@ -18,12 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from emulator.core.query import nodes as n
-from emulator.core.query import operators as ops
-from emulator.core.query.errors import QueryError
-from emulator.core.query.functions import lookup_function
-from emulator.core.query.like import like_matcher, match_like
-from emulator.core.query.values import UNDEFINED, canonical
+from regionlab.emulator.core.query import nodes as n
+from regionlab.emulator.core.query import operators as ops
+from regionlab.emulator.core.query.errors import QueryError
+from regionlab.emulator.core.query.functions import lookup_function
+from regionlab.emulator.core.query.like import like_matcher, match_like
+from regionlab.emulator.core.query.values import UNDEFINED, canonical
 
 AGGREGATE_NAMES = frozenset({"COUNT", "SUM", "MIN", "MAX", "AVG"})
 # Operator chains longer than this compile into one loop instead of nested closures (shorter

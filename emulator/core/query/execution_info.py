@@ -45,9 +45,9 @@ from __future__ import annotations
 import json
 from dataclasses import fields
 
-from emulator.core.query import nodes as n
-from emulator.core.query.lexer import tokenize
-from emulator.core.query.projection import _named
+from regionlab.emulator.core.query import nodes as n
+from regionlab.emulator.core.query.lexer import tokenize
+from regionlab.emulator.core.query.projection import _named
 
 PLAN_VERSION = 2
 ORDER_BY_FILTER = "{documentdb-formattableorderbyquery-filter}"

@@ -16,9 +16,9 @@ back into the clause parser (`parse_query_body`, provided by the subclass).
 
 from __future__ import annotations
 
-from emulator.core.query import nodes as n
-from emulator.core.query.errors import QueryError
-from emulator.core.query.lexer import Token
+from regionlab.emulator.core.query import nodes as n
+from regionlab.emulator.core.query.errors import QueryError
+from regionlab.emulator.core.query.lexer import Token
 
 COMPARISON_OPS = frozenset({"=", "!=", "<>", "<", "<=", ">", ">="})
 # Binary levels from loosest to tightest, after comparison.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from emulator.core.query import array_functions, datetimes, math_functions, string_functions
+from regionlab.emulator.core.query import array_functions, datetimes, math_functions, string_functions
 
 
 class FunctionSpec(NamedTuple):

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from emulator.core.query import nodes as n
-from emulator.core.query.evaluate import AGGREGATE_NAMES, Context
+from regionlab.emulator.core.query import nodes as n
+from regionlab.emulator.core.query.evaluate import AGGREGATE_NAMES, Context
 
 SELECT_STAR_MESSAGE = "'SELECT *' is not allowed with GROUP BY."
 NOT_GROUPED_MESSAGE = ("Property reference '{}' is invalid in the select list because it is not contained in "

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from emulator.core.query import nodes as n
-from emulator.core.query.evaluate import Context, constant_of
-from emulator.core.query.operators import FLIPPED
+from regionlab.emulator.core.query import nodes as n
+from regionlab.emulator.core.query.evaluate import Context, constant_of
+from regionlab.emulator.core.query.operators import FLIPPED
 
 RANGE_OPS = frozenset({"=", "<", "<=", ">", ">="})
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from emulator.core.query.errors import QueryError
+from regionlab.emulator.core.query.errors import QueryError
 
 QUERY_CHARS_MAX = 512 * 1024  # the service caps query text at 512 KiB
 INTEGER_DIGITS_MAX = 309      # an integer literal with more digits is beyond a double's range

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from emulator.core.query.values import UNDEFINED
+from regionlab.emulator.core.query.values import UNDEFINED
 
 LIKE_CACHE_ENTRIES_MAX = 256
 

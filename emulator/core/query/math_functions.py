@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from emulator.core.query.values import NUMBER_TYPES, UNDEFINED
+from regionlab.emulator.core.query.values import NUMBER_TYPES, UNDEFINED
 
 EXACT_INT_MAX = 2 ** 53  # largest magnitude a double holds exactly
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import operator
 
-from emulator.core.query.values import (
+from regionlab.emulator.core.query.values import (
     NUMBER_TYPES, TAG_ARRAY, TAG_NULL, TAG_UNDEFINED, TYPE_TAGS, TYPES_OF_TAG, UNDEFINED, json_equal,
 )
 

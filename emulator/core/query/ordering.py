@@ -11,7 +11,7 @@ sorting first ascending and last descending.
 
 from __future__ import annotations
 
-from emulator.core.query.values import sort_key
+from regionlab.emulator.core.query.values import sort_key
 
 
 def sort_rows(rows: list, order: list) -> list:

@@ -17,10 +17,10 @@ happens here: that is the compiler's job.
 
 from __future__ import annotations
 
-from emulator.core.query import nodes as n
-from emulator.core.query.expression_parser import ExpressionParser
-from emulator.core.query.lexer import tokenize
-from emulator.core.query.values import UNDEFINED
+from regionlab.emulator.core.query import nodes as n
+from regionlab.emulator.core.query.expression_parser import ExpressionParser
+from regionlab.emulator.core.query.lexer import tokenize
+from regionlab.emulator.core.query.values import UNDEFINED
 
 _CONSTANTS = {"TRUE": True, "FALSE": False, "NULL": None}
 

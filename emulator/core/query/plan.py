@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from emulator.core.query import nodes as n
-from emulator.core.query.aggregate import new_accumulators
-from emulator.core.query.evaluate import AggregateSlots, Context, Scope, compile_expr, constant_of
-from emulator.core.query.grouping import check_grouped
-from emulator.core.query.ordering import sort_rows
-from emulator.core.query.projection import compile_projection
-from emulator.core.query.sources import compile_sources
-from emulator.core.query.values import UNDEFINED, canonical
+from regionlab.emulator.core.query import nodes as n
+from regionlab.emulator.core.query.aggregate import new_accumulators
+from regionlab.emulator.core.query.evaluate import AggregateSlots, Context, Scope, compile_expr, constant_of
+from regionlab.emulator.core.query.grouping import check_grouped
+from regionlab.emulator.core.query.ordering import sort_rows
+from regionlab.emulator.core.query.projection import compile_projection
+from regionlab.emulator.core.query.sources import compile_sources
+from regionlab.emulator.core.query.values import UNDEFINED, canonical
 
 COUNT_MAX = 2 ** 31 - 1  # largest TOP / OFFSET / LIMIT accepted
 

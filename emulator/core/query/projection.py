@@ -13,9 +13,9 @@ a row can project to `{}`. Aggregate calls compile to slot reads through the
 
 from __future__ import annotations
 
-from emulator.core.query import nodes as n
-from emulator.core.query.evaluate import AggregateSlots, Context, Scope, compile_expr
-from emulator.core.query.values import UNDEFINED
+from regionlab.emulator.core.query import nodes as n
+from regionlab.emulator.core.query.evaluate import AggregateSlots, Context, Scope, compile_expr
+from regionlab.emulator.core.query.values import UNDEFINED
 
 
 def compile_projection(query: n.Query, scope: Scope, ctx: Context, aggs: AggregateSlots):

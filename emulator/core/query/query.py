@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from emulator.core.query import nodes as n
-from emulator.core.query.errors import QueryError
-from emulator.core.query.evaluate import Context, Scope
-from emulator.core.query.hints import index_hints, leading_order_hint, where_equalities
-from emulator.core.query.parser import parse
-from emulator.core.query.plan import compile_plan, subquery_compiler
+from regionlab.emulator.core.query import nodes as n
+from regionlab.emulator.core.query.errors import QueryError
+from regionlab.emulator.core.query.evaluate import Context, Scope
+from regionlab.emulator.core.query.hints import index_hints, leading_order_hint, where_equalities
+from regionlab.emulator.core.query.parser import parse
+from regionlab.emulator.core.query.plan import compile_plan, subquery_compiler
 
 # Parse trees are immutable and do not depend on the parameters, so one text (a query sent
 # with many parameter values: a partition-key query per user) is parsed once: parsing is ~75 %

@@ -23,9 +23,9 @@ not by producing and skipping the rows before it.
 
 from __future__ import annotations
 
-from emulator.core.query import nodes as n
-from emulator.core.query.evaluate import Context, Scope, compile_expr
-from emulator.core.query.values import UNDEFINED
+from regionlab.emulator.core.query import nodes as n
+from regionlab.emulator.core.query.evaluate import Context, Scope, compile_expr
+from regionlab.emulator.core.query.values import UNDEFINED
 
 
 def compile_sources(query: n.Query, outer: Scope, ctx: Context, top_level: bool):

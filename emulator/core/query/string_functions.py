@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import math
 
-from emulator.core import jsontext
-from emulator.core.validation import text_nests_at_most
-from emulator.core.query.values import NUMBER_TYPES, UNDEFINED
+from regionlab.emulator.core import jsontext
+from regionlab.emulator.core.validation import text_nests_at_most
+from regionlab.emulator.core.query.values import NUMBER_TYPES, UNDEFINED
 
 REPLICATE_CHARS_MAX = 10_000  # the service refuses to build longer strings
 CONCAT_ARGS_MAX = 256

@@ -7,9 +7,9 @@ import base64
 import json
 import selectors
 
-from client.aio import CosmosClient
-from client.aio.transport import Reply, TransportError
-from client.protocol import headers as H
+from regionlab.client.aio import CosmosClient
+from regionlab.client.aio.transport import Reply, TransportError
+from regionlab.client.protocol import headers as H
 
 REGIONS = {"East US": "http://east/", "West US": "http://west/", "North": "http://north/"}
 GLOBAL = "http://global/"

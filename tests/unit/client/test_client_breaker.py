@@ -6,7 +6,7 @@ decides Healthy or Unavailable again; the four numbers are settings of the clien
 `circuit_breaker={...}`."""
 import pytest
 
-from client.policies.breaker import (HEALTHY, TENTATIVE, UNAVAILABLE, PartitionCircuitBreaker,
+from regionlab.client.policies.breaker import (HEALTHY, TENTATIVE, UNAVAILABLE, PartitionCircuitBreaker,
                                      is_failure)
 
 P, Q = ("dbs/d/colls/c", '["a"]'), ("dbs/d/colls/c", '["b"]')

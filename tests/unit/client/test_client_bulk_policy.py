@@ -7,10 +7,10 @@ import asyncio
 import base64
 import json
 
-from client import partition_key as pkmod
-from client.aio import CosmosClient
-from client.policies import bulk as policy
-from client.protocol import headers as H
+from regionlab.client import partition_key as pkmod
+from regionlab.client.aio import CosmosClient
+from regionlab.client.policies import bulk as policy
+from regionlab.client.protocol import headers as H
 
 from client_world import GLOBAL, ScriptedTransport, reply, run
 
@@ -196,7 +196,7 @@ def test_grouping_keeps_input_order_within_a_range():
 
 
 def test_direct_mode_sends_bulk_through_the_gateway_and_batches_to_the_replicas():
-    from client.aio.direct import route_of
+    from regionlab.client.aio.direct import route_of
     bulk_headers = {H.IS_BATCH: "True", H.BATCH_ATOMIC: "False", H.PK_RANGE_ID: "0"}
     assert route_of("POST", "/dbs/d/colls/c/docs", bulk_headers) is None
     batch = route_of("POST", "/dbs/d/colls/c/docs", {H.IS_BATCH: "True", H.BATCH_ATOMIC: "True",

@@ -5,7 +5,7 @@ log line only above the threshold."""
 import json
 import logging
 
-from client.diagnostics import Attempt, Diagnostics
+from regionlab.client.diagnostics import Attempt, Diagnostics
 
 
 def diagnostics():
@@ -30,7 +30,7 @@ def test_to_dict_has_the_totals_the_order_and_every_attempt():
 
 def test_the_log_line_is_written_only_above_the_threshold(caplog):
     d = diagnostics()
-    with caplog.at_level(logging.WARNING, logger="client.diagnostics"):
+    with caplog.at_level(logging.WARNING, logger="regionlab.client.diagnostics"):
         d.maybe_log(3.5)
         assert caplog.records == []
         d.maybe_log(3.0)

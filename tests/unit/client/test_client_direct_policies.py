@@ -9,9 +9,9 @@ import math
 
 import pytest
 
-from client.policies import direct_pool as pool
-from client.policies.addresses import ENDPOINT_DOWN_MS, AddressCache, parse_feed
-from client.protocol import direct as D
+from regionlab.client.policies import direct_pool as pool
+from regionlab.client.policies.addresses import ENDPOINT_DOWN_MS, AddressCache, parse_feed
+from regionlab.client.protocol import direct as D
 
 EAST, WEST = "http://east/", "http://west/"
 C = "dbs/db/colls/c"

@@ -8,9 +8,9 @@ through the gateway instead of failing with the protocol error."""
 import asyncio
 import json
 
-from client.aio.direct import ADDRESS_REFRESH_MIN_MS, DirectTransport
-from client.aio.transport import Reply
-from client.protocol import direct as D, headers as H
+from regionlab.client.aio.direct import ADDRESS_REFRESH_MIN_MS, DirectTransport
+from regionlab.client.aio.transport import Reply
+from regionlab.client.protocol import direct as D, headers as H
 
 from client_world import reply, run
 

@@ -1,7 +1,7 @@
 """Proves response headers as callers get them (client/headers.py) match names in any case, as
 azure-core's CaseInsensitiveDict does, while staying a dict: by building one and reading it."""
-from client.exceptions import CosmosHttpResponseError
-from client.headers import ResponseHeaders
+from regionlab.client.exceptions import CosmosHttpResponseError
+from regionlab.client.headers import ResponseHeaders
 
 
 def test_names_match_in_any_case_and_it_is_a_dict():

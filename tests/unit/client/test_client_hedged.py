@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from client.aio import CosmosHttpResponseError
+from regionlab.client.aio import CosmosHttpResponseError
 
 import client_world as world
 from client_world import CONTAINER, ScriptedTransport, reply, run

@@ -5,7 +5,7 @@ no reply) is not; when every running copy failed transiently the next starts at 
 fail the first region's result is the answer; writes hedge only multi-write with the opt-in."""
 import pytest
 
-from client.policies.hedging import AvailabilityStrategy, HedgeRace, applies, is_final
+from regionlab.client.policies.hedging import AvailabilityStrategy, HedgeRace, applies, is_final
 
 
 def test_copies_are_due_at_the_threshold_then_each_step():

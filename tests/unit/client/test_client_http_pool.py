@@ -12,8 +12,8 @@ import socket
 
 import pytest
 
-from client.aio.http_pool import CONNECT, RESPONSE, TIMEOUT, ConnectionFailed, EndpointPool
-from client.aio.transport import GatewayTransport, TransportError
+from regionlab.client.aio.http_pool import CONNECT, RESPONSE, TIMEOUT, ConnectionFailed, EndpointPool
+from regionlab.client.aio.transport import GatewayTransport, TransportError
 
 from client_world import run
 

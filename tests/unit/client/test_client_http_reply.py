@@ -6,8 +6,8 @@ raise ReplyError, nothing else. And a request head with a CR or LF in a header i
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from client.aio.http_pool import request_head
-from client.aio.http_reply import REPLY_HEAD_BYTES_MAX, ReplyError, ReplyParser
+from regionlab.client.aio.http_pool import request_head
+from regionlab.client.aio.http_reply import REPLY_HEAD_BYTES_MAX, ReplyError, ReplyParser
 
 
 def parse(data: bytes, head_request=False, split=None):

@@ -15,9 +15,9 @@ import asyncio
 
 import pytest
 
-from client.aio import CosmosClient, CosmosClientTimeoutError, CosmosHttpResponseError
-from client.aio.transport import TransportError
-from client.policies.retry import CONNECT_ERROR
+from regionlab.client.aio import CosmosClient, CosmosClientTimeoutError, CosmosHttpResponseError
+from regionlab.client.aio.transport import TransportError
+from regionlab.client.policies.retry import CONNECT_ERROR
 
 from client_world import (CONTAINER, GLOBAL, KEY, ScriptedTransport, VirtualTimeLoop, account_doc, container,
                           reply, run)

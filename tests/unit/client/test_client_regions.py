@@ -4,7 +4,7 @@ names compared as the SDK compares them, a preferred region the account gains us
 refresh, single-write writes pinned to the write region, exclusions (list, supplier callable,
 per request, which replaces the client's as in the SDK) with every-region-excluded going to the
 primary, unavailable endpoints last until they expire, and the 5-minute refresh clock."""
-from client.policies.regions import RegionRouter, UNAVAILABLE_MS, parse_account
+from regionlab.client.policies.regions import RegionRouter, UNAVAILABLE_MS, parse_account
 
 from client_world import account_doc
 

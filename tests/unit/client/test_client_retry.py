@@ -7,7 +7,7 @@ region); 408/connection errors retry locally then move region for reads, while w
 only when unsent, or on multi-write accounts when idempotent or opted in."""
 import pytest
 
-from client.policies.retry import (CONNECT_ERROR, RESPONSE_ERROR, Outcome, RequestKind, RetryOptions,
+from regionlab.client.policies.retry import (CONNECT_ERROR, RESPONSE_ERROR, Outcome, RequestKind, RetryOptions,
                                    RetryState, decide)
 
 READ = RequestKind(is_write=False, regions=3)

@@ -5,7 +5,7 @@ the progress of other keys' regions; a key never written here, or a Bloom-filter
 no key (cross-partition) gets the compound token; the filter's size follows its settings."""
 from rbloom import Bloom
 
-from client.policies.session import SessionContainer
+from regionlab.client.policies.session import SessionContainer
 
 C = "dbs/d/colls/c"
 

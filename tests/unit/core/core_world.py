@@ -5,11 +5,11 @@ A plain module, not conftest.py: test files import it by name, and `from conftes
 would pick whichever conftest.py (tests/integration has one) pytest imported first."""
 import random
 
-from client.protocol.session_token import VectorToken
-from emulator.core.account import Account, AccountConfig
-from emulator.core.container import canonical_pk_json
-from emulator.core.documents import Writer, read_item
-from emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
+from regionlab.client.protocol.session_token import VectorToken
+from regionlab.emulator.core.account import Account, AccountConfig
+from regionlab.emulator.core.container import canonical_pk_json
+from regionlab.emulator.core.documents import Writer, read_item
+from regionlab.emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
 
 PK_DEF = {"paths": ["/pk"], "kind": "Hash", "version": 2}
 

@@ -5,13 +5,13 @@ accept writes (403/3), and database/container metadata answers 201/409/404 like 
 import pytest
 
 from core_world import PK_DEF, World
-from emulator.core.account import (LAG_CROSS_CONTINENT_MS, LAG_SAME_AREA_MS, LAG_SAME_CONTINENT_MS,
+from regionlab.emulator.core.account import (LAG_CROSS_CONTINENT_MS, LAG_SAME_AREA_MS, LAG_SAME_CONTINENT_MS,
                                    Account, AccountConfig, default_lag_ms)
-from emulator.core.container import RU_PER_PARTITION
-from emulator.core.epk import EPK_MAX, EPK_MIN
-from emulator.core.errors import CosmosError
-from emulator.core.replica_set import REPLICA_COUNT
-from emulator.core.scheduler import ManualClock, Scheduler
+from regionlab.emulator.core.container import RU_PER_PARTITION
+from regionlab.emulator.core.epk import EPK_MAX, EPK_MIN
+from regionlab.emulator.core.errors import CosmosError
+from regionlab.emulator.core.replica_set import REPLICA_COUNT
+from regionlab.emulator.core.scheduler import ManualClock, Scheduler
 
 REGIONS = ("East US", "East US 2", "West US")
 

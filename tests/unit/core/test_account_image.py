@@ -8,8 +8,8 @@ import json
 
 import msgpack
 
-from emulator.core import account_image
-from emulator.core.store import Version
+from regionlab.emulator.core import account_image
+from regionlab.emulator.core.store import Version
 
 from core_world import World
 

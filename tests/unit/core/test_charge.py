@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from emulator.core import charge, jsontext
+from regionlab.emulator.core import charge, jsontext
 
 from core_world import World
 

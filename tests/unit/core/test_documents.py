@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core_world import World, session_of
-from emulator.core.account import LAG_SAME_CONTINENT_MS
-from emulator.core.container import canonical_pk_json
-from emulator.core.errors import CosmosError
-from emulator.core.feed import read_page
-from emulator.core.replica_set import DOWN
+from regionlab.emulator.core.account import LAG_SAME_CONTINENT_MS
+from regionlab.emulator.core.container import canonical_pk_json
+from regionlab.emulator.core.errors import CosmosError
+from regionlab.emulator.core.feed import read_page
+from regionlab.emulator.core.replica_set import DOWN
 
 REGIONS = ("East US", "East US 2", "West US")
 

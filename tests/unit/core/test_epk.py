@@ -10,7 +10,7 @@ from azure.cosmos.partition_key import _Undefined as SdkUndefined
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emulator.core.epk import (
+from regionlab.emulator.core.epk import (
     EPK_MAX, EPK_MIN, UNDEFINED, PartitionKeyDef, effective_partition_key, epk_successor,
     split_ranges,
 )

@@ -7,10 +7,10 @@ brought up to the global LSN, or a manual one is refused and a service-managed o
 service-managed failover needs the write region down for the detection delay without a break."""
 import pytest
 
-from emulator.core.changefeed import all_versions
-from emulator.core.errors import CosmosError
-from emulator.core.link import ACTIVE, CUT
-from emulator.core.replica_set import LOG_RETAINED_COMMITS_MAX
+from regionlab.emulator.core.changefeed import all_versions
+from regionlab.emulator.core.errors import CosmosError
+from regionlab.emulator.core.link import ACTIVE, CUT
+from regionlab.emulator.core.replica_set import LOG_RETAINED_COMMITS_MAX
 
 from core_world import World
 

@@ -4,9 +4,9 @@ import random
 
 import pytest
 
-from emulator.core.account import Account, AccountConfig
-from emulator.core.errors import CosmosError
-from emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
+from regionlab.emulator.core.account import Account, AccountConfig
+from regionlab.emulator.core.errors import CosmosError
+from regionlab.emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
 
 
 def _setup():

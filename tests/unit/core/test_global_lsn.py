@@ -12,15 +12,15 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from emulator.core import account as account_module
-from emulator.core.account import Account, AccountConfig
-from emulator.core.container import canonical_pk_json
-from emulator.core.documents import Writer
-from emulator.core.errors import CosmosError
-from emulator.core.link import ACTIVE, CUT, PAUSED
-from emulator.core.partition import Partition
-from emulator.core.replica_set import DOWN, UP
-from emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
+from regionlab.emulator.core import account as account_module
+from regionlab.emulator.core.account import Account, AccountConfig
+from regionlab.emulator.core.container import canonical_pk_json
+from regionlab.emulator.core.documents import Writer
+from regionlab.emulator.core.errors import CosmosError
+from regionlab.emulator.core.link import ACTIVE, CUT, PAUSED
+from regionlab.emulator.core.partition import Partition
+from regionlab.emulator.core.replica_set import DOWN, UP
+from regionlab.emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
 
 PK_DEF = {"paths": ["/pk"], "kind": "Hash", "version": 2}
 REGIONS = ("East US", "East US 2", "West US")

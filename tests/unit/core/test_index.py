@@ -15,12 +15,12 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from emulator.core import query_plan
-from emulator.core.index import INDEX_BUILD_STEP_VERSIONS, INDEXED_PATHS_MAX, materialise, value_at
-from emulator.core.query import QueryError, compile_query
-from emulator.core.query.values import UNDEFINED
-from emulator.core.query_plan import ALWAYS_INDEX, PlanTuning, candidates
-from emulator.core.store import Version, VersionStore
+from regionlab.emulator.core import query_plan
+from regionlab.emulator.core.index import INDEX_BUILD_STEP_VERSIONS, INDEXED_PATHS_MAX, materialise, value_at
+from regionlab.emulator.core.query import QueryError, compile_query
+from regionlab.emulator.core.query.values import UNDEFINED
+from regionlab.emulator.core.query_plan import ALWAYS_INDEX, PlanTuning, candidates
+from regionlab.emulator.core.store import Version, VersionStore
 
 MISSING = object()
 PKS = ('["a"]', '["b"]')

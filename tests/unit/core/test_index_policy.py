@@ -4,7 +4,7 @@ indexes (wildcards, the more precise pattern winning a conflict, exclusion winni
 indexingMode none, id and _ts always indexed), and compiling once per policy object."""
 import pytest
 
-from emulator.core.index_policy import IndexPolicy, parse_pattern, policy_of
+from regionlab.emulator.core.index_policy import IndexPolicy, parse_pattern, policy_of
 
 DEFAULT = {"indexingMode": "consistent", "includedPaths": [{"path": "/*"}],
            "excludedPaths": [{"path": '/"_etag"/?'}]}

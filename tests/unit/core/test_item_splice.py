@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core_world import World
-from emulator.core.jsontext import dumps_bytes
-from emulator.core.store import etag_in
-from emulator.core.validation import ValidationError, parse_item_body, parse_json_body
+from regionlab.emulator.core.jsontext import dumps_bytes
+from regionlab.emulator.core.store import etag_in
+from regionlab.emulator.core.validation import ValidationError, parse_item_body, parse_json_body
 
 SYSTEM = ("_rid", "_self", "_etag", "_ts", "_attachments", "_lsn")
 

@@ -6,10 +6,10 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emulator.core.link import ACTIVE, CUT, PAUSED, Link, ship
-from emulator.core.replica_set import ReplicaSet
-from emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
-from emulator.core.store import Version
+from regionlab.emulator.core.link import ACTIVE, CUT, PAUSED, Link, ship
+from regionlab.emulator.core.replica_set import ReplicaSet
+from regionlab.emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
+from regionlab.emulator.core.store import Version
 
 KEY = ('["p"]', "a")
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emulator.core.patch import PATCH_OPERATIONS_MAX, PatchError, apply_patch, parse_pointer
+from regionlab.emulator.core.patch import PATCH_OPERATIONS_MAX, PatchError, apply_patch, parse_pointer
 
 DOC = {
     "id": "e1",

@@ -4,11 +4,11 @@ applied whole and healed exactly, a refused fault changing nothing; and a replic
 (read_at) that answers 404/1002 at once when its replica is behind the session."""
 import pytest
 
-from client.protocol.session_token import VectorToken
-from emulator.core.documents import read_at
-from emulator.core.errors import CosmosError
-from emulator.core.placement import Placement
-from emulator.core.replica import DOWN, PRIMARY, UP
+from regionlab.client.protocol.session_token import VectorToken
+from regionlab.emulator.core.documents import read_at
+from regionlab.emulator.core.errors import CosmosError
+from regionlab.emulator.core.placement import Placement
+from regionlab.emulator.core.replica import DOWN, PRIMARY, UP
 
 from core_world import World
 

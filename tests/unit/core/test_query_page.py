@@ -10,14 +10,14 @@ import random
 
 import pytest
 
-from emulator.core import query_page as qp
-from emulator.core.account import Account, AccountConfig
-from emulator.core.documents import Writer
-from emulator.core.scheduler import ManualClock, Scheduler
-from emulator.core.store import versions_of
-from emulator.core.errors import CosmosError
-from emulator.core.query import compile_query
-from emulator.core.store import Version
+from regionlab.emulator.core import query_page as qp
+from regionlab.emulator.core.account import Account, AccountConfig
+from regionlab.emulator.core.documents import Writer
+from regionlab.emulator.core.scheduler import ManualClock, Scheduler
+from regionlab.emulator.core.store import versions_of
+from regionlab.emulator.core.errors import CosmosError
+from regionlab.emulator.core.query import compile_query
+from regionlab.emulator.core.store import Version
 
 FIVE_JOINS = ("SELECT VALUE [a, b, d, e, f] FROM c JOIN a IN c.arr JOIN b IN c.arr JOIN d IN c.arr "
               "JOIN e IN c.arr JOIN f IN c.arr WHERE a + b + d + e + f = 12")

@@ -5,8 +5,8 @@ choice against a direct restatement of those rules."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emulator.core.read_routing import ReadRoutingPolicy
-from emulator.core.replica import DOWN, PRIMARY, SECONDARY, Replica
+from regionlab.emulator.core.read_routing import ReadRoutingPolicy
+from regionlab.emulator.core.replica import DOWN, PRIMARY, SECONDARY, Replica
 
 
 def replicas(*specs):

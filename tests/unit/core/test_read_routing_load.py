@@ -3,10 +3,10 @@ while (as under a latency fault) spread over the secondaries in proportion to th
 (1:2:3, primary not taking reads), and a weight-0 replica serves only when nothing else can.
 Each read is routed by the real policy on a real ReplicaSet, holds its replica for HOLD_MS, and
 the scheduler jumps from timer to timer."""
-from emulator.core import read_routing
-from emulator.core.read_routing import ReadRoutingPolicy
-from emulator.core.replica_set import ReplicaSet
-from emulator.core.scheduler import ManualClock, Scheduler
+from regionlab.emulator.core import read_routing
+from regionlab.emulator.core.read_routing import ReadRoutingPolicy
+from regionlab.emulator.core.replica_set import ReplicaSet
+from regionlab.emulator.core.scheduler import ManualClock, Scheduler
 
 HOLD_MS = 100
 ARRIVAL_MS = 5          # a read every 5 ms, each held 100 ms: about 20 in flight at once

@@ -9,13 +9,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from core_world import World
-from emulator.core import read_routing
-from emulator.core.consistency import EVENTUAL, PREFIX, SESSION, STRONG
-from emulator.core.documents import choose_replica
-from emulator.core.read_routing import CONNECTIONS, ConnectionPins, ReadRoutingPolicy
-from emulator.core.replica import DOWN, PRIMARY, UP
-from emulator.core.replica_set import ReplicaSet
-from emulator.core.scheduler import ManualClock, Scheduler
+from regionlab.emulator.core import read_routing
+from regionlab.emulator.core.consistency import EVENTUAL, PREFIX, SESSION, STRONG
+from regionlab.emulator.core.documents import choose_replica
+from regionlab.emulator.core.read_routing import CONNECTIONS, ConnectionPins, ReadRoutingPolicy
+from regionlab.emulator.core.replica import DOWN, PRIMARY, UP
+from regionlab.emulator.core.replica_set import ReplicaSet
+from regionlab.emulator.core.scheduler import ManualClock, Scheduler
 
 EAST = "East US"
 

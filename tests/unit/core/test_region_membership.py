@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from emulator.core.account import Account, AccountConfig
-from emulator.core.documents import Writer, read_item
-from emulator.core.errors import CosmosError
-from emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
+from regionlab.emulator.core.account import Account, AccountConfig
+from regionlab.emulator.core.documents import Writer, read_item
+from regionlab.emulator.core.errors import CosmosError
+from regionlab.emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
 
 
 def _setup(multi_write=False):

@@ -12,12 +12,12 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from emulator.core.errors import CosmosError
-from emulator.core.read_routing import ReadRoutingPolicy
-from emulator.core.replica import PRIMARY
-from emulator.core.replica_set import DOWN, UP, ReplicaSet, WRITE_QUORUM
-from emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
-from emulator.core.store import Version
+from regionlab.emulator.core.errors import CosmosError
+from regionlab.emulator.core.read_routing import ReadRoutingPolicy
+from regionlab.emulator.core.replica import PRIMARY
+from regionlab.emulator.core.replica_set import DOWN, UP, ReplicaSet, WRITE_QUORUM
+from regionlab.emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
+from regionlab.emulator.core.store import Version
 
 PK = '["p"]'
 KEYS = [(PK, "a"), (PK, "b"), (PK, "c")]

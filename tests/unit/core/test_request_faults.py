@@ -5,10 +5,10 @@ import random
 
 import pytest
 
-from emulator.core.account import Account, AccountConfig
-from emulator.core.errors import CosmosError
-from emulator.core.request_faults import DROP_AFTER_APPLY, RESET
-from emulator.core.scheduler import ManualClock, Scheduler
+from regionlab.emulator.core.account import Account, AccountConfig
+from regionlab.emulator.core.errors import CosmosError
+from regionlab.emulator.core.request_faults import DROP_AFTER_APPLY, RESET
+from regionlab.emulator.core.scheduler import ManualClock, Scheduler
 
 EAST = "East US"
 

@@ -9,7 +9,7 @@ from azure.cosmos import _base as sdk_base
 from hypothesis import given
 from hypothesis import strategies as st
 
-from emulator.core import rid
+from regionlab.emulator.core import rid
 
 _DB_N = st.integers(1, 2**32 - 1)
 _COLL_N = st.integers(1, 2**31 - 1)

@@ -3,8 +3,8 @@ scheduled for `now` within the same run_due, tells the shell when an earlier tim
 that run_until_idle jumps virtual time from timer to timer (and stops at a limit)."""
 import pytest
 
-from emulator.core import scheduler as scheduler_module
-from emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
+from regionlab.emulator.core import scheduler as scheduler_module
+from regionlab.emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
 
 
 def test_due_order_then_insertion_order_on_ties():

@@ -5,7 +5,7 @@ after_key)."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emulator.core.store import Version, VersionStore
+from regionlab.emulator.core.store import Version, VersionStore
 
 
 def put(lsn, key, value):

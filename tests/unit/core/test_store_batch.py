@@ -10,9 +10,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sortedcontainers import SortedList
 
-from emulator.core import store as store_module
-from emulator.core.index import materialise
-from emulator.core.store import Version, VersionStore
+from regionlab.emulator.core import store as store_module
+from regionlab.emulator.core.index import materialise
+from regionlab.emulator.core.store import Version, VersionStore
 
 
 def put(lsn, key, value):

@@ -6,9 +6,9 @@ and queries through Writer -> charge -> admit -> commit with random budgets, siz
 jumps and checks every invariant of the module docstring against a dict model of the items."""
 import pytest
 
-from emulator.core import throttle as th
-from emulator.core.errors import CosmosError
-from emulator.core.throttle import ThrottleConfig
+from regionlab.emulator.core import throttle as th
+from regionlab.emulator.core.errors import CosmosError
+from regionlab.emulator.core.throttle import ThrottleConfig
 
 from core_world import World
 
@@ -287,9 +287,9 @@ from hypothesis import settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule  # noqa: E402
 
-from emulator.core import charge  # noqa: E402
-from emulator.core.container import canonical_pk_json  # noqa: E402
-from emulator.core.documents import read_item  # noqa: E402
+from regionlab.emulator.core import charge  # noqa: E402
+from regionlab.emulator.core.container import canonical_pk_json  # noqa: E402
+from regionlab.emulator.core.documents import read_item  # noqa: E402
 
 PKS = list(range(6))
 IDS = ["a", "b", "c", "h"]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from emulator.core.validation import (
+from regionlab.emulator.core.validation import (
     check_numbers_in_double_range,
     text_nests_at_most,
     ID_BYTES_MAX,

@@ -4,12 +4,12 @@ the core's Writer on a simulated account, in virtual time."""
 import json
 import random
 
-from emulator.core.account import Account, AccountConfig
-from emulator.core.account_image import item_record, version_from_record
-from emulator.core.container import canonical_pk_json
-from emulator.core.documents import Writer
-from emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
-from emulator.core.store import CHANGES_SLACK_ENTRIES, UNSORTED_KEYS_MAX, Version, VersionStore
+from regionlab.emulator.core.account import Account, AccountConfig
+from regionlab.emulator.core.account_image import item_record, version_from_record
+from regionlab.emulator.core.container import canonical_pk_json
+from regionlab.emulator.core.documents import Writer
+from regionlab.emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
+from regionlab.emulator.core.store import CHANGES_SLACK_ENTRIES, UNSORTED_KEYS_MAX, Version, VersionStore
 
 TRICKY = [
     {"id": "plain", "pk": "a", "n": 1},

@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from emulator.drill import html
-from emulator.drill.report import LostWrites, build
-from emulator.drill.scenario import parse
-from emulator.drill.workload import Op
+from regionlab.emulator.drill import html
+from regionlab.emulator.drill.report import LostWrites, build
+from regionlab.emulator.drill.scenario import parse
+from regionlab.emulator.drill.workload import Op
 
 
 def report():
@@ -41,7 +41,7 @@ def test_without_matplotlib_the_tables_remain_and_say_how_to_get_plots(monkeypat
 
 
 def compared():
-    from emulator.drill.comparison import combine
+    from regionlab.emulator.drill.comparison import combine
     drill = parse({"name": "cmp", "duration_ms": 2000, "account": {"regions": ["East US", "East US 2"]},
                    "setups": [{"name": "none"}, {"name": "hedging", "client_options": {"availability_strategy": True}}],
                    "schedule": [{"at_ms": 500, "client": {"excluded_locations": []}, "label": "open up"},

@@ -3,10 +3,10 @@ phases cut at the steps, fault windows (heal, duration_ms, failover window clipp
 step), availability outside the windows, RTO, RPO attributed to the causing step, retries by
 reason, hedged charge, breaker openings, throttle steps' windows, client steps' before/after, the
 side-by-side comparison of setups, and the assertions' verdicts."""
-from emulator.drill.report import (LostWrites, build, fault_windows, percentile, phases, recovery,
+from regionlab.emulator.drill.report import (LostWrites, build, fault_windows, percentile, phases, recovery,
                                    summarize, timeline)
-from emulator.drill.scenario import parse
-from emulator.drill.workload import Op, reason_class
+from regionlab.emulator.drill.scenario import parse
+from regionlab.emulator.drill.workload import Op, reason_class
 
 SCHEDULE = [{"at_ms": 1000, "fault": {"type": "region_outage", "region": "East US"}, "as": "o"},
             {"at_ms": 3000, "heal": "o"},
@@ -115,7 +115,7 @@ def test_breaker_openings_are_counted():
 
 
 def test_comparison_puts_each_setup_side_by_side():
-    from emulator.drill.comparison import combine
+    from regionlab.emulator.drill.comparison import combine
     drill = parse({"duration_ms": 4000, "account": {"regions": ["East US", "East US 2"]},
                    "setups": [{"name": "plain"}, {"name": "hedged", "client_options": {"availability_strategy": True}}],
                    "schedule": [{"at_ms": 1000, "fault": {"type": "latency", "region": "East US", "delay_ms": 5},

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from emulator.config import ConfigError
-from emulator.drill import builtin, builtin_names, resolve
-from emulator.drill.scenario import FAILOVER_WINDOW_MS, DrillError, parse
+from regionlab.emulator.config import ConfigError
+from regionlab.emulator.drill import builtin, builtin_names, resolve
+from regionlab.emulator.drill.scenario import FAILOVER_WINDOW_MS, DrillError, parse
 
 GOOD = {"duration_ms": 10000, "account": {"regions": ["East US", "East US 2"]},
         "workload": {"mix": {"read": 3, "write": 1}},
@@ -154,7 +154,7 @@ def test_azure_cosmos_refuses_options_only_the_bundled_client_has(options, words
 
 
 def test_the_simulators_form_drops_client_and_throttle_steps_and_their_heals():
-    from emulator.drill.scenario import sim_scenario
+    from regionlab.emulator.drill.scenario import sim_scenario
     data = with_("schedule", [{"at_ms": 100, "throttle": {"credits_per_s": 5}, "as": "c"},
                               {"at_ms": 200, "client": {"excluded_locations": []}},
                               {"at_ms": 300, "fault": {"type": "region_outage", "region": "East US 2"}, "as": "o"},

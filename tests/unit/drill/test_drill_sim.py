@@ -7,15 +7,15 @@ from importlib import resources
 
 import pytest
 
-from emulator.config import ConfigError
-from emulator.drill import builtin_names
-from emulator.drill.scenario import sim_scenario
-from emulator.sim import SimConfig, run
-from emulator.sim.run import CLIENTS_MAX, KEYS_MAX, REGIONS
+from regionlab.emulator.config import ConfigError
+from regionlab.emulator.drill import builtin_names
+from regionlab.emulator.drill.scenario import sim_scenario
+from regionlab.emulator.sim import SimConfig, run
+from regionlab.emulator.sim.run import CLIENTS_MAX, KEYS_MAX, REGIONS
 
 
 def builtin_text(name: str) -> str:
-    return resources.files("emulator.drill").joinpath("builtin", f"{name}.json").read_text()
+    return resources.files("regionlab.emulator.drill").joinpath("builtin", f"{name}.json").read_text()
 
 
 def test_account_and_workload_become_simulator_settings():

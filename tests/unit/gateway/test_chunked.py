@@ -6,8 +6,8 @@ Pure: no sockets, no loop."""
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from emulator.gateway.chunked import CHUNK_LINE_BYTES_MAX, TRAILER_BYTES_MAX, ChunkedBody
-from emulator.gateway.http import BODY_BYTES_MAX, BadRequest
+from regionlab.emulator.gateway.chunked import CHUNK_LINE_BYTES_MAX, TRAILER_BYTES_MAX, ChunkedBody
+from regionlab.emulator.gateway.http import BODY_BYTES_MAX, BadRequest
 
 SCANS_PER_BYTE_MAX = 2       # a byte is searched once, and copied at most once into a line
 

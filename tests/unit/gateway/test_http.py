@@ -11,9 +11,9 @@ and the sweep by explicit `now` values; the loop only exists because protocols w
 import asyncio
 import json
 
-from emulator.gateway import responses
-from emulator.gateway.http import HttpServer
-from emulator.gateway.refusal import TurnedAway
+from regionlab.emulator.gateway import responses
+from regionlab.emulator.gateway.http import HttpServer
+from regionlab.emulator.gateway.refusal import TurnedAway
 
 SCANS_PER_BYTE_MAX = 2
 HEADER_TIMEOUT_S = 10.0

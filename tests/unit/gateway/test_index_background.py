@@ -8,9 +8,9 @@ import json
 import pytest
 import uvloop
 
-from emulator.core.index import INDEX_BUILD_STEP_VERSIONS, materialise
-from emulator.core.store import Version, VersionStore
-from emulator.gateway.queries import build_in_background
+from regionlab.emulator.core.index import INDEX_BUILD_STEP_VERSIONS, materialise
+from regionlab.emulator.core.store import Version, VersionStore
+from regionlab.emulator.gateway.queries import build_in_background
 
 DOCS = 6 * INDEX_BUILD_STEP_VERSIONS
 

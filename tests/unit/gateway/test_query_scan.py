@@ -5,9 +5,9 @@ QUERY_SCAN_FIRST_CHUNK_DOCS keys (it walked 256, so a page of 10 cost twice as m
 order, across the growing chunks. Checked by counting what a real VersionStore's scan yields."""
 import itertools
 
-from emulator.core.store import Version, VersionStore
-from emulator.gateway import queries
-from emulator.gateway.queries import QUERY_SCAN_CHUNK_DOCS, QUERY_SCAN_FIRST_CHUNK_DOCS, _Inputs
+from regionlab.emulator.core.store import Version, VersionStore
+from regionlab.emulator.gateway import queries
+from regionlab.emulator.gateway.queries import QUERY_SCAN_CHUNK_DOCS, QUERY_SCAN_FIRST_CHUNK_DOCS, _Inputs
 
 PK = '["p"]'
 ITEMS = 1000

@@ -5,10 +5,10 @@ writes move it, or the whole map), region orders and epochs; and the same for a 
 run of writes, whose token formats the moved count alone."""
 import random
 
-from emulator.core.partition import Partition
-from emulator.core.replica_set import ReplicaSet
-from emulator.core.scheduler import ManualClock, Scheduler
-from emulator.gateway import sessions
+from regionlab.emulator.core.partition import Partition
+from regionlab.emulator.core.replica_set import ReplicaSet
+from regionlab.emulator.core.scheduler import ManualClock, Scheduler
+from regionlab.emulator.gateway import sessions
 
 
 def expected(rs, lsn: int) -> str:

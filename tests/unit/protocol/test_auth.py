@@ -14,8 +14,8 @@ from azure.cosmos import auth as sdk_auth
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from client.protocol import auth
-from emulator.core import rid
+from regionlab.client.protocol import auth
+from regionlab.emulator.core import rid
 
 KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
 OTHER_KEY = "dGhpcyBpcyBub3QgdGhlIGFjY291bnQga2V5LCBpdCBpcyBhIGRpZmZlcmVudCBvbmU="

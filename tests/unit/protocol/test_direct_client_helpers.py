@@ -4,7 +4,7 @@ reads the documented reply names only from a map (version 1) or an array (versio
 the reply headers a client derives are the gateway's header names (client/protocol/headers.py)."""
 import pytest
 
-from client.protocol import direct as D, headers as H
+from regionlab.client.protocol import direct as D, headers as H
 
 
 def test_a_version_1_request_frame_round_trips_through_the_decoder():

@@ -4,7 +4,7 @@ constant the SDK defines has the SDK's value; code_name gives the error-body cod
 
 from azure.cosmos import http_constants as sdk
 
-from client.protocol import headers, status
+from regionlab.client.protocol import headers, status
 
 
 def _constants(module):

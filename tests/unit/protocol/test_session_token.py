@@ -9,7 +9,7 @@ from azure.cosmos._vector_session_token import VectorSessionToken
 from hypothesis import given
 from hypothesis import strategies as st
 
-from client.protocol.session_token import (
+from regionlab.client.protocol.session_token import (
     VectorToken,
     format_session_header,
     format_vector,

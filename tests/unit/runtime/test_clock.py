@@ -7,8 +7,8 @@ import random
 
 import uvloop
 
-from emulator.core.scheduler import Scheduler
-from emulator.runtime.clock import LoopClock, SchedulerDriver
+from regionlab.emulator.core.scheduler import Scheduler
+from regionlab.emulator.runtime.clock import LoopClock, SchedulerDriver
 
 
 class MsLoop:

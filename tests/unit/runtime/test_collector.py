@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from emulator.core.account import Account, AccountConfig
-from emulator.core.scheduler import ManualClock, Scheduler
-from emulator.runtime import collector as col
+from regionlab.emulator.core.account import Account, AccountConfig
+from regionlab.emulator.core.scheduler import ManualClock, Scheduler
+from regionlab.emulator.runtime import collector as col
 
 
 @pytest.fixture
@@ -71,7 +71,7 @@ def test_deleting_a_container_unfreezes_so_its_cycles_can_be_collected(restore_g
 
 
 def _stores_alive() -> int:
-    from emulator.core.store import VersionStore
+    from regionlab.emulator.core.store import VersionStore
     gc.unfreeze()                                 # frozen objects are not listed
     return sum(1 for o in gc.get_objects() if type(o) is VersionStore)
 

@@ -3,7 +3,7 @@ names it serves, which Origins are its own, the token (with its open routes) and
 content type on mutating methods, in that order of precedence."""
 import pytest
 
-from emulator.runtime.control_access import ControlAccess, is_loopback, split_host
+from regionlab.emulator.runtime.control_access import ControlAccess, is_loopback, split_host
 
 PORT = "8090"
 JSON = {"Content-Type": "application/json"}

@@ -7,9 +7,9 @@ import hashlib
 import json
 import re
 
-from emulator.core.faults import FAULT_TYPES, OUTAGE_MODES
-from emulator.runtime import dashboard_page
-from emulator.runtime.dashboard_page import BOOT_MARK, boot_json, dashboard_response
+from regionlab.emulator.core.faults import FAULT_TYPES, OUTAGE_MODES
+from regionlab.emulator.runtime import dashboard_page
+from regionlab.emulator.runtime.dashboard_page import BOOT_MARK, boot_json, dashboard_response
 
 ROUTES = [{"method": "GET", "path": "/x</script><script>alert(1)</script>", "what": "a & b"}]
 

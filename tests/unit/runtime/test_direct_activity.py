@@ -4,8 +4,8 @@ one in 12 hex digits across the blocks of 256 that share their first 10 digits; 
 direct node's ids never equal the gateway's."""
 import uuid
 
-from emulator.gateway import responses
-from emulator.runtime import direct_connection as dc
+from regionlab.emulator.gateway import responses
+from regionlab.emulator.runtime import direct_connection as dc
 
 
 def _check(ids: list, prefix: str) -> None:

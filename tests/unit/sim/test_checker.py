@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from emulator.sim import SimConfig, check, run
-from emulator.sim.checker import WRITE_FS, lineages
+from regionlab.emulator.sim import SimConfig, check, run
+from regionlab.emulator.sim.checker import WRITE_FS, lineages
 
 
 @pytest.fixture(scope="module")

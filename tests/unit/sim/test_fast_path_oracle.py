@@ -20,20 +20,20 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from emulator.core.account import Account, AccountConfig
-from emulator.core.container import canonical_pk_json
-from emulator.core.documents import Writer, read_in
-from emulator.core.errors import CosmosError
-from emulator.core.link import ACTIVE, Link
-from emulator.core.partition import Partition, _committed_in
-from emulator.core.replica import UP
-from emulator.core.replica_set import LOG_RETAINED_COMMITS_MAX, ReplicaSet
-from emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
-from emulator.core.store import VersionStore, versions_of
-from emulator.sim import SimConfig, run as sim_run
-from emulator.sim.world import World
+from regionlab.emulator.core.account import Account, AccountConfig
+from regionlab.emulator.core.container import canonical_pk_json
+from regionlab.emulator.core.documents import Writer, read_in
+from regionlab.emulator.core.errors import CosmosError
+from regionlab.emulator.core.link import ACTIVE, Link
+from regionlab.emulator.core.partition import Partition, _committed_in
+from regionlab.emulator.core.replica import UP
+from regionlab.emulator.core.replica_set import LOG_RETAINED_COMMITS_MAX, ReplicaSet
+from regionlab.emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
+from regionlab.emulator.core.store import VersionStore, versions_of
+from regionlab.emulator.sim import SimConfig, run as sim_run
+from regionlab.emulator.sim.world import World
 
-run_mod = importlib.import_module("emulator.sim.run")    # the module (emulator.sim.run is also the function)
+run_mod = importlib.import_module("regionlab.emulator.sim.run")    # the module (emulator.sim.run is also the function)
 
 
 # ---- the plain computations the fast paths stand for (the oracle) --------------------------

@@ -1,8 +1,8 @@
 """Proves the request faults (latency, error, timeout_after_apply, tcp_reset, clock_skew) do in the
 simulator what they do live, by running each as a JSON scenario (the POST /faults body) in
 virtual time: the checker finds no violation, and the fault's effect shows in the history."""
-from emulator.sim import SimConfig, run
-from emulator.sim.checker import WRITE_FS
+from regionlab.emulator.sim import SimConfig, run
+from regionlab.emulator.sim.checker import WRITE_FS
 
 EAST = "East US"
 

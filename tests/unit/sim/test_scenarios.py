@@ -4,8 +4,8 @@ virtual time, clients in every region) and checking both the history checker's v
 violation) and the fault's own observable effect on the recorded history."""
 import pytest
 
-from emulator.sim import SimConfig, run
-from emulator.sim.checker import WRITE_FS, final_positions, lineages
+from regionlab.emulator.sim import SimConfig, run
+from regionlab.emulator.sim.checker import WRITE_FS, final_positions, lineages
 
 EAST, EAST2, WEST = "East US", "East US 2", "West US"
 
@@ -229,7 +229,7 @@ def test_every_region_outage_mode_is_the_same_down_region_to_the_simulator(mode)
 
 
 def test_a_scenario_with_an_unknown_outage_mode_is_refused_before_it_runs():
-    from emulator.sim.scenario import ScenarioError, parse
+    from regionlab.emulator.sim.scenario import ScenarioError, parse
     with pytest.raises(ScenarioError, match="mode 'sideways' is not one of refuse, reset, unavailable, blackhole"):
         parse([{"at_ms": 0, "fault": {"type": "region_outage", "region": WEST, "mode": "sideways"}}])
 

@@ -5,10 +5,10 @@ import io
 
 import pytest
 
-from emulator.config import ConfigError
-from emulator.sim import ScenarioError, SimConfig, run
-from emulator.sim.__main__ import main as sim_main
-from emulator.sim.run import build, resolve
+from regionlab.emulator.config import ConfigError
+from regionlab.emulator.sim import ScenarioError, SimConfig, run
+from regionlab.emulator.sim.__main__ import main as sim_main
+from regionlab.emulator.sim.run import build, resolve
 
 
 @pytest.mark.parametrize("settings,message", [

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from emulator.core.replica_set import LOG_RETAINED_COMMITS_MAX
-from emulator.sim import SimConfig, run
-from emulator.sim.__main__ import main as sim_main
+from regionlab.emulator.core.replica_set import LOG_RETAINED_COMMITS_MAX
+from regionlab.emulator.sim import SimConfig, run
+from regionlab.emulator.sim.__main__ import main as sim_main
 
 SEEDS = range(120)
 STRONG_SEEDS = range(1000, 1030)
@@ -129,8 +129,8 @@ def test_the_command_line_runs_direct_mode_faults_with_the_nodes_they_need(capsy
 
 def test_the_simulator_drives_the_core_alone():
     """STYLE.md: sim -> core. It never touches the asyncio shells, sockets or the wall clock."""
-    forbidden = ("asyncio", "socket", "time", "threading", "aiohttp", "uvloop", "emulator.gateway",
-                 "emulator.runtime")
+    forbidden = ("asyncio", "socket", "time", "threading", "aiohttp", "uvloop", "regionlab.emulator.gateway",
+                 "regionlab.emulator.runtime")
     root = Path(__file__).resolve().parents[3] / "emulator" / "sim"
     found = []
     for path in sorted(root.glob("*.py")):

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from emulator.core.query import compile_query
-from emulator.core.query.execution_info import (
+from regionlab.emulator.core.query import compile_query
+from regionlab.emulator.core.query.execution_info import (
     FULL_RANGE, ORDER_BY_FILTER, features_needed, needs_pipeline, plan_of, plannable)
-from emulator.core.query.values import sort_key
+from regionlab.emulator.core.query.values import sort_key
 
 DOCS = [{"id": f"d{i:02}", "_rid": f"r{i:02}", "pk": f"p{i % 3}", "n": (i * 5) % 7, "k": "xyz"[i % 3],
          "tags": ["t", f"u{i % 2}"]} for i in range(24)]

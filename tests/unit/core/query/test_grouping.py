@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from emulator.core.query import QueryError, compile_query
+from regionlab.emulator.core.query import QueryError, compile_query
 
 DOCS = [
     {"id": "a", "kind": "x", "n": 1, "addr": {"city": "Oslo"}},

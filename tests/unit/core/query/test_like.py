@@ -10,8 +10,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emulator.core.query.like import like_matcher, match_like
-from emulator.core.query.values import UNDEFINED
+from regionlab.emulator.core.query.like import like_matcher, match_like
+from regionlab.emulator.core.query.values import UNDEFINED
 
 
 def _reference(pattern: str, escape: str | None) -> str:

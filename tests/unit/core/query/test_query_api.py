@@ -12,8 +12,8 @@ import pathlib
 
 import pytest
 
-import emulator.core.query as query_package
-from emulator.core.query import IndexHint, QueryError, compile_query
+import regionlab.emulator.core.query as query_package
+from regionlab.emulator.core.query import IndexHint, QueryError, compile_query
 
 FORBIDDEN_MODULES = {"os", "time", "random", "asyncio", "socket", "threading", "subprocess"}
 

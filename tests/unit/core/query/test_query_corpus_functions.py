@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from emulator.core.query import compile_query
+from regionlab.emulator.core.query import compile_query
 from query_corpus_data import DOCS, NOW_MS, get, ids, where
 
 NOW_TEXT = "2023-11-14T22:13:20.0000000Z"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from emulator.core.query import compile_query
+from regionlab.emulator.core.query import compile_query
 from query_corpus_data import DOCS, MISSING, NOW_MS, get, ids, is_num, project, rank, where
 
 

@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from emulator.core.query import compile_query
+from regionlab.emulator.core.query import compile_query
 from query_corpus_data import DOCS, MISSING, NOW_MS, get, ids, is_num, where
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from emulator.core.query import QueryError, compile_query
+from regionlab.emulator.core.query import QueryError, compile_query
 
 BAD = [
     # (query, offset of the problem, a word the message must contain)

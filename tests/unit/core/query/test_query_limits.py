@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emulator.core.query import QueryError, compile_query
-from emulator.core.query import evaluate
-from emulator.core.query.expression_parser import QUERY_NESTING_DEPTH_MAX
+from regionlab.emulator.core.query import QueryError, compile_query
+from regionlab.emulator.core.query import evaluate
+from regionlab.emulator.core.query.expression_parser import QUERY_NESTING_DEPTH_MAX
 
 # What one query may cost in Python frames at the nesting limit. Python's default recursion
 # limit is 1000 and the gateway calls the engine about 60 frames deep: this leaves room.

@@ -17,7 +17,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emulator.core.query import compile_query
+from regionlab.emulator.core.query import compile_query
 
 MISSING = object()
 FIELDS = ("a", "b", "c")
