@@ -43,6 +43,7 @@ import uvloop  # noqa: E402
 from load_bench import BATCH_ITEMS, COLL, DB, KEYS, sized_item  # noqa: E402
 from rest_load import signed_headers  # noqa: E402
 from regionlab.emulator.gateway.http import Request  # noqa: E402
+from regionlab.emulator.gateway.server import Gateway  # noqa: E402
 from regionlab.emulator.runtime.server import Emulator  # noqa: E402
 from regionlab.emulator.testing import make_config  # noqa: E402
 
@@ -93,7 +94,7 @@ async def run(n: int, data_dir: str | None, profile: bool, callgrind: bool) -> d
     emu = Emulator(make_config(**options))
     await emu.start()
     try:
-        gw = emu.gateways[None]
+        gw = Gateway(emu.services[None])
         key = emu.config.key
         import json
         for method, path, body, extra in (

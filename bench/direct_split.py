@@ -19,7 +19,7 @@ from regionlab.emulator.core.throttle import CREATE
 from regionlab.emulator.core.validation import check_id, parse_json_body
 from regionlab.emulator.core.container import canonical_pk_json
 from regionlab.emulator.runtime import direct_ops
-from regionlab.emulator.gateway import documents, responses, sessions
+from regionlab.emulator.service import documents, responses, sessions
 from regionlab.client.protocol import direct as D
 OUT = sys.argv[1] if len(sys.argv) > 1 else None
 N = 2000

@@ -29,7 +29,7 @@ from .core.read_routing import STRATEGIES, check_weights
 from .core.throttle import CREDITS_PER_S_DEFAULT, SERVERLESS_RU_PER_S_DEFAULT, ThrottleConfig
 from .gateway.http import HEADER_TIMEOUT_S_DEFAULT
 from .gateway.refusal import CONNECTIONS_PER_LISTENER_MAX
-from .gateway.server import WRITE_ACK_TIMEOUT_S
+from .service.service import WRITE_ACK_TIMEOUT_MS
 
 ENV_PREFIX = "REGIONLAB_"
 PORT_MAX = 65_535
@@ -218,7 +218,7 @@ def path(value) -> str:
 
 
 def query_mode(value) -> str:
-    from .gateway.queries import QUERY_MODES
+    from .service.queries import QUERY_MODES
     if isinstance(value, str) and value.strip().lower() in QUERY_MODES:
         return value.strip().lower()
     raise ValueError(f"must be one of {', '.join(QUERY_MODES)}")
@@ -390,7 +390,7 @@ OPTIONS = (
     Option("detection_delay_ms", integer(0, DELAY_MS_MAX), _ACCOUNT.detection_delay_ms),
     Option("election_ms", integer(0, DELAY_MS_MAX), _ACCOUNT.election_ms),
     Option("header_timeout_s", seconds, HEADER_TIMEOUT_S_DEFAULT),
-    Option("write_ack_timeout_s", seconds, WRITE_ACK_TIMEOUT_S),
+    Option("write_ack_timeout_s", seconds, WRITE_ACK_TIMEOUT_MS / 1000),
     # Short, so a test lags a region past the retained log quickly (snapshot backfill).
     Option("log_retained_commits", integer(1, _ACCOUNT.log_retained_commits), _ACCOUNT.log_retained_commits),
 )

@@ -49,7 +49,8 @@ import struct
 from ..core.errors import CosmosError
 from ..core.request_faults import RESET
 from ..core.validation import ITEM_BYTES_MAX
-from . import responses
+from ..service import responses
+from . import wire
 from .chunked import ChunkedBody
 from .refusal import CONNECTIONS_PER_LISTENER_MAX, Refusals, TurnedAway
 
@@ -581,7 +582,7 @@ class Connection(asyncio.Protocol):
         if reply.fault is not None:
             self._drop(reply)
             return
-        transport.write(reply.encode(req.connection, req.method == "HEAD"))
+        transport.write(wire.encode(reply, req.connection, req.method == "HEAD"))
         if not req.keep_alive:
             transport.close()
             self.transport = None
@@ -598,7 +599,7 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         self.transport = None
         if reply.fault == RESET:
-            data = reply.encode("", False)
+            data = wire.encode(reply, "", False)
             transport.write(data[:max(1, len(data) // 2)])
             sock = transport.get_extra_info("socket")
             if sock is not None:
@@ -621,7 +622,7 @@ class Connection(asyncio.Protocol):
         if transport is None:
             return
         err = responses.error(CosmosError(status, 0, message), responses.activity_id())
-        transport.write(err.encode(_CLOSE, False))
+        transport.write(wire.encode(err, _CLOSE, False))
         if 0 < discard <= DISCARD_BYTES_MAX:
             # A lingering close: our side is done (the client sees EOF after the reply), but
             # what it still sends is read and dropped, so its writes don't fail before it reads.

@@ -19,7 +19,8 @@ descriptors it was refused.
 import asyncio
 
 from ..core.errors import CosmosError
-from . import responses
+from ..service import responses
+from . import wire
 
 CONNECTIONS_PER_LISTENER_MAX = 128
 TURNED_AWAY_LINGERING_MAX = 16
@@ -62,7 +63,7 @@ class TurnedAway(asyncio.Protocol):
     def connection_made(self, transport) -> None:
         self.transport = transport
         err = too_many_connections(self.refusals.connections_max)
-        transport.write(responses.error(err, responses.activity_id()).encode(_CLOSE, False))
+        transport.write(wire.encode(responses.error(err, responses.activity_id()), _CLOSE, False))
         lingering = self.refusals.lingering
         if len(lingering) >= TURNED_AWAY_LINGERING_MAX or not transport.can_write_eof():
             transport.close()

@@ -58,7 +58,7 @@ def topology(emu) -> dict:
            "failover_waiting": account.describe_waiting_failover(),
            "lost_writes": len(account.lost_writes),
            "faults": list(account.faults.active.values()),
-           "requests": {name or "global": served(gw) for name, gw in emu.gateways.items()},
+           "requests": {name or "global": served(gw) for name, gw in emu.services.items()},
            "direct": emu.direct.describe() if emu.direct is not None else None,
            "direct_requests": emu.direct.served() if emu.direct is not None else {},
            "throttling": describe_throttling(account),

@@ -28,7 +28,7 @@ from ..core.consistency import STRONG
 from ..core.errors import CosmosError, bad_request
 from ..core.request_faults import DROP_AFTER_APPLY
 from ..gateway.http import RESET
-from ..gateway import documents, partition_keys, responses, sessions
+from ..service import documents, partition_keys, responses, sessions
 from . import direct_ops
 from .direct_tls import HANDSHAKE_FAILURE_ALERT, TLS_HANDSHAKE_RECORD, TlsSession
 from .direct_server import (CLOSE_GRACE_S, HOT_CREATED, HOT_READ_200, WRITE_BUFFER_HIGH_BYTES, DirectCall, _OP_HEADERS,
@@ -64,7 +64,7 @@ class DirectConnection(asyncio.Protocol):
         self.received = False
         self.frame_since = 0.0               # when the incomplete frame began (0: none)
         self.closed = False
-        self.gw = None                       # the region's Gateway whose functions requests run
+        self.svc = None                      # the region's Service whose functions requests run
         self.version = 0                     # the protocol version the challenge named
         self.compact = False                 # version 2: requests and replies are arrays
         self.tls = None                      # a TlsSession once the client started TLS (direct_tls.py)
@@ -84,7 +84,7 @@ class DirectConnection(asyncio.Protocol):
                                        f"{self.plane.max_connections} connections, its limit.")
             return
         self.node.connections.add(self)
-        self.gw = self.plane.gateways.get(self.node.region)
+        self.svc = self.plane.services.get(self.node.region)
 
     def connection_lost(self, exc) -> None:
         self.closed = True
@@ -424,7 +424,7 @@ class DirectConnection(asyncio.Protocol):
             return
         writer, status, version, lsn, ru = staged
         # With --data-dir a write is answered only once on disk: write_acknowledged waits for it.
-        if self.gw.persistence is None and self.gw.acknowledged(writer, lsn):
+        if self.svc.persistence is None and self.svc.acknowledged(writer, lsn):
             self._answer(rid, op, activity, target, _write_fields(call, writer, status, version, lsn, ru))
             return
         task = self.loop.create_task(_acknowledged(call, staged))
@@ -461,8 +461,8 @@ class DirectConnection(asyncio.Protocol):
             return
         if not activity:                     # responses.activity_id's form
             activity = next(_ACTIVITIES)
-        gw = self.gw
-        account = gw.account
+        svc = self.svc
+        account = svc.account
         try:
             if parsed is None:
                 raise partition_keys.missing()
@@ -471,7 +471,7 @@ class DirectConnection(asyncio.Protocol):
             if len(values) != target.pk_paths:
                 partition_keys.checked(container, pk_json, values)     # raises the gateway's 400
             upsert = op == D.UPSERT
-            writer, status, version = documents.stage_body(gw, gw.region, container, pk_json, values, body,
+            writer, status, version = documents.stage_body(svc, svc.region, container, pk_json, values, body,
                                                            upsert, if_match)
             # documents.commit_staged's two steps (admission.write's op for a create or upsert)
             ru = account.throttle.admit_writer(writer, th.UPSERT if upsert else th.CREATE)
@@ -485,7 +485,7 @@ class DirectConnection(asyncio.Protocol):
         # Gateway.acknowledged, inlined: a quorum of the region has it (under Strong, a majority
         # of the regions). With --data-dir the write waits for the disk in any case.
         rs = writer.rs
-        if gw.persistence is not None or (lsn and (rs.partition.global_lsn if account.consistency == STRONG
+        if svc.persistence is not None or (lsn and (rs.partition.global_lsn if account.consistency == STRONG
                                                    else rs.committed_lsn) < lsn):
             self._create_waits(rid, op, target, body, prefer, activity, (writer, status, version, lsn, ru))
             return
@@ -525,7 +525,7 @@ class DirectConnection(asyncio.Protocol):
         self.pending += 1
         target.replica.in_flight += 1
         headers = {H.PREFER: prefer} if prefer is not None else {}
-        call = DirectCall(self.gw, "POST", headers, body, activity, None)
+        call = DirectCall(self.svc, "POST", headers, body, activity, None)
         task = self.loop.create_task(_acknowledged(call, staged))
         self.in_flight[rid] = task
         task.add_done_callback(lambda t: self._finished(rid, op, activity, target, t))
@@ -692,7 +692,7 @@ class DirectConnection(asyncio.Protocol):
         elif not isinstance(body, bytes):
             raise bad_request("'body' must be the JSON request body as bytes (a msgpack bin).")
         activity = headers.get(H.ACTIVITY_ID) or responses.activity_id()
-        return DirectCall(self.gw, method, headers, body, activity, None), target, item
+        return DirectCall(self.svc, method, headers, body, activity, None), target, item
 
     def _finished(self, rid: int, op: str, activity: str, target, task) -> None:
         self.in_flight.pop(rid, None)
@@ -912,7 +912,7 @@ async def _acknowledged(call, staged):
     """The reply of a committed point write once its acknowledgement arrived (or its error)."""
     writer, status, version, lsn, ru = staged
     try:
-        await call.gw.write_acknowledged(writer, lsn)
+        await call.svc.write_acknowledged(call, writer, lsn)
     except CosmosError as e:
         return responses.error(e, call.activity_id)
     return _write_fields(call, writer, status, version, lsn, ru)

@@ -20,7 +20,7 @@ from ..core import charge, throttle as th
 from ..core.consistency import effective
 from ..core.documents import read_at
 from ..core.errors import CosmosError, bad_request, not_found
-from ..gateway import partition_keys, responses, sessions
+from ..service import partition_keys, responses, sessions
 
 READ_CHARGES_MAX = 4096            # read charges kept by item size (there are few sizes)
 _read_charges: dict = {}

@@ -38,8 +38,7 @@ from ..core.errors import CosmosError, bad_request
 from ..core.faults import OUTAGE_MODE_DEFAULT
 from ..core.replica import PRIMARY, UP
 from ..core.tally import Tally
-from ..gateway.call import Call
-from ..gateway.server import Gateway
+from ..service.call import Call
 from ..gateway.http import BLACKHOLE, RESET, carry_on as http_carry_on
 from . import direct_tls
 from .port_hold import PortHold
@@ -71,16 +70,18 @@ class DirectCall(Call):
     """A gateway Call made from a request frame: what the gateway handler would have parsed."""
     __slots__ = ()
 
-    def __init__(self, gw, method: str, headers: dict, raw: bytes, activity_id: str, replica):
-        self.gw = gw
-        self.req = None
+    def __init__(self, svc, method: str, headers: dict, raw: bytes, activity_id: str, replica):
+        self.svc = svc
+        self.source = None
         self.method = method
+        self.path = ""
         self.segs = ()
         self.headers = headers
         self.activity_id = activity_id
-        self.region = gw.region
+        self.region = svc.region
         self.raw = raw
         self.replica = replica
+        self.serving = ()
 
 
 class _Target:
@@ -309,7 +310,7 @@ class DirectPlane:
         self.max_in_flight = max_in_flight
         self.max_connections = max_connections
         self.nodes: dict = {}                    # (region, index) -> DirectNode
-        self.gateways: dict = {}                 # region -> the Gateway whose handlers requests run
+        self.services: dict = {}                 # region -> the Gateway whose handlers requests run
         self.replica_requests: dict = {}         # region -> {replica key -> [replies]} (_Target.served)
         lo, hi = emu.config.direct_port_range
         self._port_range = (lo, hi)
@@ -352,11 +353,7 @@ class DirectPlane:
         return port
 
     def _add_region(self, name: str) -> None:
-        gw = Gateway(self.account, self.emu.topology, name, None)
-        gw.write_ack_timeout_s = self.emu.config.write_ack_timeout_s
-        if self.emu.persistence is not None:
-            gw.make_durable(self.emu.persistence)
-        self.gateways[name] = gw
+        self.services[name] = self.emu.service(name, key=None)      # frames are authenticated at the handshake
         for node in self.account.placement.nodes(name):
             dn = DirectNode(self, name, node.index, self._allocate_port())
             dn.bind()
@@ -377,7 +374,7 @@ class DirectPlane:
                 node.set_listening(False, hold=False)
                 del self.nodes[(name, node.index)]
                 self.emu.topology.direct_ports.pop((name, node.index), None)
-            self.gateways.pop(name, None)
+            self.services.pop(name, None)
         else:
             self._reconcile(name)
 
@@ -385,13 +382,13 @@ class DirectPlane:
         return [n for (r, _), n in self.nodes.items() if r == region]
 
     def _reconcile_all(self) -> None:
-        for region in list(self.gateways):
+        for region in list(self.services):
             self._reconcile(region)
 
     def _reconcile(self, region: str) -> None:
         """Listen on exactly the nodes that should (ALL_REGIONS: every region), failing in the
         mode of their region's outage."""
-        if region not in self.gateways:
+        if region not in self.services:
             self._reconcile_all()
             return
         mode = None
@@ -422,7 +419,7 @@ class DirectPlane:
         """Each region's nodes, ports and the replicas they hold (for GET /topology)."""
         out = {"protocol": D.PROTOCOL, "host": self.emu.topology.host, "instance": self.instance, "regions": {}}
         placement = self.account.placement
-        for region in self.gateways:
+        for region in self.services:
             nodes = [dict(n.describe(), replicas=[]) for n in self.region_nodes(region)]
             for c, p in self.account.partitions():
                 rs = p.replica_sets.get(region)
@@ -443,7 +440,7 @@ class DirectPlane:
         placement = self.account.placement
         for c, p in self.account.partitions():
             for region in p.replica_sets:
-                if region not in self.gateways:
+                if region not in self.services:
                     continue
                 for i, node in enumerate(placement.replica_nodes(region, c.rid, p.range_id)):
                     held.setdefault((region, node), []).append(D.replica_key(c.rid, p.range_id, i))
@@ -462,7 +459,7 @@ class DirectPlane:
         return [(*k, n) for k, n in sorted(total.items(), key=lambda kv: (*kv[0][:3], str(kv[0][3])))]
 
     def served(self) -> dict:
-        """{region: {"read 200": n, ...}}: every direct reply, as the gateways' counters."""
+        """{region: {"read 200": n, ...}}: every direct reply, as the services' counters."""
         out: dict = {}
         for (region, _), node in self.nodes.items():
             d = out.setdefault(region, {})

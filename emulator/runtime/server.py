@@ -1,4 +1,5 @@
-"""The asyncio runtime: an account, its gateways and its control port, on real sockets.
+"""The asyncio runtime: an account, its endpoints' services, the HTTP gateways and direct nodes
+that feed them, and its control port, on real sockets.
 
 `Emulator.start()` binds every listener first (ports may be 0, for tests), so the account
 document can advertise the real addresses, then serves. `ready_info()` is the one
@@ -31,10 +32,12 @@ from ..core.faults import OUTAGE_MODE_DEFAULT
 from ..core.scheduler import Scheduler
 from ..gateway.http import BLACKHOLE, RESET, HttpServer, HEADER_TIMEOUT_S_DEFAULT
 from ..gateway.refusal import CONNECTIONS_PER_LISTENER_MAX, Refusals
-from ..gateway.server import Gateway, WRITE_ACK_TIMEOUT_S
+from ..gateway.server import Gateway
+from ..service.service import WRITE_ACK_TIMEOUT_MS, Service
 from . import certificate
 from .clock import LoopClock, SchedulerDriver
 from .tls_listener import TlsListener
+from .waits import LoopWaits
 from .control import control_app
 from .direct_server import DirectPlane
 from .persistence import Persistence
@@ -62,7 +65,7 @@ class ServerConfig:
     seed: int = 0
     header_timeout_s: float = HEADER_TIMEOUT_S_DEFAULT
     connections_max: int = CONNECTIONS_PER_LISTENER_MAX    # per listener: each gateway port and the control port
-    write_ack_timeout_s: float = WRITE_ACK_TIMEOUT_S   # then a write is answered 408 (indefinite)
+    write_ack_timeout_s: float = WRITE_ACK_TIMEOUT_MS / 1000   # then a write is answered 408 (indefinite)
     direct_port_range: tuple = (defaults.DIRECT_PORT_MIN, defaults.DIRECT_PORT_MAX)   # (0, 0): free ports
     direct_limits: dict = field(default_factory=dict)   # DirectPlane keyword limits (tests shorten timeouts)
     direct_tls_cert: str | None = None        # PEM certificate and key: TLS on the direct ports too
@@ -197,7 +200,8 @@ class Emulator:
                                  "https" if self.config.https else "http", instance or new_instance_id())
         self.certificate: certificate.Certificate | None = None
         self._tls = None                         # the gateway ports' ssl.SSLContext, with --https
-        self.gateways: dict = {}
+        self.services: dict = {}                 # endpoint name (None = global) -> its Service
+        self.waits: LoopWaits | None = None      # how the services' requests wait (runtime/waits.py)
         self._servers: list = []
         self._http_servers: list = []
         self._driver = None
@@ -224,6 +228,7 @@ class Emulator:
         clock = LoopClock(loop)
         scheduler = Scheduler()
         self._driver = SchedulerDriver(loop, clock, scheduler)
+        self.waits = LoopWaits(loop)
         self.account = Account(cfg.account, clock, scheduler, random.Random(cfg.seed))
         if cfg.data_dir is not None:
             # Before anything listens: a data dir that cannot be used ends start-up (PersistenceError).
@@ -306,7 +311,7 @@ class Emulator:
             if hold is not None:
                 hold.release()
             self.topology.region_ports.pop(name, None)
-            self.gateways.pop(name, None)
+            self.services.pop(name, None)
             http, _server = self._listeners.pop(name)       # nothing of the region is kept
             self._http_servers.remove(http)
         elif state == "down":
@@ -345,18 +350,24 @@ class Emulator:
         http.abort_all()
         self._settling.add(asyncio.get_running_loop().create_task(http.wait_all_closed()))
 
-    def _endpoint(self, name: str | None) -> HttpServer:
-        """The gateway of one endpoint (None = global) and the HTTP server that feeds it."""
+    def service(self, region: str | None, read_only: bool = False, key: str | None = "") -> Service:
+        """A Service for one endpoint (region None: the global one), as configured; its requests
+        are signed with the account key (key None: they are not, as direct mode's frames)."""
         cfg = self.config
-        gw = Gateway(self.account, self.topology, name, cfg.key)
-        gw.write_ack_timeout_s = cfg.write_ack_timeout_s
-        gw.max_clock_skew_s = cfg.max_clock_skew_s
-        gw.query_mode = cfg.query_mode
+        svc = Service(self.account, self.topology, region, cfg.key if key == "" else key, self.waits,
+                      read_only=read_only)
+        svc.write_ack_timeout_ms = round(cfg.write_ack_timeout_s * 1000)
+        svc.max_clock_skew_s = cfg.max_clock_skew_s
+        svc.query_mode = cfg.query_mode
         if self.persistence is not None:
-            gw.make_durable(self.persistence)
-        self.gateways[name] = gw
-        if self.certificate is not None:
-            gw.trust_pem = self.certificate.trust_pem()
+            svc.make_durable(self.persistence)
+        return svc
+
+    def _endpoint(self, name: str | None) -> HttpServer:
+        """The service of one endpoint (None = global) and the HTTP server that feeds it."""
+        cfg = self.config
+        svc = self.services[name] = self.service(name)
+        gw = Gateway(svc, self.certificate.trust_pem() if self.certificate is not None else None)
         http = HttpServer(gw.handle, header_timeout_s=cfg.header_timeout_s, connections_max=cfg.connections_max)
         self._http_servers.append(http)
         return http
@@ -391,11 +402,8 @@ class Emulator:
             return self.topology.url(self.topology.read_only_ports[name])
         sock = _bind(self.config.host, port)
         cfg = self.config
-        gw = Gateway(self.account, self.topology, name, cfg.key, read_only=True)
-        gw.write_ack_timeout_s = cfg.write_ack_timeout_s
-        if self.persistence is not None:
-            gw.make_durable(self.persistence)
-        self.gateways[f"{name} (read-only)"] = gw
+        svc = self.services[f"{name} (read-only)"] = self.service(name, read_only=True)
+        gw = Gateway(svc, self.certificate.trust_pem() if self.certificate is not None else None)
         http = HttpServer(gw.handle, header_timeout_s=cfg.header_timeout_s, connections_max=cfg.connections_max)
         self._http_servers.append(http)
         self._servers.append(await asyncio.get_running_loop().create_server(http, sock=sock))

@@ -122,7 +122,7 @@ def metrics(emu) -> str:
            [(_labels(region=s.region, outcome=o), n) for s in t.storms.values()
             for o, n in (("seen", s.seen), ("throttled", s.hits))])
     served = []
-    for name, gw in emu.gateways.items():
+    for name, gw in emu.services.items():
         for (method, kind, status, sub), n in sorted(getattr(gw, "requests_served", {}).items()):
             served.append((_labels(endpoint=name or "global", method=method, resource=kind,
                                    status=status, substatus=sub), n))
@@ -131,7 +131,7 @@ def metrics(emu) -> str:
         family("regionlab_direct_requests_total", "counter", "Replies sent by the direct-mode nodes, by region.",
                [(_labels(region=r, op=op, status=st, substatus=sub), n) for r, op, st, sub, n in emu.direct.counts()])
     query_work = [(kind, [(_labels(endpoint=name or "global"), getattr(gw, "query_work", {}).get(kind, 0))
-                          for name, gw in emu.gateways.items()]) for kind in ("work", "slices", "abandoned")]
+                          for name, gw in emu.services.items()]) for kind in ("work", "slices", "abandoned")]
     family("regionlab_query_work_units_total", "counter",
            "Query work units spent (documents loaded and FROM/JOIN rows made).", query_work[0][1])
     family("regionlab_query_slices_total", "counter",

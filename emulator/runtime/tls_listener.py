@@ -21,7 +21,8 @@ import socket
 import ssl
 
 from ..core.errors import CosmosError
-from ..gateway import responses
+from ..gateway import wire
+from ..service import responses
 from ..gateway.http import HEAD_BYTES_MAX
 
 log = logging.getLogger("regionlab.tls")
@@ -178,7 +179,7 @@ class PlainHttpRefusal(asyncio.Protocol):
     def _answer(self) -> None:
         self.answered = True
         err = responses.error(CosmosError(400, 0, self.message), responses.activity_id())
-        self.transport.write(err.encode(_CLOSE, False))
+        self.transport.write(wire.encode(err, _CLOSE, False))
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self.timer.cancel()

@@ -95,7 +95,7 @@ def test_a_removed_region_frees_its_replica_sets(regionlab):
         regionlab.call(lambda a: a.remove_region("West US"))
         assert _alive_after_gc(regionlab, refs) == 0
         emu = regionlab.emulator                # nor its endpoint's gateway and HTTP server
-        assert "West US" not in emu._listeners and "West US" not in emu.gateways
+        assert "West US" not in emu._listeners and "West US" not in emu.services
         assert len(emu._http_servers) == 3      # the global endpoint and the two regions left
     with make_client(regionlab) as client:          # a client that never knew West US
         c = client.get_database_client("db").get_container_client("items")

@@ -58,7 +58,7 @@ def verified_client(emu, cafile, **kwargs) -> CosmosClient:
 
 
 def _served(emu, region: str, method: str, kind: str, status: int) -> int:
-    return emu.emulator.gateways[region].requests_served[(method, kind, status, 0)]
+    return emu.emulator.services[region].requests_served[(method, kind, status, 0)]
 
 
 def test_endpoints_are_https_and_the_control_port_stays_plain(emu):

@@ -320,7 +320,7 @@ def test_js_plans_group_by_and_aggregates_itself_and_gets_the_same_results(js_sd
     with running_emulator(partitions=4, query_mode=mode) as emu:
         report = run_node(js_sdk, "query_plan.mjs", emu, REGIONLAB_DOCS=json.dumps(PLAN_DOCS),
                           REGIONLAB_QUERIES=json.dumps(_grouped_queries()))
-        refused = sum(g.requests_served[("POST", "docs", 400, 1004)] for g in emu.emulator.gateways.values())
+        refused = sum(g.requests_served[("POST", "docs", 400, 1004)] for g in emu.emulator.services.values())
     for name, (_, expected) in GROUPED.items():
         r = ok(report, name)
         assert _canon(r["plain"]) == _canon(expected), (name, r["plain"])
@@ -339,7 +339,7 @@ def test_js_plans_queries_itself_with_force_query_plan_and_gets_the_same_results
     with running_emulator(partitions=4, query_mode=mode) as emu:
         report = run_node(js_sdk, "query_plan.mjs", emu, REGIONLAB_DOCS=json.dumps(PLAN_DOCS),
                           REGIONLAB_QUERIES=json.dumps(list(PLANNED)))
-        refused = sum(g.requests_served[("POST", "docs", 400, 1004)] for g in emu.emulator.gateways.values())
+        refused = sum(g.requests_served[("POST", "docs", 400, 1004)] for g in emu.emulator.services.values())
     _judge_planned(report)
     # service mode: the SDK's unforced runs met 400/1004 (and planned from additionalErrorInfo)
     assert (refused > 0) == (mode == "service")

@@ -34,7 +34,7 @@ BIG_BLOB_BYTES = 1_500_000
 def _query_work(emu) -> dict:
     def total(account):
         out = {}
-        for gw in emu.emulator.gateways.values():
+        for gw in emu.emulator.services.values():
             for k, n in gw.query_work.items():
                 out[k] = out.get(k, 0) + n
         return out

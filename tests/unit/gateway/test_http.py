@@ -11,7 +11,7 @@ and the sweep by explicit `now` values; the loop only exists because protocols w
 import asyncio
 import json
 
-from regionlab.emulator.gateway import responses
+from regionlab.emulator.service import responses
 from regionlab.emulator.gateway.http import HttpServer
 from regionlab.emulator.gateway.refusal import TurnedAway
 

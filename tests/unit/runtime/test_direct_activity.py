@@ -4,7 +4,7 @@ one in 12 hex digits across the blocks of 256 that share their first 10 digits; 
 direct node's ids never equal the gateway's."""
 import uuid
 
-from regionlab.emulator.gateway import responses
+from regionlab.emulator.service import responses
 from regionlab.emulator.runtime import direct_connection as dc
 
 

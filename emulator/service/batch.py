@@ -158,6 +158,6 @@ async def execute(call, container):
     admission.write(call, writer, th.BATCH, total, len(ops))     # a 429 here leaves nothing applied
     lsn = writer.commit()
     if lsn:
-        await call.gw.write_acknowledged(writer, lsn)
+        await call.svc.write_acknowledged(call, writer, lsn)
     hdrs = session_headers(call, container, writer.rs, lsn or writer.rs.committed_lsn)
     return responses.reply(200, encode_results(results), call.activity_id, total, hdrs)

@@ -19,19 +19,19 @@ def write(call, writer, op: str | None = None, ru: float | None = None, credits:
     returns the charge."""
     if op is None:
         op = _WRITE_OPS.get(call.method) or (th.UPSERT if call.flag(H.IS_UPSERT) else th.CREATE)
-    return call.gw.account.throttle.admit_writer(writer, op, ru, credits)
+    return call.svc.account.throttle.admit_writer(writer, op, ru, credits)
 
 
 def read(call, container, rs, ru: float, op: str = th.READ, credits: int = 1) -> None:
     """Admit a read of one partition (served by replica set rs)."""
-    call.gw.account.throttle.admit(call.region, container, rs.range_id, ru, credits, op)
+    call.svc.account.throttle.admit(call.region, container, rs.range_id, ru, credits, op)
 
 
 def spread(call, container, touched, ru: float, credits: int, op: str, filters: int = 0) -> None:
     """Admit a read of several partitions (the replica sets it touched): the charge is split."""
-    call.gw.account.throttle.admit_many(call.region, container, [rs.range_id for rs in touched],
+    call.svc.account.throttle.admit_many(call.region, container, [rs.range_id for rs in touched],
                                         ru, max(1, credits), op, filters)
 
 
 def management(call) -> None:
-    call.gw.account.throttle.admit_management(call.region)
+    call.svc.account.throttle.admit_management(call.region)

@@ -1,9 +1,9 @@
-"""One gateway request, parsed once: path segments, the serving region, headers, body.
+"""One request to the service, parsed once: path segments, the serving region, headers, body.
 
 Paths are normalised as the SDKs need (cosmos-wire §1): leading and trailing slashes trimmed,
-each segment percent-decoded. The HTTP layer (gateway/http.py) has already read the whole body
-within the service's size limit, so a client that disconnects or stalls mid-body never gets
-this far.
+each segment percent-decoded. The surface has already read the whole body within the service's
+size limit (gateway/http.py, direct mode's framing), so a client that disconnects or stalls
+mid-body never gets this far.
 """
 from urllib.parse import unquote
 
@@ -16,13 +16,18 @@ from .responses import ACTIVITY_IDS
 
 
 class Call:
-    __slots__ = ("gw", "req", "method", "segs", "headers", "activity_id", "region", "raw", "replica", "serving")
+    """One request to the service, from any surface. `source` is the surface's own request (the
+    HTTP layer's, or direct mode's frame), read for two things only: whether its client went
+    away while the call ran (`lost`) and the client connection it came on (`conn`, whose read
+    pins it keeps); the simulator passes None."""
+    __slots__ = ("svc", "source", "method", "path", "segs", "headers", "activity_id", "region", "raw", "replica",
+                 "serving")
 
-    def __init__(self, gw, req):
-        self.gw = gw
-        self.req = req
-        self.method = req.method
-        path = req.raw_path
+    def __init__(self, svc, method: str, path: str, headers: dict, body: bytes, source=None):
+        self.svc = svc
+        self.source = source
+        self.method = method
+        self.path = path                 # as sent: percent-encoded, with its query string
         if "?" in path:
             path = path.split("?", 1)[0]
         path = path.strip("/")
@@ -30,19 +35,24 @@ class Call:
         if "%" in path:
             segs = [unquote(s) for s in segs]
         self.segs = segs
-        headers = self.headers = req.headers
+        self.headers = headers
         self.activity_id = headers.get(H.ACTIVITY_ID) or next(ACTIVITY_IDS)
-        self.region = gw.region or gw.account.hub_region
-        self.raw = req.body
-        self.replica = None          # direct mode names the replica that serves a read (runtime/direct_server.py)
+        self.region = svc.region or svc.account.hub_region
+        self.raw = body
+        self.replica = None          # direct mode names the replica that serves a read (emulator/direct)
         self.serving = ()          # replicas serving this call's read, in flight until its reply goes out
+
+    def lost(self) -> bool:
+        """Whether the client went away while this call ran (a long query stops then)."""
+        source = self.source
+        return source is not None and source.lost
 
     def pins(self):
         """The read-routing pins of the client connection this call came on (strategy
         `connections`, core/read_routing.py), made at its first read; None off a connection,
         and once it has closed (its pins are released then: a read finishing later pins nothing)."""
-        req = self.req
-        conn = req.conn if req is not None else None
+        source = self.source
+        conn = source.conn if source is not None else None
         if conn is None or conn.transport is None:
             return None
         pins = conn.pins

@@ -10,7 +10,7 @@ import uvloop
 
 from regionlab.emulator.core.index import INDEX_BUILD_STEP_VERSIONS, materialise
 from regionlab.emulator.core.store import Version, VersionStore
-from regionlab.emulator.gateway.queries import build_in_background
+from regionlab.emulator.service.queries import build_in_background
 
 DOCS = 6 * INDEX_BUILD_STEP_VERSIONS
 
@@ -30,8 +30,9 @@ def test_the_loop_finishes_a_building_index_a_step_per_turn(runner):
     assert not index.ready and index.size == INDEX_BUILD_STEP_VERSIONS
 
     async def main():
-        build_in_background(store)
-        build_in_background(store)                 # once per store, however many queries ask
+        soon = asyncio.get_running_loop().call_soon
+        build_in_background(store, soon)
+        build_in_background(store, soon)           # once per store, however many queries ask
         sizes = []
         for _ in range(DOCS // INDEX_BUILD_STEP_VERSIONS + 2):
             await asyncio.sleep(0)
@@ -46,5 +47,5 @@ def test_the_loop_finishes_a_building_index_a_step_per_turn(runner):
 def test_without_a_running_loop_the_index_builds_on_demand_only():
     store = _store()
     index = materialise(store, ("n",))
-    build_in_background(store)
+    build_in_background(store, None)
     assert index.size == INDEX_BUILD_STEP_VERSIONS and not index.ready

@@ -10,8 +10,8 @@ import pytest
 from regionlab.emulator.core.container import canonical_pk_json
 from regionlab.emulator.core.errors import CosmosError
 from regionlab.emulator.core.query import compile_query
-from regionlab.emulator.gateway import queries
-from regionlab.emulator.gateway.queries import COMPILED_QUERIES_MAX, _fixed_by_key, _query_of
+from regionlab.emulator.service import queries
+from regionlab.emulator.service.queries import COMPILED_QUERIES_MAX, _fixed_by_key, _query_of
 
 TEXT = "SELECT * FROM c WHERE c.pk = @pk"
 

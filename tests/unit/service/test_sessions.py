@@ -8,7 +8,7 @@ import random
 from regionlab.emulator.core.partition import Partition
 from regionlab.emulator.core.replica_set import ReplicaSet
 from regionlab.emulator.core.scheduler import ManualClock, Scheduler
-from regionlab.emulator.gateway import sessions
+from regionlab.emulator.service import sessions
 
 
 def expected(rs, lsn: int) -> str:

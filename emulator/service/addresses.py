@@ -16,12 +16,13 @@ from regionlab.client.protocol import direct as D
 
 from ..core.errors import CosmosError, bad_request
 from . import responses
+from .paths import rid_based as _rid_based
 
 
 def handle(call):
     if call.method != "GET":
         raise CosmosError(405, 0, f"{call.method} is not supported on the address feed; use GET /addresses/.")
-    query = call.req.raw_path.partition("?")[2]
+    query = call.path.partition("?")[2]
     params = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
     container = _container(call, params.get("$resolveFor"))
     entries = []
@@ -30,19 +31,18 @@ def handle(call):
         wanted = None if not ranges else set(r.strip() for r in ranges.split(","))
         for p in container.partitions:
             if wanted is None or p.range_id in wanted:
-                entries += replica_addresses(call.gw, container, p, call.region)
+                entries += replica_addresses(call.svc, container, p, call.region)
     body = {"_rid": container.rid, "Addresss": entries, "_count": len(entries)}
     return responses.reply(200, body, call.activity_id, 0.0)
 
 
 def _container(call, resolve_for: str | None):
-    from .server import _rid_based
     segs = (resolve_for or "").strip("/").split("/")
     if len(segs) < 4 or segs[0] != "dbs" or segs[2] != "colls":
         raise bad_request("The address feed needs $resolveFor=dbs/{db}/colls/{coll}/docs "
                           f"(names or rids); got '{(resolve_for or '')[:120]}'.")
     by_rid = _rid_based(segs[1])
-    account = call.gw.account
+    account = call.svc.account
     return account.container(account.database(segs[1], by_rid), segs[3], by_rid)
 
 
@@ -56,15 +56,15 @@ def _protocol_wanted(filter_text: str | None) -> bool:
     raise bad_request(f"The address feed's $filter must be 'protocol eq {D.PROTOCOL}'; got '{filter_text[:80]}'.")
 
 
-def replica_addresses(gw, container, p, region: str) -> list:
-    account = gw.account
+def replica_addresses(svc, container, p, region: str) -> list:
+    account = svc.account
     rs = p.replica_sets.get(region)
     if rs is None:
         return []
     placement = account.placement
-    ports = gw.topology.direct_ports
-    host = gw.topology.host
-    instance = gw.topology.instance
+    ports = svc.topology.direct_ports
+    host = svc.topology.host
+    instance = svc.topology.instance
     region_up = account.region_state(region) == "up"
     out = []
     for i, node in enumerate(placement.replica_nodes(region, container.rid, p.range_id)):

@@ -5,14 +5,14 @@ region has selectors, resolved to its database, container and partition (`target
 from its path and partition key or partition key range header; None for what it does not
 name). An `error` effect is raised before the request runs; a delay holds the reply after it
 ran (the request's replicas stay in flight meanwhile, see server.py); a drop or reset marks the
-reply, which the connection then drops unanswered or resets part-way (gateway/http.py).
+reply, which the surface then drops unanswered or resets part-way (gateway/http.py, direct mode),
+or the simulator records as an answer its client never got.
 """
-import asyncio
-
 from regionlab.client.protocol import headers as H
 
 from ..core.errors import CosmosError
 from . import partition_keys
+from .paths import rid_based as _rid_based
 
 _DOC_WRITES = frozenset(("PUT", "PATCH", "DELETE"))
 
@@ -40,10 +40,9 @@ def target_of(call) -> tuple:
     """(database id, container id, partition range id) the request addresses; None for each it
     does not (or that does not exist: the request itself will answer for that)."""
     segs = call.segs
-    account = call.gw.account
+    account = call.svc.account
     if len(segs) < 2 or segs[0] != "dbs":
         return None, None, None
-    from .server import _rid_based
     by_rid = _rid_based(segs[1])
     try:
         db = account.database(segs[1], by_rid)
@@ -64,17 +63,8 @@ def target_of(call) -> tuple:
 
 def decide(call):
     """The effect the region's request faults have on this call, or None."""
-    table = call.gw.account.faults.requests
+    table = call.svc.account.faults.requests
     op = op_of(call)
     if table.selects_partitions(call.region):
         return table.decide(call.region, op, *target_of(call))
     return table.decide(call.region, op)
-
-
-def hold(delay_ms: int):
-    """A future done after delay_ms (a plain future and a timer: the handler may be running
-    outside a task, gateway/http.py)."""
-    loop = asyncio.get_running_loop()
-    fut = loop.create_future()
-    loop.call_later(delay_ms / 1000.0, lambda: fut.done() or fut.set_result(None))
-    return fut

@@ -87,7 +87,7 @@ async def execute(call, container):
         committed.append((i, writer, lsn))
     for i, writer, lsn in committed:
         try:
-            await call.gw.write_acknowledged(writer, lsn)
+            await call.svc.write_acknowledged(call, writer, lsn)
         except CosmosError as e:
             results[i] = _failure(e)
             failed = True

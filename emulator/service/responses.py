@@ -1,12 +1,10 @@
-"""Building HTTP replies the way the service shapes them: JSON bodies, feed envelopes, error
-bodies with `x-ms-substatus`, and the headers every reply carries."""
+"""Building replies the way the service shapes them: JSON bodies, feed envelopes, error bodies
+with `x-ms-substatus`, and the headers every reply carries. A Reply is what every surface gets
+back from the service; the gateway writes it as HTTP (gateway/wire.py), direct mode as a frame."""
 import functools
 import itertools
 import operator
-import time
 import uuid
-from email.utils import formatdate
-from http import HTTPStatus
 
 from regionlab.client.protocol import headers as H
 from regionlab.client.protocol.status import code_name
@@ -44,11 +42,6 @@ def activity_id() -> str:
 
 dumps = jsontext.dumps_bytes          # compact JSON as bytes, the same as stored items
 
-
-# The headers every reply carries with the same value, as one block of text (Reply.encode).
-CONSTANT_HEADERS = {"Content-Type": JSON, "x-ms-gatewayversion": GATEWAY_VERSION,
-                    "x-ms-serviceversion": SERVICE_VERSION}
-_CONSTANT_LINES = "".join(f"{k}: {v}\r\n" for k, v in CONSTANT_HEADERS.items())
 
 CHARGE_TEXTS_MAX = 4096
 
@@ -96,53 +89,14 @@ def error(err: CosmosError, activity_id: str, extra: dict | None = None) -> "Rep
 
 
 class Reply:
-    """A complete HTTP/1.1 reply, serialised once (`encode`) and written in a single transport
-    write by the connection (gateway/http.py)."""
-    __slots__ = ("status", "headers", "body", "substatus", "fault")
+    """A complete reply: status, headers (those every reply carries with the same value are the
+    surface's: gateway/wire.py), body bytes (JSON unless content_type says otherwise)."""
+    __slots__ = ("status", "headers", "body", "substatus", "fault", "content_type")
 
-    def __init__(self, status: int, headers: dict, body: bytes):
+    def __init__(self, status: int, headers: dict, body: bytes, content_type: str | None = None):
         self.status = status
         self.headers = headers
         self.body = body
         self.substatus = 0          # an error's x-ms-substatus (also in headers), for counters
         self.fault = None           # a request fault's drop: DROP_AFTER_APPLY or RESET (core/request_faults.py)
-
-    def encode(self, connection: str, head_only: bool) -> bytes:
-        """The reply's bytes; `connection` is its Connection header line, or "" for none."""
-        status = self.status
-        hdrs = self.headers
-        lines = "\r\n".join(map(_header_line, hdrs.items())) + "\r\n" if hdrs else ""
-        if status in _NO_BODY:
-            head = f"{_status_line(status)}{_CONSTANT_LINES}{lines}{_http_date()}"
-            head_only = True
-        else:
-            head = (f"{_status_line(status)}{_CONSTANT_LINES}{lines}"
-                    f"Content-Length: {len(self.body)}\r\n{_http_date()}")
-        head = f"{head}{connection}\r\n".encode()
-        return head if head_only else head + self.body
-
-
-_NO_BODY = frozenset((204, 304))
-_header_line = ": ".join               # ("name", "value") -> "name: value"
-_STATUS_LINES: dict = {}
-_date = [0, ""]
-
-
-def _status_line(status: int) -> str:
-    line = _STATUS_LINES.get(status)
-    if line is None:
-        try:
-            reason = HTTPStatus(status).phrase
-        except ValueError:
-            reason = "Unknown"
-        line = _STATUS_LINES[status] = f"HTTP/1.1 {status} {reason}\r\n"
-    return line
-
-
-def _http_date() -> str:
-    """The Date header, formatted at most once a second (the gateway is a shell: it may read
-    the wall clock; the core never does)."""
-    now = int(time.time())
-    if _date[0] != now:
-        _date[0], _date[1] = now, f"Date: {formatdate(now, usegmt=True)}\r\n"
-    return _date[1]
+        self.content_type = content_type    # None: application/json

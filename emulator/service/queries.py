@@ -25,7 +25,6 @@ sent with new parameter values is only compiled, not parsed). A query scoped to 
 key whose WHERE clause asks only for that key (`WHERE c.pk = @pk`) serves the stored bodies
 without parsing any (core/query_page.py `stream_page`, where_implied).
 """
-import asyncio
 import bisect
 import itertools
 import json
@@ -111,7 +110,7 @@ def _compile(body):
 def run_metadata_query(call, body, items: list) -> list:
     from ..core.query import QueryError
     try:
-        return _compile(body).execute(items, call.gw.clock.now_ms())
+        return _compile(body).execute(items, call.svc.clock.now_ms())
     except QueryError as e:
         raise bad_request(f"Query failed: {e}") from None
 
@@ -144,7 +143,7 @@ def _reads(call, container, consistency, session):
     reads = []
     for i in indexes:
         rs = container.partitions[i].for_read(call.region)
-        reads.append((rs, choose_replica(rs, consistency, session, call.gw.primary_ok, call.pins())[1]))
+        reads.append((rs, choose_replica(rs, consistency, session, call.svc.primary_ok, call.pins())[1]))
     accept = None
     if epk_range is not None:
         lo, hi = epk_range
@@ -162,10 +161,11 @@ class _Inputs:
     def __init__(self, call, container, query, consistency, session):
         self.container, self.query = container, query
         self.consistency, self.session = consistency, session
-        self.primary_ok = call.gw.primary_ok       # a read-only endpoint never reads the primary
+        self.primary_ok = call.svc.primary_ok       # a read-only endpoint never reads the primary
+        self.soon = call.svc.waits.soon             # where a store's new indexes are built meanwhile
         self.reads, self.pk_json, self.accept = _reads(call, container, consistency, session)
         self.policy = container.definition.get("indexingPolicy")
-        self.now_ms = call.gw.clock.now_ms()
+        self.now_ms = call.svc.clock.now_ms()
         self.implied = container.pk_def.path_steps if self.pk_json is not None else ()
         # Every document in scope passes the WHERE clause when it asks only for the partition key
         # the scope fixes: a page then serves stored bodies without parsing them.
@@ -190,7 +190,7 @@ class _Inputs:
                 chosen = planner.candidates(query, rs.store, lsn, self.policy, self.now_ms, self.pk_json,
                                             self.accept, cap, implied=self.implied)
                 if chosen is None:
-                    build_in_background(rs.store)
+                    build_in_background(rs.store, self.soon)
             if chosen is not None:
                 self.tested += chosen.loaded - len(chosen.versions)
                 self.walked = self.walked or chosen.plan == "order"
@@ -249,21 +249,21 @@ def _encoder(q):
 
 async def query_documents(call, container):
     q = _query_of(call)
-    consistency = effective(call.gw.account.consistency, call.header(H.CONSISTENCY_LEVEL))
+    consistency = effective(call.svc.account.consistency, call.header(H.CONSISTENCY_LEVEL))
     inputs = _Inputs(call, container, q, consistency, parse_session(call))
-    if call.gw.query_mode == "service" and len(inputs.reads) > 1:
+    if call.svc.query_mode == "service" and len(inputs.reads) > 1:
         refused = _refusal(call, q)
         if refused is not None:
             return refused
     state = qp.decode_state(q, call.header(H.CONTINUATION), len(inputs.reads))
     size = feeds.page_size(call.int_header(H.MAX_ITEM_COUNT))
-    stats = call.gw.query_work
+    stats = call.svc.query_work
     from ..core.query import QueryError
     try:
         if q.plan.levels is None:
-            page = qp.constant_page(q, _encoder(q), call.gw.clock.now_ms())
+            page = qp.constant_page(q, _encoder(q), call.svc.clock.now_ms())
         elif q.streams:
-            page = qp.stream_page(q, inputs.documents(state.at), state, size, _encoder(q), call.gw.clock.now_ms(),
+            page = qp.stream_page(q, inputs.documents(state.at), state, size, _encoder(q), call.svc.clock.now_ms(),
                                   where_implied=inputs.where_implied)
             stats["slices"] += 1
         else:
@@ -309,9 +309,9 @@ async def _blocking_page(call, q, inputs, state, size):
 
 
 async def _run_slices(call, run) -> bool:
-    stats = call.gw.query_work
+    stats = call.svc.query_work
     while True:
-        done = run.step(call.gw.clock.now_ms())
+        done = run.step(call.svc.clock.now_ms())
         stats["slices"] += 1
         if done:
             return True
@@ -320,8 +320,8 @@ async def _run_slices(call, run) -> bool:
                                       "(documents read and JOIN rows made) for one page of ORDER BY, "
                                       "aggregate, GROUP BY or DISTINCT results; narrow it with a filter "
                                       "or a partition key.")
-        await asyncio.sleep(0)                 # let every other request in before the next slice
-        if call.req.lost:
+        await call.svc.waits.turn()            # let every other request in before the next slice
+        if call.lost():
             stats["abandoned"] += 1
             return False
 
@@ -372,16 +372,13 @@ async def query_plan(call, container):
     return responses.reply(200, ei.plan_of(q), call.activity_id)
 
 
-def build_in_background(store) -> None:
-    """Finish the store's building indexes (core/index.py) one bounded step per loop turn, so
-    a path first queried after a bulk load is indexed within seconds of loop time rather than
-    after hundreds of scanning queries, and no step holds the loop longer than one query's."""
+def build_in_background(store, soon) -> None:
+    """Finish the store's building indexes (core/index.py) one bounded step per turn of the
+    surface (`soon`: service/waits.py; None builds on demand only), so a path first queried
+    after a bulk load is indexed within seconds rather than after hundreds of scanning queries,
+    and no step holds the loop longer than one query's."""
     indexes = store.indexes
-    if indexes is None or store in _building or all(ix.ready for ix in indexes.paths.values()):
-        return
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:                   # no loop (a test driving the gateway directly): on demand only
+    if soon is None or indexes is None or store in _building or all(ix.ready for ix in indexes.paths.values()):
         return
     _building.add(store)
 
@@ -391,5 +388,5 @@ def build_in_background(store) -> None:
             _building.discard(store)
             return
         build_step(store, building[0], INDEX_BUILD_STEP_VERSIONS)
-        loop.call_soon(step)               # the next turn: I/O and other requests come first
-    loop.call_soon(step)
+        soon(step)                         # the next turn: I/O and other requests come first
+    soon(step)

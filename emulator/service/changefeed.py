@@ -91,12 +91,12 @@ async def change_feed(call, container):
     epk_of = lambda pk_json: container.epk_of(pk_json, pk_values_of(pk_json))
     key_scope = _key_scope(call, container, epk_of)
     rs = _partition(call, container, key_scope).for_read(call.region)
-    consistency = effective(call.gw.account.consistency, call.header(H.CONSISTENCY_LEVEL))
+    consistency = effective(call.svc.account.consistency, call.header(H.CONSISTENCY_LEVEL))
     session = parse_session(call)
-    waiting = call.gw.readable(rs, consistency, session)
+    waiting = call.svc.readable(rs, consistency, session)
     if waiting is not None:
         await waiting
-    _, upto = choose_replica(rs, consistency, session, call.gw.primary_ok, call.pins())
+    _, upto = choose_replica(rs, consistency, session, call.svc.primary_ok, call.pins())
     accept = None if key_scope is None else key_scope[1]
     if _epk_headers(call):
         accept = cf.in_epk_range(epk_of, (call.header(H.START_EPK) or "").upper(),

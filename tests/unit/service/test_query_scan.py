@@ -6,8 +6,8 @@ order, across the growing chunks. Checked by counting what a real VersionStore's
 import itertools
 
 from regionlab.emulator.core.store import Version, VersionStore
-from regionlab.emulator.gateway import queries
-from regionlab.emulator.gateway.queries import QUERY_SCAN_CHUNK_DOCS, QUERY_SCAN_FIRST_CHUNK_DOCS, _Inputs
+from regionlab.emulator.service import queries
+from regionlab.emulator.service.queries import QUERY_SCAN_CHUNK_DOCS, QUERY_SCAN_FIRST_CHUNK_DOCS, _Inputs
 
 PK = '["p"]'
 ITEMS = 1000

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "core"))
 from core_world import World  # noqa: E402
 from regionlab.emulator.core import jsontext  # noqa: E402
 from regionlab.emulator.core.validation import parse_json_body  # noqa: E402
-from regionlab.emulator.gateway.batch import REENCODED_GROWTH_MAX, _result, encode_results  # noqa: E402
+from regionlab.emulator.service.batch import REENCODED_GROWTH_MAX, _result, encode_results  # noqa: E402
 
 _scalars = (st.none() | st.booleans() | st.integers(min_value=-2**70, max_value=2**70)
             | st.floats(allow_nan=False, allow_infinity=False)

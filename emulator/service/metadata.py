@@ -64,7 +64,7 @@ def _not_allowed(call, what: str):
 
 # ---- databases -----------------------------------------------------------------------------
 async def databases(call):
-    account = call.gw.account
+    account = call.svc.account
     if call.method == "GET":
         return _feed(call, "", "Databases", [d.properties() for d in account.databases.values()])
     if call.method == "POST":
@@ -80,14 +80,14 @@ async def database(call, db):
     if call.method == "GET":
         return _ok(call, db.properties())
     if call.method == "DELETE":
-        call.gw.account.delete_database(db)
+        call.svc.account.delete_database(db)
         return responses.reply(204, None, call.activity_id, charge.METADATA_WRITE_RU)
     _not_allowed(call, "a database")
 
 
 # ---- containers ----------------------------------------------------------------------------
 async def containers(call, db):
-    account = call.gw.account
+    account = call.svc.account
     if call.method == "GET":
         return _feed(call, db.rid, "DocumentCollections", [c.properties() for c in db.containers.values()])
     if call.method == "POST":
@@ -104,9 +104,9 @@ async def container(call, db, c):
         return _ok(call, c.properties())
     if call.method == "PUT":
         body = call.json_body()
-        return _ok(call, call.gw.account.replace_container(c, body).properties())
+        return _ok(call, call.svc.account.replace_container(c, body).properties())
     if call.method == "DELETE":
-        call.gw.account.delete_container(c)
+        call.svc.account.delete_container(c)
         return responses.reply(204, None, call.activity_id, charge.METADATA_WRITE_RU)
     _not_allowed(call, "a container")
 
@@ -131,7 +131,7 @@ async def conflicts(call, c):
 
 # ---- offers --------------------------------------------------------------------------------
 async def offers(call):
-    account = call.gw.account
+    account = call.svc.account
     items = [o.properties() for o in account.offers.values()]
     if call.method == "GET":
         return _feed(call, "", "Offers", items)
@@ -141,7 +141,7 @@ async def offers(call):
 
 
 async def offer(call, rid: str):
-    account = call.gw.account
+    account = call.svc.account
     o = account.offer(rid)
     if call.method == "GET":
         return _ok(call, o.properties())

@@ -49,7 +49,7 @@ def document(account, topology) -> dict:
 def handle(call):
     if call.method not in ("GET", "HEAD"):
         raise CosmosError(405, 0, f"{call.method} is not supported on the account; use GET /.")
-    body = document(call.gw.account, call.gw.topology)
+    body = document(call.svc.account, call.svc.topology)
     return responses.reply(200, body, call.activity_id, 0.0,
                            {"x-ms-max-media-storage-usage-mb": "10240", "x-ms-media-storage-usage-mb": "0",
                             H.X_MS_VERSION: "2020-07-15"})

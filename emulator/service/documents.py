@@ -52,7 +52,7 @@ async def commit(call, writer) -> tuple[int, float]:
     """Admit a staged Writer, commit it and wait for its acknowledgement: (LSN or 0, charge)."""
     lsn, ru = commit_staged(call, writer)
     if lsn:
-        await call.gw.write_acknowledged(writer, lsn)
+        await call.svc.write_acknowledged(call, writer, lsn)
     return lsn, ru
 
 
@@ -67,7 +67,7 @@ async def _write_reply(call, container, writer, status: int, version) -> "respon
 
 
 def _writer(call, container, pk_json, pk_values):
-    return docs.Writer(container, call.region, pk_json, pk_values, call.gw.now_ms(call.region))
+    return docs.Writer(container, call.region, pk_json, pk_values, call.svc.now_ms(call.region))
 
 
 # ---- /docs ---------------------------------------------------------------------------------
@@ -100,11 +100,11 @@ async def create(call, container):
 def stage_create(call, container):
     """(writer, status, version) of a create or upsert, staged and not yet admitted."""
     pk_json, values = partition_keys.required(call, container)
-    return stage_body(call.gw, call.region, container, pk_json, values, call.raw, call.flag(H.IS_UPSERT),
+    return stage_body(call.svc, call.region, container, pk_json, values, call.raw, call.flag(H.IS_UPSERT),
                       call.header(H.IF_MATCH))
 
 
-def stage_body(gw, region: str, container, pk_json: str, values: list, raw: bytes, upsert: bool, if_match):
+def stage_body(svc, region: str, container, pk_json: str, values: list, raw: bytes, upsert: bool, if_match):
     """stage_create once the partition key is known: the item in raw, parsed, checked and staged
     as a create or upsert. Direct mode's create calls this without a Call (no header dict)."""
     if raw:                                     # call.item_of, inlined (every create)
@@ -115,7 +115,7 @@ def stage_body(gw, region: str, container, pk_json: str, values: list, raw: byte
     else:
         doc, verbatim = item_of(raw)            # its 400 for an empty body
     _check_item(doc, len(raw))
-    writer = docs.Writer(container, region, pk_json, values, gw.now_ms(region))
+    writer = docs.Writer(container, region, pk_json, values, svc.now_ms(region))
     stored = raw if verbatim else None        # the body is raw, the system properties spliced in
     if upsert:
         status, version = writer.upsert(doc, if_match, stored)
@@ -125,7 +125,7 @@ def stage_body(gw, region: str, container, pk_json: str, values: list, raw: byte
 
 
 async def read_feed(call, container):
-    consistency = effective(call.gw.account.consistency, call.header(H.CONSISTENCY_LEVEL))
+    consistency = effective(call.svc.account.consistency, call.header(H.CONSISTENCY_LEVEL))
     session = parse_session(call)
     max_items = feeds.page_size(call.int_header(H.MAX_ITEM_COUNT))
     pk_json = None
@@ -142,12 +142,12 @@ async def read_feed(call, container):
         epk = container.epk_of(pk_json, docs.pk_values_of(pk_json))
         indexes = [container.partition_index(epk)]
     for i in (indexes if indexes is not None else range(len(container.partitions))):
-        waiting = call.gw.readable(container.partitions[i].for_read(call.region), consistency, session)
+        waiting = call.svc.readable(container.partitions[i].for_read(call.region), consistency, session)
         if waiting is not None:
             await waiting
     versions, cont, touched = feeds.read_page(container, call.region, consistency, session,
                                               call.header(H.CONTINUATION), max_items, indexes, pk_json,
-                                              primary_ok=call.gw.primary_ok, pins=call.pins())
+                                              primary_ok=call.svc.primary_ok, pins=call.pins())
     bodies = [v.body for v in versions]
     ru = charge.feed(len(bodies), sum(map(len, bodies)))
     admission.spread(call, container, touched, ru, len(bodies), th.READ_FEED)
@@ -216,7 +216,7 @@ def patch_request(body) -> tuple[list, str | None]:
 def read_target(call, container, id_seg: str, by_rid: bool):
     """(replica set, pk_json, id, consistency, session) of a point read."""
     pk_json, values, id = _item_key(call, container, id_seg, by_rid)
-    consistency = effective(call.gw.account.consistency, call.header(H.CONSISTENCY_LEVEL))
+    consistency = effective(call.svc.account.consistency, call.header(H.CONSISTENCY_LEVEL))
     session = parse_session(call)
     rs = container.partition_for_epk(container.epk_of(pk_json, values)).for_read(call.region)
     return rs, pk_json, id, consistency, session
@@ -232,7 +232,7 @@ def read_point(call, container, rs, pk_json: str, id: str, consistency: str, ses
         if call.replica.in_flight > call.replica.in_flight_peak:
             call.replica.in_flight_peak = call.replica.in_flight
     else:
-        replica, lsn = docs.choose_replica(rs, consistency, session, call.gw.primary_ok, call.pins())
+        replica, lsn = docs.choose_replica(rs, consistency, session, call.svc.primary_ok, call.pins())
         version = rs.store.get((pk_json, id), lsn)
         _serving(call, replica)
     ru = charge.read(len(version.body) if version is not None else 0)
@@ -243,7 +243,7 @@ def read_point(call, container, rs, pk_json: str, id: str, consistency: str, ses
 async def read(call, container, id_seg: str, by_rid: bool):
     rs, pk_json, id, consistency, session = read_target(call, container, id_seg, by_rid)
     if call.replica is None:
-        waiting = call.gw.readable(rs, consistency, session)
+        waiting = call.svc.readable(rs, consistency, session)
         if waiting is not None:
             await waiting
     version, lsn, ru = read_point(call, container, rs, pk_json, id, consistency, session)
@@ -279,6 +279,6 @@ async def delete_by_partition_key(call, container):
     ru = admission.write(call, writer, th.DELETE_BY_PK)
     lsn = writer.commit()
     if lsn:
-        await call.gw.write_acknowledged(writer, lsn)
+        await call.svc.write_acknowledged(call, writer, lsn)
     hdrs = _doc_headers(call, container, writer.rs, lsn or writer.rs.committed_lsn)
     return responses.reply(200, {"deleted": n}, call.activity_id, ru, hdrs)

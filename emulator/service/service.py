@@ -1,0 +1,262 @@
+"""The service: what one endpoint of the account does with a request, for every surface.
+
+Theory of operation: a surface (the HTTP gateway, direct mode, the simulator) turns what its
+client sent into a Call (service/call.py) and runs `Service.handle(call)`, a coroutine, to get a
+Reply (service/responses.py), which it turns back into bytes, a frame, or a history entry. Every
+request is checked against its region's state (503 while the region is out), authenticated
+(master key, and its date within max_clock_skew_s of the region's clock: cosmos-wire §3), put
+through the region's request faults, and dispatched on its path segments to the handler of its
+resource family (documents, queries, batch, change feed, metadata...). A CosmosError anywhere
+becomes the service's error reply; anything else is logged and answered with 500.
+
+A request waits only through `self.waits` (service/waits.py), never on a loop or a clock of its
+own: writes until a quorum of their region acknowledged them (and under Strong a majority of
+regions), reads until their region caught up with the LSN their consistency level needs. The
+global endpoint serves from the account's current (first) write region, a regional endpoint
+from its own region, a read-only endpoint from its region's secondaries.
+"""
+import logging
+
+from regionlab.client.protocol import headers as H
+from regionlab.client.protocol.auth import CLOCK_SKEW_S_MAX_DEFAULT, AuthError, MasterKeyVerifier, check_clock_skew, \
+    date_epoch_s
+
+from ..core.consistency import SESSION, STRONG
+from ..core.documents import min_lsn_for
+from ..core.errors import SUB_WRITE_FORBIDDEN, CosmosError
+from ..core.tally import Tally
+from . import account as account_doc
+from . import addresses, admission, documents, metadata, request_faults, responses
+from .paths import resource_kind, rid_based, unknown, unsupported_or_unknown
+
+log = logging.getLogger("regionlab.service")
+
+WRITE_ACK_TIMEOUT_MS = 30_000  # then a write is answered 408: it may or may not be applied
+SESSION_WAIT_MS = 200          # how long a read waits for its region to catch up with a session token
+STRONG_WAIT_MS = 2_000         # ... with the global committed LSN a Strong read needs
+DATES_CACHED_MAX = 4096        # parsed x-ms-date values kept (clients send each for about a second)
+
+
+class Service:
+    def __init__(self, account, topology, region: str | None, key: str | None, waits, read_only: bool = False):
+        self.account = account
+        self.waits = waits
+        # A region's read-only endpoint: serves reads and queries from secondaries only (never
+        # the primary) and refuses writes with 403/3.
+        self.read_only = read_only
+        self.primary_ok = not read_only
+        self.topology = topology
+        self.clock = account.clock
+        self._skews = account.faults.requests.skews     # region -> its clock_skew faults (the same dict always)
+        self.region = region
+        self.verifier = MasterKeyVerifier(key) if key else None
+        self._dates_s: dict = {}            # x-ms-date text -> epoch seconds (parsed once)
+        self.max_clock_skew_s = CLOCK_SKEW_S_MAX_DEFAULT    # ServerConfig may change it; 0 = off
+        # (method, resource kind, status, substatus) -> replies sent: which region really served
+        # what, for tests and the control port's topology.
+        self.requests_served = Tally()
+        self.write_ack_timeout_ms = WRITE_ACK_TIMEOUT_MS  # ServerConfig may shorten it (tests)
+        self.query_mode = "whole"               # or "service" (service/queries.py)
+        # Query execution (service/queries.py): work units spent, slices run (a streaming page is
+        # one), and queries stopped because their client went away between slices.
+        self.query_work = Tally()
+        self.persistence = None                 # with --data-dir: runtime/persistence.py (make_durable)
+        self.on_commit = None                   # f(call, rs, lsn) after each write's commit (the simulator's)
+
+    async def handle(self, call) -> responses.Reply:
+        effect = None
+        try:
+            if (call.segs or self.region is not None) and self.account.region_state(call.region) != "up":
+                raise CosmosError(503, 0, f"Region {call.region} is unavailable (a region outage, "
+                                          "or it was removed from the account).")
+            self._authenticate(call)
+            if self.read_only and call.method not in ("GET", "HEAD") and call.segs \
+                    and request_faults.op_of(call) != "query":
+                raise CosmosError(403, SUB_WRITE_FORBIDDEN, f"This is {call.region}'s read-only endpoint: it "
+                                  "serves reads and queries only. Send writes to the region's endpoint.")
+            # Request faults (latency, error, drops); the global endpoint's GET / is spared, as
+            # by an outage, so that clients can always discover the account.
+            if self.account.faults.requests.by_region and (call.segs or self.region is not None):
+                effect = request_faults.decide(call)
+                if effect is not None and effect.error is not None:
+                    raise effect.error          # answered instead of running: nothing applied
+            resp = await self._dispatch(call)
+        except CosmosError as e:
+            resp = responses.error(e, call.activity_id)
+        except AuthError as e:
+            resp = responses.error(CosmosError(401, 0, str(e)), call.activity_id)
+        except Exception:
+            log.exception("internal error on %s %s", call.method, call.path)
+            resp = responses.error(CosmosError(500, 0, "Internal error in regionlab; see the server log.",
+                                               definite=False), call.activity_id)
+        except BaseException:                   # cancelled (the surface stopped): nothing to answer
+            release(call)
+            raise
+        if effect is not None:
+            resp = await self._faulted(call, effect, resp)
+        elif call.serving:
+            release(call)
+        # A reply a request fault lost is counted as such ("POST docs 201/drop_after_apply").
+        self.requests_served[(call.method, resource_kind(call.segs), resp.status, resp.fault or resp.substatus)] += 1
+        return resp
+
+    async def _faulted(self, call, effect, resp) -> responses.Reply:
+        """Hold the reply for a latency fault (its replicas stay in flight meanwhile) and mark
+        it for a drop or a reset; the request itself already ran."""
+        try:
+            if effect.delay_ms:
+                await self.waits.hold(effect.delay_ms)
+        finally:
+            release(call)
+        resp.fault = effect.drop
+        return resp
+
+    def now_ms(self, region: str) -> int:
+        """The region's clock: the account's, plus any clock_skew fault on the region."""
+        if self._skews:                      # nearly always empty: no call to ask the faults
+            return self.clock.now_ms() + self.account.faults.requests.skew_ms(region)
+        return self.clock.now_ms()
+
+    def _authenticate(self, call) -> None:
+        if self.verifier is None:
+            return
+        date = call.header(H.X_MS_DATE) or call.header(H.HTTP_DATE)
+        date_s = None
+        if date:
+            date_s = self._dates_s.get(date)
+            if date_s is None:
+                date_s = date_epoch_s(date)
+                if len(self._dates_s) >= DATES_CACHED_MAX:
+                    self._dates_s.clear()
+                self._dates_s[date] = date_s
+        self.verifier.verify(call.method, call.path.split("?", 1)[0], call.header(H.AUTHORIZATION), date)
+        # After the signature: a request signed with another key is told that, not its date.
+        # The region's clock judges the date: a clock_skew fault moves it (core/request_faults.py).
+        check_clock_skew(date, date_s, self.now_ms(call.region) / 1000, self.max_clock_skew_s)
+
+    # ---- waits ---------------------------------------------------------------------------------
+    def acknowledged(self, writer, lsn: int) -> bool:
+        """Whether the commit at lsn (0: nothing committed) needs no waiting: a quorum of its
+        region has it, and under Strong a majority of regions."""
+        if not lsn:
+            return True
+        rs = writer.rs
+        partition = rs.partition
+        strong = self.account.consistency == STRONG and partition is not None
+        return (partition.global_lsn if strong else rs.committed_lsn) >= lsn
+
+    async def write_acknowledged(self, call, writer, lsn: int) -> None:
+        """Wait until call's commit at lsn is acknowledged: a quorum of its region, and under
+        Strong also a majority of regions. A commit discarded first (its primary crashed before a
+        quorum had it) is reported as not applied. With a data dir, then until it is on disk."""
+        if self.on_commit is not None and lsn:
+            self.on_commit(call, writer.rs, lsn)
+        if not self.acknowledged(writer, lsn):
+            rs = writer.rs
+            partition = rs.partition
+            strong = self.account.consistency == STRONG and partition is not None
+            ok = await self.waits.until(lambda done: (partition.when_globally_committed(lsn, done) if strong
+                                                      else rs.when_committed(lsn, done)), self.write_ack_timeout_ms)
+            if ok is None:
+                raise CosmosError(408, 0, f"The write (LSN {lsn}) was not acknowledged within "
+                                          f"{self.write_ack_timeout_ms / 1000:g} s; it may or may not be applied.",
+                                  definite=False)
+            if not ok:
+                raise CosmosError(503, 0, f"The write (LSN {lsn}) was discarded before a quorum acknowledged "
+                                          "it (its primary failed); it was not applied. Retry it.")
+        if lsn and self.persistence is not None:
+            await self.durable()
+
+    def make_durable(self, persistence) -> None:
+        """Acknowledge writes only once they are on disk (runtime/persistence.py): item writes
+        after their commit's quorum (write_acknowledged), metadata writes (databases, containers,
+        offers) after their reply is made (handle_durable)."""
+        self.persistence = persistence
+
+    async def durable(self) -> None:
+        fut = self.persistence.barrier()
+        if fut is not None:
+            failed = await fut
+            if failed is not None:
+                raise CosmosError(503, 0, f"The write could not be made durable ({failed}); it may or may not "
+                                          "survive a restart.", definite=False)
+
+    def readable(self, rs, consistency: str, session):
+        """None if rs can serve a read at this consistency now (nearly always); otherwise a
+        coroutine that waits briefly for it to catch up (a lagging region). After that wait the
+        core answers 404/1002 (session) or 503 (strong) if it still cannot."""
+        need = min_lsn_for(rs, consistency, session)
+        if rs.committed_lsn >= need:
+            return None
+        return self._catch_up(rs, consistency, need)
+
+    async def _catch_up(self, rs, consistency: str, need: int) -> None:
+        wait_ms = SESSION_WAIT_MS if consistency == SESSION else STRONG_WAIT_MS
+        ok = await self.waits.until(lambda done: rs.when_committed(need, done), wait_ms)
+        if not ok and consistency != SESSION:
+            raise CosmosError(503, 0, f"{rs.region} has not caught up with LSN {need} of partition "
+                                      f"{rs.range_id} needed for a {consistency} read; try another region.")
+
+    # ---- dispatch ----------------------------------------------------------------------
+    async def _dispatch(self, call):
+        segs = call.segs
+        n = len(segs)
+        if n == 0:
+            return account_doc.handle(call)
+        if n <= 4 and segs[0] in ("dbs", "offers"):
+            admission.management(call)          # databases, containers, offers: before they run
+            return await self._durable_reply(call, self._metadata(call, segs, n))
+        if segs[0] == "addresses" and n == 1:
+            return addresses.handle(call)        # direct mode's address feed
+        if segs[0] != "dbs":
+            raise unknown(segs)
+        by_rid = rid_based(segs[1])
+        db = self.account.database(segs[1], by_rid)
+        if segs[2] != "colls":
+            raise unsupported_or_unknown(segs, segs[2])
+        c = self.account.container(db, segs[3], by_rid)
+        sub = segs[4]
+        if sub == "docs":
+            if n == 5:
+                return await documents.feed(call, c)
+            if n == 6:
+                return await documents.item(call, c, segs[5], by_rid)
+        elif sub == "pkranges" and n == 5:
+            return await metadata.pkranges(call, c)
+        elif sub == "conflicts" and n == 5:
+            return await metadata.conflicts(call, c)
+        elif sub == "operations" and n == 6 and segs[5].lower() == "partitionkeydelete":
+            return await documents.delete_by_partition_key(call, c)
+        raise unsupported_or_unknown(segs, sub)
+
+    def _metadata(self, call, segs: list, n: int):
+        """The coroutine of a request on databases, containers or offers (n <= 4 segments)."""
+        if segs[0] == "offers":
+            if n > 2:
+                raise unknown(segs)
+            return metadata.offers(call) if n == 1 else metadata.offer(call, segs[1])
+        if n == 1:
+            return metadata.databases(call)
+        by_rid = rid_based(segs[1])
+        db = self.account.database(segs[1], by_rid)
+        if n == 2:
+            return metadata.database(call, db)
+        if segs[2] != "colls":
+            raise unsupported_or_unknown(segs, segs[2])
+        if n == 3:
+            return metadata.containers(call, db)
+        return metadata.container(call, db, self.account.container(db, segs[3], by_rid))
+
+    async def _durable_reply(self, call, running) -> responses.Reply:
+        """A metadata request's reply; with a data dir, a change is answered once it is on disk."""
+        resp = await running
+        if self.persistence is not None and call.method not in ("GET", "HEAD") and resp.status < 300:
+            await self.durable()
+        return resp
+
+
+def release(call) -> None:
+    """The call's reply is going out: the replicas that served it are no longer in flight."""
+    for replica in call.serving:
+        replica.in_flight -= 1
+    call.serving = ()
