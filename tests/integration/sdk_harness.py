@@ -215,7 +215,10 @@ def wait_replicated(emu, db: str, coll: str, region: str, timeout_s: float = 5.0
         src = account.write_regions[0]
         for p in account.databases[db].containers[coll].partitions:
             done = threading.Event()
-            p.replica_sets[region].when_committed(p.replica_sets[src].committed_lsn, lambda *_: done.set())
+            # done=done: each partition's callback sets its own event. A plain closure reads the
+            # loop variable when it runs, so a partition still behind here would set the last one's.
+            p.replica_sets[region].when_committed(p.replica_sets[src].committed_lsn,
+                                                  lambda *_, done=done: done.set())
             events.append(done)
     emu.call(arm)
     for done in events:
