@@ -150,12 +150,12 @@ async def read_feed(call, container):
                                               primary_ok=call.svc.primary_ok, pins=call.pins())
     bodies = [v.body for v in versions]
     ru = charge.feed(len(bodies), sum(map(len, bodies)))
-    admission.spread(call, container, touched, ru, len(bodies), th.READ_FEED)
+    admission.spread(call, container, [rs for rs, _ in touched], ru, len(bodies), th.READ_FEED)
     hdrs = {H.ITEM_COUNT: str(len(bodies))}
     if cont is not None:
         hdrs[H.CONTINUATION] = cont
-    if len(touched) == 1:
-        hdrs.update(session_headers(call, container, touched[0], touched[0].committed_lsn))
+    if len(touched) == 1:               # the token of the LSN it read at, as a point read's
+        hdrs.update(session_headers(call, container, *touched[0]))
     return responses.reply(200, responses.feed_body(container.rid, "Documents", bodies),
                            call.activity_id, ru, hdrs)
 
