@@ -91,6 +91,7 @@ def test_a_throttle_storm_is_waited_out_by_the_retry_after_in_direct_mode(region
             assert nxt.started_ms - prev.started_ms >= 20
 
 
+@pytest.mark.slow
 def test_a_spent_credit_window_is_backed_off_and_the_write_lands_in_direct_mode(regionlab):
     emu = regionlab
     with direct_client(emu) as client:

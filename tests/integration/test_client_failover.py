@@ -187,6 +187,7 @@ def test_a_throttle_storm_is_waited_out_by_the_retry_after(regionlab):
             assert nxt.started_ms - prev.started_ms >= 20
 
 
+@pytest.mark.slow
 def test_a_spent_credit_window_is_backed_off_and_the_write_lands(regionlab):
     emu = regionlab
     with client_for(emu) as client:

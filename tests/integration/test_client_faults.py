@@ -231,6 +231,7 @@ def test_every_read_in_an_unavailable_outage_leaves_the_region_after_one_503(reg
 
 
 # ---- region outage in every mode, both connection modes ----------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("connection_mode", ["gateway", "direct"])
 @pytest.mark.parametrize("mode", ["unavailable", "refuse", "reset", "blackhole"])
 @pytest.mark.regionlab_config(lag_ms=NO_LAG)
@@ -272,6 +273,7 @@ E2E_TIMEOUT_S = 0.3
 LOOP_TICK_MS = 2                         # uvloop's timers tick in whole ms; diagnostics use perf_counter
 
 
+@pytest.mark.slow
 @pytest.mark.regionlab_config(lag_ms=NO_LAG)
 def test_the_end_to_end_timeout_cancels_every_attempt_per_client_and_per_request(regionlab):
     emu = regionlab

@@ -119,6 +119,7 @@ def test_a_handshake_that_never_finishes_and_a_trickled_frame_are_closed_in_boun
     asyncio.run(main())
 
 
+@pytest.mark.slow
 def test_an_idle_connection_is_closed_and_pings_keep_one_open(regionlab):
     host, port, _ = primary(regionlab)
 

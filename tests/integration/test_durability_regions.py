@@ -13,6 +13,7 @@ import sqlite3
 import threading
 import urllib.request
 
+import pytest
 from azure.cosmos import CosmosClient, PartitionKey, exceptions
 
 from regionlab.emulator.core import rid as rids
@@ -97,6 +98,7 @@ class RegionWriter(threading.Thread):
             i += 1
 
 
+@pytest.mark.slow
 def test_multi_write_kill_9_keeps_every_regions_writes_and_conflicts_then_converges(tmp_path):
     data = tmp_path / "data"
     with spawn(tmp_path, *MULTI, "--data-dir", str(data)) as cli:

@@ -77,6 +77,7 @@ def test_cli_routing_commands(seeded, capsys):
     assert "4 integers" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_held_reads_spread_by_weight_and_are_counted(seeded):
     """Twelve concurrent reads held 1.5 s by a latency fault, primary off, weights 0:1:2:3:
     each new read goes to the highest weight / (in_flight + 1), so the heavier replicas serve more."""

@@ -213,6 +213,7 @@ def test_aio_reads_leave_a_region_in_outage_and_come_back_after_recovery(regionl
 
 
 # ---- 2. graceful failover: 403/3, the SDK refreshes and writes in the new region ----------------
+@pytest.mark.slow
 @pytest.mark.regionlab_config(lag_ms=NO_LAG)
 def test_writes_follow_a_graceful_failover_through_403_3_and_nothing_is_lost(regionlab):
     emu = regionlab
@@ -246,6 +247,7 @@ def test_writes_follow_a_graceful_failover_through_403_3_and_nothing_is_lost(reg
         assert ids_in(emu, region) == set(acked)
 
 
+@pytest.mark.slow
 @pytest.mark.regionlab_config(lag_ms=NO_LAG)
 def test_aio_writes_follow_a_graceful_failover_through_403_3(regionlab):
     emu = regionlab
@@ -281,6 +283,7 @@ def write_some_not_replicated_to_east2(emu, c):
 
 
 # ---- 3. forced failover: exactly the unreplicated writes are lost, and say so -----------------------
+@pytest.mark.slow
 @pytest.mark.regionlab_config(lag_ms=NO_LAG)
 def test_a_forced_failover_loses_exactly_the_unreplicated_writes_and_old_tokens_get_1002(regionlab):
     emu = regionlab
@@ -367,6 +370,7 @@ def test_a_session_token_carries_read_your_writes_to_another_client_and_region(r
 
 
 # ---- 6. Strong: a majority of regions, and no stale read anywhere -------------------------------
+@pytest.mark.slow
 @pytest.mark.regionlab_config(consistency="Strong", lag_ms=NO_LAG, write_ack_timeout_s=1.0)
 def test_strong_writes_need_a_majority_of_regions_and_strong_reads_never_go_stale(regionlab):
     emu = regionlab
@@ -440,6 +444,7 @@ def test_a_primary_crash_costs_a_brief_503_and_no_acknowledged_write(regionlab):
 # ---- 8. write-region outage: service-managed failover after the detection delay ----------------
 # The delay must outlast the two refused writes below even on a loaded CI machine (the SDK's own
 # retries of a refused connection take time); the test waits for the failover, so it costs no more.
+@pytest.mark.slow
 @pytest.mark.regionlab_config(lag_ms=NO_LAG, detection_delay_ms=4000)
 def test_a_write_region_outage_fails_over_by_itself_after_the_detection_delay(regionlab):
     emu = regionlab

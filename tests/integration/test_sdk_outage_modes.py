@@ -43,6 +43,7 @@ def outage_client(regionlab):
         yield items
 
 
+@pytest.mark.slow
 @pytest.mark.regionlab_config(lag_ms=NO_LAG, detection_delay_ms=600_000)
 @pytest.mark.parametrize("mode", MODES)
 def test_python_rides_through_a_read_region_outage_in_every_mode(regionlab, outage_client, mode):
@@ -59,6 +60,7 @@ WRITE_ERRORS = {"refuse": ServiceRequestError, "reset": ServiceResponseError,
                 "unavailable": exceptions.CosmosHttpResponseError, "blackhole": ServiceResponseTimeoutError}
 
 
+@pytest.mark.slow
 @pytest.mark.regionlab_config(lag_ms=NO_LAG, detection_delay_ms=600_000)
 @pytest.mark.parametrize("mode", MODES)
 def test_with_the_write_region_out_python_reads_on_and_a_write_fails_as_the_mode_makes_it(
