@@ -9,21 +9,14 @@ import urllib.parse
 
 import pytest
 
-from regionlab.client import CosmosClient, CosmosResourceNotFoundError, PartitionKey
+from regionlab.client import CosmosResourceNotFoundError, PartitionKey
+from sdk_harness import attempts, direct_client
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
 NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
 NEVER_MS = 3_600_000
 CREATES_MAX = 2_000
-
-
-def direct_client(emu) -> CosmosClient:
-    return CosmosClient(emu.endpoint, credential=emu.key, connection_mode="direct")
-
-
-def attempts(d) -> list:
-    return [(a.region, a.status, a.sub_status) for a in d.attempts]
 
 
 def served_by_replicas(d) -> bool:

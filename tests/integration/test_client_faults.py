@@ -23,6 +23,7 @@ from regionlab.client import (CosmosClient, CosmosClientTimeoutError, CosmosHttp
                     PartitionKey)
 from regionlab.client import partition_key as pkmod
 from regionlab.client.policies import breaker as cb
+from sdk_harness import doc_hits
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
@@ -43,18 +44,6 @@ class MovableClock:
 
     def advance(self, seconds: float) -> None:
         self.offset_s += seconds
-
-
-def doc_hits(emu, before) -> dict:
-    """Item requests each region served since `before`: {region: {"GET 200": n, ...}}."""
-    out = {}
-    for region, counts in emu.topology()["requests"].items():
-        for key, n in counts.items():
-            method, kind, status = key.split(" ")
-            n -= before.get(region, {}).get(key, 0)
-            if kind == "docs" and n:
-                out.setdefault(region, {})[f"{method} {status}"] = n
-    return out
 
 
 def path(d) -> list:

@@ -7,28 +7,13 @@ import pytest
 from azure.core.exceptions import ServiceRequestError, ServiceResponseError, ServiceResponseTimeoutError
 from azure.cosmos import CosmosClient, PartitionKey, exceptions
 
-from sdk_harness import control, heal_fault, inject_fault
+from sdk_harness import doc_hits, heal_fault, inject_fault, served
 
 EAST, EAST2, WEST = "East US", "East US 2", "West US"
 REGIONS = (EAST, EAST2, WEST)
 NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
 MODES = ("refuse", "reset", "unavailable", "blackhole")
 TIMEOUT_S = 1          # the SDK's read timeout is 65 s by default; a blackhole costs one per try
-
-
-def doc_hits(emu, before: dict) -> dict:
-    out = {}
-    for region, counts in control(emu, "GET", "/topology")[1]["requests"].items():
-        for key, n in counts.items():
-            method, kind, status = key.split(" ")
-            n -= before.get(region, {}).get(key, 0)
-            if kind == "docs" and n:
-                out.setdefault(region, {})[f"{method} {status}"] = n
-    return out
-
-
-def served(emu) -> dict:
-    return control(emu, "GET", "/topology")[1]["requests"]
 
 
 @pytest.fixture
