@@ -10,6 +10,7 @@ from regionlab.emulator.core.link import ACTIVE, CUT, PAUSED, Link, ship
 from regionlab.emulator.core.replica_set import ReplicaSet
 from regionlab.emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
 from regionlab.emulator.core.store import Version
+from tiers import examples
 
 KEY = ('["p"]', "a")
 
@@ -72,7 +73,7 @@ def test_one_timer_covers_a_burst():
     assert [lsn for lsn, _ in r.arrivals] == list(range(1, 51))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(seed=st.integers(0, 2**32), lag_ms=st.integers(0, 50), jitter_ms=st.integers(1, 100),
        gaps=st.lists(st.integers(0, 40), min_size=1, max_size=40))
 def test_jitter_never_reorders(seed, lag_ms, jitter_ms, gaps):
@@ -222,7 +223,7 @@ class Fanout:
         return [(link.describe(), rs.deliveries, rs.committed_lsn) for link, rs in self.targets]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(seed=st.integers(0, 2**32),
        steps=st.lists(st.tuples(st.sampled_from(["commit", "commit", "commit", "pause", "cut", "heal",
                                                  "down", "up", "lag", "wait"]),

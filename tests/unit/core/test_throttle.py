@@ -290,6 +290,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from regionlab.emulator.core import charge  # noqa: E402
 from regionlab.emulator.core.container import canonical_pk_json  # noqa: E402
 from regionlab.emulator.core.documents import read_item  # noqa: E402
+from tiers import examples  # noqa: E402
 
 PKS = list(range(6))
 IDS = ["a", "b", "c", "h"]
@@ -453,5 +454,5 @@ class ThrottleMachine(RuleBasedStateMachine):
             assert sum(spends) <= self.t.config.credits_per_s or len(spends) == 1
 
 
-ThrottleMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=30, deadline=None)
+ThrottleMachine.TestCase.settings = settings(max_examples=examples(100), stateful_step_count=30, deadline=None)
 test_throttle_machine = ThrottleMachine.TestCase
