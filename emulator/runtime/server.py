@@ -32,7 +32,7 @@ from ..core.scheduler import Scheduler
 from ..gateway.http import BLACKHOLE, RESET, HttpServer, HEADER_TIMEOUT_S_DEFAULT
 from ..gateway.refusal import CONNECTIONS_PER_LISTENER_MAX, Refusals
 from ..gateway.server import Gateway, WRITE_ACK_TIMEOUT_S
-from . import certificate
+from . import certificate, memory
 from .clock import LoopClock, SchedulerDriver
 from .tls_listener import TlsListener
 from .control import control_app
@@ -219,6 +219,7 @@ class Emulator:
         loop = asyncio.get_running_loop()
         cfg = self.config
         raise_file_limit()
+        memory.install()
         if cfg.https:
             self._prepare_tls()
         clock = LoopClock(loop)

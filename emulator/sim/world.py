@@ -27,6 +27,7 @@ from ..core.documents import Writer, choose_replica, min_lsn_for, read_in
 from ..core.errors import CosmosError
 from ..core.request_faults import DROP_AFTER_APPLY
 from ..core.scheduler import ManualClock, Scheduler
+from ..runtime import memory
 from .history import History
 
 WRITE_ACK_TIMEOUT_MS = 30_000     # gateway/server.py WRITE_ACK_TIMEOUT_S
@@ -53,6 +54,7 @@ class Pending:
 
 class World:
     def __init__(self, seed: int, account_config: AccountConfig, containers: int, keys: int):
+        memory.install()                 # the store's memory as a serving emulator keeps it
         self.seed = seed
         self.clock = ManualClock()
         self.scheduler = Scheduler()
