@@ -11,9 +11,8 @@ Theory of operation:
   applied up to the partition's committed LSN; they never see an unacknowledged write.
 """
 import json
-from sys import intern
 
-from . import epk as epks
+from . import epk as epks, memory
 from .consistency import SESSION, STRONG, BOUNDED
 from .container import canonical_pk_json
 from .errors import (CosmosError, bad_request, conflict, not_found, precondition_failed,
@@ -45,7 +44,7 @@ class Writer:
         self.region = region
         # Every item of a logical partition shares one string for its partition key: the stores
         # key items by (pk json, id), and a request's own copy would be ~60 bytes an item.
-        self.pk_json = pk_json = intern(pk_json)
+        self.pk_json = pk_json = memory.intern(pk_json)
         self.pk_values = pk_values
         partitions = container.partitions
         # One partition holds every key: no need for the key's EPK.

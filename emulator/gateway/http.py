@@ -47,6 +47,7 @@ import socket
 import struct
 
 from ..core.errors import CosmosError
+from ..core.faults import OUTAGE_BLACKHOLE, OUTAGE_RESET
 from ..core.request_faults import RESET
 from ..core.validation import ITEM_BYTES_MAX
 from ..service import responses
@@ -68,7 +69,6 @@ _CLOSE = "Connection: close\r\n"
 _KEEP_ALIVE = "Connection: keep-alive\r\n"
 _ASCII_UPPER = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _LINGER_RESET = struct.pack("ii", 1, 0)     # SO_LINGER on, 0 s: close() sends RST, not FIN
-RESET, BLACKHOLE = "reset", "blackhole"
 
 
 class BadRequest(Exception):
@@ -245,7 +245,7 @@ class HttpServer:
         self.body_timeout_s = body_timeout_s
         self.keepalive_timeout_s = keepalive_timeout_s
         self.connections: set = set()
-        self.outage: str | None = None    # RESET or BLACKHOLE while a region outage is on
+        self.outage: str | None = None    # OUTAGE_RESET or OUTAGE_BLACKHOLE while a region outage is on
         self.refusals = Refusals(connections_max)    # connections past the cap (gateway/refusal.py)
         self._closing = None          # a future set when a connection closes (wait_closed)
 
@@ -285,10 +285,10 @@ class HttpServer:
             self._closing.set_result(None)
 
     def begin_outage(self, mode: str) -> set:
-        """Put every connection, open or new, into an outage mode (RESET or BLACKHOLE); returns the
+        """Put every connection, open or new, into an outage mode (reset or blackhole); returns the
         connections it reset (closing now: wait_closed them)."""
         self.outage = mode
-        if mode == RESET:
+        if mode == OUTAGE_RESET:
             reset = set(self.connections)
             for conn in reset:
                 conn.reset()
@@ -300,7 +300,7 @@ class HttpServer:
     def end_outage(self) -> set:
         """Serve again. The connections a blackhole held are closed (their clients gave up on
         them, or will); returns them (wait_closed them)."""
-        held = set(self.connections) if self.outage == BLACKHOLE else set()
+        held = set(self.connections) if self.outage == OUTAGE_BLACKHOLE else set()
         self.outage = None
         for conn in held:
             conn.abort()
@@ -375,7 +375,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         outage = self.server.outage
         if outage is not None:
-            if outage == RESET:
+            if outage == OUTAGE_RESET:
                 self.reset()
             return                      # a blackhole reads and drops what arrives
         if self.discard:
@@ -577,7 +577,7 @@ class Connection(asyncio.Protocol):
     def _answer(self, req: Request, reply) -> None:
         self.busy = False
         transport = self.transport
-        if transport is None or self.server.outage == BLACKHOLE:
+        if transport is None or self.server.outage == OUTAGE_BLACKHOLE:
             return
         if reply.fault is not None:
             self._drop(reply)
@@ -638,7 +638,7 @@ class Connection(asyncio.Protocol):
     def expired(self, now: float) -> bool:
         """Called by the sweep: 408 a stalled request, close an idle keep-alive connection."""
         server = self.server
-        if self.transport is None or self.busy or server.outage == BLACKHOLE:
+        if self.transport is None or self.busy or server.outage == OUTAGE_BLACKHOLE:
             return False                # a blackhole answers nothing, not even a 408
         if self.discard:
             if now - self.since > server.body_timeout_s:

@@ -26,9 +26,9 @@ from regionlab.client.protocol import headers as H
 from ..core import throttle as th
 from ..core.consistency import STRONG
 from ..core.errors import CosmosError, bad_request
+from ..core.faults import OUTAGE_RESET
 from ..core.request_faults import DROP_AFTER_APPLY
-from ..gateway.http import RESET
-from ..service import documents, partition_keys, responses, sessions
+from ..service import documents, partition_keys, responses, routes, sessions
 from . import direct_ops
 from .direct_tls import HANDSHAKE_FAILURE_ALERT, TLS_HANDSHAKE_RECORD, TlsSession
 from .direct_server import (CLOSE_GRACE_S, HOT_CREATED, HOT_READ_200, WRITE_BUFFER_HIGH_BYTES, DirectCall, _OP_HEADERS,
@@ -167,7 +167,7 @@ class DirectConnection(asyncio.Protocol):
         """Bytes from a peer while the region is out in a mode that listens but does not serve:
         `reset` resets the connection, `blackhole` reads and drops them (and answers nothing,
         not even the requests already running)."""
-        if self.node.outage == RESET:
+        if self.node.outage == OUTAGE_RESET:
             self.reset_now()
         else:
             self.silence()
@@ -814,7 +814,7 @@ class DirectConnection(asyncio.Protocol):
             self.received = False
             self.last_rx = now
         if self.node.silent:                 # a region outage that answers nothing, not even a 408
-            if self.node.outage == RESET and now - self.last_rx > plane.handshake_timeout_s:
+            if self.node.outage == OUTAGE_RESET and now - self.last_rx > plane.handshake_timeout_s:
                 self.reset_now()             # a peer that says nothing is reset once it had its time
             return
         if self.state in (_HANDSHAKE, _AUTH):
@@ -923,7 +923,7 @@ async def _serve(call, target, op: str, item):
     the gateway would send."""
     try:
         if item is None:
-            return await documents.feed(call, target.container)
+            return await routes.documents_feed(call, target.container)
         return await documents.item(call, target.container, item, False)
     except CosmosError as e:
         return responses.error(e, call.activity_id)

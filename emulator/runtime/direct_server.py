@@ -35,11 +35,12 @@ from regionlab.client.protocol import direct as D
 from regionlab.client.protocol import headers as H
 
 from ..core.errors import CosmosError, bad_request
-from ..core.faults import OUTAGE_MODE_DEFAULT
+from ..core.faults import (OUTAGE_BLACKHOLE, OUTAGE_MODE_DEFAULT, OUTAGE_REFUSE, OUTAGE_RESET,
+                           OUTAGE_UNAVAILABLE)
 from ..core.replica import PRIMARY, UP
 from ..core.tally import Tally
 from ..service.call import Call
-from ..gateway.http import BLACKHOLE, RESET, carry_on as http_carry_on
+from ..gateway.http import carry_on as http_carry_on
 from . import direct_tls
 from .port_hold import PortHold
 
@@ -63,7 +64,6 @@ _OP_HEADERS = {
     D.CHANGE_FEED: {H.A_IM: H.A_IM_INCREMENTAL},
 }
 _HANDSHAKE, _AUTH, _READY, _CLOSING = "hello", "auth", "ready", "closing"
-REFUSE, UNAVAILABLE = "refuse", "unavailable"     # region outage modes (core/faults.py OUTAGE_MODES)
 
 
 class DirectCall(Call):
@@ -262,15 +262,15 @@ class DirectNode:
         if mode == was:
             return
         self.outage = mode
-        self.unavailable = mode == UNAVAILABLE
-        self.silent = mode in (RESET, BLACKHOLE)
-        if was == BLACKHOLE:
+        self.unavailable = mode == OUTAGE_UNAVAILABLE
+        self.silent = mode in (OUTAGE_RESET, OUTAGE_BLACKHOLE)
+        if was == OUTAGE_BLACKHOLE:
             for conn in list(self.connections):
                 conn.abort()                 # the connections a blackhole held: their clients gave up
-        if mode == RESET:
+        if mode == OUTAGE_RESET:
             for conn in list(self.connections):
                 conn.reset_now()
-        elif mode == BLACKHOLE:
+        elif mode == OUTAGE_BLACKHOLE:
             for conn in self.connections:
                 conn.silence()
 
@@ -396,7 +396,7 @@ class DirectPlane:
             mode = self.account.region(region).outage_mode or OUTAGE_MODE_DEFAULT
         placement = self.account.placement
         for node in self.region_nodes(region):
-            listening = mode != REFUSE and placement.listening(region, node.index)
+            listening = mode != OUTAGE_REFUSE and placement.listening(region, node.index)
             node.set_outage(mode if listening else None)
             task = node.set_listening(listening)
             if task is not None:

@@ -28,12 +28,13 @@ from regionlab.client.protocol.auth import CLOCK_SKEW_S_MAX_DEFAULT
 from .. import defaults
 from ..core.account import Account, AccountConfig
 from ..core.errors import CosmosError
-from ..core.faults import OUTAGE_MODE_DEFAULT
+from ..core.faults import OUTAGE_BLACKHOLE, OUTAGE_MODE_DEFAULT, OUTAGE_REFUSE, OUTAGE_RESET
 from ..core.scheduler import Scheduler
-from ..gateway.http import BLACKHOLE, RESET, HttpServer, HEADER_TIMEOUT_S_DEFAULT
+from ..gateway.http import HttpServer, HEADER_TIMEOUT_S_DEFAULT
 from ..gateway.refusal import CONNECTIONS_PER_LISTENER_MAX, Refusals
 from ..gateway.server import Gateway
 from ..service.service import WRITE_ACK_TIMEOUT_MS, Service
+from .. import interpreter
 from . import certificate
 from .clock import LoopClock, SchedulerDriver
 from .tls_listener import TlsListener
@@ -223,6 +224,7 @@ class Emulator:
         loop = asyncio.get_running_loop()
         cfg = self.config
         raise_file_limit()
+        interpreter.install()
         if cfg.https:
             self._prepare_tls()
         clock = LoopClock(loop)
@@ -321,11 +323,11 @@ class Emulator:
             self._settling.add(loop.create_task(self._recover(name)))
 
     def _begin_outage(self, name: str, mode: str) -> None:
-        if mode == "refuse":
+        if mode == OUTAGE_REFUSE:
             self._stop_listening(name)
             # Nobody else may take the port meanwhile: the region listens on it again.
             self._port_holds[name] = PortHold(self.config.host, self.topology.region_ports[name])
-        elif mode in (RESET, BLACKHOLE):
+        elif mode in (OUTAGE_RESET, OUTAGE_BLACKHOLE):
             http = self._listeners[name][0]
             reset = http.begin_outage(mode)
             self._settling.add(asyncio.get_running_loop().create_task(http.wait_closed(reset)))

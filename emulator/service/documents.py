@@ -71,27 +71,6 @@ def _writer(call, container, pk_json, pk_values):
 
 
 # ---- /docs ---------------------------------------------------------------------------------
-async def feed(call, container):
-    if call.method == "POST":
-        if call.header(H.IS_QUERY_PLAN) is not None:
-            from .queries import query_plan
-            return await query_plan(call, container)
-        if call.flag(H.IS_BATCH):
-            from .batch import execute
-            return await execute(call, container)
-        ctype = (call.header(H.CONTENT_TYPE) or "").lower()
-        if call.flag(H.IS_QUERY) or ctype.startswith("application/query+json"):
-            from .queries import query_documents
-            return await query_documents(call, container)
-        return await create(call, container)
-    if call.method == "GET":
-        if call.header(H.A_IM) is not None:
-            from .changefeed import change_feed
-            return await change_feed(call, container)
-        return await read_feed(call, container)
-    raise CosmosError(405, 0, f"{call.method} is not supported on a documents feed; use GET or POST.")
-
-
 async def create(call, container):
     writer, status, version = stage_create(call, container)
     return await _write_reply(call, container, writer, status, version)

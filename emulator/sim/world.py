@@ -33,6 +33,7 @@ from ..core.container import canonical_pk_json
 from ..core.feed import PAGE_ITEMS_MAX
 from ..core.request_faults import DROP_AFTER_APPLY
 from ..core.scheduler import ManualClock, Scheduler
+from .. import interpreter
 from ..service.call import Call
 from ..service.service import Service
 from .driver import Driver
@@ -61,6 +62,7 @@ class Request:
 
 class World:
     def __init__(self, seed: int, account_config: AccountConfig, containers: int, keys: int):
+        interpreter.install()                 # the store's memory as a serving emulator keeps it
         self.seed = seed
         self.clock = ManualClock()
         self.scheduler = Scheduler()

@@ -62,7 +62,7 @@ class WireLog:
 class AttemptLog(RequestsTransport):
     """The sync SDK's transport, recording every document attempt it makes (status, or no reply)
     into the logical operation open in `op()`, for the black-box history checker
-    (emulator/sim/observed.py). Pass as `make_client(emu, transport=log)`."""
+    (emulator/drill/observed.py). Pass as `make_client(emu, transport=log)`."""
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)

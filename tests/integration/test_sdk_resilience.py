@@ -9,7 +9,7 @@ from azure.cosmos import _partition_health_tracker as health_tracker
 
 from regionlab.emulator.core.container import canonical_pk_json
 from regionlab.emulator.ctl import call as control
-from regionlab.emulator.sim import observed
+from regionlab.emulator.drill import observed
 from sdk_harness import AttemptLog, make_client, wait_replicated
 
 EAST, EAST2 = "East US", "East US 2"
