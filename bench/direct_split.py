@@ -13,7 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import uvloop
 from regionlab.emulator.testing import make_config
-from regionlab.emulator.runtime.server import Emulator
+from regionlab.emulator.server import Emulator
 from regionlab.emulator.core.documents import Writer
 from regionlab.emulator.core.throttle import CREATE
 from regionlab.emulator.core.validation import check_id, parse_json_body

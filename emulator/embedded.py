@@ -69,7 +69,7 @@ class EmbeddedEmulator:
 def _start(config) -> tuple:
     # The server (aiohttp and all) loads when one starts: the pytest plugin imports testing.py,
     # and so this module, in every project that has regionlab installed.
-    from .runtime.server import Emulator
+    from .server import Emulator
     loop = event_loop.new_event_loop()
     emu = Emulator(config)
     started = threading.Event()

@@ -217,7 +217,7 @@ class DirectNode:
 
     # ---- listening ------------------------------------------------------------------------
     def bind(self) -> None:
-        from .server import _bind
+        from .listen import bind as _bind
         try:
             self._sock = _bind(self.plane.host, self.port)
         except OSError as e:             # name the flag that picks this port, not the gateway's

@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # the interpreter (untracking, interning: ctypes, gc, sys) the runtime hands it (core/memory.py).
 CORE_FORBIDDEN = ("asyncio", "socket", "os", "time", "random", "threading", "aiohttp", "uvloop",
                   "selectors", "subprocess", "multiprocessing", "signal", "ctypes", "gc", "sys",
-                  "regionlab.emulator.gateway", "regionlab.emulator.runtime", "regionlab.emulator.sim")
+                  "regionlab.emulator.gateway", "regionlab.emulator.runtime", "regionlab.emulator.sim",
+                  "regionlab.emulator.service", "regionlab.emulator.direct", "regionlab.emulator.server")
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -80,6 +81,33 @@ def violations(package_dir: str, forbidden: tuple, root: Path = ROOT) -> list[st
 
 def test_core_is_sans_io():
     assert violations("emulator/core", CORE_FORBIDDEN) == []
+
+
+# The layers of shared/DESIGN.md: surfaces (gateway, direct, sim) -> service -> core. The
+# service is sans-I/O like the core; the runtime (the asyncio infrastructure) imports no surface;
+# only emulator/server.py and the entry points compose them.
+SURFACES = ("regionlab.emulator.gateway", "regionlab.emulator.direct", "regionlab.emulator.sim")
+SERVICE_FORBIDDEN = CORE_FORBIDDEN + SURFACES + ("regionlab.emulator.server", "regionlab.emulator.drill")
+
+
+def test_service_is_sans_io_and_knows_no_surface():
+    assert violations("emulator/service", SERVICE_FORBIDDEN) == []
+
+
+def test_the_simulator_drives_the_service_not_the_runtime_or_another_surface():
+    forbidden = ("asyncio", "socket", "time", "threading", "aiohttp", "uvloop", "regionlab.emulator.gateway",
+                 "regionlab.emulator.direct", "regionlab.emulator.runtime", "regionlab.emulator.server")
+    assert violations("emulator/sim", forbidden) == []
+
+
+def test_the_gateway_knows_no_other_surface_and_no_composition():
+    forbidden = ("regionlab.emulator.direct", "regionlab.emulator.sim", "regionlab.emulator.runtime",
+                 "regionlab.emulator.server")
+    assert violations("emulator/gateway", forbidden) == []
+
+
+def test_no_runtime_module_imports_a_surface():
+    assert violations("emulator/runtime", SURFACES + ("regionlab.emulator.server",)) == []
 
 
 def test_client_never_imports_the_emulator():
@@ -224,7 +252,7 @@ def import_cycles(graph: dict[str, set[str]]) -> set[frozenset[str]]:
 # direct_*.py and server.py); that work empties this set. The test fails on any other cycle, and
 # on one of these that changed or went (remove it here then), so the set stays the truth.
 CYCLES_BEING_REMOVED = {
-    frozenset({"emulator.runtime.direct_connection", "emulator.runtime.direct_server", "emulator.runtime.server"}),
+    frozenset({"emulator.runtime.direct_connection", "emulator.runtime.direct_server"}),
 }
 
 
