@@ -20,10 +20,11 @@ ROOT = Path(__file__).resolve().parents[2]
 # The core takes time as `now`/a Clock and randomness as a seeded rng; sockets, loops, threads
 # and processes belong to the shells (and so do the shells' own packages). What the store asks of
 # the interpreter (untracking, interning: ctypes, gc, sys) the runtime hands it (core/memory.py).
-CORE_FORBIDDEN = ("asyncio", "socket", "os", "time", "random", "threading", "aiohttp", "uvloop",
-                  "selectors", "subprocess", "multiprocessing", "signal", "ctypes", "gc", "sys",
-                  "regionlab.emulator.gateway", "regionlab.emulator.runtime", "regionlab.emulator.sim",
-                  "regionlab.emulator.service", "regionlab.emulator.direct", "regionlab.emulator.server")
+SANS_IO_FORBIDDEN = ("asyncio", "socket", "os", "time", "random", "threading", "aiohttp", "uvloop",
+                     "selectors", "subprocess", "multiprocessing", "signal", "ctypes", "gc", "sys")
+CORE_FORBIDDEN = SANS_IO_FORBIDDEN + ("regionlab.emulator.gateway", "regionlab.emulator.runtime",
+                                      "regionlab.emulator.sim", "regionlab.emulator.service",
+                                      "regionlab.emulator.direct", "regionlab.emulator.server")
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -87,7 +88,8 @@ def test_core_is_sans_io():
 # service is sans-I/O like the core; the runtime (the asyncio infrastructure) imports no surface;
 # only emulator/server.py and the entry points compose them.
 SURFACES = ("regionlab.emulator.gateway", "regionlab.emulator.direct", "regionlab.emulator.sim")
-SERVICE_FORBIDDEN = CORE_FORBIDDEN + SURFACES + ("regionlab.emulator.server", "regionlab.emulator.drill")
+SERVICE_FORBIDDEN = SANS_IO_FORBIDDEN + SURFACES + ("regionlab.emulator.runtime", "regionlab.emulator.server",
+                                                    "regionlab.emulator.drill")
 
 
 def test_service_is_sans_io_and_knows_no_surface():
