@@ -34,12 +34,12 @@ from ..gateway.http import BLACKHOLE, RESET, HttpServer, HEADER_TIMEOUT_S_DEFAUL
 from ..gateway.refusal import CONNECTIONS_PER_LISTENER_MAX, Refusals
 from ..gateway.server import Gateway
 from ..service.service import WRITE_ACK_TIMEOUT_MS, Service
+from ..direct.plane import DirectPlane
 from . import certificate
 from .clock import LoopClock, SchedulerDriver
 from .tls_listener import TlsListener
 from .waits import LoopWaits
 from .control import control_app
-from .direct_server import DirectPlane
 from .persistence import Persistence
 from .port_hold import PortHold
 from .control_access import is_loopback
@@ -249,7 +249,7 @@ class Emulator:
             else:
                 self.topology.region_ports[name] = port
         self.topology.control_port = control_sock.getsockname()[1]
-        self.direct = DirectPlane(self, **cfg.direct_limits)
+        self.direct = DirectPlane(self, listen=_bind, hold=PortHold, **cfg.direct_limits)
         self.direct.bind_all()
         for name, sock in socks:
             http = self._endpoint(name)
