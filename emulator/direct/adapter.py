@@ -49,6 +49,8 @@ _OPERATIONS = D.OPERATIONS
 _ITEM_OPERATIONS = frozenset(op for op, (_, has_item) in D.OPERATIONS.items() if has_item)
 _CREATES = frozenset((D.CREATE, D.UPSERT))
 _READ = D.READ
+_PK = H.PARTITION_KEY
+_ACTIVITY_ID = H.ACTIVITY_ID
 
 
 def serve(svc, req: list, target, fast: bool = True):
@@ -60,12 +62,11 @@ def serve(svc, req: list, target, fast: bool = True):
     partition key (given by itself or as an option) is parsed and must be in the replica's range
     (a page's key too: else it reads another range's data)."""
     _, rid, op, _, item, pk, body, options = req
-    headers = option_headers(options) if options else {}
+    headers = option_headers(options) if options else None
     if pk is None:
-        pk = headers.get(H.PARTITION_KEY)
-    elif type(pk) is str:
-        headers[H.PARTITION_KEY] = pk
-    else:
+        if headers is not None:
+            pk = headers.get(_PK)
+    elif type(pk) is not str:
         raise bad_request("Request field 'pk' must be a string.")
     parsed = target.key_in_range(pk) if pk is not None else None
     if op in _ITEM_OPERATIONS and (type(item) is not str or not item):
@@ -74,12 +75,15 @@ def serve(svc, req: list, target, fast: bool = True):
         body = b""
     elif type(body) is not bytes:
         raise bad_request("'body' must be the JSON request body as bytes (a msgpack bin).")
-    activity = headers.get(H.ACTIVITY_ID) or next(_ACTIVITIES)
-    if fast:
-        if op == _READ:
-            return point.read(target, rid, item, headers, parsed, activity)
-        if op in _CREATES:
-            return point.create(_call(svc, op, None, target, headers, body, activity), target, rid, op, parsed)
+    activity = (headers.get(_ACTIVITY_ID) if headers is not None else None) or next(_ACTIVITIES)
+    if fast and op == _READ:
+        return point.read(target, rid, item, headers, parsed, activity)
+    if headers is None:
+        headers = {}
+    if pk is not None:
+        headers[_PK] = pk
+    if fast and op in _CREATES:
+        return point.create(_call(svc, op, None, target, headers, body, activity), target, rid, op, parsed)
     call = _call(svc, op, item, target, headers, body, activity)
     replica = target.replica
     replica.in_flight += 1                   # until its reply goes out: read routing sees it

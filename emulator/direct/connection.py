@@ -116,7 +116,7 @@ class DirectConnection(asyncio.Protocol):
                         self._serve(got)
                     else:
                         self._refuse(got)
-                if self.closed or session.state == CLOSED:
+                if self.closed:              # the shell closed it: what follows is not served
                     break
         finally:
             self._in_data = False

@@ -37,13 +37,15 @@ from . import replies
 log = logging.getLogger("regionlab.direct")
 
 _RES = D.RESPONSE_CODE
+_READ = D.READ
 _MINIMAL = H.PREFER_RETURN_MINIMAL
 _INTERNAL = CosmosError(500, 0, "Internal error in regionlab; see the server log.", definite=False)
 
 
-def read(target, rid: int, item: str, headers: dict, parsed, activity: str) -> list:
-    """A point read at the named replica (its fields checked: adapter.serve), answered and
-    counted as documents.read answers and Service.handle counts."""
+def read(target, rid: int, item: str, headers: dict | None, parsed, activity: str) -> list:
+    """A point read at the named replica (its fields checked: adapter.serve; `headers`, those
+    its options stand for, None without options), answered and counted as documents.read
+    answers and Service.handle counts."""
     call = target.reader
     replica = target.replica
     replica.in_flight += 1                   # as the plain path has it, while it runs
@@ -56,7 +58,7 @@ def read(target, rid: int, item: str, headers: dict, parsed, activity: str) -> l
             partition_keys.checked(container, pk_json, values)     # raises the service's 400
         level = call.svc.account.consistency
         tokens = inm = None
-        if len(headers) > 1:                 # it had options: the key is the one header of a read without
+        if headers is not None:
             consistency = headers.get(H.CONSISTENCY_LEVEL)
             if consistency:
                 level = effective(level, consistency)
@@ -80,7 +82,7 @@ def read(target, rid: int, item: str, headers: dict, parsed, activity: str) -> l
     except Exception as e:
         res = _error(e, rid, target, activity, call)
     replica.in_flight -= 1
-    call.svc.requests_served[(D.READ, target.key, res[2], res[3])] += 1
+    call.svc.requests_served[(_READ, target.key, res[2], res[3])] += 1
     return res
 
 
