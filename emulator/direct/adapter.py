@@ -118,8 +118,11 @@ def _call(svc, op: str, item, target, headers: dict, body: bytes, activity: str)
     if op in _SCOPED_FEEDS:
         headers[H.PK_RANGE_ID] = target.partition.range_id
     segs = [*target.docs_segs, item] if op in _ITEM_OPERATIONS else target.docs_segs
-    return Call.addressed(svc, _OPERATIONS[op][0], segs, headers, body, activity, None, target.key,
+    call = Call.addressed(svc, _OPERATIONS[op][0], segs, headers, body, activity, None, target.key,
                           _framed if op == D.BATCH else None, (op, target.key))
+    if op == _READ:
+        call.replica = target.replica        # a point read is served by the replica it names
+    return call
 
 
 async def _framed(call) -> responses.Reply:
