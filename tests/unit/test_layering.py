@@ -3,6 +3,7 @@ resolved, imports inside functions included): the sans-IO core imports no I/O, c
 or threading module and nothing of the shells; the bundled client never imports the emulator
 (nor the official SDK), its policies are sans-IO like the core, the wire contract imports nothing
 of the client around it;
+direct mode, a surface over the service, imports neither the gateway nor the runtime;
 the emulator never imports the azure SDK (it is test-only) but in the one drill workload that runs
 through it (the optional `sdk` extra), which nothing imports until a drill asks for it: with the
 SDK absent the CLI and drills run, and such a drill says what to install."""
@@ -69,6 +70,16 @@ def violations(package_dir: str, forbidden: tuple, root: Path = ROOT) -> list[st
 
 def test_core_is_sans_io():
     assert violations("emulator/core", CORE_FORBIDDEN) == []
+
+
+def test_direct_mode_is_a_surface_over_the_service():
+    """emulator/direct imports neither the gateway (another surface) nor the runtime (which
+    composes it), and nothing of the runtime imports direct mode but the server that composes it."""
+    forbidden = ("regionlab.emulator.gateway", "regionlab.emulator.runtime", "regionlab.emulator.sim")
+    assert violations("emulator/direct", forbidden) == []
+    users = [v for v in violations("emulator/runtime", ("regionlab.emulator.direct",))
+             if not v.startswith("emulator/runtime/server.py ")]
+    assert users == []
 
 
 def test_client_never_imports_the_emulator():
