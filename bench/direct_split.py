@@ -128,7 +128,6 @@ async def reads(conn, node, key: str, c) -> None:
     phase("  point.read", lambda: point.read(target, 1, "3", None, parsed, "x" * 36))
     phase("   documents.read_point (the service's)", lambda: documents.read_point(
         target.reader, c, target.rs, '["p3"]', "3", "Session", None))
-    phase("   target.session_token", lambda: target.session_token(target.rs.committed_lsn))
     res = point.read(target, 1, "3", None, parsed, "x" * 36)
 
     def send():

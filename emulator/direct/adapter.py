@@ -28,8 +28,8 @@ import uuid
 from regionlab.client.protocol import direct as D
 from regionlab.client.protocol import headers as H
 
-from ..core.errors import bad_request
-from ..service import responses
+from ..core.errors import CosmosError, bad_request
+from ..service import partition_keys, responses
 from ..service.call import Call
 from . import point, replies
 
@@ -49,32 +49,48 @@ _OPERATIONS = D.OPERATIONS
 _ITEM_OPERATIONS = frozenset(op for op, (_, has_item) in D.OPERATIONS.items() if has_item)
 _CREATES = frozenset((D.CREATE, D.UPSERT))
 _READ = D.READ
+_WRITES = D.WRITE_OPERATIONS
+_pk_parsed = partition_keys.parsed           # a partition key's parse, when cached
 _PK = H.PARTITION_KEY
 _ACTIVITY_ID = H.ACTIVITY_ID
 
 
-def serve(svc, req: list, target, fast: bool = True):
-    """Run an accepted request for target: its reply array, a replies.Lost (a request fault lost
-    the reply), or a Waiting. `fast` (no request fault is on): a point read or create takes
-    point.py's path. CosmosError: its refusal.
-
-    Its fields are checked first: its options become the gateway headers they stand for, its
-    partition key (given by itself or as an option) is parsed and must be in the replica's range
-    (a page's key too: else it reads another range's data)."""
-    _, rid, op, _, item, pk, body, options = req
-    headers = option_headers(options) if options else None
-    if pk is None:
-        if headers is not None:
-            pk = headers.get(_PK)
-    elif type(pk) is not str:
-        raise bad_request("Request field 'pk' must be a string.")
-    parsed = target.key_in_range(pk) if pk is not None else None
-    if op in _ITEM_OPERATIONS and (type(item) is not str or not item):
-        raise bad_request(f"Operation '{op}' needs the item's id in 'item'.")
-    if body is None:
-        body = b""
-    elif type(body) is not bytes:
-        raise bad_request("'body' must be the JSON request body as bytes (a msgpack bin).")
+def serve(node, req: list, fast: bool, last: list):
+    """Run an accepted request on node: its reply array, or a replies.Waiting, replies.Lost (a
+    request fault lost the reply) or replies.Refusal (the replica may not serve it, or a field is
+    bad). `fast` (no request fault is on): a point read or create takes point.py's path. `last`
+    is [key, target] of the replica the reads of the bytes being handled last resolved to: they
+    reuse it (nothing that moves a replica or changes its state runs between them)."""
+    _, rid, op, key, item, pk, body, options = req
+    try:
+        if node.unavailable:
+            raise node.unavailable_error()
+        if op != _READ:
+            target = node.targets.resolve(key, op in _WRITES)
+        elif key == last[0]:
+            target = last[1]
+        else:
+            target = last[1] = node.targets.resolve(key, False)
+            last[0] = key
+        headers = option_headers(options) if options else None
+        if pk is None:
+            if headers is not None:
+                pk = headers.get(_PK)
+        elif type(pk) is not str:
+            raise bad_request("Request field 'pk' must be a string.")
+        parsed = None
+        if pk is not None:
+            parsed = _pk_parsed(pk) or partition_keys.parse(pk)
+            if target.split:
+                _check_range(target, parsed)
+        if op in _ITEM_OPERATIONS and (type(item) is not str or not item):
+            raise bad_request(f"Operation '{op}' needs the item's id in 'item'.")
+        if body is None:
+            body = b""
+        elif type(body) is not bytes:
+            raise bad_request("'body' must be the JSON request body as bytes (a msgpack bin).")
+    except CosmosError as e:
+        return replies.Refusal(rid, op, options, e)
     activity = (headers.get(_ACTIVITY_ID) if headers is not None else None) or next(_ACTIVITIES)
     if fast and op == _READ:
         return point.read(target, rid, item, headers, parsed, activity)
@@ -83,17 +99,35 @@ def serve(svc, req: list, target, fast: bool = True):
     if pk is not None:
         headers[_PK] = pk
     if fast and op in _CREATES:
-        return point.create(_call(svc, op, None, target, headers, body, activity), target, rid, op, parsed)
-    call = _call(svc, op, item, target, headers, body, activity)
+        return point.create(_call(node.svc, op, None, target, headers, body, activity), target, rid, op, parsed)
+    return _run(_call(node.svc, op, item, target, headers, body, activity), target, rid)
+
+
+def _run(call, target, rid: int):
+    """The plain path: Service.handle, its first step inline."""
     replica = target.replica
     replica.in_flight += 1                   # until its reply goes out: read routing sees it
-    coro = svc.handle(call)
+    coro = call.svc.handle(call)
     try:
         waiting = coro.send(None)
     except StopIteration as done:
         replica.in_flight -= 1
         return _array(done.value, call, target, rid)
     return replies.Waiting(coro, waiting, call, target, rid)
+
+
+def _check_range(target, parsed: tuple) -> None:
+    """A request's partition key must hash into the named replica's range (else the client's
+    routing map is stale: 410/1002). A key of the wrong number of values is left to the
+    service's 400."""
+    container = target.container
+    pk_json, values = parsed
+    if len(values) != len(container.pk_def.paths):
+        return
+    if container.partitions[container.partition_index(container.epk_of(pk_json, values))] is not target.partition:
+        raise CosmosError(410, D.SUB_PARTITION_KEY_RANGE_GONE,
+                          f"The partition key {pk_json[:80]} is not in range {target.partition.range_id}; "
+                          "refresh the partition key ranges and addresses.")
 
 
 def finish(w: replies.Waiting, result) -> list:

@@ -36,7 +36,7 @@ from ..core.request_faults import DROP_AFTER_APPLY
 from ..service import responses
 from ..service.handoff import carry_on
 from . import adapter, replies
-from .session import CLOSED, Refusal, Session
+from .session import CLOSED, Session
 from .tls import HANDSHAKE_FAILURE_ALERT, TLS_HANDSHAKE_RECORD, TlsSession
 
 log = logging.getLogger("regionlab.direct")
@@ -48,8 +48,6 @@ _INTERNAL = CosmosError(500, 0, "Internal error in regionlab; see the server log
 # No replica key equals this, not even a request's nil 'replica' (None would match a None here
 # and reuse a target never resolved).
 _NO_KEY = object()
-_READ = D.READ
-_WRITES = D.WRITE_OPERATIONS
 
 
 class DirectConnection(asyncio.Protocol):
@@ -64,10 +62,9 @@ class DirectConnection(asyncio.Protocol):
         self._plain = False                  # the first bytes were looked at, and were not TLS
         self._in_data = False                # handling received bytes: replies wait for one write
         self._flush_scheduled = False
-        # The replica the last read of the buffer being handled resolved to. Nothing that
-        # changes where a replica is or its state (faults, placement, containers) can run while
-        # one buffer's frames are handled, so the reads after it in the same buffer reuse it.
-        self._batch_key, self._batch_target = _NO_KEY, None
+        # [key, target] of the replica the last read of the bytes being handled resolved to
+        # (adapter.serve): the reads after it in the same bytes reuse it.
+        self._last = [_NO_KEY, None]
         self.faults = node.plane.account.faults.requests   # its by_region is empty without faults
 
     # ---- asyncio.Protocol ---------------------------------------------------------------
@@ -107,55 +104,39 @@ class DirectConnection(asyncio.Protocol):
             if not data:
                 return
         session = self.session
+        node = self.node
+        fast = not self.faults.by_region      # no request fault is on: point reads and creates take point.py
+        last = self._last
         self._in_data = True
         try:
             for f in session.receive(data):
                 got = session.frame(f)
-                if got is not None:
-                    if type(got) is list:
-                        self._serve(got)
-                    else:
-                        self._refuse(got)
-                if self.closed:              # the shell closed it: what follows is not served
-                    break
+                if type(got) is list:             # a request: its reply now, or later
+                    got = adapter.serve(node, got, fast, last)
+                if type(got) is list:
+                    session.send_reply(got)
+                elif got is not None:
+                    self._other(got)
+                    if self.closed:               # a lost reply closed it: what follows is not served
+                        break
         finally:
             self._in_data = False
-            if self._batch_target is not None:      # a read of these bytes resolved one
-                self._batch_key = _NO_KEY
-                self._batch_target = None
+            last[0] = _NO_KEY
+            last[1] = None
             self._flush()
         if session.state == CLOSED:
             self._close()
 
     # ---- requests ---------------------------------------------------------------------------
-    def _serve(self, req: list) -> None:
-        """Run one accepted request of the bytes being handled (adapter.py): answered now if it
-        finishes in one step (its reply goes out with the others of these bytes), else from the
-        task that finishes it."""
-        node = self.node
-        op, key = req[2], req[3]
-        try:
-            if node.unavailable:
-                raise node.unavailable_error()
-            if op != _READ:
-                target = node.targets.resolve(key, op in _WRITES)
-            elif key == self._batch_key:
-                target = self._batch_target
-            else:
-                target = node.targets.resolve(key, False)
-                self._batch_key, self._batch_target = key, target
-            got = adapter.serve(node.svc, req, target, not self.faults.by_region)
-        except CosmosError as e:
-            self._refuse(Refusal(req[1], op, req[7], e))
-            return
+    def _other(self, got) -> None:
+        """A request that was refused, waits, or whose reply a request fault lost."""
         kind = type(got)
-        if kind is list:
-            if not self.closed:
-                self.session.send_reply(got)
+        if kind is replies.Refusal:
+            self._refuse(got)
         elif kind is replies.Waiting:
             task = self.loop.create_task(carry_on(got.coro, got.waiting))
             got.coro = got.waiting = None
-            self.session.begin(req[1], task)
+            self.session.begin(got.rid, task)
             task.add_done_callback(functools.partial(self._finished, got))
         else:
             self._lose(got)

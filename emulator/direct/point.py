@@ -68,7 +68,14 @@ def read(target, rid: int, item: str, headers: dict | None, parsed, activity: st
             inm = headers.get(H.IF_NONE_MATCH)
         rs = target.rs
         version, lsn, ru = documents.read_point(call, container, rs, pk_json, item, level, tokens)
-        token = target.session_token(lsn)
+        # The session token text, kept per replica while nothing it is made from changed (the
+        # LSN, the set's progress and epoch, the account's regions): a steady stream of reads
+        # at one LSN formats no numbers.
+        made_of = (lsn, rs.progress_seq, rs.partition.region_order, rs.epoch)
+        token = target.token
+        if token is None or token[0] != made_of:
+            token = target.token = (made_of, sessions.token(rs, lsn))
+        token = token[1]
         if version is None:
             status, body, etag = 404, responses.error(not_found(), activity).body, None
         else:

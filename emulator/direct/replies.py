@@ -34,6 +34,19 @@ class Lost:
         self.fault = fault
 
 
+class Refusal:
+    """A request answered by id without reaching a replica (duplicate id, busy, bad fields,
+    unknown operation); `fatal`: the connection ends after the answer."""
+    __slots__ = ("rid", "op", "options", "error", "fatal")
+
+    def __init__(self, rid: int, op, options, error: CosmosError, fatal: bool = False):
+        self.rid = rid
+        self.op = op
+        self.options = options
+        self.error = error
+        self.fatal = fatal
+
+
 class Waiting:
     """A request that did not finish in its first step: its coroutine (what the caller's task
     finishes; its first step yielded `waiting`) and what its reply is made from. Its replica is

@@ -28,6 +28,7 @@ from regionlab.client.protocol import direct as D
 
 from ..core.errors import CosmosError, bad_request
 from . import replies
+from .replies import Refusal
 
 HELLO = "hello"                    # waiting for the client's hello
 AUTH = "auth"                      # the challenge went out; waiting for the client's auth
@@ -53,19 +54,6 @@ _pack = D.pack
 _pack_length = D.pack_length
 _COMPACT_VERSION = D.COMPACT_VERSION
 _FRAME_BYTES_MAX = D.FRAME_BYTES_MAX
-
-
-class Refusal:
-    """A request answered by id without reaching a replica (duplicate id, busy, bad fields,
-    unknown operation); `fatal`: the connection ends after the answer."""
-    __slots__ = ("rid", "op", "options", "error", "fatal")
-
-    def __init__(self, rid: int, op, options, error: CosmosError, fatal: bool = False):
-        self.rid = rid
-        self.op = op
-        self.options = options
-        self.error = error
-        self.fatal = fatal
 
 
 class Limits:

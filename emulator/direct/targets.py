@@ -4,8 +4,7 @@ Theory of operation: a request names its replica by key (`colls/<rid>/pkranges/<
 client/protocol/direct.py), never by a path. A node resolves the key to a `Target` (the
 container, its partition, the region's replica set and the replica) and enforces what only a
 replica can: that the replica is on this node, is up, and, for a write, is the primary (each
-refusal a 410 with the substatus that says why, docs/direct-protocol.md), and that a point
-operation's partition key hashes into the replica's range (410/1002).
+refusal a 410 with the substatus that says why, docs/direct-protocol.md).
 
 Targets are cached per node by key, each with the placement version it was resolved at. That
 version moves with every replica move, node state change, container or region that comes or goes
@@ -16,7 +15,6 @@ from regionlab.client.protocol import direct as D
 
 from ..core.errors import CosmosError, bad_request
 from ..core.replica import PRIMARY, UP
-from ..service import partition_keys, sessions
 from ..service.call import Call
 
 REPLICA_KEYS_CACHE_MAX = 65_536
@@ -56,45 +54,12 @@ class Target:
         self.split = len(container.partitions) > 1
         # The path segments of its container's documents, as a gateway request has them.
         self.docs_segs = ["dbs", container.db.id, "colls", container.id, "docs"]
-        self.token = None                    # ((lsn, progress_seq, region order, epoch), text): session_token's
+        self.token = None                    # the last read's session token and what made it (point.py)
         # The call its point reads are served under (point.py): documents.read_point takes of a
         # call its service, its region and the replica that serves the read, nothing of the
         # request, so one per replica serves them all.
         self.reader = Call.addressed(svc, "GET", self.docs_segs, {}, b"", "", None, key)
         self.reader.replica = replica
-
-    def session_token(self, lsn: int) -> str:
-        """sessions.token(rs, lsn), kept while nothing it is made from changed (the LSN, the
-        set's progress and epoch, the account's regions): a steady stream of reads at one LSN
-        formats no numbers."""
-        rs = self.rs
-        partition = rs.partition
-        if partition is None:
-            return sessions.token(rs, lsn)
-        made_of = (lsn, rs.progress_seq, partition.region_order, rs.epoch)
-        hit = self.token
-        if hit is not None and hit[0] == made_of:
-            return hit[1]
-        text = sessions.token(rs, lsn)
-        self.token = (made_of, text)
-        return text
-
-    def key_in_range(self, pk: str) -> tuple:
-        """The parsed partition key (pk_json, values) of a request for this replica; 410/1002 if
-        it hashes into another range (the client's routing map is stale). A key of the wrong
-        number of values is left to the service's 400."""
-        parsed = partition_keys.parsed(pk) or partition_keys.parse(pk)
-        if not self.split:
-            return parsed                    # every key is in the only range
-        container = self.container
-        pk_json, values = parsed
-        if len(values) != len(container.pk_def.paths):
-            return parsed
-        if container.partitions[container.partition_index(container.epk_of(pk_json, values))] is not self.partition:
-            raise CosmosError(410, D.SUB_PARTITION_KEY_RANGE_GONE,
-                              f"The partition key {pk_json[:80]} is not in range {self.partition.range_id}; "
-                              "refresh the partition key ranges and addresses.")
-        return parsed
 
 
 class Targets:

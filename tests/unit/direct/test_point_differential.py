@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from regionlab.client.protocol import direct as D
-from regionlab.emulator.core.errors import CosmosError
 from regionlab.emulator.core.throttle import ThrottleConfig
 from regionlab.emulator.direct import adapter, replies
 from regionlab.emulator.direct.targets import Targets
@@ -45,18 +44,17 @@ class Twin:
         nodes = account.placement.replica_nodes(self.region, self.container.rid, "0")
         self.keys = {"primary": D.replica_key(self.container.rid, "0", primary),
                      "secondary": D.replica_key(self.container.rid, "0", secondary)}
-        self.targets = {role: Targets(self.svc, self.region, nodes[int(key.rsplit("/", 1)[1])])
-                        for role, key in self.keys.items()}
+        self.nodes = {role: Node(self.svc, Targets(self.svc, self.region, nodes[int(key.rsplit("/", 1)[1])]))
+                      for role, key in self.keys.items()}
         self.rs = rs
 
     def serve(self, req: list, role: str, fast: bool):
         """The reply array, or ("refused", status, substatus) for a request refused up front."""
-        write = req[2] in D.WRITE_OPERATIONS
-        try:
-            target = self.targets[role].resolve(self.keys[role], write)
-            got = adapter.serve(self.svc, list(req), target, fast)
-        except CosmosError as e:
-            return ("refused", e.status, e.substatus)
+        req = list(req)
+        req[3] = self.keys[role]
+        got = adapter.serve(self.nodes[role], req, fast, [None, None])
+        if type(got) is replies.Refusal:
+            return ("refused", got.error.status, got.error.substatus)
         if type(got) is replies.Waiting:
             got = self.finish(got)
         assert type(got) is list, f"{req}: {got!r} (a lost reply)"
@@ -81,6 +79,16 @@ class Twin:
         buckets = {k: (b.accepted, b.charged_ru) for k, b in self.world.account.throttle.buckets.items()}
         items = [(key, [(v.lsn, v.body) for v in versions]) for key, versions in self.rs.store.keys_with_versions()]
         return dict(self.svc.requests_served), replicas, buckets, items
+
+
+class Node:
+    """What adapter.serve takes of a direct node (emulator/direct/node.py): its region's Service,
+    its targets, and whether a region outage has it answer 503 (never, here)."""
+    unavailable = False
+
+    def __init__(self, svc, targets):
+        self.svc = svc
+        self.targets = targets
 
 
 def _doc(id: str, **extra) -> bytes:
