@@ -122,7 +122,7 @@ def _check_range(target, parsed: tuple) -> None:
     service's 400."""
     container = target.container
     pk_json, values = parsed
-    if len(values) != len(container.pk_def.paths):
+    if len(values) != target.pk_paths:
         return
     if container.partitions[container.partition_index(container.epk_of(pk_json, values))] is not target.partition:
         raise CosmosError(410, D.SUB_PARTITION_KEY_RANGE_GONE,

@@ -121,8 +121,9 @@ class DirectConnection(asyncio.Protocol):
                         break
         finally:
             self._in_data = False
-            last[0] = _NO_KEY
-            last[1] = None
+            if last[1] is not None:             # a read of these bytes resolved one
+                last[0] = _NO_KEY
+                last[1] = None
             self._flush()
         if session.state == CLOSED:
             self._close()

@@ -54,7 +54,7 @@ def read(target, rid: int, item: str, headers: dict | None, parsed, activity: st
             raise partition_keys.missing()
         pk_json, values = parsed
         container = target.container
-        if len(values) != len(container.pk_def.paths):
+        if len(values) != target.pk_paths:
             partition_keys.checked(container, pk_json, values)     # raises the service's 400
         level = call.svc.account.consistency
         tokens = inm = None
@@ -89,7 +89,7 @@ def read(target, rid: int, item: str, headers: dict | None, parsed, activity: st
     except Exception as e:
         res = _error(e, rid, target, activity, call)
     replica.in_flight -= 1
-    call.svc.requests_served[(_READ, target.key, res[2], res[3])] += 1
+    target.counts[(_READ, target.key, res[2], res[3])] += 1
     return res
 
 
@@ -104,7 +104,7 @@ def create(call, target, rid: int, op: str, parsed):
             raise partition_keys.missing()
         pk_json, values = parsed
         container = target.container
-        if len(values) != len(container.pk_def.paths):
+        if len(values) != target.pk_paths:
             partition_keys.checked(container, pk_json, values)     # raises the service's 400
         svc = call.svc
         writer, status, version = documents.stage_body(svc, call.region, container, pk_json, values, call.raw,
@@ -120,7 +120,7 @@ def create(call, target, rid: int, op: str, parsed):
         res = _created(call, target, rid, staged)
     except Exception as e:
         res = _error(e, rid, target, call.activity_id, call)
-    call.svc.requests_served[(op, target.key, res[2], res[3])] += 1
+    target.counts[(op, target.key, res[2], res[3])] += 1
     return res
 
 
@@ -160,7 +160,7 @@ async def _rest(waiting, call, target, rid: int, op: str, staged: tuple) -> list
         res = _created(call, target, rid, staged)
     except Exception as e:
         res = _error(e, rid, target, call.activity_id, call)
-    call.svc.requests_served[(op, target.key, res[2], res[3])] += 1
+    target.counts[(op, target.key, res[2], res[3])] += 1
     return res
 
 

@@ -114,7 +114,7 @@ class Session:
             # mid-frame is not taken for a trickler; a trickler completes nothing.
             if frames or not self.frame_since:
                 self.frame_began = True
-        else:
+        elif self.frame_since or self.frame_began:      # no frame is incomplete now
             self.frame_since = 0.0
             self.frame_began = False
         return frames

@@ -42,7 +42,8 @@ def parse_replica_key(key) -> tuple | None:
 
 class Target:
     """The replica a request names, resolved on a node, with what its requests need of it."""
-    __slots__ = ("key", "container", "partition", "rs", "replica", "token", "split", "docs_segs", "reader")
+    __slots__ = ("key", "container", "partition", "rs", "replica", "token", "split", "pk_paths", "docs_segs",
+                 "reader", "counts")
 
     def __init__(self, svc, key: str, container, partition, rs, replica):
         self.key = key
@@ -50,8 +51,10 @@ class Target:
         self.partition = partition
         self.rs = rs
         self.replica = replica
-        # A container's partitions are fixed when it is made: only a split one needs the range check.
+        # A container's partitions and partition key are fixed when it is made: only a split one
+        # needs the range check, and every key has as many values as the definition has paths.
         self.split = len(container.partitions) > 1
+        self.pk_paths = len(container.pk_def.paths)
         # The path segments of its container's documents, as a gateway request has them.
         self.docs_segs = ["dbs", container.db.id, "colls", container.id, "docs"]
         self.token = None                    # the last read's session token and what made it (point.py)
@@ -60,6 +63,7 @@ class Target:
         # request, so one per replica serves them all.
         self.reader = Call.addressed(svc, "GET", self.docs_segs, {}, b"", "", None, key)
         self.reader.replica = replica
+        self.counts = svc.requests_served        # the count of its replies (adapter.py)
 
 
 class Targets:

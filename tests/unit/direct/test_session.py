@@ -312,6 +312,15 @@ def test_a_frame_completed_restarts_the_timer_for_the_next():
     assert s.expire(219.5)
 
 
+def test_a_frame_that_began_and_completed_between_two_sweeps_is_not_timed():
+    s = ready()
+    wire = D.encode(D.ping())
+    feed(s, wire[:3])
+    feed(s, wire[3:])                               # complete before any sweep saw it begin
+    s.tick(200.0)
+    assert not s.expire(250.0) and said(s) == [{"t": D.PONG}]
+
+
 def test_an_idle_session_is_closed_unless_a_request_is_in_flight():
     s = ready()
     s.tick(200.0)                                   # bytes came before this sweep
