@@ -200,11 +200,10 @@ class DirectConnection(asyncio.Protocol):
         out = self.session.out
         if out:
             if not self.closed and not self.silenced:
-                data = b"".join(out)
                 if self.tls is None:
-                    self.transport.write(data)
+                    self.transport.writelines(out)
                 elif self.tls.handshaken:    # before the TLS handshake, nothing can be sent
-                    self.transport.write(self.tls.send(data))
+                    self.transport.write(self.tls.send(b"".join(out)))
             out.clear()
 
     def _close(self) -> None:

@@ -41,9 +41,8 @@ HANDSHAKE_STATES = frozenset((HELLO, AUTH))
 _REPLYING = frozenset((READY_MAPS, READY_ARRAYS, CLOSING))
 
 # What a frame is, whatever the state: a map's "t" (REQUEST, PING, ...; any other text is just
-# not in a table), or for an array (version 2) one of these two.
-ARRAY_REQUEST = list               # an array whose code is REQUEST_CODE
-ARRAY = "array"                    # an array of another code
+# not in a table), or ARRAY for an array (version 2: a request is an array of code REQUEST_CODE).
+ARRAY = list
 _REQUEST_CODE = D.REQUEST_CODE
 _REQUEST_LENGTH = D.REQUEST_LENGTH
 _REQUEST_ID_MAX = D.REQUEST_ID_MAX
@@ -126,10 +125,7 @@ class Session:
         kind = type(f)
         if kind is dict:
             kind = f["t"]
-        elif kind is list:
-            if f[0] != _REQUEST_CODE:
-                kind = ARRAY
-        else:                                # the ProtocolError receive() put last
+        elif kind is not list:               # the ProtocolError receive() put last
             self.fail(f.status, f.substatus, f.message)
             return None
         handler = self._table.get(kind)
@@ -219,6 +215,8 @@ class Session:
         map reshaped so: _map_request): the request to serve with its op's name in place of its
         code, if its envelope lets it be served now; else its Refusal (or None when its id is
         unreadable: the connection ended)."""
+        if f[0] != _REQUEST_CODE:
+            return self._array_not_request(f)
         if len(f) != _REQUEST_LENGTH:
             rid = f[1] if len(f) > 1 else None
             if self._id_ok(rid):
@@ -352,7 +350,7 @@ class Session:
 
 def _kind_name(kind) -> str:
     """A frame kind as an error message names it."""
-    return ARRAY if kind is ARRAY_REQUEST else kind
+    return "array" if kind is ARRAY else kind
 
 
 # ---- the transitions ------------------------------------------------------------------------------
@@ -362,10 +360,8 @@ _READY_CONTROL = {D.PING: Session._ping, D.PONG: Session._pong, D.BYE: Session._
 _TRANSITIONS = {
     HELLO: {D.HELLO: Session._hello},
     AUTH: {D.AUTH: Session._auth},
-    READY_MAPS: {D.REQUEST: Session._map_request, ARRAY_REQUEST: Session._array_not_request,
-                 ARRAY: Session._array_not_request, **_READY_CONTROL},
-    READY_ARRAYS: {ARRAY_REQUEST: Session._array_request, D.REQUEST: Session._maps_on_arrays,
-                   ARRAY: Session._array_not_request, **_READY_CONTROL},
+    READY_MAPS: {D.REQUEST: Session._map_request, ARRAY: Session._array_not_request, **_READY_CONTROL},
+    READY_ARRAYS: {ARRAY: Session._array_request, D.REQUEST: Session._maps_on_arrays, **_READY_CONTROL},
     CLOSING: {},
     CLOSED: {},
 }
