@@ -2,21 +2,19 @@
 region's Service.
 
 Theory of operation: a request the session accepted (session.py: `[REQUEST_CODE, id, op,
-replica, item, pk, body, options]`) names a replica and an operation, not a path. The node
-resolves the replica (targets.py) and the adapter turns the request into the Call the gateway
-would make for the same operation (client/protocol/direct.py OPERATIONS: the method, the headers its
-optional fields stand for, the path segments of the replica's container), counted under the
-operation and the replica key. Fields of the wrong type and a partition key outside the
-replica's range are refused here, before the service, as a replica refuses them (CosmosError:
-the caller answers it with `refused`).
-
-`serve()` then runs it: through `Service.handle` and its path dispatch (`run`), or, for a point
-read or create while no request fault is on, through the fast path (point.py) that does the same
-in fewer steps. Either answers at once (the reply array) or, when the request waits (a write's
-quorum, a latency fault's hold), hands back a `Waiting` whose coroutine the caller finishes in a
-task (`finish` then makes its reply array). A batch runs the path dispatch under the frame limit:
-a reply too large to frame is answered 413/SUB_REPLY_TOO_LARGE by the service itself, so that it
-is counted as what the client gets.
+replica, item, pk, body, options]`) names a replica and an operation, not a path. `serve`
+resolves the replica on its node (targets.py), checks the request's fields (their types, and
+that a partition key hashes into the replica's range, as a replica enforces: refused up front,
+a replies.Refusal), and turns the request into the Call the gateway would make for the same
+operation (client/protocol/direct.py OPERATIONS: the method, the headers its optional fields
+stand for, the path segments of the replica's container), counted under the operation and the
+replica key. It runs it through `Service.handle` and its path dispatch (`_run`: the plain path),
+or, for a point read or create while no request fault is on, through point.py (the fast path:
+the same answers in fewer steps). Either answers at once (the reply array) or, when the request
+waits (a write's quorum, a latency fault's hold), hands back a replies.Waiting whose coroutine
+the caller finishes in a task (`finish` then makes its reply). A batch runs the path dispatch
+under the frame limit (`_framed`): a reply too large to frame is answered 413/
+SUB_REPLY_TOO_LARGE by the service itself, so that it is counted as what the client gets.
 
 Every reply, served or refused, is counted once, in the region Service's `requests_served`, by
 (op, replica key, status, substatus or the request fault that lost it); a refusal, which reached

@@ -1,11 +1,10 @@
 """One direct-mode client connection on the asyncio loop: the thin shell around a Session.
 
 Theory of operation: bytes that arrive go (after TLS, when the client started it: tls.py) into
-the connection's Session (session.py), whose frames it serves in order: a request becomes a
-service Call (adapter.py), whose coroutine, `Service.handle(call)`, is run inline with
-`send(None)`; nearly every request finishes in that step and is answered at once, and one that
-waits (a write's quorum, a latency fault's hold) is handed to a task (service/handoff.py) and
-answered when it finishes. Replies made while one buffer is handled go out in one write; one
+the connection's Session (session.py), whose frames it takes in order: each request the session
+accepts is served (adapter.py: through the service, its first step inline); nearly every
+request finishes in that step and is answered at once, and one that waits (a write's quorum, a
+latency fault's hold) is handed to a task (service/handoff.py) and answered when it finishes. Replies made while one buffer is handled go out in one write; one
 made later is flushed on the next loop turn. What the shell owns is what the session cannot:
 the transport and its flow control (a peer that does not read its replies is not read either),
 TLS, the tasks of requests in flight (cancelled when the connection ends, so none is left
@@ -30,7 +29,6 @@ import struct
 
 from regionlab.client.protocol import direct as D
 
-from ..core.errors import CosmosError
 from ..core.faults import RESET
 from ..core.request_faults import DROP_AFTER_APPLY
 from ..service import responses
@@ -44,7 +42,6 @@ log = logging.getLogger("regionlab.direct")
 WRITE_BUFFER_HIGH_BYTES = 1024 * 1024     # stop reading a peer that does not read its replies
 CLOSE_GRACE_S = 1.0                       # a closing connection gets this long to drain, then abort
 _LINGER_RESET = struct.pack("ii", 1, 0)    # SO_LINGER on, 0 s: abort sends RST, not FIN
-_INTERNAL = CosmosError(500, 0, "Internal error in regionlab; see the server log.", definite=False)
 # No replica key equals this, not even a request's nil 'replica' (None would match a None here
 # and reuse a target never resolved).
 _NO_KEY = object()
@@ -152,7 +149,7 @@ class DirectConnection(asyncio.Protocol):
             got = adapter.finish(w, task.result())
         else:                                # the service answers every error; a last resort
             log.error("internal error in direct %s", w.call.method, exc_info=exc)
-            got = adapter.finish(w, responses.error(_INTERNAL, w.call.activity_id))
+            got = adapter.finish(w, responses.error(replies.INTERNAL, w.call.activity_id))
         if type(got) is list:
             if not self.closed:
                 self.session.send_reply(got)

@@ -2,8 +2,8 @@
 envelope.
 
 Theory of operation: every direct request can run as a gateway request runs, through
-`Service.handle` and its path dispatch (adapter.py `run`), and does whenever a request fault is
-on (the service applies it). The two operations nearly every direct request is take this path
+`Service.handle` and its path dispatch (adapter.py `_run`, the plain path), and does whenever a
+request fault is on (the service applies it). The two operations nearly every direct request is take this path
 instead while none is: the service's own steps for them, called directly, their reply built as
 the array it goes out as.
 
@@ -21,8 +21,8 @@ state (a node of a region that is out answers before any request runs: node.py),
 dicts; what they keep is its error replies and its count (the region Service's requests_served,
 under the same key). They must answer exactly as the plain path does:
 tests/unit/direct/test_point_differential.py runs both on twin accounts and compares replies,
-counts and stores. What they buy: `bench/direct_bench.py throughput` (point reads per second)
-and `instructions` (docs/direct.md, "Performance").
+counts and stores. What they buy: `bench/direct_bench.py fastpath` measures point reads and
+creates per second on both paths (docs/direct.md, "Performance").
 """
 import logging
 
@@ -39,7 +39,6 @@ log = logging.getLogger("regionlab.direct")
 _RES = D.RESPONSE_CODE
 _READ = D.READ
 _MINIMAL = H.PREFER_RETURN_MINIMAL
-_INTERNAL = CosmosError(500, 0, "Internal error in regionlab; see the server log.", definite=False)
 
 
 def read(target, rid: int, item: str, headers: dict | None, parsed, activity: str) -> list:
@@ -168,5 +167,5 @@ def _error(e: Exception, rid: int, target, activity: str, call) -> list:
     """The reply array of what a request raised, as Service.handle answers it."""
     if not isinstance(e, CosmosError):
         log.exception("internal error on %s %s", call.method, call.path)
-        e = _INTERNAL
+        e = replies.INTERNAL
     return replies.of_reply(rid, responses.error(e, activity), target, activity)

@@ -20,6 +20,9 @@ RES = D.RESPONSE_CODE
 # A reply body above this cannot be framed with its envelope (the reply's other fields, well
 # under 64 KiB): it is answered 413/SUB_REPLY_TOO_LARGE (too_large_reply) before it is counted.
 REPLY_BODY_BYTES_MAX = D.FRAME_BYTES_MAX - 64 * 1024
+# What a request that failed inside regionlab (not the client's mistake) is answered, as the
+# service answers it (service/service.py).
+INTERNAL = CosmosError(500, 0, "Internal error in regionlab; see the server log.", definite=False)
 _EXTRA_HEADERS = ((H.CONTINUATION, "continuation"), (H.ITEM_COUNT, "item_count"),
                   (H.RETRY_AFTER_MS, "retry_after_ms"))
 

@@ -8,7 +8,6 @@ waits (under Strong, for a majority of regions) is finished as the connection's 
 finish it, with the account run in virtual time until what it waits for is done."""
 import asyncio
 import json
-import re
 import sys
 from pathlib import Path
 
