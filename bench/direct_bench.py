@@ -3,7 +3,8 @@
     python bench/direct_bench.py instructions   # callgrind: server instructions per request
     python bench/direct_bench.py throughput     # direct reads vs a bare uvloop+msgpack echo server
     python bench/direct_bench.py wakeups        # strace: loop wake-ups and writes per frame batch
-    python bench/direct_bench.py                # all three
+    python bench/direct_bench.py fastpath       # what emulator/direct/point.py's fast path buys
+    python bench/direct_bench.py                # all four
 
 * instructions: one regionlab under valgrind's callgrind; after set-up and a warm-up the
   counters are zeroed, N requests go one at a time (gateway: HTTP keep-alive; direct: one
@@ -15,12 +16,17 @@
   uvloop+msgpack echo server speaking the same framing and protocol version (the ceiling: it
   decodes each frame and answers a reply of the same shape and size, a version 2 array, with
   nothing behind it). Medians; the ratio is what carries between machines.
+* fastpath: the same load generator, point reads then creates, on the fast path (no request
+  fault anywhere) and on the plain one (Service.handle and its path dispatch, which direct
+  requests take while any request fault is on: here a latency fault on reads in another region,
+  which touches none of them), alternated in rounds; medians.
 * wakeups: strace logs the server's epoll_wait and write calls while B batches of K pipelined
   requests arrive, each batch in one send, and counts them from the first batch's read to the
   last reply's write (the idle seconds around, with the server's timers, left out): coalesced
   replies mean about one write and one wake-up per batch, not per request.
 """
 import asyncio
+import itertools
 import json
 import os
 import re
@@ -48,6 +54,7 @@ DEPTH = 32                     # requests in flight per connection
 BATCHES = 20
 BATCH_REQUESTS = 100
 ITEM = {"f": "x" * 140}
+CREATED = itertools.count()     # the ids of the creates the load makes
 
 
 # ---- a blocking direct client (the bench's side; no emulator import) -------------------------
@@ -196,10 +203,17 @@ uvloop.run(main())
 """
 
 
-async def _load(port: int, key: str, replica: str, seconds: float) -> float:
-    """Replies per second from CONNECTIONS connections with DEPTH requests in flight each."""
+async def _load(port: int, key: str, replica: str, seconds: float, op: str = "read") -> float:
+    """Replies per second from CONNECTIONS connections with DEPTH requests in flight each (point
+    reads, or creates of new items)."""
     done = 0
     stop_at = time.perf_counter() + seconds
+
+    def request(version: int, i: int) -> bytes:
+        if op == "read":
+            return D.encode(D.request(version, i, "read", replica, item=str(i % ITEMS), pk=f'["p{i % ITEMS}"]'))
+        body = json.dumps(dict(ITEM, id=f"load{next(CREATED)}", pk=f"p{i % ITEMS}"), separators=(",", ":")).encode()
+        return D.encode(D.request(version, i, "create", replica, pk=f'["p{i % ITEMS}"]', body=body))
 
     async def one():
         nonlocal done
@@ -215,14 +229,16 @@ async def _load(port: int, key: str, replica: str, seconds: float) -> float:
         ch = await frame()
         writer.write(D.encode({"t": "auth", "mac": D.handshake_mac(key, ch["nonce"])}))
         await frame()
-        reqs = [D.encode(D.request(ch["version"], i, "read", replica, item=str(i % ITEMS), pk=f'["p{i % ITEMS}"]'))
-                for i in range(DEPTH)]
-        writer.write(b"".join(reqs))
+        version = ch["version"]
+        writer.write(b"".join(request(version, i) for i in range(DEPTH)))
         while time.perf_counter() < stop_at:
             data = await reader.read(1 << 20)
             frames = dec.feed(data)
             done += len(frames)
-            writer.write(b"".join(reqs[f[1]] for f in frames))
+            failed = [f for f in frames if f[2] >= 400]
+            if failed:
+                raise RuntimeError(f"direct {op}: {D.named_reply(failed[0])}")
+            writer.write(b"".join(request(version, f[1]) for f in frames))
         writer.close()
     await asyncio.gather(*(one() for _ in range(CONNECTIONS)))
     return done / seconds
@@ -248,6 +264,37 @@ def throughput() -> list:
                 direct_rates.append(uvloop.run(_load(sport, key, skey, THROUGHPUT_S)))
     e, r = statistics.median(echo_rates), statistics.median(direct_rates)
     return [("bare uvloop+msgpack echo (ceiling)", e), ("direct point read", r), ("ratio", r / e)]
+
+
+def fastpath() -> list:
+    """Point reads and creates per second on the fast path and on the plain one (medians)."""
+    import urllib.request
+    import uvloop
+    from regionlab.emulator import defaults
+    from server_proc import ServerProcess
+    key = defaults.EMULATOR_KEY
+    with ServerProcess("--no-ru-limits") as emu:
+        port = _gateway_port(emu.ready)
+        setup(port)
+        addr = addresses(port, key)
+        ctl = emu.ready["control_endpoint"].rstrip("/")
+        fault = json.dumps({"type": "latency", "region": "West US", "delay_ms": 1, "op": "read"}).encode()
+        rows = []
+        for op, (_, rport, rkey) in (("read", addr["secondary"]), ("create", addr["primary"])):
+            rates: dict = {"fast": [], "plain": []}
+            for _ in range(ROUNDS):
+                rates["fast"].append(uvloop.run(_load(rport, key, rkey, THROUGHPUT_S, op)))
+                req = urllib.request.Request(ctl + "/faults", data=fault, method="POST",
+                                             headers={"content-type": "application/json"})
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    fid = json.loads(r.read())["id"]
+                rates["plain"].append(uvloop.run(_load(rport, key, rkey, THROUGHPUT_S, op)))
+                urllib.request.urlopen(urllib.request.Request(f"{ctl}/faults/{fid}", method="DELETE", headers={
+                    "content-type": "application/json"}), timeout=30).read()
+            fast, plain = statistics.median(rates["fast"]), statistics.median(rates["plain"])
+            rows += [(f"direct point {op}, fast path", fast), (f"direct point {op}, plain path", plain),
+                     (f"{op}: fast / plain", fast / plain)]
+    return rows
 
 
 # ---- wake-ups -----------------------------------------------------------------------------------
@@ -307,7 +354,7 @@ def machine() -> str:
 
 
 def main(argv) -> None:
-    which = argv[1:] or ["instructions", "throughput", "wakeups"]
+    which = argv[1:] or ["instructions", "throughput", "wakeups", "fastpath"]
     print(f"# direct_bench on {machine()}")
     if "instructions" in which:
         rows = dict(instructions())
@@ -318,6 +365,9 @@ def main(argv) -> None:
     if "throughput" in which:
         for name, v in throughput():
             print(f"{name:36} {v:12,.2f}" + ("" if name == "ratio" else " replies/s"))
+    if "fastpath" in which:
+        for name, v in fastpath():
+            print(f"{name:36} {v:12,.2f}" + ("" if ":" in name else " replies/s"))
     if "wakeups" in which:
         counts = wakeups()
         waits = counts.get("epoll_wait", 0) + counts.get("epoll_pwait", 0)

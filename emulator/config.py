@@ -469,7 +469,7 @@ def _cross_check(v: dict) -> None:
         raise ConfigError("--direct-tls-cert and --direct-tls-key come together: the certificate and its "
                           "private key, both PEM files")
     if v["direct_tls_cert"]:
-        from .runtime.direct_tls import server_context
+        from .direct.tls import server_context
         try:
             server_context(v["direct_tls_cert"], v["direct_tls_key"])
         except ValueError as e:

@@ -39,7 +39,7 @@ from .gateway.tls_listener import TlsListener
 from .runtime.listen import bind, raise_file_limit
 from .runtime.waits import LoopWaits
 from .runtime.control import control_app
-from .runtime.direct_server import DirectPlane
+from .direct.plane import DirectPlane
 from .runtime.persistence import Persistence
 from .runtime.port_hold import PortHold
 from .runtime.control_access import is_loopback
@@ -222,7 +222,7 @@ class Emulator:
             else:
                 self.topology.region_ports[name] = port
         self.topology.control_port = control_sock.getsockname()[1]
-        self.direct = DirectPlane(self, **cfg.direct_limits)
+        self.direct = DirectPlane(self, listen=bind, hold=PortHold, **cfg.direct_limits)
         self.direct.bind_all()
         for name, sock in socks:
             http = self._endpoint(name)

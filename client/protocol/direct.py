@@ -3,7 +3,7 @@
 Theory of operation: this module owns the wire contract between a direct-mode client and a
 backend node, and nothing else: no sockets, no timers (sans-IO, like h11). Bytes go into a
 `FrameDecoder`, which hands back whole frames (msgpack maps) or raises `ProtocolError`; `encode`
-turns a map into a frame. The server (emulator/runtime/direct_server.py) and clients import it;
+turns a map into a frame. The server (emulator/direct/, its session.py) and clients import it;
 neither imports the other.
 
 Two versions: in version 1 every frame is a map with a string "t"; version 2 keeps the maps for

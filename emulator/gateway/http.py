@@ -51,6 +51,7 @@ from ..core.faults import OUTAGE_BLACKHOLE, OUTAGE_RESET
 from ..core.request_faults import RESET
 from ..core.validation import ITEM_BYTES_MAX
 from ..service import responses
+from ..service.handoff import carry_on
 from . import wire
 from .chunked import ChunkedBody
 from .refusal import CONNECTIONS_PER_LISTENER_MAX, Refusals, TurnedAway
@@ -196,41 +197,6 @@ def looks_like_http(prefix: bytes) -> str | None:
     if len(method) > METHOD_CHARS_MAX or any(b not in _ASCII_UPPER for b in method):
         return "This is not an HTTP/1.1 request: it should start with a method such as GET or POST."
     return None
-
-
-def _relay(coro, waiting):
-    """The rest of a coroutine whose first step already ran and yielded `waiting` (a future):
-    hand that to the task driving us, then relay every later step (as `yield from` would, had
-    the coroutine not been started)."""
-    while True:
-        try:
-            sent = yield waiting
-        except BaseException as exc:            # cancellation, thrown in by the task
-            try:
-                waiting = coro.throw(exc)
-            except StopIteration as done:
-                return done.value
-            continue
-        try:
-            waiting = coro.send(sent)
-        except StopIteration as done:
-            return done.value
-
-
-class _Rest:
-    __slots__ = ("coro", "waiting")
-
-    def __init__(self, coro, waiting):
-        self.coro = coro
-        self.waiting = waiting
-
-    def __await__(self):
-        return _relay(self.coro, self.waiting)
-
-
-async def carry_on(coro, waiting):
-    """A native coroutine for the task (3.12+ accept nothing else) that finishes coro."""
-    return await _Rest(coro, waiting)
 
 
 class HttpServer:

@@ -19,9 +19,14 @@ class Call:
     """One request to the service, from any surface. `source` is the surface's own request (the
     HTTP layer's, or direct mode's frame), read for two things only: whether its client went
     away while the call ran (`lost`) and the client connection it came on (`conn`, whose read
-    pins it keeps); the simulator passes None."""
+    pins it keeps); the simulator passes None.
+
+    A surface that names its resources otherwise than by a path (direct mode names a replica)
+    makes its calls with `addressed`, and may say what the service runs for the call (`route`,
+    instead of dispatching on the path) and what its reply is counted as (`counted_as`, instead
+    of the method and the resource kind)."""
     __slots__ = ("svc", "source", "method", "path", "segs", "headers", "activity_id", "region", "raw", "replica",
-                 "serving")
+                 "serving", "route", "counted_as")
 
     def __init__(self, svc, method: str, path: str, headers: dict, body: bytes, source=None):
         self.svc = svc
@@ -41,6 +46,32 @@ class Call:
         self.raw = body
         self.replica = None          # direct mode names the replica that serves a read (emulator/direct)
         self.serving = ()          # replicas serving this call's read, in flight until its reply goes out
+        self.route = None
+        self.counted_as = None
+
+    @classmethod
+    def addressed(cls, svc, method: str, segs: list, headers: dict, body: bytes, activity_id: str, source,
+                  path: str, route=None, counted_as: tuple | None = None) -> "Call":
+        """A call whose surface resolved what it addresses itself: `segs` are the segments a path
+        to it would have, `path` what the surface logs it as. `route`, when given, is the
+        coroutine function Service.handle runs for the call in place of its path dispatch
+        (route(call) -> Reply); `counted_as` the first two fields of its reply's count in
+        requests_served (by default the method and the resource kind)."""
+        call = cls.__new__(cls)
+        call.svc = svc
+        call.source = source
+        call.method = method
+        call.path = path
+        call.segs = segs
+        call.headers = headers
+        call.activity_id = activity_id
+        call.region = svc.region or svc.account.hub_region
+        call.raw = body
+        call.replica = None
+        call.serving = ()
+        call.route = route
+        call.counted_as = counted_as
+        return call
 
     def lost(self) -> bool:
         """Whether the client went away while this call ran (a long query stops then)."""

@@ -6,7 +6,8 @@ Reply (service/responses.py), which it turns back into bytes, a frame, or a hist
 request is checked against its region's state (503 while the region is out), authenticated
 (master key, and its date within max_clock_skew_s of the region's clock: cosmos-wire §3), put
 through the region's request faults, and dispatched on its path segments to the handler of its
-resource family (service/routes.py). A CosmosError anywhere
+resource family (service/routes.py), or run on the route its surface resolved it to (call.route:
+direct mode's point reads and writes). A CosmosError anywhere
 becomes the service's error reply; anything else is logged and answered with 500.
 
 A request waits only through `self.waits` (service/waits.py), never on a loop or a clock of its
@@ -52,7 +53,8 @@ class Service:
         self._dates_s: dict = {}            # x-ms-date text -> epoch seconds (parsed once)
         self.max_clock_skew_s = CLOCK_SKEW_S_MAX_DEFAULT    # ServerConfig may change it; 0 = off
         # (method, resource kind, status, substatus) -> replies sent: which region really served
-        # what, for tests and the control port's topology.
+        # what, for tests and the control port's topology. A call counted_as otherwise (call.py)
+        # is counted under its own first two fields.
         self.requests_served = Tally()
         self.write_ack_timeout_ms = WRITE_ACK_TIMEOUT_MS  # ServerConfig may shorten it (tests)
         self.query_mode = "whole"               # or "service" (service/queries.py)
@@ -79,7 +81,8 @@ class Service:
                 effect = request_faults.decide(call)
                 if effect is not None and effect.error is not None:
                     raise effect.error          # answered instead of running: nothing applied
-            resp = await routes.dispatch(call)
+            route = call.route
+            resp = await (routes.dispatch(call) if route is None else route(call))
         except CosmosError as e:
             resp = responses.error(e, call.activity_id)
         except AuthError as e:
@@ -96,7 +99,10 @@ class Service:
         elif call.serving:
             release(call)
         # A reply a request fault lost is counted as such ("POST docs 201/drop_after_apply").
-        self.requests_served[(call.method, resource_kind(call.segs), resp.status, resp.fault or resp.substatus)] += 1
+        counted = call.counted_as
+        if counted is None:
+            counted = (call.method, resource_kind(call.segs))
+        self.requests_served[(*counted, resp.status, resp.fault or resp.substatus)] += 1
         return resp
 
     async def _faulted(self, call, effect, resp) -> responses.Reply:
@@ -148,8 +154,21 @@ class Service:
         """Wait until call's commit at lsn is acknowledged: a quorum of its region, and under
         Strong also a majority of regions. A commit discarded first (its primary crashed before a
         quorum had it) is reported as not applied. With a data dir, then until it is on disk."""
+        waiting = self.acknowledging(call, writer, lsn)
+        if waiting is not None:
+            await waiting
+
+    def acknowledging(self, call, writer, lsn: int):
+        """write_acknowledged for a surface that answers at once when it can: None if call's
+        commit at lsn needs no waiting (nearly always: a quorum has it, and no data dir);
+        otherwise a coroutine that waits for it, as `readable` does for reads."""
         if self.on_commit is not None and lsn:
             self.on_commit(call, writer.rs, lsn)
+        if lsn and (self.persistence is not None or not self.acknowledged(writer, lsn)):
+            return self._acknowledgement(writer, lsn)
+        return None
+
+    async def _acknowledgement(self, writer, lsn: int) -> None:
         if not self.acknowledged(writer, lsn):
             rs = writer.rs
             partition = rs.partition
@@ -163,7 +182,7 @@ class Service:
             if not ok:
                 raise CosmosError(503, 0, f"The write (LSN {lsn}) was discarded before a quorum acknowledged "
                                           "it (its primary failed); it was not applied. Retry it.")
-        if lsn and self.persistence is not None:
+        if self.persistence is not None:
             await self.durable()
 
     def make_durable(self, persistence) -> None:

@@ -3,6 +3,7 @@ resolved, imports inside functions included): the sans-IO core imports no I/O, c
 or threading module and nothing of the shells; the bundled client never imports the emulator
 (nor the official SDK), its policies are sans-IO like the core, the wire contract imports nothing
 of the client around it;
+direct mode, a surface over the service, imports neither the gateway nor the runtime;
 the emulator never imports the azure SDK (it is test-only) but in the one drill workload that runs
 through it (the optional `sdk` extra), which nothing imports until a drill asks for it: with the
 SDK absent the CLI and drills run, and such a drill says what to install; and regionlab's own
@@ -110,6 +111,14 @@ def test_the_gateway_knows_no_other_surface_and_no_composition():
 
 def test_no_runtime_module_imports_a_surface():
     assert violations("emulator/runtime", SURFACES + ("regionlab.emulator.server",)) == []
+
+
+def test_direct_mode_is_a_surface_over_the_service():
+    """emulator/direct imports neither the gateway nor the simulator (other surfaces) nor the
+    runtime or the server that compose it."""
+    forbidden = ("regionlab.emulator.gateway", "regionlab.emulator.runtime", "regionlab.emulator.sim",
+                 "regionlab.emulator.server")
+    assert violations("emulator/direct", forbidden) == []
 
 
 def test_client_never_imports_the_emulator():
@@ -250,16 +259,8 @@ def import_cycles(graph: dict[str, set[str]]) -> set[frozenset[str]]:
     return found
 
 
-# The cycles left in the modules the lead is rewriting now (#23: the gateway, and the runtime's
-# direct_*.py and server.py); that work empties this set. The test fails on any other cycle, and
-# on one of these that changed or went (remove it here then), so the set stays the truth.
-CYCLES_BEING_REMOVED = {
-    frozenset({"emulator.runtime.direct_connection", "emulator.runtime.direct_server"}),
-}
-
-
 def test_no_import_cycles():
-    assert import_cycles(import_graph()) == CYCLES_BEING_REMOVED
+    assert import_cycles(import_graph()) == set()
 
 
 def _tree(root: Path, files: dict) -> Path:

@@ -1,5 +1,5 @@
-"""The HTTP layer runs a handler's first step itself and hands the rest to a task
-(gateway/http.py `carry_on`). The handoff must be a native coroutine, which is all that
+"""A surface (the HTTP gateway, direct mode) runs a request's first step itself and hands the
+rest to a task (service/handoff.py `carry_on`). The handoff must be a native coroutine, which is all that
 create_task accepts from Python 3.12 on (CI runs 3.11, which also takes generators), and it
 must deliver results, exceptions and cancellation as if the task had run the handler whole."""
 import asyncio
@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from regionlab.emulator.gateway.http import carry_on
+from regionlab.emulator.service.handoff import carry_on
 
 
 def _started(coro):

@@ -5,7 +5,7 @@ direct node's ids never equal the gateway's."""
 import uuid
 
 from regionlab.emulator.service import responses
-from regionlab.emulator.runtime import direct_connection as dc
+from regionlab.emulator.direct import adapter as dc
 
 
 def _check(ids: list, prefix: str) -> None:

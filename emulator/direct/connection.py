@@ -1,0 +1,323 @@
+"""One direct-mode client connection on the asyncio loop: the thin shell around a Session.
+
+Theory of operation: bytes that arrive go (after TLS, when the client started it: tls.py) into
+the connection's Session (session.py), whose frames it takes in order: each request the session
+accepts is served (adapter.py: through the service, its first step inline); nearly every
+request finishes in that step and is answered at once, and one that waits (a write's quorum, a
+latency fault's hold) is handed to a task (service/handoff.py) and answered when it finishes. Replies made while one buffer is handled go out in one write; one
+made later is flushed on the next loop turn. What the shell owns is what the session cannot:
+the transport and its flow control (a peer that does not read its replies is not read either),
+TLS, the tasks of requests in flight (cancelled when the connection ends, so none is left
+behind), the grace a closing connection gets to drain, and a region outage's modes on this
+node (node.py: `reset` resets a connection that sends anything, `blackhole` reads and answers
+nothing).
+
+Request faults reach direct requests through the service: an `error` is answered instead of
+running, a `latency` holds the reply in the service (the request stays in flight on its
+connection and replica meanwhile), and a reply a fault lost closes the connection without it
+(`timeout_after_apply`: one reply cannot go missing on a multiplexed connection without its
+client waiting forever, so the other requests in flight on it end unanswered too) or sends part
+of it and resets the connection (`tcp_reset`).
+"""
+import asyncio
+import functools
+import logging
+import os
+import socket
+import ssl
+import struct
+
+from regionlab.client.protocol import direct as D
+
+from ..core.faults import OUTAGE_RESET
+from ..core.request_faults import DROP_AFTER_APPLY
+from ..service import responses
+from ..service.handoff import carry_on
+from . import adapter, replies
+from .session import CLOSED, Session
+from .tls import HANDSHAKE_FAILURE_ALERT, TLS_HANDSHAKE_RECORD, TlsSession
+
+log = logging.getLogger("regionlab.direct")
+
+WRITE_BUFFER_HIGH_BYTES = 1024 * 1024     # stop reading a peer that does not read its replies
+CLOSE_GRACE_S = 1.0                       # a closing connection gets this long to drain, then abort
+_LINGER_RESET = struct.pack("ii", 1, 0)    # SO_LINGER on, 0 s: abort sends RST, not FIN
+# No replica key equals this, not even a request's nil 'replica' (None would match a None here
+# and reuse a target never resolved).
+_NO_KEY = object()
+
+
+class DirectConnection(asyncio.Protocol):
+    def __init__(self, node):
+        self.node = node
+        self.session = None                  # made when the connection is (its clock starts then)
+        self.transport = None
+        self.loop = None
+        self.closed = False
+        self.silenced = False                # a region outage's blackhole: nothing more is sent, ever
+        self.tls = None                      # a TlsSession once the client started TLS
+        self._plain = False                  # the first bytes were looked at, and were not TLS
+        self._in_data = False                # handling received bytes: replies wait for one write
+        self._flush_scheduled = False
+        # [key, target] of the replica the last read of the bytes being handled resolved to
+        # (adapter.serve): the reads after it in the same bytes reuse it.
+        self._last = [_NO_KEY, None]
+        self.faults = node.plane.account.faults.requests   # its by_region is empty without faults
+
+    # ---- asyncio.Protocol ---------------------------------------------------------------
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        loop = self.loop = asyncio.get_running_loop()
+        node = self.node
+        self.session = Session(node.limits, os.urandom(D.NONCE_BYTES), loop.time())
+        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES)
+        cap = node.plane.max_connections
+        if len(node.connections) >= cap:
+            self.session.fail(503, D.SUB_BUSY, f"Node {node.index} of {node.region} has {cap} connections, its limit.")
+            self._close()
+            return
+        node.connections.add(self)
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        self.node.connections.discard(self)
+        self._cancel_in_flight()
+
+    def pause_writing(self) -> None:
+        self.transport.pause_reading()       # a peer that does not read gets no more served
+
+    def resume_writing(self) -> None:
+        if not self.closed:
+            self.transport.resume_reading()
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if self.node.silent:                 # its region is out in the reset or blackhole mode
+            self._outage_received()
+            return
+        if not self._plain:                  # the first bytes (TLS or not?), or TLS records
+            data = self._unwrap(data)
+            if not data:
+                return
+        session = self.session
+        node = self.node
+        fast = not self.faults.by_region      # no request fault is on: point reads and creates take point.py
+        last = self._last
+        self._in_data = True
+        try:
+            for f in session.receive(data):
+                got = session.frame(f)
+                if type(got) is list:             # a request: its reply now, or later
+                    got = adapter.serve(node, got, fast, last)
+                if type(got) is list:
+                    session.send_reply(got)
+                elif got is not None:
+                    self._other(got)
+                    if self.closed:               # a lost reply closed it: what follows is not served
+                        break
+        finally:
+            self._in_data = False
+            if last[1] is not None:             # a read of these bytes resolved one
+                last[0] = _NO_KEY
+                last[1] = None
+            self._flush()
+        if session.state == CLOSED:
+            self._close()
+
+    # ---- requests ---------------------------------------------------------------------------
+    def _other(self, got) -> None:
+        """A request that was refused, waits, or whose reply a request fault lost."""
+        kind = type(got)
+        if kind is replies.Refusal:
+            self._refuse(got)
+        elif kind is replies.Waiting:
+            task = self.loop.create_task(carry_on(got.coro, got.waiting))
+            got.coro = got.waiting = None
+            self.session.begin(got.rid, task)
+            task.add_done_callback(functools.partial(self._finished, got))
+        else:
+            self._lose(got)
+
+    def _finished(self, w, task) -> None:
+        w.target.replica.in_flight -= 1
+        if task.cancelled():                 # the connection ended: nothing to answer
+            self.session.end(w.rid)
+            return
+        exc = task.exception()
+        if exc is None:
+            got = adapter.finish(w, task.result())
+        else:                                # the service answers every error; a last resort
+            log.error("internal error in direct %s", w.call.method, exc_info=exc)
+            got = adapter.finish(w, responses.error(replies.INTERNAL, w.call.activity_id))
+        if type(got) is list:
+            if not self.closed:
+                self.session.send_reply(got)
+                self._queued()
+        else:
+            self._lose(got)
+        self.session.end(w.rid)
+        self._done_outside_data()
+
+    def _refuse(self, refusal) -> None:
+        """Answer a request refused before it reached a replica."""
+        session = self.session
+        session.send_reply(adapter.refused(self.node.svc, refusal))
+        session.refused(refusal)
+        self._queued()
+
+    def _lose(self, lost) -> None:
+        """A request fault lost this reply: the request ran, its client never gets the answer."""
+        if self.closed:
+            return
+        if lost.fault == DROP_AFTER_APPLY:
+            # One reply cannot be lost on a multiplexed connection without the client waiting
+            # forever, so the connection closes, as the service's channel does: the other
+            # requests in flight on it end unanswered too.
+            self._close()
+            return
+        data = self.session.reply_bytes(lost.res)     # tcp_reset: part of the reply, then RST
+        self.session.out.append(data[:max(1, len(data) // 2)])
+        self._flush()
+        self.reset_now()
+
+    # ---- output, closing ----------------------------------------------------------------------
+    def _queued(self) -> None:
+        """Something was queued: it goes out with the buffer being handled, or on the next turn."""
+        if not self._in_data and not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
+    def _done_outside_data(self) -> None:
+        if self.session.state == CLOSED and not self.closed:
+            self._close()
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        out = self.session.out
+        if out:
+            if not self.closed and not self.silenced:
+                if self.tls is None:
+                    self.transport.writelines(out)
+                elif self.tls.handshaken:    # before the TLS handshake, nothing can be sent
+                    self.transport.write(self.tls.send(b"".join(out)))
+            out.clear()
+
+    def _close(self) -> None:
+        """Send what is queued (the session's last frame among it), then close; abort if it does
+        not drain within CLOSE_GRACE_S."""
+        if self.closed:
+            return
+        self._flush()
+        self.closed = True
+        self.node.connections.discard(self)
+        transport = self.transport
+        if self.tls is not None and self.tls.handshaken and not self.silenced:
+            transport.write(self.tls.close())
+        transport.close()
+        self.loop.call_later(CLOSE_GRACE_S, transport.abort)
+        self._cancel_in_flight()
+
+    def _cancel_in_flight(self) -> None:
+        for task in list(self.session.in_flight.values()) if self.session is not None else ():
+            task.cancel()
+
+    def goodbye(self) -> None:
+        """The node shuts down: a bye, then close."""
+        if not self.closed:
+            self.session.goodbye()
+            self._close()
+
+    def abort(self) -> None:
+        """The node stopped listening (crash, outage, blocked ports): drop at once, no goodbye."""
+        self.closed = True
+        self.node.connections.discard(self)
+        self.transport.abort()
+
+    def check_deadlines(self, now: float) -> None:
+        """The plane's sweeper: the session's timeouts, or a region outage's on this node."""
+        if self.closed:
+            return
+        session = self.session
+        session.tick(now)
+        node = self.node
+        if node.silent:                      # a region outage that answers nothing, not even a 408
+            if node.outage == OUTAGE_RESET and now - session.last_rx > session.limits.handshake_timeout_s:
+                self.reset_now()             # a peer that says nothing is reset once it had its time
+            return
+        if session.expire(now):
+            self._close()
+
+    # ---- region outages (node.py set_outage) --------------------------------------------------
+    def _outage_received(self) -> None:
+        """Bytes from a peer while the region is out in a mode that listens but does not serve:
+        `reset` resets the connection, `blackhole` reads and drops them (and answers nothing,
+        not even the requests already running)."""
+        if self.node.outage == OUTAGE_RESET:
+            self.reset_now()
+        else:
+            self.silence()
+
+    def silence(self) -> None:
+        """A blackhole: drop what was queued and send nothing more; the heal closes it."""
+        self.silenced = True
+        self.session.out.clear()
+
+    def reset_now(self) -> None:
+        """Reset the connection (RST: SO_LINGER 0, then abort); whatever was in flight on it is lost."""
+        if self.closed:
+            return
+        self.closed = True
+        self.node.connections.discard(self)
+        self.session.out.clear()
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+            except OSError:
+                pass                         # already gone: the abort below is all there is to do
+        self.transport.abort()
+        self._cancel_in_flight()
+
+    # ---- TLS (tls.py) ---------------------------------------------------------------------------
+    def _unwrap(self, data: bytes) -> bytes:
+        """The plain bytes of what arrived while the connection is not known to be plain: the
+        first bytes say whether the client starts TLS; under TLS, records are decrypted (b"":
+        nothing to handle, or the connection ended)."""
+        if self.tls is None:
+            if data[0] != TLS_HANDSHAKE_RECORD:
+                self._plain = True
+                return data
+            if not self._start_tls():
+                return b""
+        self.session.received = True         # TLS records are arrivals too (the idle timer)
+        return self._tls_receive(data)
+
+    def _start_tls(self) -> bool:
+        """A TLS ClientHello arrived: run TLS if the node has a certificate, else refuse it."""
+        ctx = self.node.plane.tls_context
+        if ctx is None:
+            log.info("a TLS connection to node %s of %s, which has no certificate (--direct-tls-cert): refused",
+                     self.node.index, self.node.region)
+            self.transport.write(HANDSHAKE_FAILURE_ALERT)
+            self._close()
+            return False
+        self.tls = TlsSession(ctx)
+        return True
+
+    def _tls_receive(self, data: bytes) -> bytes:
+        tls = self.tls
+        try:
+            plain = tls.receive(data)
+        except ssl.SSLError as e:
+            log.info("a TLS handshake or record on node %s of %s failed: %s", self.node.index, self.node.region, e)
+            out = tls.outgoing()
+            if out:
+                self.transport.write(out)    # the alert that tells the client why
+            self.tls = None                  # nothing more can be sent in TLS
+            self._close()
+            return b""
+        out = tls.outgoing()
+        if out:
+            self.transport.write(out)
+        return plain
