@@ -104,10 +104,13 @@ class Link:
         self.lag_ms = lag_ms
         self.jitter_ms = jitter_ms
         cap = self.clock.now_ms() + lag_ms
-        if self._queue and self._queue[-1][0] > cap:
-            self._queue = deque((min(due, cap), rs, lsn, versions) for due, rs, lsn, versions in self._queue)
+        if self._last_due_ms > cap:
+            # The commits sent from now on may follow at the new lag too, whether or not the
+            # ones the old lag held are still queued (forget and purge may have dropped them).
             self._last_due_ms = cap
-            self.kick()
+            if self._queue and self._queue[-1][0] > cap:
+                self._queue = deque((min(due, cap), rs, lsn, versions) for due, rs, lsn, versions in self._queue)
+                self.kick()
 
     def set_state(self, state: str) -> None:
         self.state = state
