@@ -227,15 +227,9 @@ class Writer:
 
     def commit(self) -> int:
         """Append the staged versions as one commit; returns its LSN (0 when nothing changed)."""
-        pending = self.pending
-        if len(pending) == 1:           # one operation (no list comprehension's frame)
-            versions = list(pending.values())
-            if versions[0].lsn != self.lsn:
-                return 0
-        else:
-            versions = [v for v in pending.values() if v.lsn == self.lsn]
-            if not versions:
-                return 0
+        versions = list(self.pending.values())     # _stage and _tombstone stage at self.lsn
+        if not versions:
+            return 0
         lsn = self.rs.append(versions)
         assert lsn == self.lsn
         index = self.container.rid_index

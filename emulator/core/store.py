@@ -153,9 +153,7 @@ class Version:
         if not self.deleted:
             self._doc = None
             self._etag = None
-            memory.untrack(self)        # _untrack_if_atoms: a live version's _doc is None now
-        else:
-            _untrack_if_atoms(self)
+        _untrack_if_atoms(self)
 
     def with_lsn(self, lsn: int) -> "Version":
         v = Version(lsn, self.key, self._doc, self.body, self._etag, 0, self.rid, self.deleted,

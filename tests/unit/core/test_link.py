@@ -184,6 +184,22 @@ def test_lowering_the_lag_brings_commits_in_flight_forward_in_order():
     assert r.arrivals == [(1, 1005), (2, 1005), (3, 1005)] and r.link.backlog == 0
 
 
+def test_a_healed_lag_spike_does_not_hold_later_commits_after_its_backlog_was_dropped():
+    for drop in ("forget", "purge"):
+        r = Receiving(lag_ms=10)
+        r.link.set_lag(10_000)
+        r.send()                           # due at 10,000
+        if drop == "forget":
+            r.link.forget({id(r.rs)})      # its container was deleted
+        else:
+            assert r.link.purge(r.rs, 0) == 1      # a forced failover rewrote its history
+        r.until(100)
+        r.link.set_lag(10)                 # healed with nothing left in flight
+        r.send()
+        r.until(110)
+        assert r.rs.deliveries == [(2, 110)] and r.link.backlog == 0, drop
+
+
 def test_raising_the_lag_leaves_commits_in_flight_alone():
     r = Receiving(lag_ms=10)
     r.send()
