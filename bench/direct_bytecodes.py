@@ -50,6 +50,9 @@ class Transport:
     def write(self, data):
         if self.kept is not None:
             self.kept.append(data)
+
+    def writelines(self, chunks):
+        self.write(b"".join(chunks))
     def set_write_buffer_limits(self, high): pass
     def close(self): pass
     def abort(self): pass

@@ -48,6 +48,9 @@ class Transport:
         if self.kept is not None:
             self.kept.append(data)
 
+    def writelines(self, chunks):
+        self.write(b"".join(chunks))
+
     def set_write_buffer_limits(self, high): pass
     def close(self): pass
     def abort(self): pass
@@ -111,7 +114,6 @@ async def reads(conn, node, key: str, c) -> None:
     frame = D.request(2, 1, "read", key, item="3", pk='["p3"]')
     raw = D.encode(frame)
     session = conn.session
-    svc = node.svc
     phase("empty", lambda: None)
     phase("read: data_received (whole)", lambda: conn.data_received(raw))
     batch = b"".join(D.encode(D.request(2, i, "read", key, item=str(i % ITEMS), pk=f'["p{i % ITEMS}"]'))
@@ -123,7 +125,7 @@ async def reads(conn, node, key: str, c) -> None:
     phase(" targets.resolve", lambda: node.targets.resolve(key, False))
     target = node.targets.resolve(key, False)
     req = session.frame(list(frame))
-    phase(" adapter.serve (fields, then point.read)", lambda: adapter.serve(svc, req, target, True))
+    phase(" adapter.serve (resolve, fields, point.read)", lambda: adapter.serve(node, req, True, [None, None]))
     parsed = ('["p3"]', ["p3"])
     phase("  point.read", lambda: point.read(target, 1, "3", None, parsed, "x" * 36))
     phase("   documents.read_point (the service's)", lambda: documents.read_point(
@@ -139,7 +141,7 @@ async def reads(conn, node, key: str, c) -> None:
         session.out.append(b"x" * 300)
         conn._flush()
     phase(" flush (join + write)", flush)
-    phase("the plain path: adapter.serve(..., fast=False)", lambda: adapter.serve(svc, req, target, False))
+    phase("the plain path: adapter.serve(..., fast=False)", lambda: adapter.serve(node, req, False, [None, None]))
 
 
 async def creates(conn, node, key: str) -> None:
@@ -151,7 +153,7 @@ async def creates(conn, node, key: str) -> None:
     target = node.targets.resolve(key, True)
     bodies = iter([b'{"id":"g%d","pk":"p3","f":"%s"}' % (i, b"x" * 140) for i in range(WARMUP + N)])
     phase("the plain path: adapter.serve(..., fast=False)", lambda: adapter.serve(
-        node.svc, [1, 1, "create", key, None, '["p3"]', next(bodies), None], target, False))
+        node, [1, 1, "create", key, None, '["p3"]', next(bodies), None], False, [None, None]))
     pk_json = canonical_pk_json(["p3"])
     a = node.svc.account
     c = target.container

@@ -4,8 +4,8 @@ Theory of operation: bytes that arrive go (after TLS, when the client started it
 the connection's Session (session.py), whose frames it takes in order: each request the session
 accepts is served (adapter.py: through the service, its first step inline); nearly every
 request finishes in that step and is answered at once, and one that waits (a write's quorum, a
-latency fault's hold) is handed to a task (service/handoff.py) and answered when it finishes. Replies made while one buffer is handled go out in one write; one
-made later is flushed on the next loop turn. What the shell owns is what the session cannot:
+latency fault's hold) is handed to a task (service/handoff.py) and answered when it finishes. Replies made while one buffer is handled go out in one write; those
+made later, on the next loop turn. What the shell owns is what the session cannot:
 the transport and its flow control (a peer that does not read its replies is not read either),
 TLS, the tasks of requests in flight (cancelled when the connection ends, so none is left
 behind), the grace a closing connection gets to drain, and a region outage's modes on this
@@ -57,8 +57,7 @@ class DirectConnection(asyncio.Protocol):
         self.silenced = False                # a region outage's blackhole: nothing more is sent, ever
         self.tls = None                      # a TlsSession once the client started TLS
         self._plain = False                  # the first bytes were looked at, and were not TLS
-        self._in_data = False                # handling received bytes: replies wait for one write
-        self._flush_scheduled = False
+        self._flush_scheduled = False        # a flush is due on the next loop turn
         # [key, target] of the replica the last read of the bytes being handled resolved to
         # (adapter.serve): the reads after it in the same bytes reuse it.
         self._last = [_NO_KEY, None]
@@ -104,7 +103,6 @@ class DirectConnection(asyncio.Protocol):
         node = self.node
         fast = not self.faults.by_region      # no request fault is on: point reads and creates take point.py
         last = self._last
-        self._in_data = True
         try:
             for f in session.receive(data):
                 got = session.frame(f)
@@ -117,7 +115,6 @@ class DirectConnection(asyncio.Protocol):
                     if self.closed:               # a lost reply closed it: what follows is not served
                         break
         finally:
-            self._in_data = False
             if last[1] is not None:             # a read of these bytes resolved one
                 last[0] = _NO_KEY
                 last[1] = None
@@ -153,18 +150,19 @@ class DirectConnection(asyncio.Protocol):
         if type(got) is list:
             if not self.closed:
                 self.session.send_reply(got)
-                self._queued()
+                self._flush_soon()
         else:
             self._lose(got)
         self.session.end(w.rid)
-        self._done_outside_data()
+        if self.session.state == CLOSED:     # that was the last in flight after a bye
+            self._close()
 
     def _refuse(self, refusal) -> None:
-        """Answer a request refused before it reached a replica."""
+        """Answer a request refused before it reached a replica (while the bytes it came in are
+        handled: its reply goes out with theirs)."""
         session = self.session
         session.send_reply(adapter.refused(self.node.svc, refusal))
         session.refused(refusal)
-        self._queued()
 
     def _lose(self, lost) -> None:
         """A request fault lost this reply: the request ran, its client never gets the answer."""
@@ -182,15 +180,12 @@ class DirectConnection(asyncio.Protocol):
         self.reset_now()
 
     # ---- output, closing ----------------------------------------------------------------------
-    def _queued(self) -> None:
-        """Something was queued: it goes out with the buffer being handled, or on the next turn."""
-        if not self._in_data and not self._flush_scheduled:
+    def _flush_soon(self) -> None:
+        """A reply made outside the handling of received bytes goes out on the next loop turn,
+        with the others made by then."""
+        if not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
-
-    def _done_outside_data(self) -> None:
-        if self.session.state == CLOSED and not self.closed:
-            self._close()
 
     def _flush(self) -> None:
         self._flush_scheduled = False

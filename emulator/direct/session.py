@@ -186,9 +186,6 @@ class Session:
     def _ping(self, f):
         self.send({"t": D.PONG})
 
-    def _pong(self, f):
-        return None
-
     def _bye(self, f):
         self._to(CLOSING)
         if not self.in_flight:
@@ -287,8 +284,8 @@ class Session:
 
     def send_reply(self, res: list) -> None:
         """Queue a reply array (client/protocol/direct.py REPLY_FIELDS). A version 2 reply that
-        fits a frame is queued as its length prefix and its body: the caller joins what it
-        queued once, so the frame itself is never copied into one piece first."""
+        fits a frame is queued as its length prefix and its body, which the caller hands to its
+        transport as they are: the frame is never copied into one piece."""
         if self.compact:
             body = _pack(res)
             if len(body) <= _FRAME_BYTES_MAX:
@@ -356,7 +353,7 @@ def _kind_name(kind) -> str:
 # ---- the transitions ------------------------------------------------------------------------------
 # state -> {frame kind -> what the session does with it}; a kind a state does not list goes to
 # that state's _OTHERWISE (an error, or nothing once the connection is closing or closed).
-_READY_CONTROL = {D.PING: Session._ping, D.PONG: Session._pong, D.BYE: Session._bye}
+_READY_CONTROL = {D.PING: Session._ping, D.PONG: Session._ignored, D.BYE: Session._bye}
 _TRANSITIONS = {
     HELLO: {D.HELLO: Session._hello},
     AUTH: {D.AUTH: Session._auth},
