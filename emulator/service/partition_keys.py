@@ -6,6 +6,8 @@ or several values for a hierarchical key. Anything else is a 400 saying that sha
 surrogates and numbers beyond a double's range are refused with a message. Parsed results
 are cached by the raw header text, since clients send the same few keys again and again.
 """
+import json
+
 from regionlab.client.protocol import headers as H
 
 from ..core.container import canonical_pk_json
