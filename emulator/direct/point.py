@@ -41,6 +41,17 @@ _READ = D.READ
 _MINIMAL = H.PREFER_RETURN_MINIMAL
 
 
+def _key(target, parsed) -> tuple:
+    """(pk_json, values) of the request's partition key, or the service's 400 for a missing one
+    or one of the wrong length for the container."""
+    if parsed is None:
+        raise partition_keys.missing()
+    pk_json, values = parsed
+    if len(values) != target.pk_paths:
+        partition_keys.checked(target.container, pk_json, values)
+    return pk_json, values
+
+
 def read(target, rid: int, item: str, headers: dict | None, parsed, activity: str) -> list:
     """A point read at the named replica (its fields checked: adapter.serve; `headers`, those
     its options stand for, None without options), answered and counted as documents.read
@@ -49,12 +60,8 @@ def read(target, rid: int, item: str, headers: dict | None, parsed, activity: st
     replica = target.replica
     replica.in_flight += 1                   # as the plain path has it, while it runs
     try:
-        if parsed is None:
-            raise partition_keys.missing()
-        pk_json, values = parsed
+        pk_json, values = _key(target, parsed)
         container = target.container
-        if len(values) != target.pk_paths:
-            partition_keys.checked(container, pk_json, values)     # raises the service's 400
         level = call.svc.account.consistency
         tokens = inm = None
         if headers is not None:
@@ -99,12 +106,8 @@ def create(call, target, rid: int, op: str, parsed):
     when the service says it needs no waiting (nearly always), else a replies.Waiting for the
     rest."""
     try:
-        if parsed is None:
-            raise partition_keys.missing()
-        pk_json, values = parsed
+        pk_json, values = _key(target, parsed)
         container = target.container
-        if len(values) != target.pk_paths:
-            partition_keys.checked(container, pk_json, values)     # raises the service's 400
         svc = call.svc
         writer, status, version = documents.stage_body(svc, call.region, container, pk_json, values, call.raw,
                                                        op == D.UPSERT, call.headers.get(H.IF_MATCH))
