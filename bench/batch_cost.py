@@ -44,7 +44,7 @@ from load_bench import BATCH_ITEMS, COLL, DB, KEYS, sized_item  # noqa: E402
 from rest_load import signed_headers  # noqa: E402
 from regionlab.emulator.gateway.http import Request  # noqa: E402
 from regionlab.emulator.gateway.server import Gateway  # noqa: E402
-from regionlab.emulator.runtime.server import Emulator  # noqa: E402
+from regionlab.emulator.server import Emulator  # noqa: E402
 from regionlab.emulator.testing import make_config  # noqa: E402
 
 N_DEFAULT = 20_000

@@ -49,6 +49,7 @@ from regionlab.emulator.core.documents import Writer  # noqa: E402
 from regionlab.emulator.core.scheduler import ManualClock, Scheduler, run_until_idle  # noqa: E402
 from regionlab.emulator.core.throttle import CREATE, ThrottleConfig  # noqa: E402
 from regionlab.emulator.core.validation import ITEM_BYTES_MAX, check_id, parse_item_body  # noqa: E402
+from regionlab.emulator import interpreter  # noqa: E402
 
 N_DEFAULT = 20_000
 RATE_DEFAULT = 3            # creates per virtual millisecond (about the measured 2,700/s)
@@ -83,6 +84,7 @@ def body(i: int, shape: str) -> tuple[bytes, str, list]:
 
 
 def setup():
+    interpreter.install()                 # the store's memory as a serving emulator keeps it
     clock = ManualClock()
     scheduler = Scheduler()
     config = AccountConfig(throttle=ThrottleConfig(ru=False)) if UNMETERED else AccountConfig()

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import uvloop  # noqa: E402
 
 from regionlab.client.protocol import direct as D  # noqa: E402
-from regionlab.emulator.runtime.server import Emulator  # noqa: E402
+from regionlab.emulator.server import Emulator  # noqa: E402
 from regionlab.emulator.testing import make_config  # noqa: E402
 
 WARMUP = 200

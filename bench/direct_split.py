@@ -29,7 +29,7 @@ from regionlab.client.protocol import direct as D  # noqa: E402
 from regionlab.emulator.core.container import canonical_pk_json  # noqa: E402
 from regionlab.emulator.core.documents import Writer  # noqa: E402
 from regionlab.emulator.direct import adapter, point  # noqa: E402
-from regionlab.emulator.runtime.server import Emulator  # noqa: E402
+from regionlab.emulator.server import Emulator  # noqa: E402
 from regionlab.emulator.service import documents  # noqa: E402
 from regionlab.emulator.testing import make_config  # noqa: E402
 

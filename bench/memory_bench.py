@@ -53,8 +53,10 @@ def one_run(n: int, regions: int) -> dict:
     from regionlab.emulator.core.account import Account, AccountConfig
     from regionlab.emulator.core.container import canonical_pk_json
     from regionlab.emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
+    from regionlab.emulator import interpreter
     from core_write_cost import create
 
+    interpreter.install()                 # the store's memory as a serving emulator keeps it
     clock, scheduler = ManualClock(), Scheduler()
     config = AccountConfig() if regions == 3 else AccountConfig(regions=("East US",))
     account = Account(config, clock, scheduler, random.Random(0))

@@ -96,7 +96,7 @@ def config_from_args(args, environ=None):
 
 
 async def serve(server_config) -> None:
-    from .runtime.server import Emulator
+    from .server import Emulator
     emu = Emulator(server_config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -503,7 +503,7 @@ def _tls(v: dict) -> dict:
 
 
 def _build(v: dict):
-    from .runtime.server import ServerConfig
+    from .server import ServerConfig
     if v["direct_ports"] is None:          # the nodes follow the region ports: free with --port 0
         v["direct_ports"] = (0, 0) if v["port"] == 0 else (defaults.DIRECT_PORT_MIN, defaults.DIRECT_PORT_MAX)
     _cross_check(v)

@@ -22,17 +22,13 @@ Standard library only (urllib), so it works wherever the server is installed.
 """
 import argparse
 import json
-import os
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 
 from . import ctl_routing, ctl_throttle
+from .control_client import DEFAULT_CONTROL, ControlError, call, control_token, control_url, print_reply
 from .core.faults import OUTAGE_MODE_DEFAULT, OUTAGE_MODES
 
-DEFAULT_CONTROL = "http://127.0.0.1:8090"
-HTTP_TIMEOUT_S = 90.0          # a graceful failover waits for the drain (up to 60 s) before it answers
 COMMANDS = ("topology", "health", "faults", "fault", "failover", "failovers", "lost-writes", "region", "sim",
             "throttle", "routing", "drill")
 # CLI fault name -> (fault type, its positional region arguments)
@@ -49,43 +45,6 @@ DIRECT_FAULT_FLAGS = {"replica-move": ("replica_move", ("region",)), "node-crash
                       "direct-ports-blocked": ("direct_ports_blocked", ())}
 FAULT_FLAGS.update(DIRECT_FAULT_FLAGS)
 REQUEST_FAULT_OPS = ("read", "write", "query", "metadata", "all")
-
-
-class ControlError(Exception):
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-def control_url(explicit: str | None) -> str:
-    return (explicit or os.environ.get("REGIONLAB_CONTROL") or DEFAULT_CONTROL).rstrip("/")
-
-
-def control_token(explicit: str | None) -> str | None:
-    return explicit or os.environ.get("REGIONLAB_CONTROL_TOKEN") or None
-
-
-def call(base: str, method: str, path: str, body=None, token: str | None = None):
-    """The reply's JSON; ControlError for an error reply or an unreachable port."""
-    data = None if body is None else json.dumps(body).encode()
-    headers = {} if method in ("GET", "HEAD") else {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    req = urllib.request.Request(base + path, data=data, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as resp:
-            return json.loads(resp.read() or b"null")
-    except urllib.error.HTTPError as e:
-        raw = e.read()
-        try:
-            message = json.loads(raw).get("error") or raw.decode()
-        except (ValueError, AttributeError):
-            message = raw.decode(errors="replace") or e.reason
-        raise ControlError(e.code, f"{method} {path}: {e.code} {message}") from None
-    except (urllib.error.URLError, OSError) as e:
-        reason = getattr(e, "reason", e)
-        raise ControlError(0, f"cannot reach the control port at {base}: {reason}") from None
 
 
 # ---- arguments -------------------------------------------------------------------------------
@@ -241,18 +200,4 @@ def main(argv: list, out=None) -> int:
     except ControlError as e:
         print(f"regionlab: {e.message}", file=sys.stderr)
         return 2 if e.status == -2 else 1
-    return _print(json.dumps(reply, indent=2), out)
-
-
-def _print(text: str, out) -> int:
-    """Write the reply; a reader that went away (`regionlab lost-writes | head`) is no error."""
-    try:
-        print(text, file=out)
-        out.flush()
-    except BrokenPipeError:
-        # Point stdout at /dev/null so the interpreter's final flush does not fail again.
-        if out is sys.stdout:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-    return 0
+    return print_reply(json.dumps(reply, indent=2), out)

@@ -13,8 +13,8 @@ a type the catalogue gains later works at once through `__getattr__` with keywor
 (`emu.faults.latency("East US", delay_ms=300)`): positional arguments name its regions, one as
 `region`, two as `from` and `to`, as every fault of the catalogue names them.
 """
+from .control_client import ControlError, call
 from .core.faults import FAULT_TYPES, OUTAGE_MODE_DEFAULT
-from .ctl import ControlError, call
 
 # How a generic fault's positional arguments map to its region fields (core/faults.py REGION_FIELDS).
 POSITIONAL_REGION_FIELDS = {1: ("region",), 2: ("from", "to")}

@@ -14,35 +14,19 @@ JSON and validation as curl or the CLI; see emulator/fault_handle.py and docs/co
 
 The pytest plugin (emulator/pytest_plugin.py) wraps this in the `regionlab` fixture.
 """
-import asyncio
-import threading
 from contextlib import contextmanager
 
-from regionlab.client import event_loop
-
-from . import config as options_config, defaults
-from .ctl import ControlError
+from . import config as options_config
+from .control_client import ControlError
+from .embedded import EmbeddedEmulator
 from .fault_handle import Fault, Faults
 
 __all__ = ["ControlError", "Fault", "Faults", "RunningEmulator", "make_config", "running_emulator", "start"]
 
-START_TIMEOUT_S = 10.0
 
-
-class RunningEmulator:
+class RunningEmulator(EmbeddedEmulator):
     def __init__(self, emu, loop, thread):
-        self.emulator = emu
-        self.loop = loop
-        self._thread = thread
-        t = emu.topology
-        self.endpoint = t.global_endpoint
-        self.region_endpoints = {name: t.region_endpoint(name) for name in emu.account.config.regions}
-        self.control_endpoint = t.control_url
-        # With https: the file a client trusts (connection_verify=, NODE_EXTRA_CA_CERTS); else None.
-        self.certificate = emu.certificate.trust_file if emu.certificate is not None else None
-        self.key = emu.config.key or defaults.EMULATOR_KEY
-        self.control_token = emu.config.control_token     # send as "Authorization: Bearer ..."
-        self.regions = list(emu.account.config.regions)
+        super().__init__(emu, loop, thread)
         self.faults = Faults(self.control_endpoint, self.control_token)
 
     def control(self, method: str, path: str, body=None):
@@ -71,22 +55,6 @@ class RunningEmulator:
         database, container, partition, lsn, id, partition_key, operation, region and reason."""
         return self.control("GET", "/lost-writes")["writes"]
 
-    @property
-    def read_only_endpoints(self) -> dict:
-        """{region: URL} of the read-only endpoints open now (read_only_endpoints=True, or opened
-        later on the control port)."""
-        return self.emulator.topology.read_only_endpoints()
-
-    @property
-    def account(self):
-        return self.emulator.account
-
-    @property
-    def direct_nodes(self) -> list:
-        """Every direct-mode node as {"region", "node", "port", "replicas"} (free ports, the
-        replica keys it holds; docs/direct.md), read on the emulator's loop."""
-        return self.call(lambda account: self.emulator.direct.ready_info()["nodes"])
-
     def drill(self, file_or_name, *, scale: float = 1.0, seed: int = 0, out=None, report_dir: str | None = None):
         """Run a drill (a built-in's name, a scenario file's path, or its parsed JSON) against this
         emulator and return its report (emulator.drill.Report: report.json's dict, with `.passed`).
@@ -98,19 +66,6 @@ class RunningEmulator:
         target = Target(self.endpoint, self.key, self.control_endpoint, self.control_token)
         return drill.run(file_or_name, target=target, scale=scale, seed=seed, out=out or _Discard(),
                          report_dir=report_dir)
-
-    def call(self, fn, *args, timeout: float = 10.0):
-        """Run fn(account, *args) on the emulator's loop and return its result."""
-        async def run():
-            return fn(self.emulator.account, *args)
-        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout)
-
-    def stop(self) -> None:
-        if not self.loop.is_running():
-            return
-        asyncio.run_coroutine_threadsafe(self.emulator.stop(), self.loop).result(START_TIMEOUT_S)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(START_TIMEOUT_S)
 
 
 class _Discard:
@@ -142,31 +97,7 @@ def make_config(**options):
 
 
 def start(config=None, **kwargs) -> RunningEmulator:
-    from .runtime.server import Emulator
-    loop = event_loop.new_event_loop()
-    emu = Emulator(config or make_config(**kwargs))
-    started = threading.Event()
-    failure = []
-
-    def main():
-        asyncio.set_event_loop(loop)
-        try:
-            loop.run_until_complete(emu.start())
-        except BaseException as e:          # report start-up failures to the caller
-            failure.append(e)
-            started.set()
-            return
-        started.set()
-        loop.run_forever()
-        loop.close()
-
-    thread = threading.Thread(target=main, name="regionlab-emulator", daemon=True)
-    thread.start()
-    if not started.wait(START_TIMEOUT_S):
-        raise RuntimeError("regionlab did not start in time")
-    if failure:
-        raise failure[0]
-    return RunningEmulator(emu, loop, thread)
+    return RunningEmulator.started(config or make_config(**kwargs))
 
 
 @contextmanager

@@ -21,12 +21,11 @@ from regionlab.client.exceptions import CosmosHttpResponseError
 from regionlab.client.policies import bulk as policy
 from regionlab.client.protocol import headers as H, status as S
 
+from .batch_operations import OPERATION_TYPES, from_batch_tuple
 from .links import link_path
 from .request import Request
 from .responses import CosmosDict, CosmosList, body_json, dumps
 
-_TYPES = {"create": "Create", "upsert": "Upsert", "read": "Read", "replace": "Replace",
-          "delete": "Delete", "patch": "Patch"}
 _BODY_KEYED = ("Create", "Upsert", "Replace")      # the partition key may come from the body
 
 
@@ -62,17 +61,16 @@ def wire_operation(op, paths: list[str]) -> tuple[dict, list]:
     (`operationType`, `id`, `resourceBody`, `partitionKey`, `ifMatch`) or a batch-style tuple
     (`("create", (body,), {"partition_key": ...})`)."""
     if isinstance(op, dict):
-        kind = _TYPES.get(str(op.get("operationType", "")).lower())
+        kind = OPERATION_TYPES.get(str(op.get("operationType", "")).lower())
         if kind is None:
-            raise ValueError(f"bulk operationType must be one of {sorted(_TYPES.values())}: {op!r}")
+            raise ValueError(f"bulk operationType must be one of {sorted(OPERATION_TYPES.values())}: {op!r}")
         out = {"operationType": kind}
         for k in ("id", "resourceBody", "ifMatch"):
             if k in op:
                 out[k] = op[k]
         pk = op.get("partitionKey")
     else:
-        from .container import ContainerProxy
-        out = ContainerProxy._batch_op(op)
+        out = from_batch_tuple(op)
         pk = (op[2] if len(op) > 2 else {}).get("partition_key")
     if pk is None:
         if out["operationType"] not in _BODY_KEYED:

@@ -10,6 +10,8 @@ from regionlab.client.diagnostics import Diagnostics
 from regionlab.client.exceptions import CosmosBatchOperationError, CosmosResourceNotFoundError
 from regionlab.client.protocol import auth, headers as H, status as S
 
+from . import bulk
+from .batch_operations import from_batch_tuple
 from .changefeed import ChangeFeed, feed_range_bounds
 from .feed import AsyncItemPaged
 from .links import item_path, link_path
@@ -19,8 +21,6 @@ from .responses import CosmosDict, CosmosList, as_dict, body_json, dumps
 
 QUERY_CONTENT_TYPE = "application/query+json"
 PATCH_CONTENT_TYPE = "application/json-patch+json"
-_BATCH_TYPES = {"create": "Create", "upsert": "Upsert", "read": "Read", "replace": "Replace",
-                "delete": "Delete", "patch": "Patch"}
 
 
 class ContainerProxy(Throughput):
@@ -217,7 +217,7 @@ class ContainerProxy(Throughput):
 
     # ---- transactional batch -------------------------------------------------------------
     async def execute_item_batch(self, batch_operations: list, partition_key, **kwargs) -> CosmosList:
-        ops = [self._batch_op(op) for op in batch_operations]
+        ops = [from_batch_tuple(op) for op in batch_operations]
         headers = {H.IS_BATCH: "True", H.BATCH_ATOMIC: "True", H.BATCH_CONTINUE_ON_ERROR: "False",
                    H.CONTENT_TYPE: "application/json"}
         req = Request("POST", link_path(self.link, "docs"), "batch", headers, dumps(ops), is_write=True,
@@ -241,27 +241,7 @@ class ContainerProxy(Throughput):
         order (client/aio/bulk.py). An operation is a JS-style dict (`operationType`, `id`,
         `resourceBody`, `partitionKey`, `ifMatch`) or a batch tuple with
         `{"partition_key": ...}` as its options."""
-        from . import bulk
         return await bulk.execute(self, list(operations), continue_on_error, self._request_options(kwargs))
-
-    @staticmethod
-    def _batch_op(op) -> dict:
-        kind, args = op[0], op[1]
-        options = op[2] if len(op) > 2 else {}
-        out = {"operationType": _BATCH_TYPES[kind.lower()]}
-        if kind.lower() in ("create", "upsert"):
-            out["resourceBody"] = args[0]
-        elif kind.lower() in ("read", "delete"):
-            out["id"] = args[0]
-        elif kind.lower() == "replace":
-            out["id"], out["resourceBody"] = args[0], args[1]
-        else:
-            out["id"], out["resourceBody"] = args[0], {"operations": args[1]}
-            if options.get("filter_predicate"):
-                out["resourceBody"]["condition"] = options["filter_predicate"]
-        if options.get("if_match_etag"):
-            out["ifMatch"] = options["if_match_etag"]
-        return out
 
     # ---- throughput ----------------------------------------------------------------------------
     async def _offer_resource(self) -> str:

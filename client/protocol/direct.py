@@ -188,8 +188,8 @@ class FrameDecoder:
         self._need = 0                   # bytes the kept tail needs before it can be decoded further
         self.max_frame_bytes = max_frame_bytes
         self.failed = False
-        # Whether _buf holds an incomplete frame: a plain attribute, kept by feed, since a server
-        # asks after every read (a property was one more call per request).
+        # Whether _buf holds an incomplete frame: a plain attribute kept by feed, not a property,
+        # since a server asks after every read.
         self.pending = False
 
     def feed(self, data: bytes) -> list:
@@ -204,17 +204,6 @@ class FrameDecoder:
             buf.clear()
             self.pending = False
         size = len(data)                 # (buf is empty here: a kept tail has just moved into data)
-        if size > LENGTH_PREFIX_BYTES:
-            # The common read: exactly one whole frame of the usual shape, decoded without the
-            # loop below (which handles, and explains, everything else).
-            n = _unpack_length(data, 0)[0]
-            if n == size - LENGTH_PREFIX_BYTES and n <= self.max_frame_bytes:
-                try:
-                    frame = _unpackb(data[LENGTH_PREFIX_BYTES:])
-                except Exception:
-                    frame = None
-                if type(frame) is list and frame and type(frame[0]) is int:
-                    return [frame]
         frames = []
         pos = 0
         limit = self.max_frame_bytes
@@ -230,16 +219,7 @@ class FrameDecoder:
                 end = start + n
                 if end > size:
                     break
-                body = data[start:end]
-                try:                     # decode_body's common case, inlined (it runs per frame)
-                    frame = _unpackb(body)
-                except Exception:
-                    frame = decode_body(body)            # raises the ProtocolError that says why
-                kind = type(frame)
-                if not ((kind is list and frame and type(frame[0]) is int)
-                        or (kind is dict and type(frame.get("t")) is str)):
-                    decode_body(body)                    # raises: not a frame's shape
-                frames.append(frame)
+                frames.append(decode_body(data[start:end]))
                 pos = end
         except ProtocolError as e:
             self.failed = True

@@ -60,10 +60,7 @@ def index_terms(doc: dict, indexing_policy: dict | None, body: bytes | None = No
     docstring); system properties other than `_ts` are never counted. body: the document's
     compact JSON, when the caller has it (a staged or stored version's); system: how many
     system properties doc has, when the caller knows it (a document a Writer staged)."""
-    shape = _shapes.get(id(indexing_policy))
-    if shape is None or shape[0] is not indexing_policy:
-        shape = _policy_shape(indexing_policy)
-    _, enabled, everything, policy = shape
+    _, enabled, everything, policy = _policy_shape(indexing_policy)
     if not enabled:
         return 0
     n = 1                                   # _ts is always indexed
@@ -92,9 +89,11 @@ POLICIES_MAX = 256
 
 def _policy_shape(indexing_policy: dict | None) -> tuple:
     """(indexingPolicy, indexes anything?, indexes everything?, compiled policy), decided once
-    per policy object (a container's definition holds one until it is replaced) and kept in
-    _shapes, which index_terms reads first. Everything is the default shape: `/*` included and
-    only system paths (`/_etag/?`...) excluded."""
+    per policy object (a container's definition holds one until it is replaced). Everything
+    is the default shape: `/*` included and only system paths (`/_etag/?`...) excluded."""
+    entry = _shapes.get(id(indexing_policy))
+    if entry is not None and entry[0] is indexing_policy:
+        return entry
     policy = policy_of(indexing_policy)
     everything = (policy.enabled and any(p.segments == () and p.terminal == "*" for p in policy.included)
                   and all(p.segments and p.segments[0].startswith("_") for p in policy.excluded))
@@ -156,45 +155,36 @@ def delete(nbytes: int = KB, terms: int = TYPICAL_TERMS) -> float:
     return write(nbytes, terms)
 
 
-def version(container, v, old_nbytes: int | None = None) -> float:
-    """The charge of staging one Version into `container`: a create, a replace or (a tombstone)
-    a delete. `old_nbytes` is the deleted item's stored size when the caller knows it."""
-    policy = container.definition.get("indexingPolicy")
-    if v.deleted:
-        if old_nbytes is None:
-            old_nbytes = len(jsontext.dumps_bytes(v.doc))
-        return delete(old_nbytes, index_terms(v.doc, policy))
-    terms = index_terms(v.doc, policy, v.body)
-    return replace(len(v.body), terms) if v.op == "replace" else write(len(v.body), terms)
-
-
 def staged(writer) -> float:
     """The charge of everything a core Writer has staged for its commit (one operation, or
     every tombstone of a delete by partition key), computed before anything is applied."""
     pending = writer.pending
     if len(pending) == 1:                   # one operation: its charge is already rounded
-        for key, v in pending.items():
-            if v.lsn != writer.lsn:
-                return 0.0
-            if v.deleted:
-                return staged_key(writer, key)
-            # version()'s create or replace, without the two calls around it (every write)
-            body = v.body
-            terms = index_terms(v._doc, writer.container.definition.get("indexingPolicy"), body,
-                                STAGED_SYSTEM_PROPERTIES)
-            return replace(len(body), terms) if v.op == "replace" else write(len(body), terms)
-    return round(sum(staged_key(writer, key) for key, v in pending.items() if v.lsn == writer.lsn), 2)
+        for v in pending.values():
+            return _staged(writer, v) if v.lsn == writer.lsn else 0.0
+    return round(sum(_staged(writer, v) for v in pending.values() if v.lsn == writer.lsn), 2)
 
 
 def staged_key(writer, key: tuple) -> float:
     """The charge of the version a Writer has staged under key (e.g. one operation of a batch)."""
-    v = writer.pending[key]
-    old_nbytes = None
+    return _staged(writer, writer.pending[key])
+
+
+def _staged(writer, v) -> float:
+    """The charge of one Version the Writer staged: a create, a replace or (a tombstone) a
+    delete, which costs as much as creating the item it deletes (its stored size when the store
+    still has it as the tombstone found it)."""
+    policy = writer.container.definition.get("indexingPolicy")
     if v.deleted:
         prev = writer.rs.store.latest(v.key)
         if prev is not None and prev.lsn == v.prev_lsn and prev.body is not None:
             old_nbytes = len(prev.body)
-    return version(writer.container, v, old_nbytes)
+        else:
+            old_nbytes = len(jsontext.dumps_bytes(v.doc))
+        return delete(old_nbytes, index_terms(v.doc, policy))
+    body = v.body
+    terms = index_terms(v.doc, policy, body, STAGED_SYSTEM_PROPERTIES)
+    return replace(len(body), terms) if v.op == "replace" else write(len(body), terms)
 
 
 def staged_count(writer) -> int:

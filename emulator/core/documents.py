@@ -11,9 +11,8 @@ Theory of operation:
   applied up to the partition's committed LSN; they never see an unacknowledged write.
 """
 import json
-from sys import intern
 
-from . import epk as epks
+from . import epk as epks, memory
 from .consistency import SESSION, STRONG, BOUNDED
 from .container import canonical_pk_json
 from .errors import (CosmosError, bad_request, conflict, not_found, precondition_failed,
@@ -45,7 +44,7 @@ class Writer:
         self.region = region
         # Every item of a logical partition shares one string for its partition key: the stores
         # key items by (pk json, id), and a request's own copy would be ~60 bytes an item.
-        self.pk_json = pk_json = intern(pk_json)
+        self.pk_json = pk_json = memory.intern(pk_json)
         self.pk_values = pk_values
         partitions = container.partitions
         # One partition holds every key: no need for the key's EPK.
@@ -228,15 +227,9 @@ class Writer:
 
     def commit(self) -> int:
         """Append the staged versions as one commit; returns its LSN (0 when nothing changed)."""
-        pending = self.pending
-        if len(pending) == 1:           # one operation (no list comprehension's frame)
-            versions = list(pending.values())
-            if versions[0].lsn != self.lsn:
-                return 0
-        else:
-            versions = [v for v in pending.values() if v.lsn == self.lsn]
-            if not versions:
-                return 0
+        versions = list(self.pending.values())     # _stage and _tombstone stage at self.lsn
+        if not versions:
+            return 0
         lsn = self.rs.append(versions)
         assert lsn == self.lsn
         index = self.container.rid_index

@@ -35,9 +35,12 @@ FAULT_TYPES = ("region_outage", "link_cut", "link_lag", "primary_crash", "replic
 # accepted, then reset; unavailable = every request is answered 503, connections stay open;
 # blackhole = connections are accepted and read, never answered. The default is the mode both
 # official SDKs (Python, JS) ride through without an error reaching the app (docs/control-api.md).
-REFUSE, RESET, UNAVAILABLE, BLACKHOLE = "refuse", "reset", "unavailable", "blackhole"
-OUTAGE_MODES = (REFUSE, RESET, UNAVAILABLE, BLACKHOLE)
-OUTAGE_MODE_DEFAULT = UNAVAILABLE
+OUTAGE_REFUSE = "refuse"
+OUTAGE_RESET = "reset"
+OUTAGE_UNAVAILABLE = "unavailable"
+OUTAGE_BLACKHOLE = "blackhole"
+OUTAGE_MODES = (OUTAGE_REFUSE, OUTAGE_RESET, OUTAGE_UNAVAILABLE, OUTAGE_BLACKHOLE)
+OUTAGE_MODE_DEFAULT = OUTAGE_UNAVAILABLE
 FAULT_TYPES += DIRECT_FAULT_TYPES              # replica_move, node_crash, direct_ports_blocked
 # The faults a durable account keeps across a restart (account_image.py): the links' state.
 # The others (outages, crashes, request faults) are what a process restart itself ends.

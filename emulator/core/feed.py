@@ -46,7 +46,8 @@ def read_page(container, region: str, consistency: str, session: dict | None,
               continuation: str | None, max_items: int, partition_indexes=None,
               pk_json: str | None = None, bytes_max: int = PAGE_BYTES_MAX, primary_ok: bool = True,
               pins=None):
-    """(versions, next continuation or None, replica sets read); primary_ok and pins as in choose_replica."""
+    """(versions, next continuation or None, [(replica set, the LSN it was read at), ...]);
+    primary_ok and pins as in choose_replica."""
     indexes = list(partition_indexes) if partition_indexes is not None else list(range(len(container.partitions)))
     start_pidx, after_key = (indexes[0], None) if continuation is None else decode_continuation(continuation)
     out = []
@@ -57,7 +58,7 @@ def read_page(container, region: str, consistency: str, session: dict | None,
             continue
         rs = container.partitions[pidx].for_read(region)
         _, lsn = choose_replica(rs, consistency, session, primary_ok, pins)
-        touched.append(rs)
+        touched.append((rs, lsn))
         after = after_key if pidx == start_pidx else None
         for v in rs.store.scan(lsn, after_key=after, prefix=pk_json):
             if out and nbytes + len(v.body) > bytes_max:

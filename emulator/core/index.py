@@ -38,7 +38,7 @@ from itertools import islice
 from sortedcontainers import SortedDict
 
 from .query.evaluate import index_value
-from .query.values import TAG_ARRAY, TAG_NULL, TYPE_TAGS, UNDEFINED, sort_key
+from .query.values import UNDEFINED, sort_key
 
 INDEXED_PATHS_MAX = 16     # materialised paths per store; queries on further paths scan
 INDEX_BUILD_STEP_VERSIONS = 500   # versions a building index files per query (~5 ms of CPU here)
@@ -68,14 +68,6 @@ def _reader(path: tuple):
     return lambda doc: value_at(doc, path)
 
 
-def _scalar_key(value):
-    """sort_key, without the call for the scalars that make up nearly every indexed value."""
-    tag = TYPE_TAGS.get(type(value))
-    if tag is not None and TAG_NULL < tag < TAG_ARRAY:
-        return (tag, value)
-    return sort_key(value)
-
-
 class PathIndex:
     """sort key of the value at `path` -> set of versions holding it."""
     __slots__ = ("path", "entries", "size", "_read", "pending")
@@ -92,7 +84,7 @@ class PathIndex:
         return self.pending is None
 
     def add(self, version) -> None:
-        key = _scalar_key(self._read(version.doc))
+        key = sort_key(self._read(version.doc))
         group = self.entries.get(key)
         if group is None:
             self.entries[key] = {version}
@@ -103,7 +95,7 @@ class PathIndex:
         self.size += 1
 
     def discard(self, version) -> None:
-        key = _scalar_key(self._read(version.doc))
+        key = sort_key(self._read(version.doc))
         group = self.entries.get(key)
         if group is None or version not in group:
             return

@@ -209,7 +209,7 @@ class Partition:
         # The global LSN is the majority-th highest of what the regions committed (of the
         # newest history: never more than a region's committed LSN). Unless a majority
         # committed past it, it cannot move, and the sort below is skipped.
-        need = len(self.replica_sets) // 2 + 1      # majority(), inlined
+        need = self.majority()
         g0 = self.global_lsn
         for rs in self.replica_sets.values():
             if rs.committed_lsn > g0:
@@ -232,7 +232,8 @@ class Partition:
             committed = sorted([_committed_in(rs, newest) for rs in sets], reverse=True)
         else:                                  # one epoch (nearly always): _committed_in is committed_lsn
             committed = sorted(map(_committed_lsn_of, sets), reverse=True)    # no listcomp frame
-        g = committed[len(committed) // 2]       # the majority-th highest
+        majority = self.majority()
+        g = committed[majority - 1]            # the majority-th highest
         moved = g > self.global_lsn
         if moved:
             self.global_lsn = g
@@ -243,13 +244,10 @@ class Partition:
         for rs in sets:
             if rs.committed_lsn > g:
                 above += 1
-        short = len(committed) // 2 + 1 - above
+        short = majority - above
         self._global_short = short if short > 0 and not mixed else None
-        if not moved:
-            return
-        waiters = self._global_waiters
-        while waiters and waiters[0][0] <= g:
-            waiters.pop(0)[1](True)
+        if moved:
+            self._release_global_waiters()
 
     def _advance_global(self) -> None:
         """A commit took the count of regions above the global LSN to a majority (the count may
@@ -266,7 +264,7 @@ class Partition:
                     low, n_low = c, 1
                 elif c == low:
                     n_low += 1
-        majority = len(self.replica_sets) // 2 + 1
+        majority = self.majority()
         if n_above != majority:
             if n_above < majority:
                 self._global_short = majority - n_above    # the count was high: the global LSN stays
@@ -275,8 +273,14 @@ class Partition:
             return
         self.global_lsn = low
         self._global_short = majority - (n_above - n_low)
+        self._release_global_waiters()
+
+    def _release_global_waiters(self) -> None:
+        """The global LSN moved up: the waiters for it and below are told their write is
+        globally committed."""
+        g = self.global_lsn
         waiters = self._global_waiters
-        while waiters and waiters[0][0] <= low:
+        while waiters and waiters[0][0] <= g:
             waiters.pop(0)[1](True)
 
     def when_globally_committed(self, lsn: int, fn) -> None:

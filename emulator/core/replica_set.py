@@ -146,11 +146,6 @@ class ReplicaSet:
             raise service_unavailable(
                 f"The primary replica of partition {self.range_id} in {self.region} is not available; "
                 "an election is under way. Retry the request.")
-        for r in self.replicas:              # every write asks twice: all up is the common answer
-            if r.state != UP:
-                break
-        else:
-            return
         if self.up_count() < WRITE_QUORUM:
             raise service_unavailable(
                 f"Partition {self.range_id} in {self.region} has {self.up_count()} of "
@@ -169,8 +164,7 @@ class ReplicaSet:
 
     def append(self, versions: list) -> int:
         """Commit-path entry for a write region. versions are stamped with next_lsn()."""
-        if not self.lockstep:                # lockstep: every replica up, no election
-            self.check_writable()
+        self.check_writable()
         lsn = self.lsn + 1
         self._add(lsn, versions)
         return lsn
@@ -284,17 +278,10 @@ class ReplicaSet:
             log.popleft()
         if self.lockstep:
             # Every replica up and applying at once (nearly every commit): all four are at lsn
-            # now, so lsn is committed. _committed(lsn), inlined: every commit of every region.
+            # now, so lsn is committed.
             a, b, c, d = self.replicas         # REPLICA_COUNT of them, unrolled: every commit
             a.applied_lsn = b.applied_lsn = c.applied_lsn = d.applied_lsn = lsn
-            if lsn > self.committed_lsn:
-                old = self.committed_lsn
-                self.committed_lsn = lsn
-                for fn in self.commit_listeners:
-                    fn(self, old, lsn)
-                waiters = self._waiters
-                while waiters and waiters[0][0] <= lsn:
-                    waiters.popleft()[1](True)
+            self._committed(lsn)
             return
         primary = self.primary
         primary.applied_lsn = lsn

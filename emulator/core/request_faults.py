@@ -7,8 +7,9 @@
     {"type": "clock_skew", "region": "East US", "offset_ms": -90000}
 
 Theory of operation: `RequestFaults` holds the active request faults of each region. For every
-request the shell (gateway/server.py, sim/world.py) asks `decide(region, op, database,
-container, partition)` and gets back None (nothing to do, the common case) or an `Effect`:
+request the request layer (service/request_faults.py, for every surface) asks `decide(region,
+op, database, container, partition)` and gets back None (nothing to do, the common case) or an
+`Effect`:
 
 * `error`: a CosmosError to answer *instead of* running the request (a definite failure:
   nothing of it is applied);

@@ -43,23 +43,25 @@ runtime/collector.py), and each stored item is one Version, so a store of a mill
 a million objects to walk. But a settled Version holds atoms only (ints, strings, bytes, None, and
 tuples of those: its key and prev_id), so it can never be part of a reference cycle, which is
 exactly why CPython untracks a tuple or dict of atoms; `settle` untracks the Version the same way
-(PyObject_GC_UnTrack, the C call the collector itself uses), and a create leaves nothing for a
-collection to walk. What holds settled versions for long must then stay tracked for good: a plain
-dict whose values and keys are all untracked is untracked by the next full collection, and the
-next insert of a fresh (still tracked) key tracks it again *in the youngest generation*, so young
-collections would walk all its entries. `_items` and the container's rid index are therefore
-`TrackedDict`s, which the collector never untracks (it untracks exact dicts only).
+(memory.untrack: the C call the collector itself uses, which the runtime installs), and a create
+leaves nothing for a collection to walk. What holds settled versions for long must then stay
+tracked for good: a plain dict whose values and keys are all untracked is untracked by the next
+full collection, and the next insert of a fresh (still tracked) key tracks it again *in the
+youngest generation*, so young collections would walk all its entries. `_items` and the
+container's rid index are therefore `TrackedDict`s, which the collector never untracks (it
+untracks exact dicts only).
 
 Secondary indexes (index.py) live in `indexes`, None until a query planner materialises one;
 every version added, pruned or truncated here is reported to them, so they hold exactly the
 live versions retained.
 """
 import bisect
-import ctypes
 import json
 from array import array
 
 from sortedcontainers import SortedList
+
+from . import memory
 
 CHANGES_SLACK_ENTRIES = 1024
 UNSORTED_KEYS_MAX = 2048          # new keys merged into the sorted list at once (~4 ms of work)
@@ -67,11 +69,6 @@ UNSORTED_KEYS_MAX = 2048          # new keys merged into the sorted list at once
 
 def _lsn_key_of(v) -> tuple:
     return v.lsn, v.key
-
-
-_gc_untrack = ctypes.pythonapi.PyObject_GC_UnTrack     # the collector's own call (see above)
-_gc_untrack.argtypes = (ctypes.py_object,)
-_gc_untrack.restype = None
 
 
 class TrackedDict(dict):
@@ -85,7 +82,7 @@ def _untrack_if_atoms(v: "Version") -> None:
     """Untrack v when it holds atoms only: every slot but `_doc` always does, and `_doc` is
     None or bytes once settled (a tombstone may keep the deleted document as a dict)."""
     if type(v._doc) is not dict:
-        _gc_untrack(v)
+        memory.untrack(v)
 
 
 class Version:
@@ -156,9 +153,7 @@ class Version:
         if not self.deleted:
             self._doc = None
             self._etag = None
-            _gc_untrack(self)           # _untrack_if_atoms: a live version's _doc is None now
-        else:
-            _untrack_if_atoms(self)
+        _untrack_if_atoms(self)
 
     def with_lsn(self, lsn: int) -> "Version":
         v = Version(lsn, self.key, self._doc, self.body, self._etag, 0, self.rid, self.deleted,

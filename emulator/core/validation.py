@@ -39,6 +39,7 @@ _BAD_REQUEST = 400
 _TOO_LARGE = 413
 _MAYBE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_ID_FORBIDDEN = re.compile("[" + re.escape("".join(ID_FORBIDDEN_CHARS)) + "]")
 
 
 class ValidationError(Exception):
@@ -70,7 +71,7 @@ def check_id(id_value: Any) -> None:
     size = len(id_value) if id_value.isascii() else len(id_value.encode("utf-8", "surrogatepass"))
     if size > ID_BYTES_MAX:
         raise _bad(f"The 'id' is {size} bytes long in UTF-8; at most {ID_BYTES_MAX} are allowed.")
-    if "/" in id_value or "\\" in id_value or "?" in id_value or "#" in id_value:   # ID_FORBIDDEN_CHARS
+    if _ID_FORBIDDEN.search(id_value) is not None:
         _refuse_forbidden_char(id_value)
     if id_value in ID_DOT_SEGMENTS:
         raise _bad(f"The 'id' {id_value!r} is not allowed: HTTP clients remove '.' and '..' path "
@@ -228,25 +229,30 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite
 _ITEM_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_item_float,
                                  object_pairs_hook=_unique_members)
 _FLAT_ITEM_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_item_float)
-_FLAT_SCAN = _FLAT_ITEM_DECODER.scan_once
 
 
 def _decode(text: str, decoder: json.JSONDecoder = _DECODER) -> Any:
     """json.loads(text, **the hooks above), including its refusal of a leading BOM."""
+    if text[:1] == "{" and text[-1:] == "}":
+        value = _scanned_object(text, decoder)
+        if value is not None:
+            return value
     if text.startswith("\ufeff"):
         raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-    # The usual body, an object with nothing around it, goes straight to the C scanner, which
-    # is what JSONDecoder.decode runs between two whitespace matches. Anything else, an error
-    # included, takes the full path, which raises the error with its message and position.
-    if text[:1] == "{" and text[-1:] == "}":
-        try:
-            value, end = decoder.scan_once(text, 0)
-        except (StopIteration, json.JSONDecodeError):
-            pass
-        else:
-            if end == len(text):
-                return value
     return decoder.decode(text)
+
+
+def _scanned_object(text: str, decoder: json.JSONDecoder) -> dict | None:
+    """The usual body, text that opens with '{' and closes with '}' (so no BOM either), straight
+    from the C scanner, which is what JSONDecoder.decode runs between two whitespace matches;
+    None when the scan does not end at the closing brace or fails in any way (a hook's refusal
+    included). The caller then takes the full path, which raises the error with its message and
+    position."""
+    try:
+        value, end = decoder.scan_once(text, 0)
+    except Exception:
+        return None
+    return value if end == len(text) else None
 
 
 def check_numbers_in_double_range(obj: Any) -> None:
@@ -319,26 +325,14 @@ def parse_item_body(raw: bytes) -> tuple[Any, bool]:
     except UnicodeDecodeError as e:
         raise _bad(f"The request body is not valid UTF-8 (byte {e.start}).") from None
     escaped = "\\" in text                   # (a str's `in`: a bytes one costs an exception inside)
-    if escaped:
-        structure = outside_strings(raw)
-    else:                                       # outside_strings, inlined (every create)
-        parts = raw.split(b'"')
-        outside = parts[::2]
-        if len(parts) % 2 == 0:
-            outside.append(parts[-1])
-        structure = b"".join(outside)
+    structure = outside_strings(raw)
     if len(structure) > NESTING_DEPTH_MAX and not structure_nests_at_most(structure):
         raise _too_deep()
     _FLOAT_RECAST[0] = False
     if structure[:1] == b"{" and structure[-1:] == b"}" and structure.count(b"{") == 1:
-        # _decode's fast path: an object with nothing around it (so no BOM either). Anything
-        # else, an error included, is parsed again the full way, which raises the error.
-        try:
-            value, end = _FLAT_SCAN(text, 0)
-        except Exception:
-            end = -1
-        if end != len(text):
-            value = _parsed(text, _FLAT_ITEM_DECODER)
+        value = _scanned_object(text, _FLAT_ITEM_DECODER)
+        if value is None:
+            value = _parsed(text, _FLAT_ITEM_DECODER)       # raises the error
         if len(value) != structure.count(b":"):
             _parsed(text, _ITEM_DECODER)                # raises the duplicate's 400
         verbatim = not escaped and not _FLOAT_RECAST[0]

@@ -17,5 +17,5 @@ a connection by id (docs/direct.md). The package, outside in:
 
 Every request runs through the same `Service.handle` as a gateway request (service/service.py):
 region state, request faults, admission, waits, errors and counting are the service's. Nothing
-here imports the gateway; the runtime (runtime/server.py) composes the plane.
+here imports the gateway or the runtime; emulator/server.py composes the plane.
 """

@@ -27,7 +27,7 @@ from regionlab.client.protocol import direct as D
 from regionlab.client.protocol import headers as H
 
 from ..core.errors import CosmosError, bad_request
-from ..service import partition_keys, responses
+from ..service import partition_keys, responses, routes
 from ..service.call import Call
 from . import point, replies
 
@@ -159,7 +159,7 @@ def _call(svc, op: str, item, target, headers: dict, body: bytes, activity: str)
 
 async def _framed(call) -> responses.Reply:
     """A batch: the service's path dispatch, under the frame limit."""
-    reply = await call.svc.dispatch(call)
+    reply = await routes.dispatch(call)
     body = reply.body
     if body and len(body) > replies.REPLY_BODY_BYTES_MAX:
         return replies.too_large_reply(reply, len(body), call.activity_id)

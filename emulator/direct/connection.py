@@ -29,7 +29,7 @@ import struct
 
 from regionlab.client.protocol import direct as D
 
-from ..core.faults import RESET
+from ..core.faults import OUTAGE_RESET
 from ..core.request_faults import DROP_AFTER_APPLY
 from ..service import responses
 from ..service.handoff import carry_on
@@ -237,7 +237,7 @@ class DirectConnection(asyncio.Protocol):
         session.tick(now)
         node = self.node
         if node.silent:                      # a region outage that answers nothing, not even a 408
-            if node.outage == RESET and now - session.last_rx > session.limits.handshake_timeout_s:
+            if node.outage == OUTAGE_RESET and now - session.last_rx > session.limits.handshake_timeout_s:
                 self.reset_now()             # a peer that says nothing is reset once it had its time
             return
         if session.expire(now):
@@ -248,7 +248,7 @@ class DirectConnection(asyncio.Protocol):
         """Bytes from a peer while the region is out in a mode that listens but does not serve:
         `reset` resets the connection, `blackhole` reads and drops them (and answers nothing,
         not even the requests already running)."""
-        if self.node.outage == RESET:
+        if self.node.outage == OUTAGE_RESET:
             self.reset_now()
         else:
             self.silence()

@@ -16,7 +16,7 @@ import asyncio
 import os
 
 from ..core.errors import CosmosError
-from ..core.faults import BLACKHOLE, RESET, UNAVAILABLE
+from ..core.faults import OUTAGE_BLACKHOLE, OUTAGE_RESET, OUTAGE_UNAVAILABLE
 from .connection import DirectConnection
 from .session import Limits
 from .targets import Targets
@@ -93,15 +93,15 @@ class DirectNode:
         if mode == was:
             return
         self.outage = mode
-        self.unavailable = mode == UNAVAILABLE
-        self.silent = mode in (RESET, BLACKHOLE)
-        if was == BLACKHOLE:
+        self.unavailable = mode == OUTAGE_UNAVAILABLE
+        self.silent = mode in (OUTAGE_RESET, OUTAGE_BLACKHOLE)
+        if was == OUTAGE_BLACKHOLE:
             for conn in list(self.connections):
                 conn.abort()                 # the connections a blackhole held: their clients gave up
-        if mode == RESET:
+        if mode == OUTAGE_RESET:
             for conn in list(self.connections):
                 conn.reset_now()
-        elif mode == BLACKHOLE:
+        elif mode == OUTAGE_BLACKHOLE:
             for conn in self.connections:
                 conn.silence()
 

@@ -11,7 +11,7 @@ count of their replies (adapter.py): `counts`, `served` and `describe` sum it by
 operation and by replica. One sweeper per plane checks every connection's deadlines, so a slow
 or silent peer is closed within a bounded time and leaves no task.
 
-The runtime composes the plane (runtime/server.py) and hands it what it owns: the emulator (its
+The server composes the plane (emulator/server.py) and hands it what it owns: the emulator (its
 account, config, topology and `service` factory), and how to listen on a port and hold one.
 """
 import asyncio
@@ -20,7 +20,7 @@ import logging
 
 from regionlab.client.protocol import direct as D
 
-from ..core.faults import OUTAGE_MODE_DEFAULT, REFUSE
+from ..core.faults import OUTAGE_MODE_DEFAULT, OUTAGE_REFUSE
 from . import tls
 from .node import DirectNode
 
@@ -137,7 +137,7 @@ class DirectPlane:
             mode = self.account.region(region).outage_mode or OUTAGE_MODE_DEFAULT
         placement = self.account.placement
         for node in self.region_nodes(region):
-            listening = mode != REFUSE and placement.listening(region, node.index)
+            listening = mode != OUTAGE_REFUSE and placement.listening(region, node.index)
             node.set_outage(mode if listening else None)
             task = node.set_listening(listening)
             if task is not None:

@@ -4,6 +4,7 @@
     workload.py  the operations, through the bundled client's aio API, each one recorded
     runner.py    an emulator (own or running), the schedule, the progress line, the cross-checks
     report.py    phases, fault windows, RTO/RPO, the timeline, the assertions (pure arithmetic)
+    verdict.py / observed.py   the black-box history check of what the clients saw
     table.py / html.py   the terminal summary and the self-contained report.html
     builtin/     the built-in drills, one scenario file each
 """

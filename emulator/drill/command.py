@@ -8,8 +8,8 @@ import sys
 
 from . import SHORT_SCALE, builtin, builtin_names, resolve, run, table
 from .runner import remote
-from ..ctl import ControlError, _print, control_token
 from ..config import ConfigError
+from ..control_client import ControlError, control_token, print_reply
 
 REPORT_DIR_DEFAULT = "drill-report"
 
@@ -63,5 +63,5 @@ def main(argv: list, out=None) -> int:
     except (ConfigError, ControlError) as e:
         print(f"regionlab drill: error: {getattr(e, 'message', None) or e}", file=sys.stderr)
         return 2
-    _print(table.render(report) + f"\nreport: {args.out}/report.json, {args.out}/report.html", out)
+    print_reply(table.render(report) + f"\nreport: {args.out}/report.json, {args.out}/report.html", out)
     return 0 if report["passed"] else 1

@@ -14,8 +14,9 @@ import sys
 import time
 from contextlib import contextmanager
 
-from .. import defaults
-from ..ctl import ControlError, call
+from .. import config, defaults
+from ..control_client import ControlError, call
+from ..embedded import EmbeddedEmulator
 from . import comparison, report as reports, verdict
 from .progress import Progress
 from .scenario import DrillError
@@ -44,9 +45,11 @@ def account_options(drill) -> dict:
 @contextmanager
 def own_emulator(drill):
     """An emulator of the drill's account, in-process on free ports, for the with-block."""
-    from ..testing import running_emulator
-    with running_emulator(**account_options(drill)) as emu:
+    emu = EmbeddedEmulator.started(config.from_keywords(account_options(drill)))
+    try:
         yield Target(emu.endpoint, emu.key, emu.control_endpoint, emu.control_token)
+    finally:
+        emu.stop()
 
 
 def remote(control: str, token: str | None = None, endpoint: str | None = None, key: str | None = None) -> Target:

@@ -11,7 +11,7 @@
                   {"at_ms": 7000, "heal": "o"}],
      "assertions": {"availability_min": 0.99, "lost_writes_max": 50, "p99_ms_max": 2000}}
 
-The schedule is the simulator's (sim/scenario.py): "fault" is the body of POST /faults,
+The schedule is the simulator's (scenario_steps.py): "fault" is the body of POST /faults,
 "failover" that of POST /failover, "heal" names a fault by "as", id or "all". A step may carry a
 "window_ms": how long after it the run counts as "in a fault window" (a failover's default
 FAILOVER_WINDOW_MS; a fault's window lasts until it is healed or its duration_ms ends).
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from ..config import ConfigError
 from ..core.consistency import LEVELS, canonical
-from ..sim.scenario import check_step
+from ..scenario_steps import check_step
 
 CLIENTS = ("regionlab", "azure-cosmos")
 OPERATIONS = ("read", "write", "query")
@@ -291,7 +291,7 @@ def _step(i: int, step, regions: tuple) -> dict:
     own = [k for k in ("client", "throttle") if isinstance(step, dict) and k in step]
     if not own:
         try:
-            return check_step(i, step)        # the simulator's step checks: one schedule format
+            return check_step(i, step)        # the simulator's steps: one schedule format
         except ConfigError as e:
             raise DrillError(f"schedule: {e}") from None
     if len(own) + sum(k in step for k in ("fault", "heal", "failover")) != 1:

@@ -28,7 +28,7 @@ from azure.cosmos.exceptions import CosmosHttpResponseError
 
 from regionlab.client.aio import CosmosClient as BundledClient
 
-from ..sim import observed
+from . import observed
 from .workload import TRANSPORT_ERROR_STATUS, Op, Workload
 
 SUBSTATUS_HEADER = "x-ms-substatus"

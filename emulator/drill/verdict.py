@@ -1,4 +1,4 @@
-"""The drill's consistency verdict: the black-box history checker (emulator/sim/observed.py)
+"""The drill's consistency verdict: the black-box history checker (emulator/drill/observed.py)
 run on what the workload's clients saw.
 
 Every write of a drill creates a new item (its id is its value), and after the run the workload
@@ -7,7 +7,7 @@ acknowledged one is there or listed lost; one whose every attempt was refused is
 with an unknown attempt (no reply, 408) is reported with what the read-back found. Reads of the
 prefilled keys are not judged here: their values never change during a drill.
 """
-from ..sim import observed
+from . import observed
 
 
 def check(drill, ops: list, present: set, lost_ids: set) -> dict:
@@ -21,7 +21,7 @@ def check(drill, ops: list, present: set, lost_ids: set) -> dict:
     final = {h["key"]: h["value"] if h["key"] in present else observed.ABSENT for h in history}
     v = observed.check(history, final, lost_keys=lost_ids)
     unknown = v.unknown_writes
-    return {"level": drill.consistency, "checker": "emulator/sim/observed.py", "valid": v.valid,
+    return {"level": drill.consistency, "checker": "emulator/drill/observed.py", "valid": v.valid,
             "writes": v.ops, "unknown_writes": len(unknown),
             "unknown_applied": sum(1 for u in unknown if u["applied"]),
             "unknown_ids": [u["op"] for u in unknown][:UNKNOWN_LISTED_MAX],

@@ -16,7 +16,7 @@ from regionlab.client.aio import CosmosClient
 from regionlab.client.exceptions import CosmosHttpResponseError
 from regionlab.client.policies.breaker import UNAVAILABLE
 
-from ..sim import observed
+from . import observed
 from .verdict import attempt_outcomes
 
 DATABASE = "drill"

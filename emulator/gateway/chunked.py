@@ -104,7 +104,8 @@ class ChunkedBody:
             raise self.error(400, f"Malformed chunked body: {what} is longer than {CHUNK_LINE_BYTES_MAX} bytes.")
 
     def _size_line(self, line: bytes) -> None:
-        size_text = line.split(b";", 1)[0].strip(b" \t")
+        # RFC 9112 7.1.1: whitespace may follow the size (before ';' or the line end), not lead it.
+        size_text = line.split(b";", 1)[0].rstrip(b" \t")
         if not _CHUNK_SIZE.fullmatch(size_text):
             raise self.error(400, f"Malformed chunked body: bad chunk size {size_text[:20]!r}.")
         size = int(size_text, 16)

@@ -1,18 +1,22 @@
 """HTTP/1.1 for the gateway endpoints: connections, request framing and replies, on asyncio.
 
-Why our own: a point read is a few dozen microseconds of gateway work, and aiohttp's server
-spent about twice that on each request (its request handler, a task per request, header
-multidicts, URL objects, stream readers) before the gateway saw it. The gateway needs none of
-that: every request it serves is small, framed by Content-Length, and answered in one write.
+Why our own server (llhttp parses the heads): a point read is a few dozen microseconds of
+gateway work, and aiohttp's server spent about twice that on each request (its request handler,
+a task per request, header multidicts, URL objects, stream readers) before the gateway saw it.
+The gateway needs none of that: every request it serves is small, framed by Content-Length, and
+answered in one write.
 
 Theory of operation. A `Connection` is an asyncio.Protocol. Bytes accumulate until a request
-head is complete (`\\r\\n\\r\\n`); the head is parsed into a `Request` (lower-case header names,
-UTF-8 values), then the body is collected whole (Content-Length or chunked) before the handler
-runs, so a client that stalls or vanishes mid-body never reaches the core. One request runs at a
-time per connection; pipelined requests wait in the buffer and are answered in order.
+head is complete (`\\r\\n\\r\\n`); llhttp parses the head into a `Request` (lower-case header
+names, UTF-8 values; gateway/request_head.py), then the body is collected whole (Content-Length
+or chunked) before the handler runs, so a client that stalls or vanishes mid-body never reaches
+the core. One request runs at a time per connection; pipelined requests wait in the buffer and
+are answered in order.
 
 Framing is linear in the bytes received, however a client splits them: the search for a head's
-end resumes where the last one stopped, a growing head is appended in place (a bytearray), a
+end resumes where the last one stopped, a growing head is appended in place (a bytearray) and
+handed to its parser a byte at most once (the method as it comes, then each line once it has
+ended, so that llhttp never sees a header line in pieces), a
 Content-Length body is a list of pieces joined once, and a chunked body goes through an
 incremental decoder (gateway/chunked.py) that keeps its place between reads. A client
 trickling a request byte by byte thus costs the shared event loop no more than one sending it
@@ -28,9 +32,10 @@ suspends, so it costs no task and no scheduling. If it does suspend (a write wai
 quorum), a task carries it on. So handlers may await only futures and coroutines that
 do (not `asyncio.timeout`, which needs a current task).
 
-Bad input never reaches the handler and never takes the server down: a malformed head is 400,
-an oversized head 431, an oversized body 413 (answered before the body is read), TLS on this
-plain-HTTP port 400 with a hint; each is answered and the connection closed. `sweep(now)`
+Bad input never reaches the handler and never takes the server down: a malformed head is 400
+saying what llhttp found wrong or what the service requires (one Host, HTTP/1.1 or 1.0, a path
+as the target), an oversized head 431, an oversized body 413 (answered before the body is
+read), TLS on this plain-HTTP port 400 with a hint; each is answered and the connection closed. `sweep(now)`
 (called by the runtime about once a second) answers 408 to a connection that has held an
 incomplete request head longer than `header_timeout_s` or body longer than `body_timeout_s`,
 and closes keep-alive connections idle longer than `keepalive_timeout_s`.
@@ -47,12 +52,14 @@ import socket
 import struct
 
 from ..core.errors import CosmosError
+from ..core.faults import OUTAGE_BLACKHOLE, OUTAGE_RESET
 from ..core.request_faults import RESET
 from ..core.validation import ITEM_BYTES_MAX
 from ..service import responses
 from ..service.handoff import carry_on
 from . import wire
 from .chunked import ChunkedBody
+from .request_head import CONNECTION_CLOSE, BadRequest, HeadParser, Request
 from .refusal import CONNECTIONS_PER_LISTENER_MAX, Refusals, TurnedAway
 
 log = logging.getLogger("regionlab.http")
@@ -63,140 +70,10 @@ HEADER_TIMEOUT_S_DEFAULT = 10.0
 BODY_TIMEOUT_S_DEFAULT = 30.0
 KEEPALIVE_TIMEOUT_S_DEFAULT = 75.0
 DISCARD_BYTES_MAX = 64 * 1024 * 1024      # a refused body larger than this is not read: just close
-METHOD_CHARS_MAX = 16
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-_CLOSE = "Connection: close\r\n"
-_KEEP_ALIVE = "Connection: keep-alive\r\n"
-_ASCII_UPPER = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _LINGER_RESET = struct.pack("ii", 1, 0)     # SO_LINGER on, 0 s: close() sends RST, not FIN
-RESET, BLACKHOLE = "reset", "blackhole"
-
-
-class BadRequest(Exception):
-    """A request refused before the gateway sees it. `discard`: body bytes the client is still
-    sending, read and dropped after the reply so that it can read the reply."""
-
-    def __init__(self, status: int, message: str, discard: int = 0):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.discard = discard
-
-
-class Request:
-    """One request, complete: what the gateway's Call reads."""
-    __slots__ = ("method", "raw_path", "version", "headers", "body", "keep_alive", "chunked", "length",
-                 "connection", "lost", "conn")
-
-    def __init__(self, method: str, raw_path: str, version: str, headers: dict):
-        self.method = method
-        self.raw_path = raw_path
-        self.version = version
-        self.headers = headers
-        self.body = b""
-        connection = headers.get("connection")
-        if version == "HTTP/1.1":
-            self.keep_alive = connection is None or "close" not in connection.lower()
-            self.connection = "" if self.keep_alive else _CLOSE     # the reply's Connection line
-        else:
-            self.keep_alive = connection is not None and "keep-alive" in connection.lower()
-            self.connection = _KEEP_ALIVE if self.keep_alive else _CLOSE
-        self.chunked = False
-        self.length = 0
-        self.lost = False       # the client closed (or half-closed) the connection while this ran
-        self.conn = None        # the Connection it came on (set when it runs)
-
-    @property
-    def content_length(self) -> int | None:
-        return self.length if "content-length" in self.headers else None
-
-
-def _text(head: bytes) -> str:
-    """A request head as text: UTF-8 (what clients put in header values beyond ASCII, e.g. a
-    partition key), or byte for byte when it is not UTF-8 (then it is garbage anyway)."""
-    try:
-        return head.decode("utf-8")
-    except UnicodeDecodeError:
-        return head.decode("latin-1")
-
-
-def parse_request_line(line: str) -> list:
-    """[method, target, version] of a request line. Raises BadRequest."""
-    parts = line.split(" ")
-    if len(parts) != 3:
-        raise BadRequest(400, f"Malformed HTTP request line {line[:80]!r}: expected 'METHOD /path HTTP/1.1'.")
-    method, target, version = parts
-    if version != "HTTP/1.1" and version != "HTTP/1.0":
-        raise BadRequest(400, f"Unsupported HTTP version {version[:20]!r}; regionlab speaks HTTP/1.1.")
-    if not (method.isalpha() and method.isupper()) or not target.startswith("/"):
-        raise BadRequest(400, f"Malformed HTTP request line {line[:80]!r}: expected 'METHOD /path HTTP/1.1'.")
-    return parts
-
-
-def parse_head(head: str) -> Request:
-    """A request from its head (without the blank line). Raises BadRequest."""
-    lines = head.split("\r\n")
-    method, target, version = parse_request_line(lines[0])
-    headers = _headers(lines)
-    if head.count("\n") != len(lines) - 1:
-        raise BadRequest(400, "Malformed HTTP head: lines must end with CRLF.")
-    req = Request(method, target, version, headers)
-    length = headers.get("content-length")
-    te = headers.get("transfer-encoding")
-    if te is not None:
-        if te.lower() != "chunked":
-            raise BadRequest(400, f"Unsupported Transfer-Encoding {te[:40]!r}; send chunked or a Content-Length.")
-        if length is not None:
-            raise BadRequest(400, "A request may not carry both Content-Length and Transfer-Encoding.")
-        req.chunked = True
-    elif length is not None:
-        if not length.isdigit() or not length.isascii():
-            raise BadRequest(400, f"Invalid Content-Length {length[:40]!r}.")
-        req.length = int(length)
-    return req
-
-
-def _headers(lines: list) -> dict:
-    headers: dict = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        key = _NAMES.get(name)
-        if key is None:
-            key = _header_name(name, sep, line)
-        value = value.strip(" \t")
-        if key in headers:
-            if key == "content-length" and headers[key] != value:
-                raise BadRequest(400, "Conflicting Content-Length headers.")
-            if key != "content-length":
-                headers[key] = f"{headers[key]}, {value}"
-            continue
-        headers[key] = value
-    return headers
-
-
-_NAMES: dict = {}        # header name as sent -> lower-case name, for names already checked
-_NAMES_MAX = 4096
-_SEPARATORS = frozenset(' \t"(),/:;<=>?@[\\]{}')
-
-
-def _header_name(name: str, sep: str, line: str) -> str:
-    if not sep or not name or any(ch in _SEPARATORS or ord(ch) < 33 or ord(ch) > 126 for ch in name):
-        raise BadRequest(400, f"Malformed HTTP header line {line[:80]!r}: expected 'Name: value'.")
-    key = name.lower()
-    if len(_NAMES) < _NAMES_MAX:
-        _NAMES[name] = key
-    return key
-
-
-def looks_like_http(prefix: bytes) -> str | None:
-    """Why the first bytes of an incomplete request line cannot be HTTP, or None if they still can."""
-    if prefix[:1] == b"\x16":
-        return ("This port speaks plain HTTP, not TLS: use http:// (regionlab serves no HTTPS), "
-                "or turn off the SDK's endpoint certificate check only if you front it with TLS.")
-    method = prefix.split(b" ", 1)[0]
-    if len(method) > METHOD_CHARS_MAX or any(b not in _ASCII_UPPER for b in method):
-        return "This is not an HTTP/1.1 request: it should start with a method such as GET or POST."
-    return None
+# What of an incomplete head its parser is fed: the method as it arrives, then whole lines.
+_METHOD, _LINES = range(2)
 
 
 class HttpServer:
@@ -211,7 +88,7 @@ class HttpServer:
         self.body_timeout_s = body_timeout_s
         self.keepalive_timeout_s = keepalive_timeout_s
         self.connections: set = set()
-        self.outage: str | None = None    # RESET or BLACKHOLE while a region outage is on
+        self.outage: str | None = None    # OUTAGE_RESET or OUTAGE_BLACKHOLE while a region outage is on
         self.refusals = Refusals(connections_max)    # connections past the cap (gateway/refusal.py)
         self._closing = None          # a future set when a connection closes (wait_closed)
 
@@ -251,10 +128,10 @@ class HttpServer:
             self._closing.set_result(None)
 
     def begin_outage(self, mode: str) -> set:
-        """Put every connection, open or new, into an outage mode (RESET or BLACKHOLE); returns the
+        """Put every connection, open or new, into an outage mode (reset or blackhole); returns the
         connections it reset (closing now: wait_closed them)."""
         self.outage = mode
-        if mode == RESET:
+        if mode == OUTAGE_RESET:
             reset = set(self.connections)
             for conn in reset:
                 conn.reset()
@@ -266,7 +143,7 @@ class HttpServer:
     def end_outage(self) -> set:
         """Serve again. The connections a blackhole held are closed (their clients gave up on
         them, or will); returns them (wait_closed them)."""
-        held = set(self.connections) if self.outage == BLACKHOLE else set()
+        held = set(self.connections) if self.outage == OUTAGE_BLACKHOLE else set()
         self.outage = None
         for conn in held:
             conn.abort()
@@ -285,9 +162,9 @@ class HttpServer:
 
 
 class Connection(asyncio.Protocol):
-    __slots__ = ("server", "loop", "transport", "buf", "head_scanned", "line_checked", "request", "chunks",
-                 "body_parts", "body_have", "since", "idle_since", "discard", "task", "busy", "closing",
-                 "paused_reading", "paused_writing", "running", "pins")
+    __slots__ = ("server", "loop", "transport", "buf", "head_scanned", "head", "head_fed", "head_stage",
+                 "request", "continued", "chunks", "body_parts", "body_have", "since", "idle_since",
+                 "discard", "task", "busy", "closing", "paused_reading", "paused_writing", "running", "pins")
 
     def __init__(self, server: HttpServer):
         self.server = server
@@ -295,8 +172,11 @@ class Connection(asyncio.Protocol):
         self.transport = None
         self.buf = b""                 # bytes not yet framed into a request (bytearray while growing)
         self.head_scanned = 0          # how much of buf was searched for the head's end
-        self.line_checked = False      # the request line in buf was checked
+        self.head = HeadParser()       # llhttp, for the request heads
+        self.head_fed = 0              # how much of the head in buf it has seen
+        self.head_stage = _METHOD
         self.request: Request | None = None     # head parsed, body still arriving
+        self.continued = False         # that request was answered 100 Continue
         self.chunks: ChunkedBody | None = None  # the decoder of the request's chunked body
         self.body_parts: list = []
         self.body_have = 0
@@ -321,6 +201,7 @@ class Connection(asyncio.Protocol):
         self.server._closed(self)
         self.transport = None
         self.buf = b""
+        self._forget_head()
         self.chunks = None
         self.body_parts = []
         if self.pins is not None:
@@ -341,7 +222,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         outage = self.server.outage
         if outage is not None:
-            if outage == RESET:
+            if outage == OUTAGE_RESET:
                 self.reset()
             return                      # a blackhole reads and drops what arrives
         if self.discard:
@@ -419,15 +300,15 @@ class Connection(asyncio.Protocol):
         if end > HEAD_BYTES_MAX:
             raise BadRequest(431, f"The request head is larger than {HEAD_BYTES_MAX} bytes.",
                              discard=DISCARD_BYTES_MAX)
-        req = parse_head(_text(buf[:end]))
+        req = self._parse_head(buf, end + 4)
         rest = bytes(buf[end + 4:])
         self.head_scanned = 0
-        self.line_checked = False
         if req.length > BODY_BYTES_MAX:
             raise BadRequest(413, f"Request size is too large: {req.length} bytes; the limit is "
                                   f"{BODY_BYTES_MAX} bytes (an item may be at most {ITEM_BYTES_MAX}).",
                              discard=req.length - len(rest))
         self.request = req
+        self.continued = False
         self.buf = b""
         if req.chunked:
             self.chunks = ChunkedBody(BODY_BYTES_MAX, BadRequest)
@@ -438,22 +319,43 @@ class Connection(asyncio.Protocol):
             self.body_have = len(rest)
         return req
 
+    def _parse_head(self, buf, end: int) -> Request:
+        """The request whose head is buf[:end]: what its parser has not seen yet is fed now (all
+        of it when the head arrived at once). Raises BadRequest."""
+        fed = self.head_fed
+        self.head_fed = 0
+        self.head_stage = _METHOD
+        self.head.feed(buf if fed == 0 and end == len(buf) else buf[fed:end])
+        return self.head.request()
+
     def _check_partial_head(self, buf) -> None:
-        """Refuse an incomplete head as soon as it cannot become a valid one: too large, not
-        HTTP (e.g. TLS), or a bad request line. Each check runs once per request or looks at a
-        fixed number of bytes, so waiting for the rest of a head is linear in its size."""
+        """Refuse an incomplete head as soon as it cannot become a valid one: too large, or what
+        its parser has seen is wrong. The parser sees the method as it arrives (TLS or garbage
+        is told at once), then every line once it has ended. Every search resumes where the last
+        one stopped, so waiting for the rest of a head is linear in its size."""
         if len(buf) > HEAD_BYTES_MAX:
             raise BadRequest(431, f"The request head is larger than {HEAD_BYTES_MAX} bytes.",
                              discard=DISCARD_BYTES_MAX)
-        if self.line_checked:
-            return
-        why = looks_like_http(bytes(buf[:METHOD_CHARS_MAX + 1]))
-        if why is not None:
-            raise BadRequest(400, why)
-        eol = buf.find(b"\r\n", max(0, self.head_scanned - 1))
-        if eol >= 0:
-            parse_request_line(_text(bytes(buf[:eol])))    # a bad request line fails at once
-            self.line_checked = True
+        fed = upto = self.head_fed
+        if self.head_stage == _METHOD:
+            space = buf.find(b" ", fed)
+            if space < 0:
+                upto = len(buf)
+            else:
+                upto = space + 1
+                self.head_stage = _LINES
+        if self.head_stage == _LINES:
+            eol = buf.rfind(b"\n", max(upto, self.head_scanned))
+            if eol >= 0:
+                upto = eol + 1
+        if upto > fed:
+            self.head.feed(buf[fed:upto])
+            self.head_fed = upto
+
+    def _forget_head(self) -> None:
+        self.head.reset()
+        self.head_fed = 0
+        self.head_stage = _METHOD
 
     def _take_chunks(self, data: bytes) -> None:
         """Feed body bytes to the chunked decoder; what follows a completed body is the next
@@ -498,9 +400,11 @@ class Connection(asyncio.Protocol):
         return True
 
     def _expect_continue(self, req: Request) -> None:
+        if self.continued:
+            return
         expect = req.headers.get("expect")
         if expect is not None and expect.lower() == "100-continue" and req.version == "HTTP/1.1":
-            req.headers["expect"] = ""          # once
+            self.continued = True
             self.transport.write(_CONTINUE)
 
     def _waiting(self) -> None:
@@ -543,7 +447,7 @@ class Connection(asyncio.Protocol):
     def _answer(self, req: Request, reply) -> None:
         self.busy = False
         transport = self.transport
-        if transport is None or self.server.outage == BLACKHOLE:
+        if transport is None or self.server.outage == OUTAGE_BLACKHOLE:
             return
         if reply.fault is not None:
             self._drop(reply)
@@ -583,12 +487,13 @@ class Connection(asyncio.Protocol):
         self.chunks = None
         self.buf = b""
         self.head_scanned = 0
+        self._forget_head()
         self.body_parts = []
         transport = self.transport
         if transport is None:
             return
         err = responses.error(CosmosError(status, 0, message), responses.activity_id())
-        transport.write(wire.encode(err, _CLOSE, False))
+        transport.write(wire.encode(err, CONNECTION_CLOSE, False))
         if 0 < discard <= DISCARD_BYTES_MAX:
             # A lingering close: our side is done (the client sees EOF after the reply), but
             # what it still sends is read and dropped, so its writes don't fail before it reads.
@@ -604,7 +509,7 @@ class Connection(asyncio.Protocol):
     def expired(self, now: float) -> bool:
         """Called by the sweep: 408 a stalled request, close an idle keep-alive connection."""
         server = self.server
-        if self.transport is None or self.busy or server.outage == BLACKHOLE:
+        if self.transport is None or self.busy or server.outage == OUTAGE_BLACKHOLE:
             return False                # a blackhole answers nothing, not even a 408
         if self.discard:
             if now - self.since > server.body_timeout_s:
@@ -657,6 +562,8 @@ class Connection(asyncio.Protocol):
     def silence(self) -> None:
         """Drop what a blackholed connection had buffered: nothing of it will be answered."""
         self.buf = b""
+        self.head_scanned = 0
+        self._forget_head()
         self.body_parts = []
         self.body_have = 0
         self.request = None

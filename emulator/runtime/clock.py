@@ -8,8 +8,8 @@ scheduled.
 
 A timer armed at `loop_time_at(ms)` must see `now_ms() >= ms` when it fires. uvloop's clock
 counts whole milliseconds, but the float arithmetic between the two can land a hair below
-`ms`: truncated, the core saw nothing due, re-armed for the same instant, and the loop spun
-(about one timer in two, 20-odd wake-ups each, until the next millisecond ticked over).
+`ms`: truncated, the core would see nothing due and re-arm for the same instant, and the loop
+would spin until the next millisecond ticked over.
 FLOAT_SLACK_MS absorbs that rounding error and nothing more.
 """
 import contextvars
@@ -43,9 +43,9 @@ class SchedulerDriver:
         self._armed_ms = None
         self._fire_cb = self._fire            # bound once: every timer arms it
         self._run = scheduler.run_due_then_next
-        # uvloop's call_at(when) is call_later(when - time()) through two Python-level method
-        # calls and a keyword dict (about 4.7 k instructions a timer under callgrind); the
-        # driver calls call_later itself (about 2.4 k), with the loop's time read as call_at reads it.
+        # uvloop's call_at(when) is call_later(when - time()) through two more Python-level
+        # method calls and a keyword dict, about twice the cost: the driver calls call_later
+        # itself (_start), with the loop's time read as call_at reads it.
         self._call_later = loop.call_later
         self._loop_time = loop.time
         # The core's callbacks read no context variables: handing the loop one context saves it
@@ -59,9 +59,12 @@ class SchedulerDriver:
             if armed <= due_ms:
                 return
             self._handle.cancel()
+        self._start(due_ms)
+
+    def _start(self, due_ms: int) -> None:
+        """Arm the loop timer for due_ms (no other may be armed)."""
         self._armed_ms = due_ms
-        clock = self._clock                    # clock.loop_time_at(due_ms), inlined: every timer
-        self._handle = self._call_later(clock._origin_loop + (due_ms - clock._origin_ms) / 1000 - self._loop_time(),
+        self._handle = self._call_later(self._clock.loop_time_at(due_ms) - self._loop_time(),
                                         self._fire_cb, context=self._context)
 
     def _fire(self) -> None:
@@ -76,13 +79,12 @@ class SchedulerDriver:
             self._armed_ms = None              # a callback raised: the others still run when due
             nxt = self._scheduler.next_due_ms()
             if nxt is not None:
-                self._arm(nxt)
+                self._start(nxt)
             raise
-        self._armed_ms = nxt
-        if nxt is not None:
-            clock = self._clock
-            self._handle = self._call_later(clock._origin_loop + (nxt - clock._origin_ms) / 1000 - self._loop_time(),
-                                            self._fire_cb, context=self._context)
+        if nxt is None:
+            self._armed_ms = None
+        else:
+            self._start(nxt)
 
     def close(self) -> None:
         if self._handle is not None:

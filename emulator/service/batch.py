@@ -130,11 +130,15 @@ def op_charge(writer, op: dict, version) -> float:
     return charge.staged_key(writer, version.key if version is not None else (writer.pk_json, op.get("id")))
 
 
+def is_bulk(call) -> bool:
+    """Whether a batch request is bulk (x-ms-cosmos-batch-atomic: false: each operation applied
+    on its own, service/bulk.py) rather than a transactional batch."""
+    atomic = call.header(H.BATCH_ATOMIC)
+    return atomic is not None and atomic.lower() == "false"
+
+
 async def execute(call, container):
     atomic = call.header(H.BATCH_ATOMIC)
-    if atomic is not None and atomic.lower() == "false":
-        from .bulk import execute as execute_bulk
-        return await execute_bulk(call, container)
     if atomic is None or atomic.lower() != "true":
         raise bad_request("A batch request needs x-ms-cosmos-batch-atomic: true (a transactional batch) or "
                           "false (bulk: each operation applied on its own).")

@@ -71,27 +71,6 @@ def _writer(call, container, pk_json, pk_values):
 
 
 # ---- /docs ---------------------------------------------------------------------------------
-async def feed(call, container):
-    if call.method == "POST":
-        if call.header(H.IS_QUERY_PLAN) is not None:
-            from .queries import query_plan
-            return await query_plan(call, container)
-        if call.flag(H.IS_BATCH):
-            from .batch import execute
-            return await execute(call, container)
-        ctype = (call.header(H.CONTENT_TYPE) or "").lower()
-        if call.flag(H.IS_QUERY) or ctype.startswith("application/query+json"):
-            from .queries import query_documents
-            return await query_documents(call, container)
-        return await create(call, container)
-    if call.method == "GET":
-        if call.header(H.A_IM) is not None:
-            from .changefeed import change_feed
-            return await change_feed(call, container)
-        return await read_feed(call, container)
-    raise CosmosError(405, 0, f"{call.method} is not supported on a documents feed; use GET or POST.")
-
-
 async def create(call, container):
     writer, status, version = stage_create(call, container)
     return await _write_reply(call, container, writer, status, version)
@@ -150,12 +129,12 @@ async def read_feed(call, container):
                                               primary_ok=call.svc.primary_ok, pins=call.pins())
     bodies = [v.body for v in versions]
     ru = charge.feed(len(bodies), sum(map(len, bodies)))
-    admission.spread(call, container, touched, ru, len(bodies), th.READ_FEED)
+    admission.spread(call, container, [rs for rs, _ in touched], ru, len(bodies), th.READ_FEED)
     hdrs = {H.ITEM_COUNT: str(len(bodies))}
     if cont is not None:
         hdrs[H.CONTINUATION] = cont
-    if len(touched) == 1:
-        hdrs.update(session_headers(call, container, touched[0], touched[0].committed_lsn))
+    if len(touched) == 1:               # the token of the LSN it read at, as a point read's
+        hdrs.update(session_headers(call, container, *touched[0]))
     return responses.reply(200, responses.feed_body(container.rid, "Documents", bodies),
                            call.activity_id, ru, hdrs)
 

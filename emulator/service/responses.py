@@ -85,18 +85,22 @@ def error(err: CosmosError, activity_id: str, extra: dict | None = None) -> "Rep
     body = {"code": code_name(err.status), "message": f"Message: {err.message}\r\nActivityId: {activity_id}"}
     r = Reply(err.status, hdrs, dumps(body))
     r.substatus = err.substatus
+    r.definite = err.definite
     return r
 
 
 class Reply:
     """A complete reply: status, headers (those every reply carries with the same value are the
     surface's: gateway/wire.py), body bytes (JSON unless content_type says otherwise)."""
-    __slots__ = ("status", "headers", "body", "substatus", "fault", "content_type")
+    __slots__ = ("status", "headers", "body", "substatus", "definite", "fault", "content_type")
 
     def __init__(self, status: int, headers: dict, body: bytes, content_type: str | None = None):
         self.status = status
         self.headers = headers
         self.body = body
         self.substatus = 0          # an error's x-ms-substatus (also in headers), for counters
+        # An error's CosmosError.definite: whether it certainly applied nothing (no header says
+        # so on the wire; the simulator records it as the outcome its client would be owed).
+        self.definite = True
         self.fault = None           # a request fault's drop: DROP_AFTER_APPLY or RESET (core/request_faults.py)
         self.content_type = content_type    # None: application/json

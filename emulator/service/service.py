@@ -6,8 +6,8 @@ Reply (service/responses.py), which it turns back into bytes, a frame, or a hist
 request is checked against its region's state (503 while the region is out), authenticated
 (master key, and its date within max_clock_skew_s of the region's clock: cosmos-wire §3), put
 through the region's request faults, and dispatched on its path segments to the handler of its
-resource family (documents, queries, batch, change feed, metadata...), or run on the route its
-surface resolved it to (call.route: direct mode's point reads and writes). A CosmosError anywhere
+resource family (service/routes.py), or run on the route its surface resolved it to (call.route:
+direct mode's point reads and writes). A CosmosError anywhere
 becomes the service's error reply; anything else is logged and answered with 500.
 
 A request waits only through `self.waits` (service/waits.py), never on a loop or a clock of its
@@ -26,9 +26,8 @@ from ..core.consistency import SESSION, STRONG
 from ..core.documents import min_lsn_for
 from ..core.errors import SUB_WRITE_FORBIDDEN, CosmosError
 from ..core.tally import Tally
-from . import account as account_doc
-from . import addresses, admission, documents, metadata, request_faults, responses
-from .paths import resource_kind, rid_based, unknown, unsupported_or_unknown
+from . import request_faults, responses, routes
+from .paths import resource_kind
 
 log = logging.getLogger("regionlab.service")
 
@@ -83,7 +82,7 @@ class Service:
                 if effect is not None and effect.error is not None:
                     raise effect.error          # answered instead of running: nothing applied
             route = call.route
-            resp = await (self.dispatch(call) if route is None else route(call))
+            resp = await (routes.dispatch(call) if route is None else route(call))
         except CosmosError as e:
             resp = responses.error(e, call.activity_id)
         except AuthError as e:
@@ -189,7 +188,7 @@ class Service:
     def make_durable(self, persistence) -> None:
         """Acknowledge writes only once they are on disk (runtime/persistence.py): item writes
         after their commit's quorum (write_acknowledged), metadata writes (databases, containers,
-        offers) after their reply is made (handle_durable)."""
+        offers) after their reply is made (durable_reply)."""
         self.persistence = persistence
 
     async def durable(self) -> None:
@@ -199,6 +198,13 @@ class Service:
             if failed is not None:
                 raise CosmosError(503, 0, f"The write could not be made durable ({failed}); it may or may not "
                                           "survive a restart.", definite=False)
+
+    async def durable_reply(self, call, running) -> responses.Reply:
+        """A metadata request's reply; with a data dir, a change is answered once it is on disk."""
+        resp = await running
+        if self.persistence is not None and call.method not in ("GET", "HEAD") and resp.status < 300:
+            await self.durable()
+        return resp
 
     def readable(self, rs, consistency: str, session):
         """None if rs can serve a read at this consistency now (nearly always); otherwise a
@@ -215,63 +221,6 @@ class Service:
         if not ok and consistency != SESSION:
             raise CosmosError(503, 0, f"{rs.region} has not caught up with LSN {need} of partition "
                                       f"{rs.range_id} needed for a {consistency} read; try another region.")
-
-    # ---- dispatch ----------------------------------------------------------------------
-    async def dispatch(self, call):
-        segs = call.segs
-        n = len(segs)
-        if n == 0:
-            return account_doc.handle(call)
-        if n <= 4 and segs[0] in ("dbs", "offers"):
-            admission.management(call)          # databases, containers, offers: before they run
-            return await self._durable_reply(call, self._metadata(call, segs, n))
-        if segs[0] == "addresses" and n == 1:
-            return addresses.handle(call)        # direct mode's address feed
-        if segs[0] != "dbs":
-            raise unknown(segs)
-        by_rid = rid_based(segs[1])
-        db = self.account.database(segs[1], by_rid)
-        if segs[2] != "colls":
-            raise unsupported_or_unknown(segs, segs[2])
-        c = self.account.container(db, segs[3], by_rid)
-        sub = segs[4]
-        if sub == "docs":
-            if n == 5:
-                return await documents.feed(call, c)
-            if n == 6:
-                return await documents.item(call, c, segs[5], by_rid)
-        elif sub == "pkranges" and n == 5:
-            return await metadata.pkranges(call, c)
-        elif sub == "conflicts" and n == 5:
-            return await metadata.conflicts(call, c)
-        elif sub == "operations" and n == 6 and segs[5].lower() == "partitionkeydelete":
-            return await documents.delete_by_partition_key(call, c)
-        raise unsupported_or_unknown(segs, sub)
-
-    def _metadata(self, call, segs: list, n: int):
-        """The coroutine of a request on databases, containers or offers (n <= 4 segments)."""
-        if segs[0] == "offers":
-            if n > 2:
-                raise unknown(segs)
-            return metadata.offers(call) if n == 1 else metadata.offer(call, segs[1])
-        if n == 1:
-            return metadata.databases(call)
-        by_rid = rid_based(segs[1])
-        db = self.account.database(segs[1], by_rid)
-        if n == 2:
-            return metadata.database(call, db)
-        if segs[2] != "colls":
-            raise unsupported_or_unknown(segs, segs[2])
-        if n == 3:
-            return metadata.containers(call, db)
-        return metadata.container(call, db, self.account.container(db, segs[3], by_rid))
-
-    async def _durable_reply(self, call, running) -> responses.Reply:
-        """A metadata request's reply; with a data dir, a change is answered once it is on disk."""
-        resp = await running
-        if self.persistence is not None and call.method not in ("GET", "HEAD") and resp.status < 300:
-            await self.durable()
-        return resp
 
 
 def release(call) -> None:

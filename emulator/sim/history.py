@@ -18,7 +18,8 @@ None. A write's `lsn`/`epoch` are where the core put it; its `fate` is what its 
 (a quorum had it, or it was discarded before one did), observed separately from what the client
 was told; `regions_at_ack` is each region's (epoch, committed LSN) when it was acknowledged.
 Reads record the position they were served at (`epoch`, `lsn`) and what they saw
-(`value`, or `items` for a snapshot of a whole partition).
+(`value`, or `items` for a snapshot of a whole partition); a point read of a missing item is
+"ok" with status 404 and value None, as a client reads it.
 
 `seq` numbers order everything that happens in one virtual millisecond, so "completed before
 invoked" is exact.

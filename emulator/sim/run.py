@@ -3,10 +3,12 @@
 Theory of operation (after FoundationDB's simulation and TigerBeetle's VOPR): the seed picks
 the account (consistency level, partitions) unless the config fixes it, and seeds separate
 random streams for the account (link jitter), the clients and the fault workload, so changing
-one workload does not reshuffle the others. Virtual time jumps from timer to timer. When the
-clients have invoked their operations, the fault workload stops and the run waits for every
-open request to be answered; then every fault is healed, replication drains, and the final
-state of every region is recorded. The checker (checker.py) judges the history.
+one workload does not reshuffle the others. The clients' operations are requests to each
+region's Service (world.py), the request layer the emulator itself serves from, so a run checks
+the product. Virtual time jumps from timer to timer. When the clients have invoked their
+operations, the fault workload stops and the run waits for every open request to be answered;
+then every fault is healed, replication drains, and the final state of every region is
+recorded. The checker (checker.py) judges the history.
 
 A run is a pure function of (seed, config): the same inputs give the same history, byte for
 byte (`Result.history_json`), so a failing seed is its own reproduction:
@@ -21,6 +23,7 @@ from .. import config as checks
 from ..config import ConfigError
 from ..core.account import AccountConfig
 from ..core.consistency import BOUNDED, EVENTUAL, PREFIX, SESSION, STRONG, canonical
+from ..core.feed import PAGE_ITEMS_MAX
 from ..core.replica_set import LOG_RETAINED_COMMITS_MAX
 from . import checker
 from .nemesis import Nemesis
@@ -37,7 +40,7 @@ LEVEL_WEIGHTS = ((SESSION, 5), (STRONG, 3), (BOUNDED, 1), (PREFIX, 1), (EVENTUAL
 STEPS_MAX = 1_000_000
 CLIENTS_MAX = 100
 CONTAINERS_MAX = 8
-KEYS_MAX = 10_000
+KEYS_MAX = PAGE_ITEMS_MAX         # per container: a snapshot read is one read-feed page of a partition
 _ACCOUNT = AccountConfig()
 # Short retained logs make regions lag past them within a run, so failovers backfill by snapshot.
 LOG_RETAINED_CHOICES = (4, 16, 64, LOG_RETAINED_COMMITS_MAX)

@@ -9,25 +9,13 @@ settings (those of `SimConfig`: consistency, partitions, steps, clients, ...):
        {"at_ms": 4000, "heal": "outage"},
        {"at_ms": 5000, "failover": {"region": "East US 2", "kind": "graceful"}}]}
 
-* "fault" is exactly the body of `POST /faults` (core/faults.py lists the catalogue), including
-  an optional duration_ms; "as" names it for a later "heal" step. A region_outage's `mode`
-  (refuse, reset, unavailable, blackhole) is checked here; the simulator has no sockets, so
-  every mode is the same "down" region to it.
-* "heal" is a name given by "as", a fault id as the registry numbers them (1, 2, ... in the
-  order faults were injected), or "all".
-* "failover" is exactly the body of `POST /failover`: {"region": ..., "kind": "graceful"|"forced"}.
-* at_ms counts from the start of the run, in virtual time.
+The steps are checked as scenario_steps.py says (the one schedule format of the simulator and
+of drills); the simulator has no sockets, so every region_outage mode is the same "down" region
+to it.
 """
 import json
 
-from ..config import ConfigError
-from ..core.faults import OUTAGE_MODES
-
-STEP_KINDS = ("fault", "heal", "failover")
-
-
-class ScenarioError(ConfigError):
-    """A scenario that cannot run: one line saying which step or setting, and why."""
+from ..scenario_steps import ScenarioError, check_step
 
 
 def parse(data) -> tuple[list, dict]:
@@ -46,35 +34,3 @@ def parse(data) -> tuple[list, dict]:
     steps = [check_step(i, s) for i, s in enumerate(data)]
     steps.sort(key=lambda s: s["at_ms"])       # stable: steps at one time keep their order
     return steps, settings
-
-
-def check_step(i: int, step) -> dict:
-    if not isinstance(step, dict):
-        raise ScenarioError(f"step {i} must be an object")
-    kinds = [k for k in STEP_KINDS if k in step]
-    if len(kinds) != 1:
-        raise ScenarioError(f"step {i} needs exactly one of {', '.join(STEP_KINDS)}")
-    at = step.get("at_ms", 0)
-    if not isinstance(at, int) or at < 0:
-        raise ScenarioError(f"step {i}: at_ms must be a non-negative integer")
-    kind = kinds[0]
-    if kind == "fault":
-        _check_fault(i, step["fault"])
-    if kind == "failover":
-        body = step["failover"]
-        if not isinstance(body, dict) or not isinstance(body.get("region"), str) or \
-                body.get("kind", "graceful") not in ("graceful", "forced"):
-            raise ScenarioError(f'step {i}: failover is {{"region": "...", "kind": "graceful"|"forced"}}')
-    if kind == "heal" and not isinstance(step["heal"], (int, str)):
-        raise ScenarioError(f"step {i}: heal names a fault ('as'), an id, or 'all'")
-    return dict(step, at_ms=at)
-
-
-def _check_fault(i: int, fault) -> None:
-    """What can be judged before the run: the shape. (Region names and selectors are checked by
-    the registry when the step runs, against the account as it is then.)"""
-    if not isinstance(fault, dict):
-        raise ScenarioError(f"step {i}: a fault is a JSON object, as POST /faults takes")
-    if fault.get("type") == "region_outage" and fault.get("mode", OUTAGE_MODES[0]) not in OUTAGE_MODES:
-        raise ScenarioError(f"step {i}: region_outage mode {fault['mode']!r} is not one of "
-                            f"{', '.join(OUTAGE_MODES)} (the simulator treats them all as the region being down)")

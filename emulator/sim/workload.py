@@ -85,7 +85,7 @@ class Workload:
             op = w.history.invoke(w.now_ms, client=c.id, f=f, container=container, key=key,
                                   partition=w.partition_of(container, key).range_id,
                                   region=c.write_region, consistency=None, lost=False)
-            w.write(op, lambda op: self._completed(c, op))
+            w.write(op, lambda op, tokens: self._completed(c, op, tokens))
             return
         partition = w.partition_of(container, key)
         f = "snapshot" if roll > 1 - SNAPSHOT_SHARE else "read"
@@ -98,12 +98,12 @@ class Workload:
                               partition=partition.range_id, region=c.read_region(w.now_ms),
                               consistency=c.consistency,
                               sent_token=None if sent is None else [sent.version, sent.global_lsn])
-        w.read(op, session or None, lambda op: self._completed(c, op))
+        w.read(op, session or None, lambda op, tokens: self._completed(c, op, tokens))
 
-    def _completed(self, c: Client, op: dict) -> None:
+    def _completed(self, c: Client, op: dict, tokens: dict | None) -> None:
         acct = self.world.account
         if op["outcome"] == "ok":
-            token_merge(c.tokens.setdefault(op["container"], {}), op["partition"], *op["reply_token"])
+            token_merge(c.tokens.setdefault(op["container"], {}), tokens)
         elif op.get("status") == 403 and op.get("substatus") == SUB_WRITE_FORBIDDEN:
             c.write_region = acct.hub_region
         elif op.get("status") == 503 and op["f"] in WRITE_FS:

@@ -1,70 +1,86 @@
-"""The simulated world: one account driven in virtual time, and the gateway's part of a request.
+"""The simulated world: one account and the service of each of its regions, in virtual time.
 
-Theory of operation: the core is the real one (emulator/core); what the asyncio gateway adds
-around it is redone here in virtual time, following gateway/server.py: a request to a region
-that is down is refused (503); a write is executed by a core Writer, committed, and then waits
-until it is acknowledged (a quorum of its region, under Strong a majority of regions) or
-discarded (503, definitely not applied) or WRITE_ACK_TIMEOUT_MS passes (indefinite); a read
-whose region has not caught up with what its consistency level needs waits briefly, then is
-served or refused. A region that goes down drops its open requests (indefinite). Request faults
-act as in the gateway: an error fault answers before anything runs (definite); a latency fault
-holds the reply, which stays in flight; timeout_after_apply and tcp_reset let the request run
-and lose its reply (indefinite: outcome "info", reply "unknown").
+Theory of operation: the clients' operations are requests to the product itself. Each region
+has a Service (emulator/service: the request layer the gateway and direct mode serve from, auth
+off), driven in virtual time by sim/driver.py: an operation becomes the Call its REST request
+would be (a create is `POST .../docs`, an upsert the same with x-ms-documentdb-is-upsert, a
+replace `PUT .../docs/{id}`, a delete `DELETE .../docs/{id}`, a point read `GET .../docs/{id}`,
+a whole-partition snapshot a read feed scoped to the partition key range, in one page), and the
+Reply becomes the operation's history entry: status and substatus, the position (epoch and LSN)
+from the session token and `lsn` headers, what a read saw from the body, and the outcome by the
+error's `definite` flag (fail: certainly not applied; info: may have been). A reply that a
+request fault drops (timeout_after_apply, tcp_reset: `Reply.fault`) is recorded as an answer
+its client never got (outcome "info", reply "unknown"). Everything between — refusing a region
+that is down, request faults, running the core Writer, waiting for the acknowledgement or for a
+region to catch up, and the constants those waits use — is the service's.
 
-The world also watches the core for the checker: each write's fate (committed or discarded,
-whatever its client was told), which writes each forced failover listed as lost, and where
-each partition's epochs began. Time jumps from timer to timer (`step`).
+What only the simulator knows stays here. It watches the core for the checker: each write's
+fate (committed or discarded, whatever its client was told), from the moment the service
+commits it (Service.on_commit); where every region stood when the write's acknowledgement wait
+ended (`regions_at_ack`); which writes each forced failover listed as lost; and where each
+partition's epochs began. A region that goes down drops the requests still open there (outcome
+"info": their clients lose the connection); the service runs them to the end all the same, and
+their replies go nowhere. Time jumps from timer to timer (`step`).
 """
 import json
 import random
 
-from regionlab.client.protocol.session_token import VectorToken, merge
+from regionlab.client.protocol import headers as H
+from regionlab.client.protocol.session_token import format_session_header, merge, parse_session_header
 
 from ..core.account import Account, AccountConfig
-from ..core.consistency import SESSION, STRONG
 from ..core.container import canonical_pk_json
-from ..core.documents import Writer, choose_replica, min_lsn_for, read_in
-from ..core.errors import CosmosError
+from ..core.feed import PAGE_ITEMS_MAX
 from ..core.request_faults import DROP_AFTER_APPLY
 from ..core.scheduler import ManualClock, Scheduler
+from .. import interpreter
+from ..service.call import Call
+from ..service.service import Service
+from .driver import Driver
 from .history import History
 
-WRITE_ACK_TIMEOUT_MS = 30_000     # gateway/server.py WRITE_ACK_TIMEOUT_S
-SESSION_WAIT_MS = 200             # gateway/server.py SESSION_WAIT_S
-STRONG_WAIT_MS = 2_000            # gateway/server.py STRONG_WAIT_S
 INVARIANT_CHECK_MS = 10
 DATABASE = "simdb"
 PK_DEF = {"paths": ["/pk"], "kind": "Hash", "version": 2}
 WRITE_FS = ("create", "upsert", "replace", "delete")
+READ_FS = ("read", "snapshot")
+ERROR_TEXT_MAX = 200
 
 
-class Pending:
-    """One request the gateway has not answered yet."""
-    __slots__ = ("op", "region", "done", "on_done", "rs", "effect")
+class Request:
+    """One operation sent to a region's service, until its reply comes back."""
+    __slots__ = ("op", "region", "on_done", "done", "rs", "regions_at_ack")
 
-    def __init__(self, op: dict, region: str, on_done, rs=None):
+    def __init__(self, op: dict, on_done):
         self.op = op
-        self.region = region
-        self.done = False
+        self.region = op["region"]
         self.on_done = on_done
-        self.rs = rs
-        self.effect = None          # what the region's request faults do to it (core/request_faults.py)
+        self.done = False               # its client has its answer (the reply, or a dropped connection)
+        self.rs = None                  # a write's replica set, once committed
+        self.regions_at_ack = None      # {region: [epoch, committed LSN]} when it was acknowledged
 
 
 class World:
     def __init__(self, seed: int, account_config: AccountConfig, containers: int, keys: int):
+        interpreter.install()                 # the store's memory as a serving emulator keeps it
         self.seed = seed
         self.clock = ManualClock()
         self.scheduler = Scheduler()
         self.account = Account(account_config, self.clock, self.scheduler, random.Random(f"{seed}:account"))
         self.history = History()
+        self.driver = Driver(self.clock, self.scheduler)
+        self.services = {}
+        for region in self.account.regions:
+            svc = self.services[region.name] = Service(self.account, None, region.name, None, self.driver)
+            svc.on_commit = self._committed
         db = self.account.create_database({"id": DATABASE})
         self.containers = {}
         for i in range(containers):
             name = f"c{i}"
             self.containers[name] = self.account.create_container(db, {"id": name, "partitionKey": PK_DEF})
         self.keys = [f"k{i}" for i in range(keys)]
-        self._pending: list[Pending] = []
+        self._open: dict = {}              # Call -> Request, until the service replies
+        self._unanswered = 0               # requests whose client has no answer yet
         self._lost_seen = 0
         self._epochs: dict = {}            # (container, range_id) -> {epoch: start_lsn}
         self._writes_at: dict = {}         # (container, range_id, lsn, key) -> [op, ...]
@@ -166,148 +182,94 @@ class World:
         self._region_events += 1
         if state != "down":
             return
-        for p in list(self._pending):
-            if p.region == name:
-                self._finish(p, "info", status=503, error=f"connection to {name} dropped (region outage)")
+        for req in list(self._open.values()):
+            if req.region == name and not req.done:
+                self._finish(req, "info", status=503, error=f"connection to {name} dropped (region outage)")
 
     # ---- requests ---------------------------------------------------------------------------
-    def _finish(self, p: Pending, outcome: str, **fields) -> None:
-        if p.done:
-            return
-        effect, p.effect = p.effect, None
-        if effect is not None and effect.drop is not None:
-            # The request ran; its reply never reaches the client, who cannot know whether it
-            # was applied: an indefinite outcome.
-            how = "dropped without an answer" if effect.drop == DROP_AFTER_APPLY else "reset mid-reply"
-            outcome, fields = "info", {"error": f"the connection was {how} after the request ran (request fault)",
-                                       "reply": "unknown"}
-        if effect is not None and effect.delay_ms:
-            if p not in self._pending:
-                self._pending.append(p)      # a held reply is still in flight (an outage drops it)
-            self.scheduler.call_at(self.now_ms + effect.delay_ms, self._release_held, p, outcome, fields)
-            return
-        p.done = True
-        if p in self._pending:
-            self._pending.remove(p)
-        self.history.complete(p.op, self.now_ms, outcome, **fields)
-        p.on_done(p.op)
-
-    def _release_held(self, p: Pending, outcome: str, fields: dict) -> None:
-        self._finish(p, outcome, **fields)
-
-    def _fail(self, p: Pending, e: CosmosError) -> None:
-        self._finish(p, "fail" if e.definite else "info", status=e.status, substatus=e.substatus,
-                     error=e.message[:200])
-
-    def _request_faults(self, p: Pending, kind: str) -> bool:
-        """Decide the request faults of p's region for it, as the gateway does; False when an
-        error fault answers it instead (definitely not applied)."""
-        table = self.account.faults.requests
-        if not table.by_region:
-            return True
-        op = p.op
-        effect = table.decide(p.region, kind, DATABASE, op["container"], op["partition"])
-        if effect is not None and effect.error is not None:
-            p.effect = effect if effect.delay_ms else None
-            self._fail(p, effect.error)
-            return False
-        p.effect = effect
-        return True
-
     def write(self, op: dict, on_done) -> None:
-        """op: an invoked history op with f in WRITE_FS; on_done(op) runs when it completes."""
-        p = Pending(op, op["region"], on_done)
-        if self.account.region(op["region"]).state != "up":
-            return self._finish(p, "fail", status=503, substatus=0, error=f"{op['region']} is down")
-        if not self._request_faults(p, "write"):
-            return
-        c = self.containers[op["container"]]
-        key = op["key"]
-        try:
-            now_ms = self.now_ms + self.account.faults.requests.skew_ms(op["region"])
-            w = Writer(c, op["region"], canonical_pk_json([key]), [key], now_ms)
-            doc = {"id": key, "pk": key, "w": op["id"]}
-            f = op["f"]
-            if f == "create":
-                status, _ = w.create(doc)
-            elif f == "upsert":
-                status, _ = w.upsert(doc)
-            elif f == "replace":
-                status, _ = w.replace(key, doc)
-            else:
-                status, _ = w.delete(key)
-            lsn = w.commit()
-        except CosmosError as e:
-            return self._fail(p, e)
-        rs = p.rs = w.rs
-        op.update(lsn=lsn, epoch=rs.epoch, value=None if op["f"] == "delete" else op["id"], fate=None)
-        self._writes_at.setdefault((op["container"], rs.range_id, lsn, key), []).append(op)
-        rs.when_committed(lsn, lambda ok: op.update(fate="committed" if ok else "discarded"))
-        self._pending.append(p)
-        self.scheduler.call_at(self.now_ms + WRITE_ACK_TIMEOUT_MS, self._ack_timeout, p)
-        if self.account.consistency == STRONG:
-            rs.partition.when_globally_committed(lsn, lambda ok: self._acked(p, ok, status))
+        """op: an invoked history op with f in WRITE_FS; on_done(op, tokens) runs when it completes
+        (tokens: the reply's session tokens, {range_id: VectorToken}, or None)."""
+        f, key = op["f"], op["key"]
+        docs = f"dbs/{DATABASE}/colls/{op['container']}/docs"
+        headers = self._headers(op)
+        headers[H.PARTITION_KEY] = canonical_pk_json([key])
+        if f in ("create", "upsert"):
+            method, path = "POST", docs
+            if f == "upsert":
+                headers[H.IS_UPSERT] = "true"
         else:
-            rs.when_committed(lsn, lambda ok: self._acked(p, ok, status))
-
-    def _acked(self, p: Pending, ok: bool, status: int) -> None:
-        if p.done:
-            return
-        if ok:
-            # Where every region stood when the write was acknowledged: under Strong, a majority
-            # of them must hold it (the checker verifies that against the history).
-            held = {region: [rs.epoch, rs.committed_lsn] for region, rs in p.rs.partition.replica_sets.items()}
-            self._finish(p, "ok", status=status, reply_token=[p.rs.epoch, p.op["lsn"]], regions_at_ack=held)
-        else:
-            self._fail(p, CosmosError(503, 0, f"the write (LSN {p.op['lsn']}) was discarded before a "
-                                              "quorum acknowledged it"))
-
-    def _ack_timeout(self, p: Pending) -> None:
-        self._fail(p, CosmosError(408, 0, "the write was not acknowledged in time", definite=False))
+            method, path = ("PUT" if f == "replace" else "DELETE"), f"{docs}/{key}"
+        body = b"" if f == "delete" else json.dumps({"id": key, "pk": key, "w": op["id"]}).encode()
+        self._send(op, method, path, headers, body, on_done)
 
     def read(self, op: dict, session: dict | None, on_done) -> None:
-        """A point read (f "read") or a whole-partition snapshot (f "snapshot")."""
-        p = Pending(op, op["region"], on_done)
-        if self.account.region(op["region"]).state != "up":
-            return self._finish(p, "fail", status=503, substatus=0, error=f"{op['region']} is down")
-        if not self._request_faults(p, "read"):
-            return
-        c = self.containers[op["container"]]
-        rs = c.partitions[int(op["partition"])].for_read(op["region"])
-        p.rs = rs
-        try:
-            need = min_lsn_for(rs, op["consistency"], session)
-        except CosmosError as e:
-            return self._fail(p, e)
-        if rs.committed_lsn >= need:
-            return self._serve(p, session)
-        self._pending.append(p)
-        wait_ms = SESSION_WAIT_MS if op["consistency"] == SESSION else STRONG_WAIT_MS
-        rs.when_committed(need, lambda ok: self._serve(p, session))
-        self.scheduler.call_at(self.now_ms + wait_ms, self._serve, p, session, True)
+        """A point read (f "read"), or a whole-partition snapshot (f "snapshot"): a read feed
+        scoped to the partition key range, in one page (every partition holds at most KEYS_MAX
+        items, run.py). session: the client's tokens for the container, {range_id: VectorToken}."""
+        docs = f"dbs/{DATABASE}/colls/{op['container']}/docs"
+        headers = self._headers(op)
+        headers[H.CONSISTENCY_LEVEL] = op["consistency"]
+        if session:
+            headers[H.SESSION_TOKEN] = format_session_header(session)
+        if op["f"] == "snapshot":
+            headers[H.PK_RANGE_ID] = op["partition"]
+            headers[H.MAX_ITEM_COUNT] = str(PAGE_ITEMS_MAX)
+            path = docs
+        else:
+            headers[H.PARTITION_KEY] = canonical_pk_json([op["key"]])
+            path = f"{docs}/{op['key']}"
+        self._send(op, "GET", path, headers, b"", on_done)
 
-    def _serve(self, p: Pending, session: dict | None, timed_out: bool = False) -> None:
-        if p.done:
+    @staticmethod
+    def _headers(op: dict) -> dict:
+        # A client's own activity id (as the SDK sends one): the reply's, and error messages, stay
+        # the same from run to run.
+        return {H.ACTIVITY_ID: f"00000000-0000-0000-0000-{op['id']:012x}"}
+
+    def _send(self, op: dict, method: str, path: str, headers: dict, body: bytes, on_done) -> None:
+        svc = self.services[op["region"]]
+        call = Call(svc, method, path, headers, body)
+        req = Request(op, on_done)
+        self._open[call] = req
+        self._unanswered += 1
+        on_wake = None if op["f"] in READ_FS else (lambda value: self._woken(req, value))
+        self.driver.start(svc.handle(call), lambda reply: self._replied(call, req, reply), on_wake)
+
+    def _committed(self, call, rs, lsn: int) -> None:
+        """Service.on_commit: the write of call committed at lsn in rs (not yet acknowledged).
+        Its fate is watched from here, whatever its client is told."""
+        req = self._open[call]
+        op = req.op
+        op.update(lsn=lsn, epoch=rs.epoch, value=None if op["f"] == "delete" else op["id"], fate=None)
+        self._writes_at.setdefault((op["container"], rs.range_id, lsn, op["key"]), []).append(op)
+        rs.when_committed(lsn, lambda ok: op.update(fate="committed" if ok else "discarded"))
+        req.rs = rs
+        req.regions_at_ack = _positions(rs)      # the acknowledgement, if it needs no wait, is now
+
+    def _woken(self, req: "Request", value) -> None:
+        """A wait of req's write ended, inside the core callback that ended it: when its
+        acknowledgement came, note where every region stood (Strong: a majority must hold it)."""
+        if value and req.rs is not None:
+            req.regions_at_ack = _positions(req.rs)
+
+    def _replied(self, call, req: "Request", reply) -> None:
+        del self._open[call]
+        if req.done:                    # a region outage dropped its connection meanwhile
             return
-        op, rs = p.op, p.rs
-        try:
-            if timed_out and op["consistency"] != SESSION and rs.committed_lsn < min_lsn_for(
-                    rs, op["consistency"], session):
-                raise CosmosError(503, 0, f"{rs.region} has not caught up for a {op['consistency']} read")
-            if op["f"] == "snapshot":
-                _, lsn = choose_replica(rs, op["consistency"], session)
-                items = {v.key[1]: v.doc.get("w") for v in rs.store.scan(lsn)}
-                fields = {"items": items}
-            else:
-                version, lsn = read_in(rs, canonical_pk_json([op["key"]]), op["key"], op["consistency"], session)
-                fields = {"value": None if version is None else version.doc.get("w")}
-        except CosmosError as e:
-            return self._fail(p, e)
-        self._finish(p, "ok", status=200, lsn=lsn, epoch=rs.epoch, reply_token=[rs.epoch, lsn], **fields)
+        outcome, fields, tokens = answer(req, reply)
+        self._finish(req, outcome, tokens, **fields)
+
+    def _finish(self, req: "Request", outcome: str, tokens=None, **fields) -> None:
+        req.done = True
+        self._unanswered -= 1
+        self.history.complete(req.op, self.now_ms, outcome, **fields)
+        req.on_done(req.op, tokens)
 
     @property
     def in_flight(self) -> int:
-        return len(self._pending)
+        """Requests whose client has no answer yet."""
+        return self._unanswered
 
     # ---- the end of a run ---------------------------------------------------------------------
     def heal_everything(self) -> None:
@@ -330,11 +292,55 @@ class World:
         return out
 
 
-def token_merge(tokens: dict, range_id: str, epoch: int, lsn: int) -> None:
-    """Fold a reply's session token into a client's, as the SDK does."""
-    new = VectorToken(epoch, lsn)
-    old = tokens.get(range_id)
-    tokens[range_id] = new if old is None else merge(old, new)
+def answer(req: Request, reply) -> tuple:
+    """(outcome, history fields, session tokens or None) of the service's reply to req."""
+    op = req.op
+    if reply.fault is not None:
+        # The request ran; its reply never reaches the client, who cannot know whether it was
+        # applied: an indefinite outcome.
+        how = "dropped without an answer" if reply.fault == DROP_AFTER_APPLY else "reset mid-reply"
+        return "info", {"error": f"the connection was {how} after the request ran (request fault)",
+                        "reply": "unknown"}, None
+    status, hdrs = reply.status, reply.headers
+    read = op["f"] in READ_FS
+    # A point read of a missing item is an answer, with the position it was read at; an error
+    # fault's 404 is not (it carries no session token: nothing was read).
+    found_nothing = op["f"] == "read" and status == 404 and reply.substatus == 0 and H.SESSION_TOKEN in hdrs
+    if status >= 300 and not found_nothing:
+        return ("fail" if reply.definite else "info"), {"status": status, "substatus": reply.substatus,
+                                                       "error": _message(reply)}, None
+    tokens = parse_session_header(hdrs[H.SESSION_TOKEN])
+    epoch, lsn = tokens[op["partition"]].version, int(hdrs[H.LSN])
+    fields = {"status": status, "reply_token": [epoch, lsn]}
+    if not read:
+        fields["regions_at_ack"] = req.regions_at_ack
+    elif op["f"] == "read":
+        fields.update(lsn=lsn, epoch=epoch, value=json.loads(reply.body)["w"] if status == 200 else None)
+    else:
+        if H.CONTINUATION in hdrs:
+            raise RuntimeError(f"snapshot {op['id']} took more than one page: a partition holds more items "
+                               f"than a page ({PAGE_ITEMS_MAX})")
+        docs = json.loads(reply.body)["Documents"]
+        fields.update(lsn=lsn, epoch=epoch, items={d["id"]: d.get("w") for d in docs})
+    return "ok", fields, tokens
+
+
+def _message(reply) -> str:
+    """An error reply's message, without the activity id the service appends."""
+    text = json.loads(reply.body)["message"]
+    return text.removeprefix("Message: ").split("\r\nActivityId: ", 1)[0][:ERROR_TEXT_MAX]
+
+
+def _positions(rs) -> dict:
+    """{region: [epoch, committed LSN]} of every region of rs's partition."""
+    return {region: [r.epoch, r.committed_lsn] for region, r in rs.partition.replica_sets.items()}
+
+
+def token_merge(tokens: dict, new: dict) -> None:
+    """Fold a reply's session tokens ({range_id: VectorToken}) into a client's, as the SDK does."""
+    for range_id, token in new.items():
+        old = tokens.get(range_id)
+        tokens[range_id] = token if old is None else merge(old, token)
 
 
 def dumps(data) -> str:

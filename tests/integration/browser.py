@@ -1,6 +1,8 @@
 """A headless Chromium driven over its DevTools protocol (CDP) with aiohttp's websocket client:
 the dashboard test's browser, with no driver package. Chromium is started with
---remote-debugging-port=0 and a fresh profile; the DevTools URL comes from its stderr.
+--remote-debugging-port=0 and a fresh profile; the DevTools URL comes from its stderr. Where none
+is installed, CI installs Debian's `chromium` and fails without it; elsewhere the test is skipped
+(tests/tiers.py).
 
 Interactions are real input: clicks are mouse events at the element's centre
 (Input.dispatchMouseEvent), text is typed with Input.insertText, a <select> gets its value and a
@@ -18,19 +20,19 @@ import tempfile
 
 import aiohttp
 
+from tiers import require
+
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+CHROMIUM_PACKAGES = ("chromium",)        # Debian's: what CI installs when no Chromium is found
 START_TIMEOUT_S = 30.0
 COMMAND_TIMEOUT_S = 30.0
 WAIT_TIMEOUT_MS = 15_000
 WINDOW = (1440, 1000)
 
 
-def chromium_path() -> str | None:
-    for name in CHROMIUM_NAMES:
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
+def chromium_path() -> str:
+    """The Chromium binary (in CI, installed when missing; tests/tiers.py)."""
+    return require((CHROMIUM_NAMES,), CHROMIUM_PACKAGES, "the dashboard test needs Chromium")[0]
 
 
 class Page:

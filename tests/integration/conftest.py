@@ -1,5 +1,6 @@
 """Fixtures of the integration suite: a sync SDK client for the `regionlab` fixture, and a fresh
-container on it. The helpers they use live in sdk_harness.py."""
+container on it (`container` is db/items, `coll` db/c). The helpers they use live in
+sdk_harness.py."""
 import pytest
 from azure.cosmos import PartitionKey
 
@@ -17,3 +18,9 @@ def container(sdk_client):
     """A fresh container `db/items` with partition key /pk (one partition unless configured)."""
     db = sdk_client.create_database("db")
     return db.create_container("items", PartitionKey(path="/pk"))
+
+
+@pytest.fixture
+def coll(sdk_client):
+    """A fresh container `db/c` with partition key /pk."""
+    return sdk_client.create_database("db").create_container("c", PartitionKey(path="/pk"))

@@ -1,9 +1,12 @@
 """Helpers of the control-port tests: one raw HTTP request with exactly the headers given
-(http.client adds nothing but Host and Content-Length), a snapshot of every piece of state the
-control port can change, and the mutating requests, one per route and fault type, each valid."""
+(http.client adds nothing but Host and Content-Length), the `regionlab` CLI run against an
+emulator, a snapshot of every piece of state the control port can change, and the mutating
+requests, one per route and fault type, each valid."""
 import http.client
 import json
 import urllib.parse
+
+from regionlab.emulator import cli
 
 
 PK_DEF = {"paths": ["/pk"], "kind": "Hash", "version": 2}
@@ -28,6 +31,14 @@ def request(emu, method: str, path: str, body=None, headers=None, raw: bytes | N
     except ValueError:
         parsed = text.decode(errors="replace")
     return reply.status, parsed, reply.headers
+
+
+def regionlab(capsys, emu, *argv):
+    """(exit code, parsed stdout or None, stderr) of `regionlab *argv --control <emu>`, run
+    in-process through the CLI's entry point."""
+    rc = cli.main([*argv, "--control", emu.control_endpoint])
+    out, err = capsys.readouterr()
+    return rc, (json.loads(out) if out.strip() else None), err
 
 
 def ok(emu, method: str, path: str, body=None, headers=None):

@@ -148,6 +148,14 @@ def by_range(feed: dict) -> dict:
     return out
 
 
+def feed(emu, endpoint=None) -> dict:
+    """`by_range` of the address feed of the tests' container db/items, read through `endpoint`
+    (the account's by default)."""
+    status, body = addresses(endpoint or emu.endpoint, emu.key, "db", "items")
+    assert status == 200, body
+    return by_range(body)
+
+
 def target(entry: dict) -> tuple[str, int, str]:
     """(host, port, replica key) of an address feed entry."""
     return D.parse_uri(entry["physcialUri"])

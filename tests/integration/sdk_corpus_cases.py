@@ -10,9 +10,10 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+from query_reference import MISSING, get, is_num, row
 from sdk_corpus_docs import (
-    MISSING, agg_avg, agg_count, agg_extreme, agg_sum, canon, distinct, eq, get, groups, gt, is_num,
-    iso_parts, lt, n, order, row, s, ticks_add, values,
+    agg_avg, agg_count, agg_extreme, agg_sum, canon, distinct, eq, groups, gt, iso_parts, lt, n, order, s,
+    ticks_add, values,
 )
 
 

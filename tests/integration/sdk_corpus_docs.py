@@ -13,7 +13,7 @@ import json
 import math
 import random
 
-MISSING = object()   # the reference's own "undefined"
+from query_reference import MISSING, is_num
 DOC_COUNT = 200
 SEED = 20240605
 
@@ -79,20 +79,6 @@ def user_part(doc: dict) -> dict:
     return {k: v for k, v in doc.items() if k not in SYSTEM_PROPERTIES}
 
 
-def get(value, *path):
-    """Follow names / indexes; MISSING when any step is absent or of the wrong kind."""
-    for step in path:
-        if isinstance(step, str):
-            value = value.get(step, MISSING) if type(value) is dict else MISSING
-        else:
-            value = value[step] if type(value) is list and 0 <= step < len(value) else MISSING
-    return value
-
-
-def is_num(v) -> bool:
-    return type(v) in (int, float)
-
-
 def type_rank(v) -> int:
     """undefined < null < boolean < number < string < array < object."""
     if v is MISSING:
@@ -148,11 +134,6 @@ def order(docs, *keys):
     for key, desc in reversed(keys):
         out.sort(key=lambda d: sort_key(key(d)), reverse=desc)
     return out
-
-
-def row(**fields) -> dict:
-    """A projected row: undefined members are left out."""
-    return {k: v for k, v in fields.items() if v is not MISSING}
 
 
 def values(seq) -> list:

@@ -1,6 +1,7 @@
 """The integration suite's harness: official-SDK clients (sync and aio) pointed at the
-`regionlab` fixture, a recorder of what the SDK put on the wire, and signed raw HTTP for the
-requests no SDK would send.
+`regionlab` fixture, a recorder of what the SDK put on the wire, signed raw HTTP for the
+requests no SDK would send, the control port (faults, and the reply counts each region served),
+and the bundled client in direct mode with its attempts as tuples.
 
 Clients get short retry settings so a test that expects an error does not sit in the SDK's
 back-off, and they are always closed, so the emulator stops without waiting on keep-alives.
@@ -21,7 +22,9 @@ from azure.core.pipeline.transport import RequestsTransport
 from azure.cosmos import CosmosClient, PartitionKey
 from azure.cosmos.aio import CosmosClient as AioCosmosClient
 
+from regionlab.client import CosmosClient as BundledClient
 from regionlab.client.protocol import auth
+from regionlab.emulator import ctl
 
 SOCKET_TIMEOUT_S = 5.0
 CLIENT_DEFAULTS = {"retry_total": 1, "retry_backoff_max": 1, "retry_fixed_interval": 0.05,
@@ -59,7 +62,7 @@ class WireLog:
 class AttemptLog(RequestsTransport):
     """The sync SDK's transport, recording every document attempt it makes (status, or no reply)
     into the logical operation open in `op()`, for the black-box history checker
-    (emulator/sim/observed.py). Pass as `make_client(emu, transport=log)`."""
+    (emulator/drill/observed.py). Pass as `make_client(emu, transport=log)`."""
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -215,7 +218,10 @@ def wait_replicated(emu, db: str, coll: str, region: str, timeout_s: float = 5.0
         src = account.write_regions[0]
         for p in account.databases[db].containers[coll].partitions:
             done = threading.Event()
-            p.replica_sets[region].when_committed(p.replica_sets[src].committed_lsn, lambda *_: done.set())
+            # done=done: each partition's callback sets its own event. A plain closure reads the
+            # loop variable when it runs, so a partition still behind here would set the last one's.
+            p.replica_sets[region].when_committed(p.replica_sets[src].committed_lsn,
+                                                  lambda *_, done=done: done.set())
             events.append(done)
     emu.call(arm)
     for done in events:
@@ -226,7 +232,7 @@ def wait_replicated(emu, db: str, coll: str, region: str, timeout_s: float = 5.0
 def control(emu, method: str, path: str, body=None):
     """(status, JSON reply) of one control-port request."""
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(emu.control_endpoint.rstrip("/") + path, data=data, method=method,
+    req = urllib.request.Request(emu.control_endpoint.rstrip("/") + _quoted(path), data=data, method=method,
                                  headers={"content-type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=30) as reply:
@@ -235,12 +241,62 @@ def control(emu, method: str, path: str, body=None):
         return e.code, json.loads(e.read() or b"null")
 
 
+def control_json(emu, method: str, path: str, body=None):
+    """The JSON reply of a control-port request through the CLI's own client (ctl.call):
+    ControlError for an error reply."""
+    return ctl.call(emu.control_endpoint.rstrip("/"), method, _quoted(path), body)
+
+
+def _quoted(path: str) -> str:
+    """A control path with a region's name in it, %-encoded (a path already encoded stays so)."""
+    return urllib.parse.quote(path, safe="/%?=&")
+
+
 def inject_fault(emu, **spec) -> dict:
     status, fault = control(emu, "POST", "/faults", spec)
     assert status == 201, fault
     return fault
 
 
+def inject(emu, **spec) -> int:
+    """The id of a new fault."""
+    return inject_fault(emu, **spec)["id"]
+
+
 def heal_fault(emu, fault_id: int) -> None:
     status, reply = control(emu, "DELETE", f"/faults/{fault_id}")
     assert status == 200, reply
+
+
+def served(emu) -> dict:
+    """Every gateway's reply counts so far: {region or "global": {"GET docs 200": n, ...}}."""
+    return control(emu, "GET", "/topology")[1]["requests"]
+
+
+def doc_hits(emu, before: dict) -> dict:
+    """Item requests each region served since `before` (a `served`), per method and status:
+    {region: {"GET 404/1002": n, ...}}. Only item traffic counts: a client's account and pkranges
+    reads come and go on their own."""
+    out = {}
+    for region, counts in served(emu).items():
+        for key, n in counts.items():
+            method, kind, status = key.split(" ")
+            n -= before.get(region, {}).get(key, 0)
+            if kind == "docs" and n:
+                out.setdefault(region, {})[f"{method} {status}"] = n
+    return out
+
+
+def doc_totals(emu, before: dict) -> dict:
+    """Item requests each region served since `before`, in all: {region: n}."""
+    return {region: sum(hits.values()) for region, hits in doc_hits(emu, before).items()}
+
+
+# ---- the bundled client ---------------------------------------------------------------------------
+def direct_client(emu, **kwargs) -> BundledClient:
+    return BundledClient(emu.endpoint, credential=emu.key, connection_mode="direct", **kwargs)
+
+
+def attempts(diagnostics) -> list:
+    """(region, status, substatus) of each attempt an operation made."""
+    return [(a.region, a.status, a.sub_status) for a in diagnostics.attempts]

@@ -15,7 +15,7 @@ import socket
 import time
 
 import pytest
-from azure.cosmos import PartitionKey, exceptions
+from azure.cosmos import exceptions
 
 from regionlab.client.protocol import auth
 from sdk_harness import (assert_serves, item_count, raw_request, raw_socket, read_until_eof,
@@ -24,11 +24,6 @@ from sdk_harness import (assert_serves, item_count, raw_request, raw_socket, rea
 DOCS = "/dbs/db/colls/c/docs"
 PK_P = {"x-ms-documentdb-partitionkey": '["p"]'}
 OTHER_KEY = base64.b64encode(b"some other account key, not ours" * 2).decode()
-
-
-@pytest.fixture
-def coll(sdk_client):
-    return sdk_client.create_database("db").create_container("c", PartitionKey(path="/pk"))
 
 
 def _stored(emu) -> int:

@@ -11,8 +11,7 @@ from regionlab.emulator import cli
 from regionlab.emulator.core.container import canonical_pk_json
 from regionlab.emulator.core.documents import Writer
 from regionlab.emulator.testing import running_emulator
-
-PK_DEF = {"paths": ["/pk"], "kind": "Hash", "version": 2}
+from control_harness import PK_DEF, regionlab
 
 
 @pytest.fixture
@@ -20,13 +19,6 @@ def emu():
     with running_emulator(partitions=2, auth=False) as handle:
         handle.call(lambda a: a.create_container(a.create_database({"id": "db"}), {"id": "c", "partitionKey": PK_DEF}))
         yield handle
-
-
-def regionlab(capsys, emu, *argv):
-    """(exit code, parsed stdout or None, stderr) of `regionlab *argv --control <emu>`."""
-    rc = cli.main([*argv, "--control", emu.control_endpoint])
-    out, err = capsys.readouterr()
-    return rc, (json.loads(out) if out.strip() else None), err
 
 
 def write_item(account, id: str) -> int:

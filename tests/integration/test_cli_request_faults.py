@@ -1,24 +1,16 @@
 """Proves the `regionlab fault <request fault>` commands build the documented POST /faults bodies
 and that a running emulator takes them: the real CLI entry point against a real in-process
 emulator's control port, checked with `regionlab faults`."""
-import json
-
 import pytest
 
-from regionlab.emulator import cli
 from regionlab.emulator.testing import running_emulator
+from control_harness import regionlab
 
 
 @pytest.fixture
 def emu():
     with running_emulator(auth=False) as handle:
         yield handle
-
-
-def regionlab(capsys, emu, *argv):
-    rc = cli.main([*argv, "--control", emu.control_endpoint])
-    out, err = capsys.readouterr()
-    return rc, (json.loads(out) if out.strip() else None), err
 
 
 @pytest.mark.parametrize("argv, expected", [

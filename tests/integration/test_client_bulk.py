@@ -20,6 +20,7 @@ def doc(k: int) -> dict:
     return {"id": f"i{k}", "pk": f"p{k % 9}", "n": k, "tags": ["a", str(k)], "nested": {"k": k * 2}}
 
 
+@pytest.mark.slow
 @pytest.mark.regionlab_config(partitions=2)
 @pytest.mark.parametrize("mode", ["gateway", "direct"])
 def test_bulk_retries_throttled_operations_and_matches_per_item_writes(regionlab, mode):

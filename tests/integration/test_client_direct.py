@@ -6,40 +6,15 @@ to the replicas of the first two preferred regions only (judged by the emulator'
 the client's diagnostics), and a region outage moves reads to the next region's replicas. Real
 sockets, the real emulator, no mocks."""
 import asyncio
-import json
-import urllib.request
 
 import pytest
 
 from regionlab.client import CosmosClient, PartitionKey
 from regionlab.client.protocol import direct as D
-from direct_client import addresses, by_range, target
+from direct_client import feed, target
+from sdk_harness import control, direct_client, inject
 
 EAST, WEST, NORTH = "East US", "West US", "North Europe"
-
-
-def control(emu, method: str, path: str, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(emu.control_endpoint.rstrip("/") + path, data=data, method=method,
-                                 headers={"content-type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as reply:
-        return reply.status, json.loads(reply.read() or b"null")
-
-
-def inject(emu, **spec) -> int:
-    status, fault = control(emu, "POST", "/faults", spec)
-    assert status == 201, fault
-    return fault["id"]
-
-
-def feed(emu, endpoint=None) -> dict:
-    status, body = addresses(endpoint or emu.endpoint, emu.key, "db", "items")
-    assert status == 200, body
-    return by_range(body)
-
-
-def direct_client(emu, **kw) -> CosmosClient:
-    return CosmosClient(emu.endpoint, credential=emu.key, connection_mode="direct", **kw)
 
 
 def items(client, n=3):

@@ -9,21 +9,14 @@ import urllib.parse
 
 import pytest
 
-from regionlab.client import CosmosClient, CosmosResourceNotFoundError, PartitionKey
+from regionlab.client import CosmosResourceNotFoundError, PartitionKey
+from sdk_harness import attempts, direct_client
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
 NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
 NEVER_MS = 3_600_000
 CREATES_MAX = 2_000
-
-
-def direct_client(emu) -> CosmosClient:
-    return CosmosClient(emu.endpoint, credential=emu.key, connection_mode="direct")
-
-
-def attempts(d) -> list:
-    return [(a.region, a.status, a.sub_status) for a in d.attempts]
 
 
 def served_by_replicas(d) -> bool:
@@ -91,6 +84,7 @@ def test_a_throttle_storm_is_waited_out_by_the_retry_after_in_direct_mode(region
             assert nxt.started_ms - prev.started_ms >= 20
 
 
+@pytest.mark.slow
 def test_a_spent_credit_window_is_backed_off_and_the_write_lands_in_direct_mode(regionlab):
     emu = regionlab
     with direct_client(emu) as client:

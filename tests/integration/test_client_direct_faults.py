@@ -11,10 +11,11 @@ by the client's diagnostics and the nodes' reply counters (`GET /topology` `dire
 Real sockets; no sleeps."""
 import pytest
 
-from regionlab.client import (CosmosClient, CosmosClientTimeoutError, CosmosHttpResponseError, CosmosResourceExistsError,
+from regionlab.client import (CosmosClientTimeoutError, CosmosHttpResponseError, CosmosResourceExistsError,
                     PartitionKey)
 from regionlab.client.policies import breaker as cb
 
+from sdk_harness import direct_client
 from test_client_faults import keys_in_two_partitions, path
 
 REGIONS = ("East US", "East US 2", "West US")
@@ -23,10 +24,6 @@ NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
 HEDGE = {"threshold_ms": 500, "threshold_steps_ms": 100}
 E2E_TIMEOUT_S = 0.3
 LOOP_TICK_MS = 2                         # uvloop's timers tick in whole ms; diagnostics use perf_counter
-
-
-def direct_client(emu, **kwargs) -> CosmosClient:
-    return CosmosClient(emu.endpoint, credential=emu.key, connection_mode="direct", **kwargs)
 
 
 def node_hits(emu, before) -> dict:

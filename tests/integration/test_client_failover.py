@@ -9,7 +9,6 @@ off 2 s and the write lands in the next window; a 503 burst on a multi-write acc
 partition's circuit breaker; a read in a lagging region is hedged to the next one. Real sockets,
 sync and aio faces; no sleeps."""
 import asyncio
-import json
 import socket
 import time
 import urllib.error
@@ -20,6 +19,7 @@ import pytest
 
 from regionlab.client import CosmosClient, CosmosResourceNotFoundError, PartitionKey
 from regionlab.client.aio import CosmosClient as AioCosmosClient
+from sdk_harness import attempts, control, doc_hits, served
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
@@ -27,33 +27,6 @@ NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
 NEVER_MS = 3_600_000
 POLL_DEADLINE_S = 10.0
 CREATES_MAX = 2_000
-
-
-def control(emu, method, path, body=None):
-    url = emu.control_endpoint.rstrip("/") + urllib.parse.quote(path)
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers={"content-type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as reply:
-            return reply.status, json.loads(reply.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
-
-
-def served(emu) -> dict:
-    return control(emu, "GET", "/topology")[1]["requests"]
-
-
-def doc_hits(emu, before) -> dict:
-    """Item requests each region served since `before`: {region: {"POST 403/3": n, ...}}."""
-    out = {}
-    for region, counts in served(emu).items():
-        for key, n in counts.items():
-            method, kind, status = key.split(" ")
-            n -= before.get(region, {}).get(key, 0)
-            if kind == "docs" and n:
-                out.setdefault(region, {})[f"{method} {status}"] = n
-    return out
 
 
 def wait_refused(emu, region) -> None:
@@ -72,10 +45,6 @@ def wait_refused(emu, region) -> None:
 
 def client_for(emu, **kwargs) -> CosmosClient:
     return CosmosClient(emu.endpoint, credential=emu.key, **kwargs)
-
-
-def attempts(d) -> list:
-    return [(a.region, a.status, a.sub_status) for a in d.attempts]
 
 
 @pytest.mark.regionlab_config(lag_ms=NO_LAG)
@@ -187,6 +156,7 @@ def test_a_throttle_storm_is_waited_out_by_the_retry_after(regionlab):
             assert nxt.started_ms - prev.started_ms >= 20
 
 
+@pytest.mark.slow
 def test_a_spent_credit_window_is_backed_off_and_the_write_lands(regionlab):
     emu = regionlab
     with client_for(emu) as client:

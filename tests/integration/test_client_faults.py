@@ -23,6 +23,7 @@ from regionlab.client import (CosmosClient, CosmosClientTimeoutError, CosmosHttp
                     PartitionKey)
 from regionlab.client import partition_key as pkmod
 from regionlab.client.policies import breaker as cb
+from sdk_harness import doc_hits
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
@@ -43,18 +44,6 @@ class MovableClock:
 
     def advance(self, seconds: float) -> None:
         self.offset_s += seconds
-
-
-def doc_hits(emu, before) -> dict:
-    """Item requests each region served since `before`: {region: {"GET 200": n, ...}}."""
-    out = {}
-    for region, counts in emu.topology()["requests"].items():
-        for key, n in counts.items():
-            method, kind, status = key.split(" ")
-            n -= before.get(region, {}).get(key, 0)
-            if kind == "docs" and n:
-                out.setdefault(region, {})[f"{method} {status}"] = n
-    return out
 
 
 def path(d) -> list:
@@ -231,6 +220,7 @@ def test_every_read_in_an_unavailable_outage_leaves_the_region_after_one_503(reg
 
 
 # ---- region outage in every mode, both connection modes ----------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("connection_mode", ["gateway", "direct"])
 @pytest.mark.parametrize("mode", ["unavailable", "refuse", "reset", "blackhole"])
 @pytest.mark.regionlab_config(lag_ms=NO_LAG)
@@ -272,6 +262,7 @@ E2E_TIMEOUT_S = 0.3
 LOOP_TICK_MS = 2                         # uvloop's timers tick in whole ms; diagnostics use perf_counter
 
 
+@pytest.mark.slow
 @pytest.mark.regionlab_config(lag_ms=NO_LAG)
 def test_the_end_to_end_timeout_cancels_every_attempt_per_client_and_per_request(regionlab):
     emu = regionlab

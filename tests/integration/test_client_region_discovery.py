@@ -9,7 +9,8 @@ import pytest
 
 from regionlab.client import CosmosClient, PartitionKey
 from regionlab.client.policies.regions import ACCOUNT_REFRESH_MS, UNAVAILABLE_MS
-from test_client_faults import MovableClock, doc_hits, path
+from sdk_harness import doc_hits
+from test_client_faults import MovableClock, path
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS

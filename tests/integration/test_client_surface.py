@@ -12,32 +12,16 @@ import json
 import logging
 import socket
 import threading
-import urllib.request
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from regionlab.client import (CosmosBatchOperationError, CosmosClient, CosmosHttpResponseError, CosmosResourceNotFoundError,
                     PartitionKey)
+from sdk_harness import doc_totals, served
 
 REGIONS = ("East US", "East US 2", "West US")
 NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
-
-
-def served(emu) -> dict:
-    with urllib.request.urlopen(emu.control_endpoint.rstrip("/") + "/topology", timeout=10) as r:
-        return json.loads(r.read())["requests"]
-
-
-def doc_hits(emu, before) -> dict:
-    out = {}
-    for region, counts in served(emu).items():
-        for key, n in counts.items():
-            method, kind, status = key.split(" ")
-            n -= before.get(region, {}).get(key, 0)
-            if kind == "docs" and n:
-                out[region] = out.get(region, 0) + n
-    return out
 
 
 @pytest.fixture
@@ -105,11 +89,11 @@ def test_queries_honour_per_request_excluded_locations(regionlab):
         page = next(c.query_items("SELECT * FROM c", excluded_locations=["East US 2"]).by_page())
         assert [i["id"] for i in page] == ["1"]
         assert page.diagnostics.regions_contacted == ["West US"]
-        assert doc_hits(emu, before) == {"West US": 1}
+        assert doc_totals(emu, before) == {"West US": 1}
         client.excluded_locations = lambda: ["West US", "East US 2"]     # all preferred excluded
         before = served(emu)
         assert c.read_item("1", partition_key="p").diagnostics.regions_contacted == ["East US"]
-        assert doc_hits(emu, before) == {"East US": 1}
+        assert doc_totals(emu, before) == {"East US": 1}
 
 
 def test_responses_and_errors_carry_diagnostics_and_charge(items, caplog):
@@ -176,7 +160,7 @@ def test_a_requests_excluded_locations_replace_the_clients(regionlab):
                          ("own", {"excluded_locations": ["West US"]})):
             before = served(emu)
             routes[name] = (c.read_item("1", partition_key="p", **kw).diagnostics.regions_contacted,
-                            doc_hits(emu, before))
+                            doc_totals(emu, before))
         metadata = [client.get_database_client("db").read(excluded_locations=["West US"]),
                     c.read(excluded_locations=["West US"]), c.get_throughput(excluded_locations=["West US"])]
         default = client.get_database_client("db").read()

@@ -4,33 +4,17 @@ fixture options show in GET /topology and in the account document exactly as azu
 it, and K really bounds how far a region may fall behind (the next write is 429/3200); GET /health
 is "ok", "degraded" (200) or "down" (503) as regions go out and come back. No sleeps: every wait
 is on a reply."""
-import json
-import urllib.error
-import urllib.parse
-import urllib.request
-
 import pytest
 from azure.cosmos import PartitionKey, documents
 from azure.cosmos.exceptions import CosmosHttpResponseError
 
 from regionlab.emulator.config import ConfigError
 from regionlab.emulator.testing import running_emulator
-from sdk_harness import make_client
+from sdk_harness import control, make_client
 
 EAST, EAST2, WEST = "East US", "East US 2", "West US"
 NEVER_MS = 3_600_000                 # a replication lag no test outlives
 K, T = 3, 7
-
-
-def control(emu, method: str, path: str, body=None) -> tuple[int, dict]:
-    req = urllib.request.Request(emu.control_endpoint.rstrip("/") + urllib.parse.quote(path), method=method,
-                                 data=None if body is None else json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 @pytest.mark.parametrize("options,message", [

@@ -7,7 +7,8 @@ document answer after every input).
 One real emulator (running_emulator, with a control token) takes every input in turn, so the
 state the inputs build up (added and removed regions, faults, failovers, storms, throughput) is
 fuzzed too. Inputs mix well-formed requests with one field mutated and plain garbage. The suite
-runs FUZZ_EXAMPLES_DEFAULT inputs; REGIONLAB_FUZZ_EXAMPLES=2000 raises it for a longer run.
+runs FUZZ_EXAMPLES_DEFAULT inputs under the `ci` hypothesis profile and a share of them under
+`dev` (tests/tiers.py); REGIONLAB_FUZZ_EXAMPLES=2000 raises it for a longer run.
 """
 import itertools
 import json
@@ -22,9 +23,10 @@ from hypothesis import HealthCheck, event, given, settings, strategies as st
 from control_harness import FAULTS, PK_DEF, request
 from regionlab.emulator.runtime.control import ROUTES
 from regionlab.emulator.testing import running_emulator
+from tiers import examples
 
 FUZZ_EXAMPLES_DEFAULT = 300
-FUZZ_EXAMPLES = int(os.environ.get("REGIONLAB_FUZZ_EXAMPLES", FUZZ_EXAMPLES_DEFAULT))
+FUZZ_EXAMPLES = int(os.environ.get("REGIONLAB_FUZZ_EXAMPLES", examples(FUZZ_EXAMPLES_DEFAULT)))
 TOKEN = "fuzz-token"
 REGIONS = ["East US", "East US 2", "West US", "North Europe", "Brazil South", "east us", ""]
 HTTP_OK_S = 30.0

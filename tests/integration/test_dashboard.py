@@ -5,7 +5,8 @@ the fault's own Heal button, starts a failover, works behind --control-token onc
 pasted, and raises no script error or CSP refusal on the way. The control API confirms each
 change the page shows. A full-page screenshot is saved under tests/artifacts/.
 
-Skips (with the reason) where no Chromium is installed: `apt-get install chromium` on Debian."""
+Skips (with the reason) where no Chromium is installed (`apt-get install chromium` on Debian); in
+CI (CI=true) it installs Chromium first and fails without it (tests/tiers.py)."""
 import asyncio
 import os
 import threading
@@ -17,12 +18,15 @@ from browser import artifact_dir, chromium_page, chromium_path
 from sdk_harness import make_client
 
 EAST, EAST2, WEST = "East US", "East US 2", "West US"
-CHROMIUM = chromium_path()
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="the dashboard test needs Chromium: no chromium, "
-                                "chromium-browser or google-chrome on PATH (Debian: apt-get install chromium)")
+pytestmark = pytest.mark.slow             # a real browser, against live updates
 WORKLOAD_PAUSE_S = 0.05        # pacing of the background traffic, not a wait for anything
 TOKEN = "dash-secret"
 SCREENSHOT_POLLS = 8           # live updates between the faults and the screenshot
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    return chromium_path()
 
 
 def region(name: str, attr: str = "state") -> str:
@@ -71,13 +75,13 @@ async def inject_through_form(page, fault_type: str, fields: dict) -> None:
 
 
 @pytest.mark.regionlab_config(partitions=2, detection_delay_ms=600_000)
-def test_the_dashboard_injects_shows_and_heals_faults_and_fails_over(regionlab):
+def test_the_dashboard_injects_shows_and_heals_faults_and_fails_over(regionlab, chromium):
     emu = regionlab
     shot = os.path.join(artifact_dir(), "dashboard.png")
     after = os.path.join(artifact_dir(), "dashboard-after-failover.png")
 
     async def drive():
-        async with chromium_page(CHROMIUM) as page:
+        async with chromium_page(chromium) as page:
             await page.navigate(emu.control_endpoint)
             await page.wait_for(region(WEST) + " === 'up'")
             assert await page.evaluate("document.querySelectorAll('.region').length") == 3
@@ -125,11 +129,11 @@ def test_the_dashboard_injects_shows_and_heals_faults_and_fails_over(regionlab):
 
 
 @pytest.mark.regionlab_config(control_token=TOKEN)
-def test_behind_a_token_the_page_asks_for_it_and_sends_it(regionlab):
+def test_behind_a_token_the_page_asks_for_it_and_sends_it(regionlab, chromium):
     emu = regionlab
 
     async def drive():
-        async with chromium_page(CHROMIUM) as page:
+        async with chromium_page(chromium) as page:
             await page.navigate(emu.control_endpoint)
             await page.wait_for("!document.getElementById('token-bar').hidden")
             assert await page.evaluate("document.querySelectorAll('.region').length") == 0

@@ -53,6 +53,7 @@ def _buckets_of(emu, rid: str) -> int:
     return emu.call(lambda a: sum(1 for key in a.throttle.buckets if key[1] == rid))
 
 
+@pytest.mark.slow
 @pytest.mark.regionlab_config(partitions=3)
 def test_a_deleted_container_frees_its_replica_sets_and_buckets(regionlab):
     with make_client(regionlab) as client:
@@ -71,6 +72,7 @@ def test_a_deleted_container_frees_its_replica_sets_and_buckets(regionlab):
         assert again.read_item("a", "a")["id"] == "a"
 
 
+@pytest.mark.slow
 @pytest.mark.regionlab_config(partitions=2)
 def test_a_deleted_database_frees_the_replica_sets_of_its_containers(regionlab):
     with make_client(regionlab) as client:

@@ -13,17 +13,11 @@ import pytest
 from azure.cosmos import PartitionKey
 
 from regionlab.client.protocol import direct as D
-from direct_client import Connection, addresses, by_range, item_body, target
-from sdk_harness import control, make_client
+from direct_client import Connection, addresses, feed, item_body, target
+from sdk_harness import control, inject, make_client
 
 POLL_DEADLINE_S = 10.0
 EAST = "East US"
-
-
-def inject(emu, **spec) -> int:
-    status, fault = control(emu, "POST", "/faults", spec)
-    assert status == 201, fault
-    return fault["id"]
 
 
 def setup(emu, partitions_items=("a", "b", "c")):
@@ -31,12 +25,6 @@ def setup(emu, partitions_items=("a", "b", "c")):
         c = client.create_database("db").create_container("items", PartitionKey(path="/pk"))
         for i in partitions_items:
             c.create_item({"id": i, "pk": "p", "n": i})
-
-
-def feed(emu, endpoint=None) -> dict:
-    status, body = addresses(endpoint or emu.endpoint, emu.key, "db", "items")
-    assert status == 200, body
-    return by_range(body)
 
 
 def wait_feed(emu, pred, what: str) -> dict:

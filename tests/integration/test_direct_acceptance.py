@@ -820,6 +820,7 @@ def test_the_fixtures_fault_handles_drive_the_direct_faults(regionlab):
     assert not any(refused(n["port"]) for n in emu.direct_nodes)
 
 
+@pytest.mark.slow
 def test_ten_thousand_request_ids_sent_at_once_are_each_answered_once_at_the_default_cap(regionlab):
     """All 10,000 writes in one send while the first ones wait for their quorum: the first
     max_in_flight (stated in the challenge) are applied, every other one is 429/21004 at once,

@@ -13,8 +13,7 @@ from azure.cosmos import PartitionKey
 
 from regionlab.client.protocol import direct as D
 from direct_client import Connection, addresses, by_range, target
-from sdk_harness import make_client
-from test_direct import inject
+from sdk_harness import inject, make_client
 
 LIMITS = {"handshake_timeout_s": 0.3, "idle_timeout_s": 0.6, "frame_timeout_s": 0.3, "max_in_flight": 8,
           "max_connections": 6}
@@ -119,6 +118,7 @@ def test_a_handshake_that_never_finishes_and_a_trickled_frame_are_closed_in_boun
     asyncio.run(main())
 
 
+@pytest.mark.slow
 def test_an_idle_connection_is_closed_and_pings_keep_one_open(regionlab):
     host, port, _ = primary(regionlab)
 

@@ -10,8 +10,9 @@ import re
 import pytest
 
 from regionlab.client.protocol import direct as D
-from direct_client import Connection, target
-from test_direct import EAST, control, feed, inject, setup
+from direct_client import Connection, feed, target
+from sdk_harness import control, inject
+from test_direct import EAST, setup
 
 PK = '["p"]'
 

@@ -16,16 +16,11 @@ from azure.cosmos import exceptions
 from regionlab.client import CosmosClient
 from regionlab.client import PartitionKey as BundledPK
 
-from direct_client import Connection, item_body, target
-from sdk_harness import make_client
-from test_direct import EAST, control, feed, inject, setup
+from direct_client import Connection, feed, item_body, target
+from sdk_harness import control, heal_fault, inject, make_client
+from test_direct import EAST, setup
 
 SKEW_MS = -3600 * 1000                  # an hour behind: far beyond any test's own duration
-
-
-def heal(emu, fid: int) -> None:
-    status, body = control(emu, "DELETE", f"/faults/{fid}")
-    assert status == 200, body
 
 
 def sync(fn, *args, **kwargs):
@@ -103,7 +98,7 @@ def test_error_on_reads_of_a_partition_answers_that_status_and_spares_writes(reg
         assert refused["status"] == 503 and refused["sub"] == 0
         assert "not applied" in item_body(refused)["message"]
         assert write["status"] == 201                # op: read leaves writes alone
-        await sync(heal, emu, fid)
+        await sync(heal_fault, emu, fid)
         healed = await read(conn, key)
         assert healed["status"] == 200 and item_body(healed)["id"] == "a"
         await closed(conn)
@@ -121,7 +116,7 @@ def test_error_on_writes_applies_nothing_and_healing_restores_them(regionlab):
         assert refused["status"] == 503
         assert await sync(gateway_item, emu, "e1") is None      # a definite failure: not applied
         assert (await read(conn, key))["status"] == 200          # op: write leaves reads alone
-        await sync(heal, emu, fid)
+        await sync(heal_fault, emu, fid)
         assert (await create(conn, key, "e1"))["status"] == 201
         await closed(conn)
     asyncio.run(run(regionlab))
@@ -147,7 +142,7 @@ def test_latency_holds_only_its_reply_on_a_multiplexed_connection(regionlab):
         replicas = await sync(east_replicas, emu)
         assert all(r["in_flight"] == 0 for r in replicas)    # released once the replies went out
         assert max(r["in_flight_peak"] for r in replicas) >= 1   # the held read was in flight
-        await sync(heal, emu, fid)
+        await sync(heal_fault, emu, fid)
         got, write = await both(conn, key)
         assert write["status"] == 409                # l1 exists: the write ran under the fault
         assert conn.arrivals[2:] == [got["id"], write["id"]]   # healed: answered in order again
@@ -167,7 +162,7 @@ def test_timeout_after_apply_applies_the_write_and_closes_without_a_reply(region
         assert not isinstance(conn.ended, ConnectionResetError), conn.ended
         assert await sync(gateway_item, emu, "t1") is not None   # applied, though never answered
         assert (await sync(direct_requests, emu)).get("create 201/drop_after_apply") == 1
-        await sync(heal, emu, fid)
+        await sync(heal_fault, emu, fid)
         conn, key, _ = await primary(emu)
         assert (await create(conn, key, "t2"))["status"] == 201
         await closed(conn)
@@ -184,7 +179,7 @@ def test_tcp_reset_resets_the_connection_and_healing_restores_replies(regionlab)
         assert isinstance(lost, ConnectionError), f"the read was answered: {lost}"
         assert isinstance(conn.ended, ConnectionResetError), conn.ended
         assert (await sync(direct_requests, emu)).get("read 200/reset") == 1
-        await sync(heal, emu, fid)
+        await sync(heal_fault, emu, fid)
         conn, key, _ = await primary(emu)
         reply = await read(conn, key)
         assert reply["status"] == 200 and item_body(reply)["id"] == "a"
@@ -202,7 +197,7 @@ def test_a_direct_write_stamps_ts_by_the_regions_skewed_clock(regionlab):
         assert reply["status"] == 201
         skewed_s = time.time() + SKEW_MS / 1000
         assert abs(item_body(reply)["_ts"] - skewed_s) < 60     # the region's clock, not the host's
-        await sync(heal, emu, fid)
+        await sync(heal_fault, emu, fid)
         await closed(conn)
     asyncio.run(run(regionlab))
 
@@ -226,7 +221,7 @@ def test_the_bundled_clients_direct_reads_ride_a_503_error_fault_to_the_next_reg
         assert status == 200, topo
         assert topo["direct_requests"][EAST].get("read 503", 0) >= 1
         assert topo["direct_requests"][west].get("read 200", 0) >= 1
-        heal(regionlab, fid)
+        heal_fault(regionlab, fid)
         before = topo["direct_requests"][EAST].get("read 200", 0)
         assert c.read_item("b1", partition_key="p")["id"] == "b1"
         _, topo = control(regionlab, "GET", "/topology")

@@ -11,10 +11,10 @@ import urllib.request
 import pytest
 
 from regionlab.client.protocol import direct as D
-from direct_client import Connection, item_body, target
+from direct_client import Connection, feed, item_body, target
 from regionlab.emulator.config import ConfigError
 from regionlab.emulator.testing import make_config, running_emulator
-from test_direct import feed, setup
+from test_direct import setup
 
 OPENSSL_TIMEOUT_S = 60
 

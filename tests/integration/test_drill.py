@@ -21,6 +21,7 @@ from regionlab.emulator.drill.runner import account_options
 from regionlab.emulator.drill.workload import CONTAINER, DATABASE
 from regionlab.emulator.testing import running_emulator
 
+pytestmark = pytest.mark.slow          # each drill runs for seconds
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DRILL_TIMEOUT_S = 180
 NINE = ("failover", "region-outage", "lag", "primary-crash", "replica-move", "throttle", "credits",

@@ -5,9 +5,12 @@ refusals the emulator counted; the reads East US 2 served are the successes East
 after a client step excluding East US 2 no read goes there; hedged extra RU appears only in the
 setup whose SDK client hedges (availability_strategy), and hedging cuts the p99 under a slow
 region. No mocks: the SDK's own retry and hedging policies run unchanged."""
-from regionlab.emulator.testing import running_emulator
+import pytest
 
+from regionlab.emulator.testing import running_emulator
 from test_drill import credit_refusals, docs_status_counts, seen_50009, served_2xx
+
+pytestmark = pytest.mark.slow          # each drill runs for seconds
 
 REGIONS = ["East US", "East US 2"]
 SDK_WORKLOAD = {"client": "azure-cosmos", "concurrency": 4, "keys": 20,

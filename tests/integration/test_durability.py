@@ -104,6 +104,7 @@ def _wait_for(acks: list, n: int, threads: list) -> None:
     assert done.wait(120), "the writers did not reach the acknowledged writes wanted"
 
 
+@pytest.mark.slow
 def test_kill_9_under_load_loses_no_acknowledged_write_and_halves_no_batch(tmp_path):
     data = tmp_path / "data"
     with spawn(tmp_path, *ARGS, "--data-dir", str(data)) as cli:
@@ -215,6 +216,7 @@ def _filled(tmp_path):
     return data
 
 
+@pytest.mark.slow
 def test_truncated_file_is_one_line_and_exit_1(tmp_path):
     data = _filled(tmp_path)
     path = data / "regionlab.sqlite"
@@ -233,6 +235,7 @@ def test_garbage_file_is_one_line_and_exit_1(tmp_path):
     assert "not a regionlab data file" in line
 
 
+@pytest.mark.slow
 def test_foreign_sqlite_and_newer_schema_are_refused(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
@@ -251,6 +254,7 @@ def test_foreign_sqlite_and_newer_schema_are_refused(tmp_path):
     assert "newer regionlab (schema 99" in _start_fails(tmp_path, "--data-dir", str(data))
 
 
+@pytest.mark.slow
 def test_other_topology_flags_are_refused_and_reset_data_starts_empty(tmp_path):
     data = _filled(tmp_path)
     line = _start_fails(tmp_path, "--data-dir", str(data), "--regions", "East US,West US")

@@ -11,13 +11,13 @@ file is read and migrated; an unreadable row is one error line and exit 1."""
 import json
 import sqlite3
 import threading
-import urllib.request
 
+import pytest
 from azure.cosmos import CosmosClient, PartitionKey, exceptions
 
 from regionlab.emulator.core import rid as rids
 from test_cli import EXIT_TIMEOUT_S, spawn
-from test_durability import _start_fails
+from test_durability import _control, _start_fails
 
 ARGS = ("--port", "0", "--control-port", "0")
 MULTI = ARGS + ("--multi-write", "--consistency", "Session")
@@ -26,14 +26,6 @@ KEYS_PER_WRITER = 30
 ACKS_PER_WRITER = 120            # acknowledged writes per region's writer before the kill
 CONTENDED = 5                    # keys every region's writer also writes (they conflict)
 CONVERGE_WAIT_S = 60
-
-
-def _control(info: dict, method: str, path: str, body: dict | None = None) -> dict:
-    req = urllib.request.Request(info["control_endpoint"].rstrip("/") + path, method=method,
-                                 data=None if body is None else json.dumps(body).encode(),
-                                 headers={"content-type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return json.loads(r.read())
 
 
 def _endpoints(info: dict) -> dict:
@@ -97,6 +89,7 @@ class RegionWriter(threading.Thread):
             i += 1
 
 
+@pytest.mark.slow
 def test_multi_write_kill_9_keeps_every_regions_writes_and_conflicts_then_converges(tmp_path):
     data = tmp_path / "data"
     with spawn(tmp_path, *MULTI, "--data-dir", str(data)) as cli:

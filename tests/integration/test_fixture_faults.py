@@ -40,6 +40,7 @@ def items(regionlab):
         yield c
 
 
+@pytest.mark.slow
 @pytest.mark.regionlab_config(lag_ms=NO_LAG, detection_delay_ms=NO_AUTO_FAILOVER)
 def test_a_context_managed_outage_moves_reads_fails_writes_and_heals_on_exit(regionlab, items):
     emu = regionlab
@@ -61,6 +62,7 @@ def test_a_context_managed_outage_moves_reads_fails_writes_and_heals_on_exit(reg
     assert delta(doc_reads(emu), before) == {EAST: 1}
 
 
+@pytest.mark.slow
 @pytest.mark.regionlab_config(lag_ms=NO_LAG)
 def test_failover_through_the_handle_moves_writes(regionlab, items):
     emu = regionlab

@@ -28,8 +28,9 @@ import socket
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from sdk_harness import assert_serves, host_port, read_until_eof, signed_headers
+from tiers import examples
 
-FUZZ_EXAMPLES = int(os.environ.get("REGIONLAB_FUZZ_EXAMPLES", "150"))
+FUZZ_EXAMPLES = int(os.environ.get("REGIONLAB_FUZZ_EXAMPLES", examples(150)))
 SOCKET_TIMEOUT_S = 60.0          # generous: a shared CI machine under load; a hang still fails
 NOT_IMPLEMENTED_KINDS = ("sprocs", "udfs", "triggers", "users", "permissions", "attachments",
                          "clientencryptionkeys", "schemas")     # emulator/gateway/server.py: 501

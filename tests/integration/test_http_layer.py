@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from sdk_harness import (RawReply, assert_serves, host_port, item_count, raw_socket, read_until_eof,
                          signed_headers)
+from tiers import examples
 
 DOCS = "/dbs/db/colls/items/docs"
 PK_P = {"x-ms-documentdb-partitionkey": '["p"]'}
@@ -466,7 +467,7 @@ _HEAD_PIECES = [b"GET ", b"POST ", b"/dbs", b"/", b" HTTP/1.1", b" HTTP/1.0", b"
                 b"connection: close", b"0", b"5", b"ff", b"\n", b" ", b"\t", b"\x00", b"\xff", b"\x16\x03"]
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pieces=st.lists(st.one_of(st.sampled_from(_HEAD_PIECES), st.binary(max_size=12)), max_size=24))
 def test_arbitrary_bytes_get_a_4xx_or_nothing_never_a_server_error(regionlab, pieces, caplog):
     """Whatever a client sends and then half-closes, the server answers with a 4xx (or an

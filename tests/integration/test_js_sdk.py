@@ -3,25 +3,28 @@ regionlab as the Python one does: real Node processes run the scripts in tests/j
 real emulator on loopback, print what the SDK returned as JSON, and each test judges one part
 (CRUD, patch, bulk, batch, queries, change feed, preferred-region routing, session consistency
 across regions, and what an app sees under each region_outage mode). The SDK is installed from
-npm into tests/js/node_modules once per session; without Node and npm the tests are skipped."""
+npm into tests/js/node_modules once per session. Without Node and npm the tests are skipped, but
+in CI (CI=true) they are installed with apt-get first, and the tests fail if they still are not
+there (tests/tiers.py)."""
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from regionlab.emulator.testing import running_emulator
+from tiers import require
 
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
-NODE = shutil.which("node")
-NPM = shutil.which("npm")
+NODE_PACKAGES = ("nodejs", "npm")       # Debian's: what CI installs when Node or npm is missing
 NPM_TIMEOUT_S = 300
 SCRIPT_TIMEOUT_S = 120
 EAST, EAST2, WEST = "East US", "East US 2", "West US"
 REGIONS = (EAST, EAST2, WEST)
 NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
+
+pytestmark = pytest.mark.slow           # each test runs Node; the first installs the SDK with npm
 
 
 def _installed_as_locked() -> bool:
@@ -34,15 +37,18 @@ def _installed_as_locked() -> bool:
     return True
 
 
+def node_and_npm() -> list[str]:
+    """The paths of node and npm (in CI, installed when missing; tests/tiers.py)."""
+    return require(("node", "npm"), NODE_PACKAGES, "the JavaScript SDK tests need Node.js and npm")
+
+
 @pytest.fixture(scope="session")
 def js_sdk() -> Path:
     """tests/js with its node_modules installed exactly as package-lock.json says (npm ci, once
     per session, and only when what is installed differs from the lock)."""
-    if NODE is None or NPM is None:
-        pytest.skip("Node.js and npm are not on PATH (Debian: apt-get install nodejs npm); "
-                    "the JavaScript SDK tests need them")
+    _, npm = node_and_npm()
     if not _installed_as_locked():
-        done = subprocess.run([NPM, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True,
+        done = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True,
                               text=True, timeout=NPM_TIMEOUT_S)
         assert done.returncode == 0, f"npm ci in {JS_DIR} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
     assert _installed_as_locked()
@@ -55,7 +61,7 @@ def run_node(js_dir: Path, script: str, emu, **env) -> dict:
     """Run one script against the emulator; its JSON report (the last line it prints)."""
     full_env = dict(os.environ, REGIONLAB_ENDPOINT=emu.endpoint, REGIONLAB_KEY=emu.key,
                     REGIONLAB_CONTROL=emu.control_endpoint, **{k: str(v) for k, v in env.items()})
-    done = subprocess.run([NODE, script], cwd=js_dir, env=full_env, capture_output=True, text=True,
+    done = subprocess.run([node_and_npm()[0], script], cwd=js_dir, env=full_env, capture_output=True, text=True,
                           timeout=SCRIPT_TIMEOUT_S)
     assert done.returncode == 0, f"node {script} exited {done.returncode}:\n{done.stderr[-3000:]}"
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -146,6 +146,7 @@ def _heavy_docs(container):
                       for i in range(HEAVY_DOCS)])
 
 
+@pytest.mark.slow
 @pytest.mark.regionlab_config(**ONE_REGION)
 def test_point_reads_are_served_while_a_heavy_aggregate_runs(regionlab, container):
     _heavy_docs(container)

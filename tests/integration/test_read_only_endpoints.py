@@ -8,16 +8,12 @@ import json
 import pytest
 
 from regionlab.emulator import cli
-from regionlab.emulator.ctl import ControlError, call as control
-from sdk_harness import raw_request
+from regionlab.emulator.ctl import ControlError
+from sdk_harness import control_json, raw_request
 
 EAST = "East US"
 DOC = "/dbs/db/colls/c/docs/x"
 PK = {"x-ms-documentdb-partitionkey": '["p"]'}
-
-
-def _ctl(emu, method, path, body=None):
-    return control(emu.control_endpoint.rstrip("/"), method, path, body)
 
 
 def _setup(emu):
@@ -42,7 +38,7 @@ def test_reads_come_from_secondaries_and_writes_are_refused(regionlab):
     ro = emu.read_only_endpoints
     assert set(ro) == set(emu.regions) and len(set(ro.values())) == 3
     assert emu.emulator.ready_info()["read_only_endpoints"] == ro
-    assert _ctl(emu, "GET", "/topology")["read_only_endpoints"] == ro
+    assert control_json(emu, "GET", "/topology")["read_only_endpoints"] == ro
     _setup(emu)
     assert raw_request(emu, "GET", DOC, headers=PK, url=emu.region_endpoints[EAST]).status == 200
     assert _served(emu) == [1, 0, 0, 0]                       # weight 50: the primary, normally
@@ -63,16 +59,16 @@ def test_what_no_secondary_can_serve_is_refused_not_sent_to_the_primary(regionla
     assert raw_request(emu, "POST", "/dbs", {"id": "db"}).status == 201
     assert raw_request(emu, "POST", "/dbs/db/colls",
                        {"id": "c", "partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2}}).status == 201
-    _ctl(emu, "POST", "/faults", {"type": "replica_slow", "region": EAST, "replica": 3, "delay_ms": 60_000})
+    control_json(emu, "POST", "/faults", {"type": "replica_slow", "region": EAST, "replica": 3, "delay_ms": 60_000})
     created = raw_request(emu, "POST", "/dbs/db/colls/c/docs", {"id": "x", "pk": "p"}, headers=PK)
     assert created.status == 201                              # primary + replicas 1 and 2: a quorum
     token = {**PK, "x-ms-session-token": created.headers["x-ms-session-token"], "x-ms-consistency-level": "Session"}
     for replica in (1, 2):
-        _ctl(emu, "POST", "/faults", {"type": "replica_crash", "region": EAST, "replica": replica})
+        control_json(emu, "POST", "/faults", {"type": "replica_crash", "region": EAST, "replica": replica})
     refused = raw_request(emu, "GET", DOC, headers=token, url=ro)
     assert (refused.status, refused.headers["x-ms-substatus"]) == (404, "1002")
     assert raw_request(emu, "GET", DOC, headers=token, url=emu.region_endpoints[EAST]).status == 200
-    _ctl(emu, "POST", "/faults", {"type": "replica_crash", "region": EAST, "replica": 3})
+    control_json(emu, "POST", "/faults", {"type": "replica_crash", "region": EAST, "replica": 3})
     eventual = raw_request(emu, "GET", DOC, headers={**PK, "x-ms-consistency-level": "Eventual"}, url=ro)
     assert eventual.status == 503 and "never reads from the primary" in eventual.message
 
@@ -80,11 +76,11 @@ def test_what_no_secondary_can_serve_is_refused_not_sent_to_the_primary(regionla
 def test_opened_at_runtime_from_the_control_port_and_cli(regionlab, capsys):
     emu = regionlab
     assert emu.read_only_endpoints == {}
-    out = _ctl(emu, "POST", "/regions/West%20US/read-only-endpoint", {"port": 0})
+    out = control_json(emu, "POST", "/regions/West%20US/read-only-endpoint", {"port": 0})
     assert out["region"] == "West US" and emu.read_only_endpoints == {"West US": out["read_only_endpoint"]}
     assert raw_request(emu, "GET", "/", url=out["read_only_endpoint"]).status == 200
     assert cli.main(["region", "read-only-endpoint", EAST, "--control", emu.control_endpoint]) == 0
     assert json.loads(capsys.readouterr().out)["read_only_endpoint"] == emu.read_only_endpoints[EAST]
     with pytest.raises(ControlError) as e:
-        _ctl(emu, "POST", "/regions/Mars/read-only-endpoint", {})
+        control_json(emu, "POST", "/regions/Mars/read-only-endpoint", {})
     assert e.value.status == 404

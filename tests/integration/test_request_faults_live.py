@@ -126,6 +126,7 @@ def test_tcp_reset_resets_mid_reply(regionlab):
     assert _stored(regionlab, "x") is not None              # applied: only the reply was lost
 
 
+@pytest.mark.slow
 def test_latency_holds_the_reply_but_the_write_applies_at_once(regionlab):
     _setup(regionlab)
     fid = _inject(regionlab, {"type": "latency", "region": EAST, "delay_ms": 3000, "op": "write"})["id"]
@@ -137,6 +138,7 @@ def test_latency_holds_the_reply_but_the_write_applies_at_once(regionlab):
     assert _create(regionlab, {"id": "y", "pk": "p"}, timeout_s=2.0)[0] == 201
 
 
+@pytest.mark.slow
 def test_held_reads_count_in_flight_so_the_next_read_goes_elsewhere(regionlab):
     """Two reads held by a 2 s latency fault overlap: the second is routed away from the replica
     the first keeps busy (weight / (in_flight + 1)), and both are released when answered."""

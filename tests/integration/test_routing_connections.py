@@ -12,20 +12,16 @@ import pytest
 from azure.cosmos import PartitionKey
 
 from regionlab.emulator import cli
-from regionlab.emulator.ctl import ControlError, call as control
-from sdk_harness import host_port, make_client, signed_headers
+from regionlab.emulator.ctl import ControlError
+from sdk_harness import control_json, host_port, make_client, signed_headers
 
 EAST = "East US"
 PATH = "/dbs/db/colls/c/docs/x"
 READS_PER_CONNECTION = 4
 
 
-def _ctl(emu, method, path, body=None):
-    return control(emu.control_endpoint.rstrip("/"), method, path, body)
-
-
 def _replicas(emu, region=EAST):
-    part = _ctl(emu, "GET", "/topology")["databases"][0]["containers"][0]["partitions"][0]
+    part = control_json(emu, "GET", "/topology")["databases"][0]["containers"][0]["partitions"][0]
     return part["regions"][region]["replicas"]
 
 
@@ -73,7 +69,7 @@ def seeded(regionlab):
     with make_client(regionlab) as client:
         c = client.create_database("db").create_container("c", PartitionKey(path="/pk"))
         c.create_item({"id": "x", "pk": "p"})
-    out = _ctl(regionlab, "PUT", "/routing", {"strategy": "connections", "primary_accepts_reads": False})
+    out = control_json(regionlab, "PUT", "/routing", {"strategy": "connections", "primary_accepts_reads": False})
     assert out["strategy"] == "connections"
     return regionlab
 
@@ -135,13 +131,13 @@ def test_switching_the_strategy_drops_every_pin_and_pins_rebuild(seeded):
     for conn in conns:
         _read(conn, emu)
     assert _pinned(emu) == [0, 1, 1, 1]
-    _ctl(emu, "PUT", "/routing", {"strategy": "active_requests"})
+    control_json(emu, "PUT", "/routing", {"strategy": "active_requests"})
     assert _pinned(emu) == [0, 0, 0, 0]
     before = _served(emu)
     _read(conns[2], emu)                         # per request again: replica 1, no pin
     assert [b - a for a, b in zip(before, _served(emu))] == [0, 1, 0, 0] and _pinned(emu) == [0, 0, 0, 0]
-    _ctl(emu, "PUT", "/routing", {"strategy": "connections", "region": EAST})    # one region's override
-    _ctl(emu, "PUT", "/routing/weights", {"weights": [1, 1, 1, 4]})
+    control_json(emu, "PUT", "/routing", {"strategy": "connections", "region": EAST})    # one region's override
+    control_json(emu, "PUT", "/routing/weights", {"weights": [1, 1, 1, 4]})
     for conn in conns:
         _read(conn, emu)
     assert _pinned(emu) == [0, 0, 0, 3]          # 4 / (2 + 1) still beats 1 / (0 + 1)
@@ -175,15 +171,15 @@ def test_the_cli_sets_the_strategy_and_unknown_ones_are_refused(seeded, capsys):
     assert cli.main(["routing", "set", "--strategy", "active_requests", *base]) == 0
     assert '"strategy": "active_requests"' in capsys.readouterr().out
     assert cli.main(["routing", "set", "--strategy", "connections", "--region", EAST, *base]) == 0
-    assert _ctl(seeded, "GET", "/routing")["regions"][EAST] == {"strategy": "connections"}
+    assert control_json(seeded, "GET", "/routing")["regions"][EAST] == {"strategy": "connections"}
     with pytest.raises(ControlError) as e:
-        _ctl(seeded, "PUT", "/routing", {"strategy": "sticky"})
+        control_json(seeded, "PUT", "/routing", {"strategy": "sticky"})
     assert e.value.status == 400 and "one of active_requests, connections" in e.value.message
 
 
 @pytest.mark.regionlab_config(read_strategy="connections", primary_accepts_reads=False)
 def test_the_fixture_option_starts_the_account_with_connections(regionlab):
-    assert _ctl(regionlab, "GET", "/routing")["strategy"] == "connections"
+    assert control_json(regionlab, "GET", "/routing")["strategy"] == "connections"
     with make_client(regionlab) as client:
         client.create_database("db").create_container("c", PartitionKey(path="/pk")).create_item({"id": "x", "pk": "p"})
     host, port = host_port(regionlab.region_endpoints[EAST])

@@ -10,18 +10,14 @@ import pytest
 from azure.cosmos import PartitionKey
 
 from regionlab.emulator import cli
-from regionlab.emulator.ctl import ControlError, call as control
-from sdk_harness import host_port, make_client, signed_headers
+from regionlab.emulator.ctl import ControlError
+from sdk_harness import control_json, host_port, make_client, signed_headers
 
 EAST = "East US"
 
 
-def _ctl(emu, method, path, body=None):
-    return control(emu.control_endpoint.rstrip("/"), method, path, body)
-
-
 def _replicas(emu, region=EAST):
-    topo = _ctl(emu, "GET", "/topology")
+    topo = control_json(emu, "GET", "/topology")
     part = topo["databases"][0]["containers"][0]["partitions"][0]
     return part["regions"][region]["replicas"]
 
@@ -37,16 +33,16 @@ def seeded(regionlab):
 def test_weights_and_settings_apply_at_once_per_account_and_region(seeded):
     emu = seeded
     assert [r["weight"] for r in _replicas(emu)] == [1, 1, 1, 1]          # the default
-    out = _ctl(emu, "PUT", "/routing/weights", {"weights": [0, 1, 2, 3]})
+    out = control_json(emu, "PUT", "/routing/weights", {"weights": [0, 1, 2, 3]})
     assert out["weights"] == [0, 1, 2, 3]
-    _ctl(emu, "PUT", "/routing/weights", {"weights": [5, 5, 5, 5], "region": "West US"})
+    control_json(emu, "PUT", "/routing/weights", {"weights": [5, 5, 5, 5], "region": "West US"})
     assert [r["weight"] for r in _replicas(emu)] == [0, 1, 2, 3]
     assert [r["weight"] for r in _replicas(emu, "West US")] == [5, 5, 5, 5]
-    _ctl(emu, "PUT", "/routing/weights", {"weights": None, "region": "West US"})
+    control_json(emu, "PUT", "/routing/weights", {"weights": None, "region": "West US"})
     assert [r["weight"] for r in _replicas(emu, "West US")] == [0, 1, 2, 3]
-    out = _ctl(emu, "PUT", "/routing", {"primary_accepts_reads": False, "region": EAST})
+    out = control_json(emu, "PUT", "/routing", {"primary_accepts_reads": False, "region": EAST})
     assert out["regions"] == {EAST: {"primary_accepts_reads": False}} and out["primary_accepts_reads"] is True
-    assert _ctl(emu, "GET", "/topology")["routing"] == out
+    assert control_json(emu, "GET", "/topology")["routing"] == out
 
 
 @pytest.mark.parametrize("path, body, message", [
@@ -58,11 +54,11 @@ def test_weights_and_settings_apply_at_once_per_account_and_region(seeded):
     ("/routing", {"primary_reads": False}, "Unknown routing key 'primary_reads'"),
 ])
 def test_refusals_change_nothing(seeded, path, body, message):
-    before = _ctl(seeded, "GET", "/routing")
+    before = control_json(seeded, "GET", "/routing")
     with pytest.raises(ControlError) as e:
-        _ctl(seeded, "PUT", path, body)
+        control_json(seeded, "PUT", path, body)
     assert e.value.status == 400 and message in e.value.message
-    assert _ctl(seeded, "GET", "/routing") == before
+    assert control_json(seeded, "GET", "/routing") == before
 
 
 def test_cli_routing_commands(seeded, capsys):
@@ -77,13 +73,14 @@ def test_cli_routing_commands(seeded, capsys):
     assert "4 integers" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_held_reads_spread_by_weight_and_are_counted(seeded):
     """Twelve concurrent reads held 1.5 s by a latency fault, primary off, weights 0:1:2:3:
     each new read goes to the highest weight / (in_flight + 1), so the heavier replicas serve more."""
     emu = seeded
-    _ctl(emu, "PUT", "/routing", {"primary_accepts_reads": False})
-    _ctl(emu, "PUT", "/routing/weights", {"weights": [1, 1, 2, 3]})
-    _ctl(emu, "POST", "/faults", {"type": "latency", "region": EAST, "delay_ms": 1500, "op": "read"})
+    control_json(emu, "PUT", "/routing", {"primary_accepts_reads": False})
+    control_json(emu, "PUT", "/routing/weights", {"weights": [1, 1, 2, 3]})
+    control_json(emu, "POST", "/faults", {"type": "latency", "region": EAST, "delay_ms": 1500, "op": "read"})
     path = "/dbs/db/colls/c/docs/x"
     host, port = host_port(emu.region_endpoints[EAST])
     conns = [http.client.HTTPConnection(host, port, timeout=10) for _ in range(12)]

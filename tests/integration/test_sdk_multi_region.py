@@ -21,7 +21,7 @@ import pytest
 from azure.core.exceptions import ServiceRequestError
 from azure.cosmos import PartitionKey, exceptions
 
-from sdk_harness import control, host_port, make_aio_client, make_client, wait_replicated
+from sdk_harness import control, doc_hits, heal_fault, host_port, inject, make_aio_client, make_client, served, wait_replicated
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
@@ -32,17 +32,6 @@ REFRESH_TIMEOUT_S = 10.0
 
 
 # ---- the control port --------------------------------------------------------------------------
-def inject(emu, **spec) -> int:
-    status, fault = control(emu, "POST", "/faults", spec)
-    assert status == 201, fault
-    return fault["id"]
-
-
-def heal(emu, fault_id: int) -> None:
-    status, reply = control(emu, "DELETE", f"/faults/{fault_id}")
-    assert status == 200, reply
-
-
 def outage(emu, region: str) -> int:
     """A region outage that closes the region's port (mode refuse: what these tests were written
     for; test_sdk_outage_modes.py covers every mode)."""
@@ -52,7 +41,7 @@ def outage(emu, region: str) -> int:
 
 
 def recover(emu, region: str, fault_id: int) -> None:
-    heal(emu, fault_id)
+    heal_fault(emu, fault_id)
     wait_listening(emu, region, True)
 
 
@@ -77,24 +66,6 @@ def wait_listening(emu, region: str, listening: bool) -> None:
 
 def lost_writes(emu) -> dict:
     return control(emu, "GET", "/lost-writes")[1]
-
-
-def served(emu) -> dict:
-    """Every gateway's reply counts so far: {region or "global": {"GET docs 200": n, ...}}."""
-    return control(emu, "GET", "/topology")[1]["requests"]
-
-
-def doc_hits(emu, before: dict) -> dict:
-    """Item requests served since `before`, per region: {region: {"GET 404/1002": n, ...}}.
-    Only item traffic is counted: the SDK's account and pkranges reads come and go on their own."""
-    out = {}
-    for region, counts in served(emu).items():
-        for key, n in counts.items():
-            method, kind, status = key.split(" ")
-            n -= before.get(region, {}).get(key, 0)
-            if kind == "docs" and n:
-                out.setdefault(region, {})[f"{method} {status}"] = n
-    return out
 
 
 def wait_failover(emu, count: int = 1) -> dict:
@@ -213,6 +184,7 @@ def test_aio_reads_leave_a_region_in_outage_and_come_back_after_recovery(regionl
 
 
 # ---- 2. graceful failover: 403/3, the SDK refreshes and writes in the new region ----------------
+@pytest.mark.slow
 @pytest.mark.regionlab_config(lag_ms=NO_LAG)
 def test_writes_follow_a_graceful_failover_through_403_3_and_nothing_is_lost(regionlab):
     emu = regionlab
@@ -225,7 +197,7 @@ def test_writes_follow_a_graceful_failover_through_403_3_and_nothing_is_lost(reg
         acked += [c.create_item({"id": f"b{i}", "pk": f"p{i % 3}"})["id"] for i in range(3)]
         status, failover = control(emu, "POST", "/failover", {"region": EAST2, "wait": False})
         assert status == 202 and failover["state"] == "draining"
-        heal(emu, cut)
+        heal_fault(emu, cut)
         failover = wait_failover(emu)
         assert (failover["state"], failover["from"], failover["to"], failover["lost_writes"]) == \
             ("completed", EAST, EAST2, 0)
@@ -246,6 +218,7 @@ def test_writes_follow_a_graceful_failover_through_403_3_and_nothing_is_lost(reg
         assert ids_in(emu, region) == set(acked)
 
 
+@pytest.mark.slow
 @pytest.mark.regionlab_config(lag_ms=NO_LAG)
 def test_aio_writes_follow_a_graceful_failover_through_403_3(regionlab):
     emu = regionlab
@@ -281,6 +254,7 @@ def write_some_not_replicated_to_east2(emu, c):
 
 
 # ---- 3. forced failover: exactly the unreplicated writes are lost, and say so -----------------------
+@pytest.mark.slow
 @pytest.mark.regionlab_config(lag_ms=NO_LAG)
 def test_a_forced_failover_loses_exactly_the_unreplicated_writes_and_old_tokens_get_1002(regionlab):
     emu = regionlab
@@ -359,7 +333,7 @@ def test_a_session_token_carries_read_your_writes_to_another_client_and_region(r
         assert r.read_item("x", partition_key="p", session_token=token)["n"] == 1
         assert doc_hits(emu, before) == {WEST: {"GET 404/1002": 1}, EAST: {"GET 200": 1}}
 
-        heal(emu, lag)                      # the backlog drains; West US catches up
+        heal_fault(emu, lag)                      # the backlog drains; West US catches up
         wait_replicated(emu, "db", "c", WEST)
         before = served(emu)
         assert r.read_item("x", partition_key="p", session_token=token)["n"] == 1
@@ -367,6 +341,7 @@ def test_a_session_token_carries_read_your_writes_to_another_client_and_region(r
 
 
 # ---- 6. Strong: a majority of regions, and no stale read anywhere -------------------------------
+@pytest.mark.slow
 @pytest.mark.regionlab_config(consistency="Strong", lag_ms=NO_LAG, write_ack_timeout_s=1.0)
 def test_strong_writes_need_a_majority_of_regions_and_strong_reads_never_go_stale(regionlab):
     emu = regionlab
@@ -400,8 +375,8 @@ def test_strong_writes_need_a_majority_of_regions_and_strong_reads_never_go_stal
         assert e2.read_item("x", partition_key="p")["v"] == 2
         assert doc_hits(emu, before) == {EAST: {"GET 200": 1}, EAST2: {"GET 200": 1}}
 
-        heal(emu, cut_west)
-        heal(emu, cut_east2)
+        heal_fault(emu, cut_west)
+        heal_fault(emu, cut_east2)
         for region in (EAST2, WEST):
             wait_replicated(emu, "db", "c", region)
         before = served(emu)
@@ -429,7 +404,7 @@ def test_a_primary_crash_costs_a_brief_503_and_no_acknowledged_write(regionlab):
         before = served(emu)
         acked += [c.create_item({"id": f"b{i}", "pk": f"p{i % 3}"})["id"] for i in range(1, 4)]
         assert doc_hits(emu, before) == {EAST: {"POST 201": 3}}
-        heal(emu, crash)                    # the old primary returns as a secondary
+        heal_fault(emu, crash)                    # the old primary returns as a secondary
 
     assert lost_writes(emu)["count"] == 0
     for region in REGIONS:
@@ -440,6 +415,7 @@ def test_a_primary_crash_costs_a_brief_503_and_no_acknowledged_write(regionlab):
 # ---- 8. write-region outage: service-managed failover after the detection delay ----------------
 # The delay must outlast the two refused writes below even on a loaded CI machine (the SDK's own
 # retries of a refused connection take time); the test waits for the failover, so it costs no more.
+@pytest.mark.slow
 @pytest.mark.regionlab_config(lag_ms=NO_LAG, detection_delay_ms=4000)
 def test_a_write_region_outage_fails_over_by_itself_after_the_detection_delay(regionlab):
     emu = regionlab
@@ -520,7 +496,7 @@ def test_multi_write_conflicts_resolve_the_same_way_in_every_region(regionlab):
             assert coll(region, "by_order").read_item("x", partition_key="p")["by"] == region
 
         for cut in cuts:
-            heal(emu, cut)
+            heal_fault(emu, cut)
         for name in ("by_order", "by_ts"):
             wait_converged(emu, name)
         before = served(emu)

@@ -7,28 +7,13 @@ import pytest
 from azure.core.exceptions import ServiceRequestError, ServiceResponseError, ServiceResponseTimeoutError
 from azure.cosmos import CosmosClient, PartitionKey, exceptions
 
-from sdk_harness import control, heal_fault, inject_fault
+from sdk_harness import doc_hits, heal_fault, inject_fault, served
 
 EAST, EAST2, WEST = "East US", "East US 2", "West US"
 REGIONS = (EAST, EAST2, WEST)
 NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
 MODES = ("refuse", "reset", "unavailable", "blackhole")
 TIMEOUT_S = 1          # the SDK's read timeout is 65 s by default; a blackhole costs one per try
-
-
-def doc_hits(emu, before: dict) -> dict:
-    out = {}
-    for region, counts in control(emu, "GET", "/topology")[1]["requests"].items():
-        for key, n in counts.items():
-            method, kind, status = key.split(" ")
-            n -= before.get(region, {}).get(key, 0)
-            if kind == "docs" and n:
-                out.setdefault(region, {})[f"{method} {status}"] = n
-    return out
-
-
-def served(emu) -> dict:
-    return control(emu, "GET", "/topology")[1]["requests"]
 
 
 @pytest.fixture
@@ -43,6 +28,7 @@ def outage_client(regionlab):
         yield items
 
 
+@pytest.mark.slow
 @pytest.mark.regionlab_config(lag_ms=NO_LAG, detection_delay_ms=600_000)
 @pytest.mark.parametrize("mode", MODES)
 def test_python_rides_through_a_read_region_outage_in_every_mode(regionlab, outage_client, mode):
@@ -59,6 +45,7 @@ WRITE_ERRORS = {"refuse": ServiceRequestError, "reset": ServiceResponseError,
                 "unavailable": exceptions.CosmosHttpResponseError, "blackhole": ServiceResponseTimeoutError}
 
 
+@pytest.mark.slow
 @pytest.mark.regionlab_config(lag_ms=NO_LAG, detection_delay_ms=600_000)
 @pytest.mark.parametrize("mode", MODES)
 def test_with_the_write_region_out_python_reads_on_and_a_write_fails_as_the_mode_makes_it(

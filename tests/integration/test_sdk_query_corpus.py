@@ -22,7 +22,8 @@ from azure.cosmos.exceptions import CosmosHttpResponseError
 
 from regionlab.emulator.testing import running_emulator
 from sdk_corpus_cases import CASES
-from sdk_corpus_docs import MISSING, PKS, bag, canon, make_docs, user_part
+from query_reference import MISSING
+from sdk_corpus_docs import PKS, bag, canon, make_docs, user_part
 from sdk_harness import WireLog, make_aio_client, make_client
 
 PARTITIONS = 4

@@ -9,7 +9,7 @@ from azure.cosmos import _partition_health_tracker as health_tracker
 
 from regionlab.emulator.core.container import canonical_pk_json
 from regionlab.emulator.ctl import call as control
-from regionlab.emulator.sim import observed
+from regionlab.emulator.drill import observed
 from sdk_harness import AttemptLog, make_client, wait_replicated
 
 EAST, EAST2 = "East US", "East US 2"
@@ -45,6 +45,7 @@ def _setup(emu, items=(("x", "p"),)):
         wait_replicated(emu, "db", "c", region)
 
 
+@pytest.mark.slow
 def test_hedging_answers_from_the_next_region_only_while_the_latency_lasts(regionlab):
     _setup(regionlab)
     with make_client(regionlab, preferred_locations=PREFER,
@@ -85,6 +86,7 @@ def _key_in(emu, range_id):
     return emu.call(find)
 
 
+@pytest.mark.slow
 @pytest.mark.regionlab_config(multi_write=True, partitions=2)
 def test_circuit_breaker_moves_one_partition_away_from_a_failing_region(regionlab, monkeypatch):
     monkeypatch.setenv("AZURE_COSMOS_ENABLE_CIRCUIT_BREAKER", "true")

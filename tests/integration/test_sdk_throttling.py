@@ -135,6 +135,7 @@ def fill_credit_window(emu, c, n: int):
     raise AssertionError("the credit window never filled")
 
 
+@pytest.mark.slow
 @pytest.mark.regionlab_config(credits_per_s=True)
 def test_credits_refuse_the_1001st_in_a_window_with_50009_and_the_sdk_rides_through(regionlab):
     log = WireLog()

@@ -7,7 +7,6 @@ round trip returns the item it sent. Raw REST requests signed by hand, and the s
 import json
 
 import pytest
-from azure.cosmos import PartitionKey
 
 from sdk_harness import raw_request
 
@@ -19,11 +18,6 @@ ITEMS = [
     {"pk": "p", "u": "é — 😀 中文", "big": 12345678901234567890123, "tiny": 1e-07, "neg": -0.0},
     {"pk": "p", "q": 'a "quoted" \\ back\\slash\n\ttab', "c": "\u0001"},
 ]
-
-
-@pytest.fixture
-def coll(sdk_client):
-    return sdk_client.create_database("db").create_container("c", PartitionKey(path="/pk"))
 
 
 def _compact(doc: dict) -> bytes:

@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from regionlab.client.aio.http_pool import request_head
 from regionlab.client.aio.http_reply import REPLY_HEAD_BYTES_MAX, ReplyError, ReplyParser
+from tiers import examples
 
 
 def parse(data: bytes, head_request=False, split=None):
@@ -86,7 +87,7 @@ def test_an_endless_head_is_refused_at_its_limit():
             p.feed(b"x-long: " + b"a" * 990 + b"\r\n")
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.binary(max_size=300), st.integers(min_value=1, max_value=50))
 def test_any_bytes_parse_or_raise_reply_error(data, split):
     for candidate in (data, b"HTTP/1.1 200 OK\r\n" + data, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + data):

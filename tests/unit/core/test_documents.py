@@ -13,6 +13,7 @@ from regionlab.emulator.core.container import canonical_pk_json
 from regionlab.emulator.core.errors import CosmosError
 from regionlab.emulator.core.feed import read_page
 from regionlab.emulator.core.replica_set import DOWN
+from tiers import examples
 
 REGIONS = ("East US", "East US 2", "West US")
 
@@ -280,7 +281,7 @@ writes_between_pages = st.lists(
     max_size=30)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(writes=writes_between_pages, page_size=st.integers(1, 9))
 def test_paging_survives_writes_between_pages(writes, page_size):
     w, c = feed_world()

@@ -14,6 +14,7 @@ from regionlab.emulator.core.epk import (
     EPK_MAX, EPK_MIN, UNDEFINED, PartitionKeyDef, effective_partition_key, epk_successor,
     split_ranges,
 )
+from tiers import examples
 
 HASH_V1 = PartitionKeyDef(("/pk",), "Hash", 1)
 HASH_V2 = PartitionKeyDef(("/pk",), "Hash", 2)
@@ -42,26 +43,26 @@ def sdk_epk(paths, kind: str, version: int, values: list) -> str:
 
 # --- hashing against the SDK ---------------------------------------------------------------
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(scalars)
 def test_hash_v2_matches_sdk(value):
     assert effective_partition_key(HASH_V2, [value]) == sdk_epk("/pk", "Hash", 2, [value])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(scalars)
 def test_hash_v1_matches_sdk(value):
     assert effective_partition_key(HASH_V1, [value]) == sdk_epk("/pk", "Hash", 1, [value])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(scalars, min_size=1, max_size=3))
 def test_multi_hash_and_its_prefixes_match_sdk(values):
     paths = list(MULTI.paths)
     assert effective_partition_key(MULTI, values) == sdk_epk(paths, "MultiHash", 2, values)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(scalars, min_size=1, max_size=3))
 def test_multi_hash_prefix_is_prefix_of_full_key(values):
     full = effective_partition_key(MULTI, values)
@@ -69,7 +70,7 @@ def test_multi_hash_prefix_is_prefix_of_full_key(values):
         assert full.startswith(effective_partition_key(MULTI, values[:n]))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(scalars)
 def test_epk_shape(value):
     v2 = effective_partition_key(HASH_V2, [value])
@@ -110,7 +111,7 @@ def test_bad_keys_raise_value_error(pk_def, values):
 
 # --- successor ------------------------------------------------------------------------------
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.binary(min_size=1, max_size=48).filter(lambda b: b != b"\xff" * len(b)))
 def test_successor_matches_sdk(raw):
     epk = raw.hex().upper()
@@ -157,7 +158,7 @@ def test_split_ranges_tile_the_space_evenly(pk_def):
         assert all(abs(n - share) <= SPREAD_TOLERANCE * share for n in held), held
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(scalars, min_size=1, max_size=3), st.integers(min_value=2, max_value=64))
 def test_multi_hash_prefix_lands_in_its_full_keys_range(values, count):
     ranges = split_ranges(MULTI, count)
@@ -210,7 +211,7 @@ documents = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(documents, st.sampled_from(["/pk", "/a", "/a/b", "/a/b/pk", '/"a"/b']))
 def test_document_extraction_matches_sdk(doc, path):
     pk_def = PartitionKeyDef((path,), "Hash", 2)

@@ -166,6 +166,7 @@ def test_after_a_snapshot_the_all_versions_feed_refuses_positions_it_no_longer_h
     assert all_versions(west, west.lsn, west.lsn, 100) == ([], west.lsn)
 
 
+@pytest.mark.slow
 def test_the_real_retained_log_backfills_fifteen_thousand_items():
     w, c = world()
     cut(w, EAST, WEST)

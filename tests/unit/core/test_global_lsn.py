@@ -21,6 +21,7 @@ from regionlab.emulator.core.link import ACTIVE, CUT, PAUSED
 from regionlab.emulator.core.partition import Partition
 from regionlab.emulator.core.replica_set import DOWN, UP
 from regionlab.emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
+from tiers import examples
 
 PK_DEF = {"paths": ["/pk"], "kind": "Hash", "version": 2}
 REGIONS = ("East US", "East US 2", "West US")
@@ -152,7 +153,7 @@ class GlobalLsnMachine(RuleBasedStateMachine):
                 assert len({rs.epoch for rs in p.replica_sets.values()}) == 1, "a count in mixed epochs"
 
 
-GlobalLsnMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=50, deadline=None)
+GlobalLsnMachine.TestCase.settings = settings(max_examples=examples(150), stateful_step_count=50, deadline=None)
 TestGlobalLsn = GlobalLsnMachine.TestCase
 
 

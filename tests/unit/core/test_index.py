@@ -21,6 +21,7 @@ from regionlab.emulator.core.query import QueryError, compile_query
 from regionlab.emulator.core.query.values import UNDEFINED
 from regionlab.emulator.core.query_plan import ALWAYS_INDEX, PlanTuning, candidates
 from regionlab.emulator.core.store import Version, VersionStore
+from tiers import examples
 
 MISSING = object()
 PKS = ('["a"]', '["b"]')
@@ -162,7 +163,7 @@ class IndexedStore(RuleBasedStateMachine):
             assert all(group for group in index.entries.values())
 
 
-IndexedStore.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+IndexedStore.TestCase.settings = settings(max_examples=examples(150), stateful_step_count=40, deadline=None)
 TestIndexedStore = IndexedStore.TestCase
 
 
@@ -177,7 +178,7 @@ def ordered_queries(draw):
     return compile_query(f"SELECT {select} FROM c{where} ORDER BY {order}{paging}")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(parts=st.lists(st.lists(st.tuples(st.sampled_from(IDS), documents()), max_size=12), min_size=2, max_size=4),
        q=ordered_queries(), cap=st.sampled_from([None, 1, 3]), data=st.data())
 def test_merged_walk_over_partitions_matches_a_scan(parts, q, cap, data):

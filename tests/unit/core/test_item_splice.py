@@ -15,6 +15,7 @@ from core_world import World
 from regionlab.emulator.core.jsontext import dumps_bytes
 from regionlab.emulator.core.store import etag_in
 from regionlab.emulator.core.validation import ValidationError, parse_item_body, parse_json_body
+from tiers import examples
 
 SYSTEM = ("_rid", "_self", "_etag", "_ts", "_attachments", "_lsn")
 
@@ -54,7 +55,7 @@ def check_stored(doc: dict, v) -> None:
     assert etag_in(v.body) == v.etag                        # a settled version finds its etag again
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(items())
 def test_compact_bodies_are_stored_as_dumps_writes_them(world, doc):
     raw = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
@@ -84,7 +85,7 @@ def spelled(draw, value) -> str:
     return json.dumps(value, ensure_ascii=draw(st.booleans()))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(items(), st.data())
 def test_any_spelling_is_stored_as_dumps_writes_the_item(world, doc, data):
     raw = spelled(data.draw, doc).encode()

@@ -10,6 +10,7 @@ from regionlab.emulator.core.link import ACTIVE, CUT, PAUSED, Link, ship
 from regionlab.emulator.core.replica_set import ReplicaSet
 from regionlab.emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
 from regionlab.emulator.core.store import Version
+from tiers import examples
 
 KEY = ('["p"]', "a")
 
@@ -72,7 +73,7 @@ def test_one_timer_covers_a_burst():
     assert [lsn for lsn, _ in r.arrivals] == list(range(1, 51))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(seed=st.integers(0, 2**32), lag_ms=st.integers(0, 50), jitter_ms=st.integers(1, 100),
        gaps=st.lists(st.integers(0, 40), min_size=1, max_size=40))
 def test_jitter_never_reorders(seed, lag_ms, jitter_ms, gaps):
@@ -183,6 +184,22 @@ def test_lowering_the_lag_brings_commits_in_flight_forward_in_order():
     assert r.arrivals == [(1, 1005), (2, 1005), (3, 1005)] and r.link.backlog == 0
 
 
+def test_a_healed_lag_spike_does_not_hold_later_commits_after_its_backlog_was_dropped():
+    for drop in ("forget", "purge"):
+        r = Receiving(lag_ms=10)
+        r.link.set_lag(10_000)
+        r.send()                           # due at 10,000
+        if drop == "forget":
+            r.link.forget({id(r.rs)})      # its container was deleted
+        else:
+            assert r.link.purge(r.rs, 0) == 1      # a forced failover rewrote its history
+        r.until(100)
+        r.link.set_lag(10)                 # healed with nothing left in flight
+        r.send()
+        r.until(110)
+        assert r.rs.deliveries == [(2, 110)] and r.link.backlog == 0, drop
+
+
 def test_raising_the_lag_leaves_commits_in_flight_alone():
     r = Receiving(lag_ms=10)
     r.send()
@@ -222,7 +239,7 @@ class Fanout:
         return [(link.describe(), rs.deliveries, rs.committed_lsn) for link, rs in self.targets]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(seed=st.integers(0, 2**32),
        steps=st.lists(st.tuples(st.sampled_from(["commit", "commit", "commit", "pause", "cut", "heal",
                                                  "down", "up", "lag", "wait"]),

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from regionlab.emulator.core.patch import PATCH_OPERATIONS_MAX, PatchError, apply_patch, parse_pointer
+from tiers import examples
 
 DOC = {
     "id": "e1",
@@ -227,7 +228,7 @@ def _patches(draw):
     return doc, ops
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(_patches())
 def test_input_is_never_mutated_and_failure_changes_nothing(patch):
     doc, ops = patch
@@ -243,7 +244,7 @@ def test_input_is_never_mutated_and_failure_changes_nothing(patch):
     assert ops == ops_before
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.data(), _docs, _json)
 def test_set_then_read_gives_the_value(data, doc, value):
     path = data.draw(_paths_into(doc))

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from regionlab.emulator.core.read_routing import ReadRoutingPolicy
 from regionlab.emulator.core.replica import DOWN, PRIMARY, SECONDARY, Replica
+from tiers import examples
 
 
 def replicas(*specs):
@@ -84,7 +85,7 @@ def test_min_lsn_filters_and_down_replicas_never_serve():
 spec = st.tuples(st.integers(0, 4), st.integers(0, 4), st.sampled_from([0, 1, 50, 100]), st.booleans())
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(specs=st.lists(spec, min_size=4, max_size=4), min_lsn=st.integers(0, 4),
        primary_reads=st.booleans())
 def test_choice_matches_the_documented_rules(specs, min_lsn, primary_reads):

@@ -16,6 +16,7 @@ from regionlab.emulator.core.read_routing import CONNECTIONS, ConnectionPins, Re
 from regionlab.emulator.core.replica import DOWN, PRIMARY, UP
 from regionlab.emulator.core.replica_set import ReplicaSet
 from regionlab.emulator.core.scheduler import ManualClock, Scheduler
+from tiers import examples
 
 EAST = "East US"
 
@@ -199,5 +200,5 @@ class PinAccounting(RuleBasedStateMachine):
         assert {c for c in self.open if c.by_set} <= self.policy.pin_holders <= set(self.open)
 
 
-PinAccounting.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+PinAccounting.TestCase.settings = settings(max_examples=examples(60), stateful_step_count=40, deadline=None)
 test_pin_accounting = PinAccounting.TestCase

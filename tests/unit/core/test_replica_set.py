@@ -18,6 +18,7 @@ from regionlab.emulator.core.replica import PRIMARY
 from regionlab.emulator.core.replica_set import DOWN, UP, ReplicaSet, WRITE_QUORUM
 from regionlab.emulator.core.scheduler import ManualClock, Scheduler, run_until_idle
 from regionlab.emulator.core.store import Version
+from tiers import examples
 
 PK = '["p"]'
 KEYS = [(PK, "a"), (PK, "b"), (PK, "c")]
@@ -250,7 +251,7 @@ class ReplicaSetMachine(RuleBasedStateMachine):
                 assert v is None or v.lsn <= rs.committed_lsn
 
 
-ReplicaSetMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=40, deadline=None)
+ReplicaSetMachine.TestCase.settings = settings(max_examples=examples(100), stateful_step_count=40, deadline=None)
 TestReplicaSet = ReplicaSetMachine.TestCase
 
 
@@ -292,7 +293,7 @@ class ElectionMachine(ReplicaSetMachine):
         self.last_applied = [min(lsn, rs.lsn) for lsn in self.last_applied]
 
 
-ElectionMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=40, deadline=None)
+ElectionMachine.TestCase.settings = settings(max_examples=examples(100), stateful_step_count=40, deadline=None)
 TestElections = ElectionMachine.TestCase
 
 

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from regionlab.emulator.core.store import Version, VersionStore
+from tiers import examples
 
 
 def put(lsn, key, value):
@@ -28,7 +29,7 @@ ops = st.lists(st.tuples(st.sampled_from(KEYS), st.one_of(st.none(), st.integers
                max_size=60)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(ops)
 def test_pruning_keeps_everything_visible_at_or_above_the_floor(ops):
     store = VersionStore()
@@ -146,7 +147,7 @@ walks = st.lists(st.tuples(st.sampled_from(MANY_KEYS), st.one_of(st.none(), st.i
                            st.sampled_from(("add", "add", "truncate") + WALKS)), max_size=80)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(walks)
 def test_ordered_walks_see_every_retained_key_in_order(walks):
     """Keys are sorted only when walked in order: each kind of ordered walk, made first after

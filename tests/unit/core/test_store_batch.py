@@ -13,6 +13,7 @@ from sortedcontainers import SortedList
 from regionlab.emulator.core import store as store_module
 from regionlab.emulator.core.index import materialise
 from regionlab.emulator.core.store import Version, VersionStore
+from tiers import examples
 
 
 def put(lsn, key, value):
@@ -41,7 +42,7 @@ def view(store: VersionStore, lsn: int) -> dict:
              for path, index in store.indexes.paths.items()}}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(commits, st.booleans(), st.integers(1, 8))
 # Deletes left the change log long, so one-by-one add() compacts it at the batch's first key;
 # add_new compacted only after all of them (or not at all), keeping the deleted keys' entries.
@@ -81,7 +82,7 @@ def test_add_new_refuses_a_tombstone_or_a_held_key_and_adds_nothing():
     assert [v.key for v in s.scan(9)] == [KEYS[0], KEYS[1]]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.integers(0, 2000), unique=True, max_size=300), st.lists(st.integers(0, 2000), max_size=200),
        st.integers(4, 8))                          # SortedList._check wants a load of 4 at least
 @example(list(range(0, 2000, 2)), [1, 3, 5, 999, 1001, 1003, 1999, 2001, 2003], 4)      # into a large list

@@ -283,13 +283,14 @@ def test_storm_arguments_are_checked():
 # ---- the state machine -----------------------------------------------------------------------
 from collections import defaultdict  # noqa: E402
 
-from hypothesis import settings  # noqa: E402
+from hypothesis import example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule  # noqa: E402
 
 from regionlab.emulator.core import charge  # noqa: E402
 from regionlab.emulator.core.container import canonical_pk_json  # noqa: E402
 from regionlab.emulator.core.documents import read_item  # noqa: E402
+from tiers import examples  # noqa: E402
 
 PKS = list(range(6))
 IDS = ["a", "b", "c", "h"]
@@ -453,5 +454,66 @@ class ThrottleMachine(RuleBasedStateMachine):
             assert sum(spends) <= self.t.config.credits_per_s or len(spends) == 1
 
 
-ThrottleMachine.TestCase.settings = settings(max_examples=100, stateful_step_count=30, deadline=None)
+ThrottleMachine.TestCase.settings = settings(max_examples=examples(100), stateful_step_count=30, deadline=None)
 test_throttle_machine = ThrottleMachine.TestCase
+
+
+# ---- admit's current-window path against the general one ---------------------------------------
+class PlainAdmit(th.Throttle):
+    """admit as the general path computes it: the budget from partition_budget, every metered
+    request through _admit_ru, with _bucket and _accepted (what admit_many does for each of its
+    partitions)."""
+
+    def admit(self, region, container, range_id, ru, credits, op, filters=0):
+        if self.storms:
+            self._storm(region, op, container.rid, range_id)
+        budget = self.partition_budget(container)
+        b = self._bucket(region, container, range_id)
+        if budget is not None:
+            self._admit_ru(region, container, ((b, range_id),), ru, credits, filters, op, budget)
+        elif self.config.credits_per_s is not None:
+            self._admit_credits(region, container.rid, credits, filters, op)
+        self._accepted(region, container, range_id, b, ru)
+
+
+def _answer(t: th.Throttle, *args):
+    try:
+        t.admit(*args)
+    except CosmosError as e:
+        return e.status, e.substatus, e.retry_after_ms, str(e)
+    return "admitted"
+
+
+def _throttle_state(t: th.Throttle):
+    return ({k: (b.window, b.used_ru, b.reserve_ru, b.accepted, b.charged_ru) for k, b in t.buckets.items()},
+            dict(t.throttled), t.credit_window, t.credits_used, dict(t.credits_spent), t.credit_history)
+
+
+EDGE = [(0, EAST, 0, 100.0, 1, th.READ)] * 4 + [(0, EAST, 0, 0.5, 1, th.READ)]     # the window's budget, then a bit
+
+
+@settings(max_examples=200, deadline=None)
+@given(burst=st.booleans(), credits=st.sampled_from([None, None, None, 5, 40]),
+       serverless=st.sampled_from([False, False, True]), ru=st.sampled_from([True, True, False]),
+       metered=st.sampled_from([True, True, False]), steps=st.lists(st.tuples(
+           st.sampled_from([0, 0, 0, 0, 1, 7, 300, 999, 1000, 2600]), st.sampled_from([EAST, EAST, WEST]),
+           st.sampled_from([0, 0, 1]), st.sampled_from([0.5, 1.0, 100.0, 100.0, 200.0, 399.5, 400.0, 900.0]),
+           st.integers(1, 3), st.sampled_from([th.READ, "write"])), max_size=80))
+@example(burst=False, credits=None, serverless=False, ru=True, metered=True, steps=EDGE)
+@example(burst=True, credits=None, serverless=False, ru=True, metered=True,   # spends a burst reserve
+         steps=[(0, EAST, 0, 100.0, 1, th.READ), (2600, EAST, 0, 100.0, 1, th.READ)] + EDGE * 4)
+def test_admit_answers_as_the_general_path_does(burst, credits, serverless, ru, metered, steps):
+    """admit's path for a bucket already in the current window (no credit limit) and its test
+    for an unmetered account answer, and leave every bucket and counter, exactly as the general
+    path does: same admissions, same 429s with the same retry-after, same state after every
+    request (budgets of 400 RU a partition and charges that meet them exactly)."""
+    w = World(partition_count=2, throttle=ThrottleConfig(ru=ru, burst=burst, credits_per_s=credits,
+                                                        serverless=serverless))
+    c = w.container(throughput=None if serverless or not metered else 800)
+    fast = th.Throttle(w.account, w.account.throttle.config)
+    plain = PlainAdmit(w.account, w.account.throttle.config)
+    for dt_ms, region, p, ru, n, op in steps:
+        w.advance(dt_ms)
+        args = (region, c, c.partitions[p].range_id, ru, n, op)
+        assert _answer(fast, *args) == _answer(plain, *args)
+        assert _throttle_state(fast) == _throttle_state(plain)

@@ -21,6 +21,7 @@ from regionlab.emulator.core.validation import (
     check_item_size,
     parse_json_body,
 )
+from tiers import examples
 
 
 def rejects(fn, *args, status=400, match=None):
@@ -135,7 +136,7 @@ def _parses_or_rejects(raw: bytes) -> None:
     json.dumps(value, allow_nan=False).encode("utf-8")      # serialisable again, strictly
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.binary(max_size=64))
 @example(b"[" * 3000)
 @example(b'"\\ud800"')
@@ -151,7 +152,7 @@ _json_values = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(_json_values, st.booleans())
 def test_fuzz_valid_json_whole_and_every_prefix(value, ascii_only):
     raw = json.dumps({"v": value}, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
@@ -198,7 +199,7 @@ _json = st.recursive(st.none() | st.integers() | _tricky,
                      max_leaves=20)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_json, st.integers(0, 6), st.booleans(), st.integers(0, 400))
 def test_the_nesting_check_is_the_depth_of_json_and_of_its_prefixes(value, limit, ascii_only, cut):
     """On JSON text (strings full of brackets, quotes and backslashes) the check is the real
@@ -210,7 +211,7 @@ def test_the_nesting_check_is_the_depth_of_json_and_of_its_prefixes(value, limit
     assert text_nests_at_most(prefix, limit) == _nests_at_most_by_tokens(prefix, limit)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(st.sampled_from('[]{}"a,:é'), max_size=60), st.integers(0, 6))
 @example('"a"b"[[[', 2)
 def test_the_nesting_check_agrees_with_walking_the_tokens_on_any_text(text, limit):

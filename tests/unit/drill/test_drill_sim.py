@@ -26,6 +26,7 @@ def test_account_and_workload_become_simulator_settings():
     assert [step["at_ms"] for step in s["schedule"]] == [5000, 12000]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", builtin_names())
 def test_every_builtin_runs_in_the_simulator_and_a_seed_reproduces_it(name):
     config = SimConfig.from_scenario(builtin_text(name))

@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from regionlab.emulator.gateway.chunked import CHUNK_LINE_BYTES_MAX, TRAILER_BYTES_MAX, ChunkedBody
 from regionlab.emulator.gateway.http import BODY_BYTES_MAX, BadRequest
+from tiers import examples
 
 SCANS_PER_BYTE_MAX = 2       # a byte is searched once, and copied at most once into a line
 
@@ -49,7 +50,7 @@ def test_a_large_chunk_trickled_keeps_no_copy_of_what_came_before():
     assert dec.scanned <= SCANS_PER_BYTE_MAX * fed
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.binary(min_size=1, max_size=40), max_size=12),
        st.lists(st.integers(min_value=1, max_value=17), min_size=1, max_size=5))
 def test_any_split_decodes_the_same_body_and_end(pieces, sizes):
@@ -62,7 +63,7 @@ def test_any_split_decodes_the_same_body_and_end(pieces, sizes):
     assert dec.scanned <= SCANS_PER_BYTE_MAX * fed
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=200), st.integers(min_value=1, max_value=9))
 def test_garbage_either_decodes_or_raises_bad_request(garbage, size):
     for sizes in ([len(garbage) or 1], [size]):

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from regionlab.client.protocol import auth
 from regionlab.emulator.core import rid
+from tiers import examples
 
 KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
 OTHER_KEY = "dGhpcyBpcyBub3QgdGhlIGFjY291bnQga2V5LCBpdCBpcyBhIGRpZmZlcmVudCBvbmU="
@@ -136,7 +137,7 @@ _ID_CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="/\
 _IDS = st.text(_ID_CHARS, min_size=1, max_size=12)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(db=_IDS, coll=_IDS, doc=_IDS, verb=st.sampled_from(["get", "put", "delete", "patch", "post"]))
 def test_any_name_based_link_agrees_with_sdk(db, coll, doc, verb):
     link = f"dbs/{db}/colls/{coll}/docs/{doc}"
@@ -151,7 +152,7 @@ def test_any_name_based_link_agrees_with_sdk(db, coll, doc, verb):
         auth.MasterKeyVerifier(KEY).verify(verb, path, header, DATE)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(db=st.integers(1, 2**32 - 1), coll=st.integers(1, 2**31 - 1), doc=st.integers(1, 2**60 - 1))
 def test_any_rid_link_agrees_with_sdk(db, coll, doc):
     db_rid = rid.database_rid(db)

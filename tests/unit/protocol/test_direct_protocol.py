@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from regionlab.client.protocol import direct as D
+from tiers import examples
 
 KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
 
@@ -151,7 +152,7 @@ _frames = st.dictionaries(st.text(max_size=5), st.one_of(st.integers(-2 ** 63, 2
 _arrays = st.lists(st.one_of(st.integers(0, 9), st.binary(max_size=8), st.none()), min_size=1, max_size=9)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.one_of(_frames.map(D.encode), _arrays.map(D.encode), st.binary(max_size=40)), max_size=6))
 def test_fuzz_whole_and_byte_by_byte_agree_and_only_raise_protocol_error(parts):
     # The one invariant: any bytes give the same frames (then the same ProtocolError, if any)

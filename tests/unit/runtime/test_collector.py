@@ -21,6 +21,7 @@ def restore_gc():
     gc.set_threshold(*threshold)
 
 
+@pytest.mark.slow
 def test_a_slow_full_collection_freezes_what_survived_it(restore_gc):
     c = col.Collector(policy=True, freeze_after_full_ms=0.0).start()
     try:
@@ -36,6 +37,7 @@ def test_a_slow_full_collection_freezes_what_survived_it(restore_gc):
     assert c._on_gc not in gc.callbacks
 
 
+@pytest.mark.slow
 def test_a_fast_full_collection_or_no_policy_freezes_nothing(restore_gc):
     gc.unfreeze()
     c = col.Collector(policy=False, freeze_after_full_ms=0.0).start()
@@ -53,6 +55,7 @@ def test_a_fast_full_collection_or_no_policy_freezes_nothing(restore_gc):
         c.stop()
 
 
+@pytest.mark.slow
 def test_deleting_a_container_unfreezes_so_its_cycles_can_be_collected(restore_gc):
     account = Account(AccountConfig(), ManualClock(), Scheduler(), random.Random(0))
     db = account.create_database({"id": "d"})
@@ -76,6 +79,7 @@ def _stores_alive() -> int:
     return sum(1 for o in gc.get_objects() if type(o) is VersionStore)
 
 
+@pytest.mark.slow
 def test_a_container_deleted_while_another_is_created_is_collected_at_once(restore_gc):
     """The sampler compared counts: a delete and a create between two samples (a soak's
     delete-then-create cycle) left the count as it was, nothing was unfrozen, and each deleted

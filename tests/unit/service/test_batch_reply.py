@@ -10,6 +10,7 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "core"))
 
@@ -33,7 +34,7 @@ def _old_encoding(results: list, docs: dict) -> bytes:
                                  for i, r in enumerate(results)])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(_docs, min_size=1, max_size=5), st.integers(0, 3))
 def test_spliced_reply_equals_the_encoded_documents(bodies, read_back):
     w = World(regions=("East US",))

@@ -32,6 +32,7 @@ from regionlab.emulator.core.scheduler import ManualClock, Scheduler, run_until_
 from regionlab.emulator.core.store import VersionStore, versions_of
 from regionlab.emulator.sim import SimConfig, run as sim_run
 from regionlab.emulator.sim.world import World
+from tiers import examples
 
 run_mod = importlib.import_module("regionlab.emulator.sim.run")    # the module (emulator.sim.run is also the function)
 
@@ -254,6 +255,7 @@ CONFIGS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 @pytest.mark.parametrize("seed", range(3))
 def test_fast_paths_match_the_plain_computation(name, seed):
@@ -266,7 +268,7 @@ def test_fast_paths_match_in_multi_write_accounts(seed):
     assert assert_same(seed, config, multi_write=True) > 0
 
 
-@settings(max_examples=12, deadline=None, derandomize=True, database=None,
+@settings(max_examples=examples(12), deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2 ** 20), level=st.sampled_from(["Session", "Strong", "BoundedStaleness"]),
        delay=st.sampled_from([0, 0, 0, 1]), retained=st.sampled_from([2, 4, LOG_RETAINED_COMMITS_MAX]),
@@ -400,7 +402,7 @@ def _act(w: CoreWorld, action: tuple, log: list) -> None:
 
 
 # Examples per CI run (a few seconds); ORACLE_EXAMPLES=2000 for a longer search by hand.
-CORE_EXAMPLES = int(os.environ.get("ORACLE_EXAMPLES", 60))
+CORE_EXAMPLES = int(os.environ.get("ORACLE_EXAMPLES", examples(60)))
 ACTION = st.tuples(st.sampled_from(["write"] * 6 + ["read"] * 3 + ["advance"] * 4 + ["fault"] * 3
                                    + ["heal", "failover", "add_region", "remove_region"]),
                    st.integers(0, 15), st.integers(0, 15), st.integers(0, 15))

@@ -1,6 +1,6 @@
-"""Proves the core keeps every consistency and failover promise under random faults, by running
-the deterministic simulator (emulator/sim: real core, virtual time, clients composed with a
-random fault workload) over many seeds and judging each history with the checker; and proves
+"""Proves the request layer and the core keep every consistency and failover promise under random
+faults, by running the deterministic simulator (emulator/sim: the real service and core, virtual
+time, clients composed with a random fault workload) over many seeds and judging each history with the checker; and proves
 a run is a pure function of its seed, so any failing seed below is a one-line reproduction:
 `python -m emulator.sim --seed N [--consistency Strong]`."""
 import ast
@@ -128,7 +128,7 @@ def test_the_command_line_runs_direct_mode_faults_with_the_nodes_they_need(capsy
 
 
 def test_the_simulator_drives_the_core_alone():
-    """STYLE.md: sim -> core. It never touches the asyncio shells, sockets or the wall clock."""
+    """STYLE.md: sim -> service -> core. It never touches the asyncio shells, sockets or the wall clock."""
     forbidden = ("asyncio", "socket", "time", "threading", "aiohttp", "uvloop", "regionlab.emulator.gateway",
                  "regionlab.emulator.runtime")
     root = Path(__file__).resolve().parents[3] / "emulator" / "sim"

@@ -10,7 +10,8 @@ results never come from the engine under test.
 
 from __future__ import annotations
 
-MISSING = object()  # the reference's own "undefined"
+from query_reference import MISSING, is_num
+
 NOW_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z
 
 NAMES = ["alpha", "Beta", "gamma", "Δelta", "épsilon", "zeta", "Ωmega", "naïve", "日本", "alpha beta"]
@@ -47,20 +48,6 @@ def make_doc(i: int) -> dict:
 DOCS = [make_doc(i) for i in range(60)]
 
 
-def get(value, *path):
-    """Follow a path of names / indexes; MISSING when any step is absent."""
-    for step in path:
-        if isinstance(step, str):
-            value = value.get(step, MISSING) if type(value) is dict else MISSING
-        else:
-            value = value[step] if type(value) is list and 0 <= step < len(value) else MISSING
-    return value
-
-
-def is_num(v) -> bool:
-    return type(v) in (int, float)
-
-
 def where(pred) -> list:
     return [d for d in DOCS if pred(d)]
 
@@ -85,7 +72,3 @@ def rank(v):
         return (5, tuple(rank(x) for x in v))
     return (6, tuple(sorted((k, rank(x)) for k, x in v.items())))
 
-
-def project(**fields):
-    """A row builder dropping MISSING members, as the projection does."""
-    return {k: v for k, v in fields.items() if v is not MISSING}

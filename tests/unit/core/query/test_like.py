@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from regionlab.emulator.core.query.like import like_matcher, match_like
 from regionlab.emulator.core.query.values import UNDEFINED
+from tiers import examples
 
 
 def _reference(pattern: str, escape: str | None) -> str:
@@ -53,7 +54,7 @@ def _reference(pattern: str, escape: str | None) -> str:
 PATTERN_CHARS = st.sampled_from(list("ab%_[]^-!z"))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(pattern=st.text(PATTERN_CHARS, max_size=10), value=st.text(st.sampled_from(list("abz-^[]!")), max_size=8),
        escape=st.sampled_from([None, "!"]))
 def test_like_agrees_with_a_regular_expression(pattern, value, escape):

@@ -12,7 +12,8 @@ import math
 import pytest
 
 from regionlab.emulator.core.query import compile_query
-from query_corpus_data import DOCS, NOW_MS, get, ids, where
+from query_corpus_data import DOCS, NOW_MS, ids, where
+from query_reference import get
 
 NOW_TEXT = "2023-11-14T22:13:20.0000000Z"
 

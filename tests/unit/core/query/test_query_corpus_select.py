@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from regionlab.emulator.core.query import compile_query
-from query_corpus_data import DOCS, MISSING, NOW_MS, get, ids, is_num, project, rank, where
+from query_corpus_data import DOCS, NOW_MS, ids, rank, where
+from query_reference import MISSING, get, is_num, row
 
 
 
@@ -61,18 +62,18 @@ PROJECTION = [
     q("SELECT * FROM c", DOCS),
     q('SELECT * FROM root r WHERE r.id = "d05"', [DOCS[5]]),
     q('SELECT * FROM Families f WHERE f.id = "d06"', [DOCS[6]]),
-    q("SELECT c.id, c.name FROM c", [project(id=d["id"], name=get(d, "name")) for d in DOCS]),
-    q("SELECT c.id AS key, c.addr.city FROM c", [project(key=d["id"], city=get(d, "addr", "city")) for d in DOCS]),
+    q("SELECT c.id, c.name FROM c", [row(id=d["id"], name=get(d, "name")) for d in DOCS]),
+    q("SELECT c.id AS key, c.addr.city FROM c", [row(key=d["id"], city=get(d, "addr", "city")) for d in DOCS]),
     q("SELECT c.id, c.n * 2 FROM c WHERE c.pk = 'a'",
-      [project(id=d["id"], **{"$1": d["n"] * 2 if is_num(get(d, "n")) else MISSING}) for d in where(lambda d: d["pk"] == "a")]),
+      [row(id=d["id"], **{"$1": d["n"] * 2 if is_num(get(d, "n")) else MISSING}) for d in where(lambda d: d["pk"] == "a")]),
     q('SELECT c.id, 1, "x" FROM c WHERE c.id = "d03"', [{"id": "d03", "$1": 1, "$2": "x"}]),
     q('SELECT c FROM c WHERE c.id = "d01"', [{"c": DOCS[1]}]),
     q("SELECT c.missing FROM c", [{}] * len(DOCS)),
     q("SELECT VALUE c.missing FROM c", []),
     q("SELECT VALUE c.name FROM c", values(lambda d: get(d, "name"))),
-    q('SELECT VALUE {"id": c.id, "city": c.addr.city} FROM c', [project(id=d["id"], city=get(d, "addr", "city")) for d in DOCS]),
+    q('SELECT VALUE {"id": c.id, "city": c.addr.city} FROM c', [row(id=d["id"], city=get(d, "addr", "city")) for d in DOCS]),
     q('SELECT VALUE [c.id, c.n] FROM c WHERE c.id IN ("d01", "d04")', [["d01", 0.5], ["d04"]]),
-    q('SELECT c["id"], c.tags[0] AS first FROM c', [project(id=d["id"], first=get(d, "tags", 0)) for d in DOCS]),
+    q('SELECT c["id"], c.tags[0] AS first FROM c', [row(id=d["id"], first=get(d, "tags", 0)) for d in DOCS]),
     q("SELECT VALUE 1 + 2", [3]),
     q('SELECT VALUE "a" || "b"', ["ab"]),
     q("SELECT 1 AS one", [{"one": 1}]),
@@ -154,9 +155,9 @@ GROUPING = [
     q("SELECT c.group, SUM(c.score) AS s, MAX(c.id) AS last FROM c GROUP BY c.group",
       [{"group": k, "s": added(d["score"] for d in g), "last": max(d["id"] for d in g)} for k, g in groups(lambda d: d["group"])]),
     q("SELECT c.addr.city AS city, COUNT(1) AS n FROM c GROUP BY c.addr.city",
-      [project(city=k, n=len(g)) for k, g in groups(lambda d: get(d, "addr", "city"))]),
+      [row(city=k, n=len(g)) for k, g in groups(lambda d: get(d, "addr", "city"))]),
     q("SELECT c.pk, c.flag, COUNT(1) AS n FROM c GROUP BY c.pk, c.flag",
-      [project(pk=k[0], flag=k[1], n=len(g)) for k, g in groups(lambda d: (d["pk"], get(d, "flag")))]),
+      [row(pk=k[0], flag=k[1], n=len(g)) for k, g in groups(lambda d: (d["pk"], get(d, "flag")))]),
     q("SELECT COUNT(1) AS n FROM c WHERE c.n > 1000 GROUP BY c.pk", []),
     q("SELECT t AS tag, COUNT(1) AS n FROM c JOIN t IN c.tags GROUP BY t",
       [{"tag": k, "n": len(g)} for k, g in groups(lambda dt: dt[1], docs=TAGGED)]),

@@ -13,7 +13,8 @@ import math
 import pytest
 
 from regionlab.emulator.core.query import compile_query
-from query_corpus_data import DOCS, MISSING, NOW_MS, get, ids, is_num, where
+from query_corpus_data import DOCS, NOW_MS, ids, where
+from query_reference import MISSING, get, is_num
 
 
 def kind(v) -> str:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from regionlab.emulator.core.query import QueryError, compile_query
 from regionlab.emulator.core.query import evaluate
 from regionlab.emulator.core.query.expression_parser import QUERY_NESTING_DEPTH_MAX
+from tiers import examples
 
 # What one query may cost in Python frames at the nesting limit. Python's default recursion
 # limit is 1000 and the gateway calls the engine about 60 frames deep: this leaves room.
@@ -94,6 +95,7 @@ CHAINS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chain", CHAINS.keys())
 def test_long_chains_work_within_the_frame_budget(chain):
     sql, expected = CHAINS[chain]
@@ -116,7 +118,7 @@ def chains(draw):
     return text
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(expression=chains(), prefix_run=st.integers(0, evaluate.CHAIN_NESTED_MAX + 3))
 def test_a_chain_in_one_loop_equals_the_nested_closures(expression, prefix_run):
     sql = "SELECT VALUE [" + "NOT " * prefix_run + "(" + expression + ")] FROM c"

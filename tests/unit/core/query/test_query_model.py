@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from regionlab.emulator.core.query import compile_query
+from tiers import examples
 
 MISSING = object()
 FIELDS = ("a", "b", "c")
@@ -197,14 +198,14 @@ def documents(draw):
     return docs
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(docs=documents(), spec=specs())
 def test_engine_matches_reference(docs, spec):
     text = to_text(spec)
     assert compile_query(text).execute(docs, 0) == reference(docs, spec), text
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(docs=documents(), cond=conditions)
 def test_filter_matches_matches_reference(docs, cond):
     query = compile_query(f"SELECT * FROM c WHERE {render(cond)}")

@@ -1,7 +1,7 @@
 """The black-box history checker: what clients observed in a live run, held against the data
 left at the end and the lost-writes list, with no view into the core.
 
-Theory of operation: the simulator's checker (checker.py) knows every write's fate because the
+Theory of operation: the simulator's checker (sim/checker.py) knows every write's fate because the
 world watches the core. A live run — a drill, or a test driving the official SDK — knows only
 what each client saw. Every HTTP attempt of an operation gets an outcome in Maelstrom's terms:
 

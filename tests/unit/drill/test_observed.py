@@ -1,7 +1,7 @@
-"""The black-box history checker (emulator/sim/observed.py) on hand-built live histories: each
+"""The black-box history checker (emulator/drill/observed.py) on hand-built live histories: each
 outcome rule and each check fires on the history that breaks it and stays quiet on its
 lawful twin."""
-from regionlab.emulator.sim.observed import ABSENT, FAIL, OK, UNKNOWN, attempt_outcome, check
+from regionlab.emulator.drill.observed import ABSENT, FAIL, OK, UNKNOWN, attempt_outcome, check
 
 _seq = iter(range(1, 10_000))
 

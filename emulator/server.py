@@ -1,12 +1,12 @@
-"""The asyncio runtime: an account, its endpoints' services, the HTTP gateways and direct nodes
-that feed them, and its control port, on real sockets.
+"""The emulator, composed: an account, its endpoints' services, the HTTP gateways and direct nodes
+that feed them, and its control port, on the asyncio runtime (emulator/runtime) and real sockets.
 
 `Emulator.start()` binds every listener first (ports may be 0, for tests), so the account
 document can advertise the real addresses, then serves. `ready_info()` is the one
 machine-readable line the CLI prints when everything is up.
 
 With `https` every gateway port (global and regions) serves TLS through a TlsListener
-(runtime/tls_listener.py) with the certificate of runtime/certificate.py (generated into
+(gateway/tls_listener.py) with the certificate of runtime/certificate.py (generated into
 `cert_dir`, or the user's `tls_cert_file`/`tls_key_file`), and the endpoints become https://.
 The control port stays plain HTTP: it is for tools and people on the machine, and faults never
 touch it.
@@ -16,7 +16,6 @@ import errno
 import logging
 import os
 import random
-import resource
 import socket
 from dataclasses import dataclass, field
 
@@ -25,29 +24,29 @@ from aiohttp import web
 from regionlab.client.protocol import direct as D
 from regionlab.client.protocol.auth import CLOCK_SKEW_S_MAX_DEFAULT
 
-from .. import defaults
-from ..core.account import Account, AccountConfig
-from ..core.errors import CosmosError
-from ..core.faults import OUTAGE_MODE_DEFAULT
-from ..core.scheduler import Scheduler
-from ..gateway.http import BLACKHOLE, RESET, HttpServer, HEADER_TIMEOUT_S_DEFAULT
-from ..gateway.refusal import CONNECTIONS_PER_LISTENER_MAX, Refusals
-from ..gateway.server import Gateway
-from ..service.service import WRITE_ACK_TIMEOUT_MS, Service
-from ..direct.plane import DirectPlane
-from . import certificate
-from .clock import LoopClock, SchedulerDriver
-from .tls_listener import TlsListener
-from .waits import LoopWaits
-from .control import control_app
-from .persistence import Persistence
-from .port_hold import PortHold
-from .control_access import is_loopback
+from . import defaults, interpreter
+from .core.account import Account, AccountConfig
+from .core.errors import CosmosError
+from .core.faults import OUTAGE_BLACKHOLE, OUTAGE_MODE_DEFAULT, OUTAGE_REFUSE, OUTAGE_RESET
+from .core.scheduler import Scheduler
+from .gateway.http import HttpServer, HEADER_TIMEOUT_S_DEFAULT
+from .gateway.refusal import CONNECTIONS_PER_LISTENER_MAX, Refusals
+from .gateway.server import Gateway
+from .service.service import WRITE_ACK_TIMEOUT_MS, Service
+from .runtime import certificate
+from .runtime.clock import LoopClock, SchedulerDriver
+from .gateway.tls_listener import TlsListener
+from .runtime.listen import bind, raise_file_limit
+from .runtime.waits import LoopWaits
+from .runtime.control import control_app
+from .direct.plane import DirectPlane
+from .runtime.persistence import Persistence
+from .runtime.port_hold import PortHold
+from .runtime.control_access import is_loopback
 
 log = logging.getLogger("regionlab")
 
 SWEEP_INTERVAL_S = 1.0
-LISTEN_BACKLOG = 1024
 # The control port (aiohttp) closes a connection idle this long, a new one that never sent a
 # request included (aiohttp starts the timer at connect).
 CONTROL_KEEPALIVE_TIMEOUT_S = 15.0
@@ -149,20 +148,6 @@ class Topology:
         return f"http://{self.host}:{self.control_port}/"      # always plain HTTP
 
 
-def raise_file_limit() -> int:
-    """Raise the soft limit on open files to the hard one (the default soft limit is often
-    1,024, shared by every listener and connection of the process); the limit now in force."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or soft >= hard:
-        return soft
-    try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    except (ValueError, OSError) as e:
-        log.debug("cannot raise the open-file limit from %d to %d: %s", soft, hard, e)
-        return soft
-    return hard
-
-
 def _control_protocols(runner, refusals: Refusals):
     """The control port's protocol factory: aiohttp's, until it serves connections_max
     connections; past that, a refusal (gateway/refusal.py), as on the gateway ports."""
@@ -173,19 +158,6 @@ def _control_protocols(runner, refusals: Refusals):
             return refusals.protocol()
         return server()
     return factory
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as e:
-        sock.close()
-        raise OSError(e.errno, f"cannot listen on {host}:{port}: {e.strerror}") from None
-    sock.listen(LISTEN_BACKLOG)
-    sock.setblocking(False)
-    return sock
 
 
 class Emulator:
@@ -223,6 +195,7 @@ class Emulator:
         loop = asyncio.get_running_loop()
         cfg = self.config
         raise_file_limit()
+        interpreter.install()
         if cfg.https:
             self._prepare_tls()
         clock = LoopClock(loop)
@@ -236,12 +209,12 @@ class Emulator:
             self.restored_items = persistence.open(self.account)
             persistence.start(loop)
             self.persistence = persistence
-        socks = [(None, _bind(cfg.host, cfg.global_port))]
+        socks = [(None, bind(cfg.host, cfg.global_port))]
         ports = dict(zip(cfg.account.regions, cfg.ports()))
         kept = self.persistence.region_ports if self.persistence is not None else {}
         for name in (r.name for r in self.account.regions):     # a data dir's regions added at runtime too
-            socks.append((name, _bind(cfg.host, ports[name] if name in ports else kept.get(name, 0))))
-        control_sock = _bind(cfg.host, cfg.control_port)
+            socks.append((name, bind(cfg.host, ports[name] if name in ports else kept.get(name, 0))))
+        control_sock = bind(cfg.host, cfg.control_port)
         for name, sock in socks:
             port = sock.getsockname()[1]
             if name is None:
@@ -249,7 +222,7 @@ class Emulator:
             else:
                 self.topology.region_ports[name] = port
         self.topology.control_port = control_sock.getsockname()[1]
-        self.direct = DirectPlane(self, listen=_bind, hold=PortHold, **cfg.direct_limits)
+        self.direct = DirectPlane(self, listen=bind, hold=PortHold, **cfg.direct_limits)
         self.direct.bind_all()
         for name, sock in socks:
             http = self._endpoint(name)
@@ -321,11 +294,11 @@ class Emulator:
             self._settling.add(loop.create_task(self._recover(name)))
 
     def _begin_outage(self, name: str, mode: str) -> None:
-        if mode == "refuse":
+        if mode == OUTAGE_REFUSE:
             self._stop_listening(name)
             # Nobody else may take the port meanwhile: the region listens on it again.
             self._port_holds[name] = PortHold(self.config.host, self.topology.region_ports[name])
-        elif mode in (RESET, BLACKHOLE):
+        elif mode in (OUTAGE_RESET, OUTAGE_BLACKHOLE):
             http = self._listeners[name][0]
             reset = http.begin_outage(mode)
             self._settling.add(asyncio.get_running_loop().create_task(http.wait_closed(reset)))
@@ -383,7 +356,7 @@ class Emulator:
             raise CosmosError(409, 0, f"Port {port} is taken by {owners[port]}; pick another port, "
                                       f"or 0 for any free one.")
         try:
-            sock = _bind(self.config.host, port)
+            sock = bind(self.config.host, port)
         except OSError as e:
             status = 409 if e.errno == errno.EADDRINUSE else 400
             raise CosmosError(status, 0, f"Cannot add region '{name}': {e.strerror}; "
@@ -400,7 +373,7 @@ class Emulator:
         region is out it answers 503, as the region's gateway does to data requests."""
         if name in self.topology.read_only_ports:
             return self.topology.url(self.topology.read_only_ports[name])
-        sock = _bind(self.config.host, port)
+        sock = bind(self.config.host, port)
         cfg = self.config
         svc = self.services[f"{name} (read-only)"] = self.service(name, read_only=True)
         gw = Gateway(svc, self.certificate.trust_pem() if self.certificate is not None else None)
@@ -424,7 +397,7 @@ class Emulator:
         if server is not None and server.is_serving():
             return
         port = self.topology.region_ports[name]
-        sock = _bind(self.config.host, port)
+        sock = bind(self.config.host, port)
         hold = self._port_holds.pop(name, None)
         if hold is not None:
             hold.release()
