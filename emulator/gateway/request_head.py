@@ -79,7 +79,7 @@ class _Head:
     """What llhttp reports of the head being parsed: it calls on_url, on_header and
     on_headers_complete back. The callbacks it may look for and that are not wanted are None
     here, so that httptools finds them without an AttributeError for each."""
-    __slots__ = ("url", "headers", "hosts", "complete")
+    __slots__ = ("url", "headers", "hosts_repeated", "complete")
     on_message_begin = on_body = on_message_complete = on_chunk_header = on_chunk_complete = None
 
     def __init__(self):
@@ -88,7 +88,7 @@ class _Head:
     def clear(self) -> None:
         self.url: list = []             # the target, in the pieces llhttp reported it
         self.headers: dict = {}         # lower-case name -> value (repeats joined with ", ")
-        self.hosts = 0                  # Host header lines seen
+        self.hosts_repeated = 0         # Host header lines after the first
         self.complete = False           # llhttp saw the blank line that ends the head
 
     def on_url(self, piece: bytes) -> None:
@@ -103,14 +103,14 @@ class _Head:
         # UTF-8 is what clients put in a value beyond ASCII (e.g. a partition key); anything
         # else is taken byte for byte. llhttp drops the whitespace before a value, not after it.
         try:
-            text = value.decode("utf-8").rstrip(" \t")
+            text = value.decode().rstrip(" \t")
         except UnicodeDecodeError:
             text = value.decode("latin-1").rstrip(" \t")
         headers = self.headers
-        if key == "host":
-            self.hosts += 1
         if key in headers:
             headers[key] = f"{headers[key]}, {text}"
+            if key == "host":
+                self.hosts_repeated += 1
             return
         headers[key] = text
 
@@ -147,7 +147,9 @@ class HeadParser:
         except httptools.HttpParserUpgrade:
             pass            # Upgrade or CONNECT: llhttp stops at the head's end, as does what it is fed
         except httptools.HttpParserError as e:
-            raise BadRequest(400, _refusal(e, self.start)) from None
+            message = _refusal(e, self.start)
+            self.reset()
+            raise BadRequest(400, message) from None
 
     def request(self) -> Request:
         """The request whose whole head was fed. Raises BadRequest."""
@@ -169,19 +171,19 @@ class HeadParser:
         version = parser.get_http_version()
         if version not in VERSIONS:
             raise BadRequest(400, f"Unsupported HTTP version HTTP/{version}; regionlab speaks HTTP/1.1.")
-        if not head.complete:           # llhttp pauses on HTTP/2's preface (PRI * HTTP/2.0) too
+        if not head.complete:           # llhttp paused before the blank line it was fed
             raise BadRequest(400, "Malformed HTTP head: it ended before its header block did.")
         url = head.url
         target = (url[0] if len(url) == 1 else b"".join(url)).decode("latin-1")
         if not target.startswith("/"):
             raise BadRequest(400, f"The request target {target[:_QUOTED_CHARS_MAX]!r} is not a path: send "
                                   "'METHOD /path HTTP/1.1' (regionlab is an origin server, not a proxy).")
-        if head.hosts > 1:
-            raise BadRequest(400, f"The request carries {head.hosts} Host headers; send exactly one.")
-        if head.hosts == 0 and version == "1.1":
+        headers = head.headers
+        if head.hosts_repeated:
+            raise BadRequest(400, f"The request carries {head.hosts_repeated + 1} Host headers; send exactly one.")
+        if version == "1.1" and "host" not in headers:
             raise BadRequest(400, "An HTTP/1.1 request must carry a Host header naming the server it is "
                                   "sent to (e.g. 'Host: localhost:8081').")
-        headers = head.headers
         req = Request(parser.get_method().decode("ascii"), target, "HTTP/" + version, headers)
         te = headers.get("transfer-encoding")
         if te is not None:

@@ -41,9 +41,9 @@ def _check_item(doc, raw_len: int) -> None:
 
 
 def commit_staged(call, writer) -> tuple[int, float]:
-    """Admit a staged Writer and commit it: (LSN or 0, charge). Both surfaces (this gateway and
-    direct mode) commit through here; direct mode then waits for the acknowledgement only when
-    it is not there yet (Gateway.acknowledged), without a coroutine in the common case."""
+    """Admit a staged Writer and commit it: (LSN or 0, charge). Both surfaces commit through
+    here; direct mode's fast path (emulator/direct/point.py) then asks Service.acknowledging
+    whether it must wait, without a coroutine in the common case."""
     ru = admission.write(call, writer)          # a 429 here leaves nothing applied
     return writer.commit(), ru
 
@@ -85,7 +85,7 @@ def stage_create(call, container):
 
 def stage_body(svc, region: str, container, pk_json: str, values: list, raw: bytes, upsert: bool, if_match):
     """stage_create once the partition key is known: the item in raw, parsed, checked and staged
-    as a create or upsert. Direct mode's create calls this without a Call (no header dict)."""
+    as a create or upsert. Direct mode's fast create calls this with the key it already parsed."""
     if raw:                                     # call.item_of, inlined (every create)
         try:
             doc, verbatim = parse_item_body(raw)
