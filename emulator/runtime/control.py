@@ -12,10 +12,11 @@ from aiohttp import web
 from ..core.consistency import BOUNDED
 from .chaos_api import add_chaos_routes
 from .control_access import ControlAccess
-from .control_json import CONTROL_BODY_BYTES_MAX, json_reply as _json
+from .control_json import json_reply as _json
 from .dashboard_page import dashboard_response
 from .routing_api import add_routing_routes
 from .throughput_api import add_throughput_routes, describe as describe_throttling
+from ..core.limits import CONTROL_BODY_MAX_BYTES
 
 # The index `GET /` serves to a JSON client: (method, path, what). A browser gets the dashboard.
 ROUTES = (
@@ -143,14 +144,14 @@ def _http_error(request, e: web.HTTPException) -> str:
     if e.status == 405:
         return f"{request.method} is not allowed on {request.path} (allowed: {e.headers.get('Allow', '')})."
     if e.status == 413:
-        return f"The body is larger than {CONTROL_BODY_BYTES_MAX} bytes."
+        return f"The body is larger than {CONTROL_BODY_MAX_BYTES} bytes."
     return e.reason
 
 
 def control_app(emu) -> web.Application:
     cfg = emu.config
     access = ControlAccess(cfg.host, cfg.advertise_host, cfg.control_token)
-    app = web.Application(middlewares=[_access_middleware(access)], client_max_size=CONTROL_BODY_BYTES_MAX)
+    app = web.Application(middlewares=[_access_middleware(access)], client_max_size=CONTROL_BODY_MAX_BYTES)
 
     async def health_route(request):
         status, body = health(emu.account)
