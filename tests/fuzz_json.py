@@ -1,11 +1,14 @@
 """Hypothesis strategies for JSON-ish bodies, shared by the fuzz tests of every port (gateway,
 control, direct): valid JSON values, and texts a parser must refuse cleanly (nesting thousands
 deep, numbers past a double, NaN, lone surrogates, duplicate members, truncations)."""
+import contextlib
 import json
+import sys
 
 from hypothesis import strategies as st
 
 IDS = ("a", "b", "n1")
+PRODUCTION_RECURSION_LIMIT = 1000          # CPython's default
 
 
 def texts(max_size=12):
@@ -46,3 +49,16 @@ JSONISH = st.one_of(st.builds(json_text, JSON), NASTY_JSON_TEXT,
                      st.builds(embed, st.sampled_from(['{"id":"a","pk":"p","x":@@}', "[@@]", '{"id":@@,"pk":"p"}',
                                                         '{"id":"a","pk":@@}', '[{"operationType":"Create","resourceBody":@@}]']),
                                NASTY_JSON_TEXT))
+
+
+@contextlib.contextmanager
+def production_recursion_limit():
+    """Hypothesis raises the interpreter's recursion limit while it runs a test, and the limit is
+    the process's, so the emulator's thread would get it too: a value nested deep enough to
+    overflow the stack in production would pass here. The server runs with Python's default."""
+    raised = sys.getrecursionlimit()
+    sys.setrecursionlimit(PRODUCTION_RECURSION_LIMIT)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(raised)
