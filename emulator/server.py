@@ -38,7 +38,7 @@ from .runtime.clock import LoopClock, SchedulerDriver
 from .gateway.tls_listener import TlsListener
 from .runtime.listen import bind, raise_file_limit
 from .runtime.waits import LoopWaits
-from .runtime.control import control_app
+from .runtime.control import CONTROL_HTTP_LOG, control_app
 from .direct.plane import DirectPlane
 from .runtime.persistence import Persistence
 from .runtime.port_hold import PortHold
@@ -234,7 +234,7 @@ class Emulator:
                     await self.add_read_only_endpoint(name, port)
         self.account.region_listeners.append(self._on_region_state)
         await self.direct.start()
-        self._control_runner = web.AppRunner(control_app(self), access_log=None,
+        self._control_runner = web.AppRunner(control_app(self), access_log=None, logger=CONTROL_HTTP_LOG,
                                              keepalive_timeout=CONTROL_KEEPALIVE_TIMEOUT_S)
         await self._control_runner.setup()
         self.control_refusals = Refusals(cfg.connections_max)

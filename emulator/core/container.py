@@ -13,6 +13,7 @@ import json
 
 from . import epk as epks
 from . import jsontext
+from .errors import bad_request
 from .store import TrackedDict
 from .limits import EPK_CACHE_MAX_ENTRIES
 
@@ -134,3 +135,26 @@ def canonical_pk_json(values: list) -> str:
         else:
             norm.append(v)
     return jsontext.dumps(norm)
+
+
+DEFAULT_INDEXING_POLICY = {"indexingMode": "consistent", "automatic": True,
+                           "includedPaths": [{"path": "/*"}],
+                           "excludedPaths": [{"path": "/\"_etag\"/?"}]}
+
+
+def container_definition(body: dict) -> dict:
+    definition = {k: v for k, v in body.items() if not k.startswith("_")}
+    pk = definition.get("partitionKey")
+    if pk is None:
+        raise bad_request("A container needs a partitionKey definition, e.g. "
+                          '{"paths":["/pk"],"kind":"Hash","version":2}.')
+    try:
+        definition["partitionKey"] = epks.PartitionKeyDef.from_json(pk).to_json()
+    except (ValueError, TypeError, AttributeError) as e:
+        raise bad_request(f"Invalid partitionKey definition: {e}") from None
+    definition.setdefault("indexingPolicy", DEFAULT_INDEXING_POLICY)
+    definition.setdefault("conflictResolutionPolicy",
+                          {"mode": "LastWriterWins", "conflictResolutionPath": "/_ts",
+                           "conflictResolutionProcedure": ""})
+    definition.setdefault("geospatialConfig", {"type": "Geography"})
+    return definition

@@ -45,7 +45,6 @@ KIND_MULTI_HASH = "MultiHash"
 VERSION_DEFAULT = 1                 # the service's default when "version" is absent
 RANGE_COUNT_MAX = 4096              # most physical ranges split_ranges will cut
 
-_HEX_DIGITS = frozenset("0123456789ABCDEFabcdef")
 
 
 # --- partition key definitions -------------------------------------------------------------
@@ -198,18 +197,3 @@ def _v1_boundary(i: int, count: int) -> str:
     # A V1 EPK starts with its hash as a number; that encoding sorts like the hash itself, and
     # its last byte has the low bit clear, so no longer hash encoding has it as a prefix.
     return encode_number(float(i * V1_HASH_SPACE // count)).hex().upper()
-
-
-def epk_successor(epk: str) -> str:
-    """The smallest EPK after `epk`: the SDK sends a single key as [epk, epk_successor(epk)).
-    Like the SDK's Range.add_to_effective_partition_key, add one to the last byte with carry;
-    the successor of "" is "00" (as the SDK's partition_key module defines it). An all-"FF"
-    key has no successor of the same length (the SDK wraps to zeros); that is an error here."""
-    if not epk:
-        return "00"
-    if len(epk) % 2 or not _HEX_DIGITS.issuperset(epk):
-        raise ValueError(f"EPK must be hex of whole bytes, got {epk!r}")
-    successor = int(epk, 16) + 1
-    if successor >> (4 * len(epk)):
-        raise ValueError(f"EPK {epk!r} has no successor of the same length")
-    return f"{successor:0{len(epk)}X}"

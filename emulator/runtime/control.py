@@ -7,7 +7,10 @@ reach it. Every request first passes control_access.py (Host, Origin, token, con
 HTTP error aiohttp raises (404, 405, 413) is answered as JSON like the routes' own errors.
 See docs/control-api.md.
 """
+import logging
+
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from ..core.consistency import BOUNDED
 from .chaos_api import add_chaos_routes
@@ -41,6 +44,26 @@ ROUTES = (
     ("GET", "/debug/gc", "garbage collector pauses, freezes and event-loop lag"),
 )
 DOCS = "docs/control-api.md"
+
+
+class _ClientMistakes(logging.Filter):
+    """aiohttp logs a request it cannot parse (HTTP/1.1 without Host, a bad request line) with
+    its traceback at ERROR, though the client has already been answered 400 and the server is
+    fine: the mistake is the client's, so it is a DEBUG line without the traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, HttpProcessingError):
+            return True
+        if not CONTROL_HTTP_LOG.isEnabledFor(logging.DEBUG):
+            return False
+        record.msg, record.args = "control port: refused a malformed request: %s", (exc.message,)
+        record.levelno, record.levelname, record.exc_info, record.exc_text = logging.DEBUG, "DEBUG", None, None
+        return True
+
+
+CONTROL_HTTP_LOG = logging.getLogger("regionlab.control.http")   # given to aiohttp's server
+CONTROL_HTTP_LOG.addFilter(_ClientMistakes())
 
 
 def topology(emu) -> dict:

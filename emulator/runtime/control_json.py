@@ -63,8 +63,17 @@ def parse_body(raw: bytes) -> dict:
     return body
 
 
-async def json_body(request) -> dict:
-    return parse_body(await request.read())
+async def json_body(request, keys: tuple | None = None) -> dict:
+    """The request's JSON object; with `keys`, a body naming any other key is a 400 that lists
+    the keys the route takes (a misspelt option must not be silently ignored while the rest
+    acts)."""
+    body = parse_body(await request.read())
+    if keys is not None:
+        unknown = sorted(set(body) - set(keys))
+        if unknown:
+            raise CosmosError(400, 0, f"Unknown key(s) {unknown} for {request.method} {request.path}; "
+                                      f"it takes: {', '.join(keys)}.")
+    return body
 
 
 def guarded(fn):
