@@ -13,10 +13,12 @@ import json
 
 from . import epk as epks
 from . import jsontext
+from .cache import Cache, text_bytes
 from .store import TrackedDict
 
 RU_PER_PARTITION = 10_000
-EPK_CACHE_MAX = 65_536
+EPK_CACHE_BYTES_MAX = 2 * 1024 * 1024      # per container: ~5,000 keys of a few characters
+_EPK_BYTES = 200                           # an EPK's text: 32 hex digits per path, up to 3 paths
 
 
 class Database:
@@ -63,7 +65,7 @@ class Container:
         # next insert: every collection after a full one walked its million entries again (30-60
         # ms each). A TrackedDict never leaves the generation it reached (store.py).
         self.rid_index = TrackedDict()
-        self._epk_cache: dict[str, str] = {}
+        self._epk_cache = Cache(EPK_CACHE_BYTES_MAX)    # canonical pk JSON -> EPK
         self.pkranges_etag = f'"{rid}-{len(partitions)}"'
         self.conflicts = None                       # ConflictLog (multi-write losers)
         self.docs_link = f"{self.self_link}docs/"    # a document's _self is this + its rid + "/"
@@ -88,10 +90,8 @@ class Container:
         """EPK of a partition key, cached by its canonical JSON."""
         cached = self._epk_cache.get(pk_json)
         if cached is None:
-            cached = epks.effective_partition_key(self.pk_def, values)
-            if len(self._epk_cache) >= EPK_CACHE_MAX:
-                self._epk_cache.clear()
-            self._epk_cache[pk_json] = cached
+            cached = self._epk_cache.put(pk_json, epks.effective_partition_key(self.pk_def, values),
+                                         text_bytes(pk_json) + _EPK_BYTES)
         return cached
 
     def partition_index(self, epk: str) -> int:

@@ -22,6 +22,7 @@ from regionlab.client.protocol import headers as H
 from regionlab.client.protocol.auth import CLOCK_SKEW_S_MAX_DEFAULT, AuthError, MasterKeyVerifier, check_clock_skew, \
     date_epoch_s
 
+from ..core.cache import Cache, text_bytes
 from ..core.consistency import SESSION, STRONG
 from ..core.documents import min_lsn_for
 from ..core.errors import SUB_WRITE_FORBIDDEN, CosmosError
@@ -34,7 +35,9 @@ log = logging.getLogger("regionlab.service")
 WRITE_ACK_TIMEOUT_MS = 30_000  # then a write is answered 408: it may or may not be applied
 SESSION_WAIT_MS = 200          # how long a read waits for its region to catch up with a session token
 STRONG_WAIT_MS = 2_000         # ... with the global committed LSN a Strong read needs
-DATES_CACHED_MAX = 4096        # parsed x-ms-date values kept (clients send each for about a second)
+# Parsed x-ms-date values kept (clients send each for about a second). They are parsed before
+# the signature is checked, and a date may carry any text after its fields: bounded in bytes.
+DATES_CACHE_BYTES_MAX = 1024 * 1024
 
 
 class Service:
@@ -50,7 +53,7 @@ class Service:
         self._skews = account.faults.requests.skews     # region -> its clock_skew faults (the same dict always)
         self.region = region
         self.verifier = MasterKeyVerifier(key) if key else None
-        self._dates_s: dict = {}            # x-ms-date text -> epoch seconds (parsed once)
+        self._dates_s = Cache(DATES_CACHE_BYTES_MAX)     # x-ms-date text -> epoch seconds (parsed once)
         self.max_clock_skew_s = CLOCK_SKEW_S_MAX_DEFAULT    # ServerConfig may change it; 0 = off
         # (method, resource kind, status, substatus) -> replies sent: which region really served
         # what, for tests and the control port's topology. A call counted_as otherwise (call.py)
@@ -130,10 +133,7 @@ class Service:
         if date:
             date_s = self._dates_s.get(date)
             if date_s is None:
-                date_s = date_epoch_s(date)
-                if len(self._dates_s) >= DATES_CACHED_MAX:
-                    self._dates_s.clear()
-                self._dates_s[date] = date_s
+                date_s = self._dates_s.put(date, date_epoch_s(date), text_bytes(date))
         self.verifier.verify(call.method, call.path.split("?", 1)[0], call.header(H.AUTHORIZATION), date)
         # After the signature: a request signed with another key is told that, not its date.
         # The region's clock judges the date: a clock_skew fault moves it (core/request_faults.py).
