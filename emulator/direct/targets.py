@@ -18,9 +18,9 @@ from regionlab.client.protocol import direct as D
 from ..core.errors import CosmosError, bad_request
 from ..core.replica import PRIMARY, UP
 from ..service.call import Call
+from ..core.limits import TARGETS_CACHE_MAX_ENTRIES
 from .replies import shown
 
-TARGETS_CACHE_MAX = 65_536                # resolved replicas per node (a node holds far fewer)
 _INDEXES = {"0": 0, "1": 1, "2": 2, "3": 3}
 
 
@@ -84,7 +84,7 @@ class Targets:
             target = hit[1]
         else:
             target = self._resolve(key)
-            if len(self._cache) >= TARGETS_CACHE_MAX:
+            if len(self._cache) >= TARGETS_CACHE_MAX_ENTRIES:
                 self._cache.clear()
             self._cache[key] = (version, target)
         replica = target.replica

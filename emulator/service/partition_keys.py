@@ -16,10 +16,10 @@ from ..core.container import canonical_pk_json
 from ..core.epk import UNDEFINED
 from ..core.errors import bad_request
 from ..core.validation import ValidationError, check_numbers_in_double_range, parse_json_body
+from ..core.limits import PARTITION_KEYS_CACHE_MAX_BYTES
 
-PK_CACHE_BYTES_MAX = 8 * 1024 * 1024       # ~18,000 keys of a few characters
 _VALUE_BYTES = 64                           # a value's slot in its list, beyond its own object
-_cache = Cache(PK_CACHE_BYTES_MAX)
+_cache = Cache(PARTITION_KEYS_CACHE_MAX_BYTES)
 _SHAPE = ("A partition key must be a JSON array of one or more scalar values (strings, numbers, "
           "booleans, null or {} for undefined), such as [\"p1\"] or [\"tenant\", 5]")
 parsed = _cache.get          # raw header -> what parse() returned for it, or None (a caller's inlined hit)

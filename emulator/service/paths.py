@@ -3,6 +3,7 @@ from regionlab.client.protocol.auth import is_name_based
 
 from ..core.cache import Cache, text_bytes
 from ..core.errors import CosmosError, not_found
+from ..core.limits import RID_PATHS_CACHE_MAX_BYTES
 
 # Resource kinds counted in a Service's `requests_served`; anything else (a garbage path) counts
 # as "other", so a client cannot grow the counter without bound.
@@ -10,9 +11,8 @@ COUNTED_KINDS = frozenset(("account", "dbs", "colls", "docs", "pkranges", "offer
                            "addresses"))
 UNSUPPORTED_CHILDREN = ("sprocs", "udfs", "triggers", "users", "permissions", "attachments",
                         "clientencryptionkeys", "schemas")
-RID_BASED_CACHE_BYTES_MAX = 1024 * 1024
 
-_RID_BASED = Cache(RID_BASED_CACHE_BYTES_MAX)
+_RID_BASED = Cache(RID_PATHS_CACHE_MAX_BYTES)
 
 
 def rid_based(db_segment: str) -> bool:

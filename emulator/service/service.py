@@ -19,7 +19,7 @@ from its own region, a read-only endpoint from its region's secondaries.
 import logging
 
 from regionlab.client.protocol import headers as H
-from regionlab.client.protocol.auth import CLOCK_SKEW_S_MAX_DEFAULT, AuthError, MasterKeyVerifier, check_clock_skew, \
+from regionlab.client.protocol.auth import CLOCK_SKEW_MAX_S, AuthError, MasterKeyVerifier, check_clock_skew, \
     date_epoch_s
 
 from ..core.cache import Cache, text_bytes
@@ -29,15 +29,10 @@ from ..core.errors import SUB_WRITE_FORBIDDEN, CosmosError
 from ..core.tally import Tally
 from . import request_faults, responses, routes
 from .paths import resource_kind
+from ..core.limits import DATES_CACHE_MAX_BYTES, SESSION_WAIT_MS, STRONG_WAIT_MS, WRITE_ACK_DEADLINE_MS
 
 log = logging.getLogger("regionlab.service")
 
-WRITE_ACK_TIMEOUT_MS = 30_000  # then a write is answered 408: it may or may not be applied
-SESSION_WAIT_MS = 200          # how long a read waits for its region to catch up with a session token
-STRONG_WAIT_MS = 2_000         # ... with the global committed LSN a Strong read needs
-# Parsed x-ms-date values kept (clients send each for about a second). They are parsed before
-# the signature is checked, and a date may carry any text after its fields: bounded in bytes.
-DATES_CACHE_BYTES_MAX = 1024 * 1024
 
 
 class Service:
@@ -53,13 +48,13 @@ class Service:
         self._skews = account.faults.requests.skews     # region -> its clock_skew faults (the same dict always)
         self.region = region
         self.verifier = MasterKeyVerifier(key) if key else None
-        self._dates_s = Cache(DATES_CACHE_BYTES_MAX)     # x-ms-date text -> epoch seconds (parsed once)
-        self.max_clock_skew_s = CLOCK_SKEW_S_MAX_DEFAULT    # ServerConfig may change it; 0 = off
+        self._dates_s = Cache(DATES_CACHE_MAX_BYTES)     # x-ms-date text -> epoch seconds (parsed once)
+        self.max_clock_skew_s = CLOCK_SKEW_MAX_S    # ServerConfig may change it; 0 = off
         # (method, resource kind, status, substatus) -> replies sent: which region really served
         # what, for tests and the control port's topology. A call counted_as otherwise (call.py)
         # is counted under its own first two fields.
         self.requests_served = Tally()
-        self.write_ack_timeout_ms = WRITE_ACK_TIMEOUT_MS  # ServerConfig may shorten it (tests)
+        self.write_ack_timeout_ms = WRITE_ACK_DEADLINE_MS  # ServerConfig may shorten it (tests)
         self.query_mode = "whole"               # or "service" (service/queries.py)
         # Query execution (service/queries.py): work units spent, slices run (a streaming page is
         # one), and queries stopped because their client went away between slices.

@@ -10,10 +10,10 @@ from regionlab.client.protocol.session_token import parse_session_header
 
 from ..core.cache import Cache, text_bytes
 from ..core.errors import bad_request
+from ..core.limits import SESSION_TOKENS_CACHE_MAX_BYTES
 
-SESSION_CACHE_BYTES_MAX = 4 * 1024 * 1024
 TOKEN_BYTES = 400             # one parsed range token (a VectorToken and its dict slot), measured ~330
-_parsed = Cache(SESSION_CACHE_BYTES_MAX)     # raw header -> parsed tokens (never mutated by readers)
+_parsed = Cache(SESSION_TOKENS_CACHE_MAX_BYTES)     # raw header -> parsed tokens (never mutated by readers)
 
 
 def parse_session(call) -> dict | None:

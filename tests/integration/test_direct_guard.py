@@ -33,7 +33,7 @@ def giant_hello() -> bytes:
     """A well-formed hello frame of ~6.9 MB: a map of a million tiny entries besides its own."""
     n = (GIANT_HELLO_BYTES - 64) // 8
     body = msgpack.packb({"t": "hello", "versions": [1, 2], **{f"k{i:05x}": 0 for i in range(n)}})
-    assert PRE_READY_LIMIT < len(body) <= D.FRAME_BYTES_MAX
+    assert PRE_READY_LIMIT < len(body) <= D.FRAME_MAX_BYTES
     return struct.pack(">I", len(body)) + body
 
 
@@ -199,11 +199,11 @@ def test_a_string_field_past_the_limit_is_an_error_frame(regionlab):
     async def main():
         conn = await Connection.open(host, port, regionlab.key)
         assert (await conn.request("read", key, item="a", pk='["p"]'))["status"] == 200
-        conn.send_request("read", key, item="a", pk='["' + "x" * D.STRING_BYTES_MAX + '"]')
+        conn.send_request("read", key, item="a", pk='["' + "x" * D.STRING_MAX_BYTES + '"]')
         await asyncio.wait_for(conn._reader_task, REPLY_TIMEOUT_S)
         assert (conn.closed_with["t"], conn.closed_with["status"], conn.closed_with["sub"]) == \
             (D.ERROR, 400, D.SUB_BAD_FRAME), conn.closed_with
-        assert f"strings at most {D.STRING_BYTES_MAX} bytes" in conn.closed_with["message"]
+        assert f"strings at most {D.STRING_MAX_BYTES} bytes" in conn.closed_with["message"]
     asyncio.run(main())
 
 
