@@ -118,6 +118,10 @@ class ContainerProxy(_Proxy):
     def feed_range_from_partition_key(self, partition_key):
         return self._call("feed_range_from_partition_key", partition_key)
     def read_items(self, items, **kw): return self._call("read_items", items, **kw)
+    def list_conflicts(self, **kw): return self._call("list_conflicts", **kw)
+    def query_conflicts(self, query, parameters=None, **kw):
+        return self._call("query_conflicts", query, parameters, **kw)
+    is_feed_range_subset = staticmethod(aio.ContainerProxy.is_feed_range_subset)
     def execute_item_batch(self, batch_operations, partition_key, **kw):
         return self._call("execute_item_batch", batch_operations, partition_key, **kw)
     def execute_bulk_operations(self, operations, **kw):

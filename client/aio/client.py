@@ -72,6 +72,15 @@ def parse_connection_string(conn_str: str, credential=None) -> tuple[str, object
     return settings["AccountEndpoint"], credential or settings["AccountKey"]
 
 
+class ConsistencyLevel:
+    """The consistency_level= values, as azure.cosmos.ConsistencyLevel names them."""
+    Strong = "Strong"
+    BoundedStaleness = "BoundedStaleness"
+    Session = "Session"
+    Eventual = "Eventual"
+    ConsistentPrefix = "ConsistentPrefix"
+
+
 class DatabaseAccount:
     """The account document with azure-cosmos's attribute names (WritableLocations,
     ReadableLocations, ConsistencyPolicy, ...) and the parsed view's (write_regions,

@@ -13,7 +13,7 @@ from regionlab.client.protocol import auth, headers as H, status as S
 from . import bulk
 from .batch_operations import from_batch_tuple
 from .changefeed import ChangeFeed, feed_range_bounds
-from .feed import AsyncItemPaged
+from .feed import AsyncItemPaged, metadata_feed
 from .links import item_path, link_path
 from .offers import Throughput
 from .request import NOT_GIVEN, Request, request_options
@@ -189,6 +189,19 @@ class ContainerProxy(Throughput):
             return (body_json(reply) or {}).get("Documents", []), reply.headers.get(H.CONTINUATION), \
                 diag, reply.headers
         return AsyncItemPaged(fetch, continuation_token)
+
+    def list_conflicts(self, max_item_count=None, **kwargs) -> AsyncItemPaged:
+        """The conflicts feed of a multi-write container: the versions that lost (docs/design.md,
+        "Multi-write")."""
+        return metadata_feed(self.client._pipeline, link_path(self.link, "conflicts"), "list_conflicts",
+                             "Conflicts", max_item_count, kwargs)
+
+    def query_conflicts(self, query, parameters=None, enable_cross_partition_query=None, partition_key=None,
+                        max_item_count=None, **kwargs) -> AsyncItemPaged:
+        """A SQL query over the conflicts feed (the whole container's: partition_key= and
+        enable_cross_partition_query= are taken as the SDK takes them and change nothing)."""
+        return metadata_feed(self.client._pipeline, link_path(self.link, "conflicts"), "query_conflicts",
+                             "Conflicts", max_item_count, kwargs, query, parameters)
 
     async def _partition_key_ranges(self, options=None) -> CosmosList:
         req = Request("GET", link_path(self.link, "pkranges"), "read_pkranges", {H.MAX_ITEM_COUNT: "-1"},

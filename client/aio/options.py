@@ -59,6 +59,7 @@ REQUEST_REFUSED = {
     "logging_enable": "operations slower than diagnostics_latency_threshold_ms are logged on "
                       "'regionlab.client.diagnostics'",
     "headers": "pass initial_headers=",
+    "global_secondary_index": "global secondary indexes are not supported",
 }
 
 _LOGGING = ("diagnostics: every result and error has .diagnostics, and operations slower than "
