@@ -16,6 +16,13 @@ from the request path alone, and ``resource_type_and_link`` is that derivation:
 * a name-based link (``dbs/<name>/…``) is signed in full with its case kept; anything else
   (rid paths, ``offers/<rid>``) is signed as its last rid only, lower-cased.
 
+The emulator's AAD emulation is accepted too, as the official emulator accepts it: the header
+``type=aad&ver=1.0&sig=<JWT>`` carries a token whose header names the key id
+``CosmosEmulatorPrimaryMaster`` and whose signature part is the base64url text of the account
+key itself (the token the SDKs' own emulator tests mint; ``emulator_aad_token`` builds one). Any
+other JWT is refused 401: there is no identity provider to check it against. The token's
+``nbf``/``exp`` window is returned to the caller, which judges it with its clock.
+
 Both the emulator and our client import this module; it does no I/O and keeps no state except
 the verifier's bounded cache of signatures it has already accepted. Time comes in as a
 parameter (``check_clock_skew(…, now_s, …)``): the caller owns the clock.
@@ -26,9 +33,15 @@ import binascii
 import datetime
 import email.utils
 import hmac
+import json
 import urllib.parse
 
 MASTER_TOKEN_TYPE = "master"
+AAD_TOKEN_TYPE = "aad"
+# The key id the official emulator's AAD emulation signs with (its JWT header's `kid`).
+EMULATOR_AAD_KID = "CosmosEmulatorPrimaryMaster"
+# A JWT larger than this is refused before it is decoded (real AAD tokens are 1-4 KB).
+AAD_TOKEN_CHARS_MAX = 16 * 1024
 TOKEN_VERSION = "1.0"
 VERIFIED_CACHE_MAX_ENTRIES = 4096
 # The service refuses a request whose date is further than this from its own clock, so a
@@ -212,6 +225,77 @@ def _parse_token(header_value: str) -> dict[str, str]:
     return fields
 
 
+def _b64url(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def _b64url_decode(part: str) -> bytes:
+    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+
+def emulator_aad_token(key_b64: str, now_s: float, lifetime_s: float = 7200) -> str:
+    """A JWT the emulator's AAD emulation accepts, shaped as the SDKs' emulator tests mint it."""
+    header = {"typ": "JWT", "alg": "RS256", "x5t": EMULATOR_AAD_KID, "kid": EMULATOR_AAD_KID}
+    claims = {"aud": "https://localhost.localhost", "iat": int(now_s), "nbf": int(now_s),
+              "exp": int(now_s + lifetime_s), "sub": "localhost", "tid": "EmulatorFederation",
+              "ver": "1.0", "scp": "user_impersonation"}
+    parts = (json.dumps(header).encode(), json.dumps(claims).encode(), key_b64.encode())
+    return ".".join(_b64url(p) for p in parts)
+
+
+def _aad_refusal(reason: str) -> AuthError:
+    return AuthError(
+        f"The AAD token is not valid: {reason}. regionlab accepts only the emulator's AAD "
+        f"emulation: a JWT whose header has kid '{EMULATOR_AAD_KID}' and whose signature part is "
+        "the base64url of the account key; use that, or master-key auth."
+    )
+
+
+def _aad_window(token: str, key_b64: str) -> tuple[float | None, float | None]:
+    """(nbf, exp) in epoch seconds of an emulator AAD token signed with ``key_b64``; AuthError
+    for any other token."""
+    if len(token) > AAD_TOKEN_CHARS_MAX:
+        raise _aad_refusal(f"it is {len(token)} characters, more than {AAD_TOKEN_CHARS_MAX}")
+    parts = token.split(".")
+    if len(parts) != 3:
+        raise _aad_refusal("a JWT has three dot-separated parts")
+    try:
+        header, claims = (json.loads(_b64url_decode(p)) for p in parts[:2])
+        signature = _b64url_decode(parts[2])
+    except (binascii.Error, ValueError, RecursionError):
+        raise _aad_refusal("its header or claims are not base64url-encoded JSON") from None
+    if not isinstance(header, dict) or not isinstance(claims, dict):
+        raise _aad_refusal("its header and claims must be JSON objects")
+    if header.get("kid") != EMULATOR_AAD_KID:
+        raise _aad_refusal(f"its key id (kid) is {str(header.get('kid'))[:60]!r}")
+    if not hmac.compare_digest(signature, key_b64.encode("ascii")):
+        raise _aad_refusal("its signature is not the account key")
+    return _claim_s(claims, "nbf"), _claim_s(claims, "exp")
+
+
+def _claim_s(claims: dict, name: str) -> float | None:
+    value = claims.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _aad_refusal(f"its '{name}' claim is not a number of seconds")
+    return float(value)
+
+
+def check_token_window(window: tuple[float | None, float | None], now_s: float, max_skew_s: float) -> None:
+    """AuthError if an AAD token's (nbf, exp) window does not hold ``now_s``, give or take
+    ``max_skew_s`` (0: the window is not checked, as the date is not)."""
+    if not max_skew_s:
+        return
+    nbf_s, exp_s = window
+    if exp_s is not None and now_s > exp_s + max_skew_s:
+        raise AuthError(f"The AAD token expired at {email.utils.formatdate(exp_s, usegmt=True)}; "
+                        "get a new token from the credential.")
+    if nbf_s is not None and now_s < nbf_s - max_skew_s:
+        raise AuthError(f"The AAD token is not valid before {email.utils.formatdate(nbf_s, usegmt=True)}; "
+                        "check this machine's clock.")
+
+
 class MasterKeyVerifier:
     """Server-side check of master-key signatures, for one account key.
 
@@ -223,15 +307,21 @@ class MasterKeyVerifier:
     """
 
     def __init__(self, key_b64: str, cache_entries_max: int = VERIFIED_CACHE_MAX_ENTRIES):
+        self._key_b64 = key_b64
         self._key = _decode_key(key_b64)
         self._cache_entries_max = cache_entries_max
-        self._verified: dict[tuple[str, str, str, str], None] = {}
+        self._verified: dict[tuple[str, str, str, str], tuple | None] = {}
 
-    def verify(self, verb: str, path: str, authorization: str | None, x_ms_date: str | None) -> None:
-        """Return if the request is signed with our key; raise AuthError saying why not."""
+    def verify(self, verb: str, path: str, authorization: str | None,
+               x_ms_date: str | None) -> tuple[float | None, float | None] | None:
+        """Return if the request is signed with our key; raise AuthError saying why not.
+
+        Returns None for a master-key signature, and an AAD token's (nbf, exp) window, for
+        the caller to judge with ``check_token_window``. An AAD token is remembered by itself,
+        since one token signs many requests."""
         cache_key = (verb, path, authorization or "", x_ms_date or "")
         if cache_key in self._verified:
-            return
+            return self._verified[cache_key]
         if not authorization:
             raise AuthError(
                 "The request has no 'authorization' header. Sign it with the account key "
@@ -243,10 +333,12 @@ class MasterKeyVerifier:
                 "(e.g. 'Tue, 01 Jul 2025 12:00:00 GMT') and sign it."
             )
         token = _parse_token(authorization)
+        if token["type"].lower() == AAD_TOKEN_TYPE:
+            return self._verify_aad(token)
         if token["type"].lower() != MASTER_TOKEN_TYPE:
             raise AuthError(
-                f"Only master-key authorization is supported (type=master); "
-                f"the request used type={token['type']}."
+                f"Only master-key authorization (type=master) and the emulator's AAD emulation "
+                f"(type=aad) are supported; the request used type={token['type']}."
             )
         if token["ver"] != TOKEN_VERSION:
             raise AuthError(
@@ -261,9 +353,18 @@ class MasterKeyVerifier:
                 "The authorization signature does not match. Either the key is wrong or the "
                 f"signed text differs from what the server expects. The server signed: '{shown}'"
             )
-        self._remember(cache_key)
+        self._remember(cache_key, None)
+        return None
 
-    def _remember(self, cache_key: tuple[str, str, str, str]) -> None:
+    def _verify_aad(self, token: dict[str, str]) -> tuple[float | None, float | None]:
+        cache_key = (AAD_TOKEN_TYPE, "", token["sig"], "")
+        window = self._verified.get(cache_key)
+        if window is None:
+            window = _aad_window(token["sig"], self._key_b64)
+            self._remember(cache_key, window)
+        return window
+
+    def _remember(self, cache_key: tuple[str, str, str, str], value) -> None:
         if len(self._verified) >= self._cache_entries_max:
             del self._verified[next(iter(self._verified))]
-        self._verified[cache_key] = None
+        self._verified[cache_key] = value

@@ -4,7 +4,8 @@ Theory of operation: a surface (the HTTP gateway, direct mode, the simulator) tu
 client sent into a Call (service/call.py) and runs `Service.handle(call)`, a coroutine, to get a
 Reply (service/responses.py), which it turns back into bytes, a frame, or a history entry. Every
 request is checked against its region's state (503 while the region is out), authenticated
-(master key, and its date within max_clock_skew_s of the region's clock: cosmos-wire §3), put
+(master key or the emulator's AAD token, and its date within max_clock_skew_s of the region's
+clock: cosmos-wire §3), put
 through the region's request faults, and dispatched on its path segments to the handler of its
 resource family (service/routes.py), or run on the route its surface resolved it to (call.route:
 direct mode's point reads and writes). A CosmosError anywhere
@@ -20,7 +21,7 @@ import logging
 
 from regionlab.client.protocol import headers as H
 from regionlab.client.protocol.auth import CLOCK_SKEW_MAX_S, AuthError, MasterKeyVerifier, check_clock_skew, \
-    date_epoch_s
+    check_token_window, date_epoch_s
 
 from ..core.cache import Cache, text_bytes
 from ..core.consistency import SESSION, STRONG
@@ -129,10 +130,13 @@ class Service:
             date_s = self._dates_s.get(date)
             if date_s is None:
                 date_s = self._dates_s.put(date, date_epoch_s(date), text_bytes(date))
-        self.verifier.verify(call.method, call.path.split("?", 1)[0], call.header(H.AUTHORIZATION), date)
+        window = self.verifier.verify(call.method, call.path.split("?", 1)[0], call.header(H.AUTHORIZATION), date)
         # After the signature: a request signed with another key is told that, not its date.
         # The region's clock judges the date: a clock_skew fault moves it (core/request_faults.py).
-        check_clock_skew(date, date_s, self.now_ms(call.region) / 1000, self.max_clock_skew_s)
+        now_s = self.now_ms(call.region) / 1000
+        check_clock_skew(date, date_s, now_s, self.max_clock_skew_s)
+        if window is not None:
+            check_token_window(window, now_s, self.max_clock_skew_s)
 
     # ---- waits ---------------------------------------------------------------------------------
     def acknowledged(self, writer, lsn: int) -> bool:

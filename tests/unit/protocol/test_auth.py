@@ -191,7 +191,7 @@ def test_tampered_request_is_rejected(verb, path, date):
     ("garbage", DATE, "malformed"),
     ("type%3Dmaster%26ver%3D1.0", DATE, "'sig' field is missing"),
     ("type%3Dresource%26ver%3D1.0%26sig%3Dabc", DATE, "type=resource"),
-    ("type%3Daad%26ver%3D1.0%26sig%3Dabc", DATE, "type=aad"),
+    ("type%3Daad%26ver%3D1.0%26sig%3Dabc", DATE, "three dot-separated parts"),   # not an emulator JWT
     ("type%3Dmaster%26ver%3D2.0%26sig%3Dabc", DATE, "ver=2.0"),
 ])
 def test_malformed_requests_say_what_is_wrong(header, date, needle):
@@ -372,3 +372,45 @@ def test_check_clock_skew_allows_15_minutes_either_way(skew_s, accepted):
 
 def test_check_clock_skew_0_is_off():
     auth.check_clock_skew("a date", NOW_S - 86400 * 3650, NOW_S, 0)
+
+
+# ---- the emulator's AAD emulation ---------------------------------------------------------------
+
+def _aad(token: str) -> str:
+    return f"type=aad&ver=1.0&sig={token}"
+
+
+def test_the_emulator_aad_token_is_accepted_and_its_window_returned():
+    verifier = auth.MasterKeyVerifier(KEY)
+    token = auth.emulator_aad_token(KEY, 1_000_000, lifetime_s=7200)
+    assert verifier.verify("GET", "/dbs/db", _aad(token), DATE) == (1_000_000, 1_007_200)
+    # One token signs many requests: the second is answered from the cache, window and all.
+    assert verifier.verify("POST", "/dbs", _aad(token), DATE) == (1_000_000, 1_007_200)
+
+
+@pytest.mark.parametrize("token, reason", [
+    (auth.emulator_aad_token(OTHER_KEY, 0), "signature is not the account key"),
+    ("a.b", "three dot-separated parts"),
+    ("!!.!!.!!", "base64url-encoded JSON"),
+    ("x" * (auth.AAD_TOKEN_CHARS_MAX + 1), "more than"),
+])
+def test_other_jwts_are_refused(token, reason):
+    with pytest.raises(auth.AuthError, match=reason):
+        auth.MasterKeyVerifier(KEY).verify("GET", "/dbs/db", _aad(token), DATE)
+
+
+def test_a_jwt_with_another_kid_is_refused():
+    _, claims, signature = auth.emulator_aad_token(KEY, 0).split(".")
+    header = auth._b64url(json.dumps({"alg": "RS256", "kid": "tenant-key"}).encode())
+    with pytest.raises(auth.AuthError, match="kid"):
+        auth.MasterKeyVerifier(KEY).verify("GET", "/dbs/db", _aad(f"{header}.{claims}.{signature}"), DATE)
+
+
+def test_the_token_window_is_judged_with_the_skew_allowance():
+    auth.check_token_window((100.0, 200.0), 200.0 + 60, max_skew_s=60)
+    auth.check_token_window((100.0, 200.0), 100.0 - 60, max_skew_s=60)
+    auth.check_token_window((100.0, 200.0), 10_000.0, max_skew_s=0)       # off, as the date check
+    with pytest.raises(auth.AuthError, match="expired"):
+        auth.check_token_window((100.0, 200.0), 261.0, max_skew_s=60)
+    with pytest.raises(auth.AuthError, match="not valid before"):
+        auth.check_token_window((100.0, 200.0), 39.0, max_skew_s=60)
