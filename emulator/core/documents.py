@@ -168,15 +168,23 @@ class Writer:
 
     def replace(self, id: str, doc: dict, if_match: str | None = None,
                 raw: bytes | None = None) -> tuple[int, Version]:
+        """Replace item id with doc. A doc with another id renames the item, as the service
+        does: the old id is gone, the new one holds doc under the item's _rid (409 if an item
+        has the new id already). The rename is a delete and a create in one commit, so the
+        change feed, replication and conflict resolution see it as they see those two."""
         self._check_pk(doc)
-        if doc.get("id") != id:
-            raise bad_request(f"The id in the body ('{doc.get('id')}') must equal the id in the "
-                              f"request path ('{id}') for a replace.")
         old = self.current(id)
         if old is None:
             raise not_found()
         self._check_if_match(old, if_match)
-        return 200, self._stage(id, doc, old.rid, old, raw)
+        new_id = doc["id"]
+        if new_id == id:
+            return 200, self._stage(id, doc, old.rid, old, raw)
+        if self.current(new_id) is not None:
+            raise conflict("Entity with the specified id already exists in the system. "
+                           f"(Item '{id}' cannot be renamed to '{new_id}': that id is taken in this partition.)")
+        self._tombstone(old)
+        return 200, self._stage(new_id, doc, old.rid, None, raw)
 
     def delete(self, id: str, if_match: str | None = None) -> tuple[int, None]:
         old = self.current(id)

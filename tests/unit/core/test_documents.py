@@ -59,13 +59,26 @@ def test_replace_keeps_the_rid_and_checks_if_match(one):
     w, c = one
     _, v1, _, _ = w.write(c, "k", "create", {"id": "x", "pk": "k", "n": 1})
     assert status_of(w.writer(c, "k").replace, "missing", {"id": "missing", "pk": "k"}) == 404
-    assert status_of(w.writer(c, "k").replace, "x", {"id": "y", "pk": "k"}) == 400
+    assert status_of(w.writer(c, "k").replace, "x", {"id": "y", "pk": "k"}, if_match='"stale"') == 412
     assert status_of(w.writer(c, "k").replace, "x", {"id": "x", "pk": "k"}, if_match='"stale"') == 412
     status, v2, _, _ = w.write(c, "k", "replace", "x", {"id": "x", "pk": "k", "n": 2}, if_match=v1.etag)
     assert status == 200 and v2.rid == v1.rid and v2.etag != v1.etag
     assert status_of(w.writer(c, "k").replace, "x", {"id": "x", "pk": "k"}, if_match=v1.etag) == 412
     assert w.write(c, "k", "replace", "x", {"id": "x", "pk": "k", "n": 3}, if_match="*")[0] == 200
     assert w.read(c, "East US", "k", "x")[0]["n"] == 3
+
+
+def test_a_replace_with_a_new_id_renames_the_item_in_one_commit(one):
+    w, c = one
+    _, v1, _, _ = w.write(c, "k", "create", {"id": "x", "pk": "k", "n": 1})
+    w.write(c, "k", "create", {"id": "taken", "pk": "k"})
+    assert status_of(w.writer(c, "k").replace, "x", {"id": "taken", "pk": "k"}) == 409
+    status, v2, lsn, _ = w.write(c, "k", "replace", "x", {"id": "y", "pk": "k", "n": 2}, if_match=v1.etag)
+    assert status == 200 and v2.rid == v1.rid and v2.key[1] == "y"
+    assert w.read(c, "East US", "k", "x")[0] is None
+    assert w.read(c, "East US", "k", "y")[0]["n"] == 2
+    assert c.rid_index[v1.rid].key[1] == "y"          # a rid path finds the item by its new id
+    assert {v.key[1] for v in w.writer(c, "k").rs.store.scan(lsn)} == {"y", "taken"}
 
 
 def test_upsert_201_then_200(one):
