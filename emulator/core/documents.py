@@ -160,8 +160,8 @@ class Writer:
         id = doc["id"]
         old = self.current(id)
         if old is None:
-            if if_match is not None and if_match != "*":
-                raise precondition_failed()
+            # As the service does: If-Match guards replacing an item, so with none to replace
+            # an upsert creates whatever etag it names.
             return 201, self._stage(id, doc, None, None, raw)
         self._check_if_match(old, if_match)
         return 200, self._stage(id, doc, old.rid, old, raw)

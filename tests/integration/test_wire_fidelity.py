@@ -1,9 +1,16 @@
 """The service's behaviours that SDK tests check (issue #26, section 2), each through the official
 azure-cosmos SDK (raw HTTP where the SDK cannot send the request) against a real regionlab:
 a replace whose body has a new id renames the item (point and batch; 409 when the new id is
-taken)."""
+taken); an upsert with If-Match creates a missing item (201) and checks the etag of an existing one.
+"""
 import pytest
+from azure.core import MatchConditions
 from azure.cosmos import exceptions
+
+
+def served(emu, method: str, kind: str, status: int, substatus: int = 0) -> int:
+    """How many requests of this kind every endpoint answered with this status."""
+    return sum(s.requests_served[(method, kind, status, substatus)] for s in emu.emulator.services.values())
 
 
 def test_a_replace_with_a_new_id_renames_the_item(container):
@@ -32,3 +39,16 @@ def test_a_batch_replace_with_a_new_id_renames_the_item(container):
     with pytest.raises(exceptions.CosmosResourceNotFoundError):
         container.read_item("a", partition_key="p")
     assert container.read_item("c", partition_key="p")["n"] == 5
+
+
+def test_an_upsert_with_if_match_creates_a_missing_item(regionlab, container):
+    stale = '"00000000-0000-0000-0000-000000000000"'
+    created = container.upsert_item({"id": "a", "pk": "p", "n": 1}, etag=stale,
+                                    match_condition=MatchConditions.IfNotModified)
+    assert created["n"] == 1 and served(regionlab, "POST", "docs", 201) == 1
+    # On an existing item If-Match applies: the stale etag is refused, the current one accepted.
+    with pytest.raises(exceptions.CosmosAccessConditionFailedError):
+        container.upsert_item({"id": "a", "pk": "p", "n": 2}, etag=stale, match_condition=MatchConditions.IfNotModified)
+    container.upsert_item({"id": "a", "pk": "p", "n": 3}, etag=created["_etag"],
+                          match_condition=MatchConditions.IfNotModified)
+    assert container.read_item("a", partition_key="p")["n"] == 3
