@@ -76,6 +76,7 @@ END_EPK = "x-ms-end-epk"
 
 # --- Response headers (§2) ----------------------------------------------------------------------
 ETAG = "etag"
+CONTENT_LOCATION = "content-location"
 REQUEST_CHARGE = "x-ms-request-charge"
 SUBSTATUS = "x-ms-substatus"
 RETRY_AFTER_MS = "x-ms-retry-after-ms"

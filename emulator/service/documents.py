@@ -233,6 +233,11 @@ async def read(call, container, id_seg: str, by_rid: bool):
         raise_with = not_found()
         return responses.error(raise_with, call.activity_id, hdrs)
     hdrs = _doc_headers(call, container, rs, lsn, version)
+    topology = call.svc.topology
+    if topology is not None:         # the simulator has no URLs
+        # The serving region's URL of the item, as the service sends it: the SDKs' own tests
+        # read it to see which region served a read.
+        hdrs[H.CONTENT_LOCATION] = topology.region_endpoint(call.region) + call.path.split("?", 1)[0].strip("/")
     inm = call.header(H.IF_NONE_MATCH)
     if inm is not None and inm in (version.etag, "*"):
         return responses.reply(304, None, call.activity_id, ru, hdrs)

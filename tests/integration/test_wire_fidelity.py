@@ -1,11 +1,14 @@
 """The service's behaviours that SDK tests check (issue #26, section 2), each through the official
 azure-cosmos SDK (raw HTTP where the SDK cannot send the request) against a real regionlab:
 a replace whose body has a new id renames the item (point and batch; 409 when the new id is
-taken); an upsert with If-Match creates a missing item (201) and checks the etag of an existing one.
+taken); an upsert with If-Match creates a missing item (201) and checks the etag of an existing one; a point read names the serving
+region's URL in Content-Location.
 """
 import pytest
 from azure.core import MatchConditions
 from azure.cosmos import exceptions
+
+from sdk_harness import make_client
 
 
 def served(emu, method: str, kind: str, status: int, substatus: int = 0) -> int:
@@ -52,3 +55,15 @@ def test_an_upsert_with_if_match_creates_a_missing_item(regionlab, container):
     container.upsert_item({"id": "a", "pk": "p", "n": 3}, etag=created["_etag"],
                           match_condition=MatchConditions.IfNotModified)
     assert container.read_item("a", partition_key="p")["n"] == 3
+
+
+def test_a_point_read_names_the_serving_region_in_content_location(regionlab, container):
+    container.create_item({"id": "a b", "pk": "p"})
+    read = container.read_item("a b", partition_key="p")
+    location = read.get_response_headers()["Content-Location"]
+    east = regionlab.region_endpoints["East US"]
+    assert location == east + "dbs/db/colls/items/docs/a%20b"
+    with make_client(regionlab, preferred_locations=["West US"]) as west_client:
+        west = west_client.get_database_client("db").get_container_client("items")
+        location = west.read_item("a b", partition_key="p").get_response_headers()["Content-Location"]
+    assert location.startswith(regionlab.region_endpoints["West US"])
