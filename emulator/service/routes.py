@@ -2,8 +2,9 @@
 documents feed, by method and headers (create, batch, bulk, query, query plan, read feed,
 change feed). Each handler module owns one resource family; this module only chooses."""
 from regionlab.client.protocol import headers as H
+from regionlab.client.protocol.status import SUB_COLLECTION_RID_MISMATCH
 
-from ..core.errors import CosmosError
+from ..core.errors import CosmosError, bad_request
 from . import account as account_doc
 from . import addresses, admission, batch, bulk, documents, metadata
 from .paths import rid_based, unknown, unsupported_or_unknown
@@ -28,6 +29,7 @@ async def dispatch(call):
         raise unsupported_or_unknown(segs, segs[2])
     c = svc.account.container(db, segs[3], by_rid)
     sub = segs[4]
+    _check_intended_container(call, c)
     if sub == "docs":
         if n == 5:
             return await documents_feed(call, c)
@@ -40,6 +42,18 @@ async def dispatch(call):
     elif sub == "operations" and n == 6 and segs[5].lower() == "partitionkeydelete":
         return await documents.delete_by_partition_key(call, c)
     raise unsupported_or_unknown(segs, sub)
+
+
+def _check_intended_container(call, container) -> None:
+    """400/1024 when the SDK names, in x-ms-cosmos-intended-collection-rid, a container the path
+    no longer resolves to (it was deleted and re-created under the same name), as the service
+    answers: the SDK then refreshes its cached container (rid, partition key) and retries."""
+    intended = call.header(H.INTENDED_COLLECTION_RID)
+    if intended is not None and intended != container.rid:
+        raise bad_request(
+            f"The container '{container.id}' has the resource id {container.rid}, not {intended[:40]!r} "
+            "named by x-ms-cosmos-intended-collection-rid: the container was deleted and re-created "
+            "since the client read it. Re-read the container and retry.", SUB_COLLECTION_RID_MISMATCH)
 
 
 def _metadata(call, segs: list, n: int):

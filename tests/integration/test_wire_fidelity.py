@@ -2,11 +2,12 @@
 azure-cosmos SDK (raw HTTP where the SDK cannot send the request) against a real regionlab:
 a replace whose body has a new id renames the item (point and batch; 409 when the new id is
 taken); an upsert with If-Match creates a missing item (201) and checks the etag of an existing one; a point read names the serving
-region's URL in Content-Location.
+region's URL in Content-Location; a write naming (x-ms-cosmos-intended-collection-rid) a container
+since deleted and re-created is 400/1024, and the SDK refreshes its cache and retries.
 """
 import pytest
 from azure.core import MatchConditions
-from azure.cosmos import exceptions
+from azure.cosmos import PartitionKey, exceptions
 
 from sdk_harness import make_client
 
@@ -67,3 +68,14 @@ def test_a_point_read_names_the_serving_region_in_content_location(regionlab, co
         west = west_client.get_database_client("db").get_container_client("items")
         location = west.read_item("a b", partition_key="p").get_response_headers()["Content-Location"]
     assert location.startswith(regionlab.region_endpoints["West US"])
+
+
+def test_a_write_to_a_recreated_container_is_400_1024_and_the_sdk_refreshes(regionlab, container):
+    container.create_item({"id": "a", "pk": "p"})               # the SDK caches the container's rid
+    with make_client(regionlab) as other:
+        db = other.get_database_client("db")
+        db.delete_container("items")
+        db.create_container("items", PartitionKey(path="/pk"))
+    container.create_item({"id": "b", "pk": "p"})               # refused once, then retried
+    assert served(regionlab, "POST", "docs", 400, 1024) == 1
+    assert [d["id"] for d in container.query_items("SELECT * FROM c", partition_key="p")] == ["b"]
