@@ -137,9 +137,24 @@ def canonical_pk_json(values: list) -> str:
     return jsontext.dumps(norm)
 
 
+ETAG_EXCLUDED_PATH = "/\"_etag\"/?"
 DEFAULT_INDEXING_POLICY = {"indexingMode": "consistent", "automatic": True,
                            "includedPaths": [{"path": "/*"}],
-                           "excludedPaths": [{"path": "/\"_etag\"/?"}]}
+                           "excludedPaths": [{"path": ETAG_EXCLUDED_PATH}]}
+
+
+def _with_etag_excluded(policy):
+    """The policy as the service stores it: `_etag` is never indexed, so a policy that does not
+    exclude it gets `/"_etag"/?` appended to its excludedPaths (not with indexingMode none,
+    which indexes nothing). A malformed policy is returned as given, for its validation."""
+    if not isinstance(policy, dict) or str(policy.get("indexingMode", "consistent")).lower() == "none":
+        return policy
+    excluded = policy.get("excludedPaths", [])
+    if not isinstance(excluded, list):
+        return policy
+    if any(isinstance(p, dict) and p.get("path") == ETAG_EXCLUDED_PATH for p in excluded):
+        return policy
+    return {**policy, "excludedPaths": [*excluded, {"path": ETAG_EXCLUDED_PATH}]}
 
 
 def container_definition(body: dict) -> dict:
@@ -152,7 +167,7 @@ def container_definition(body: dict) -> dict:
         definition["partitionKey"] = epks.PartitionKeyDef.from_json(pk).to_json()
     except (ValueError, TypeError, AttributeError) as e:
         raise bad_request(f"Invalid partitionKey definition: {e}") from None
-    definition.setdefault("indexingPolicy", DEFAULT_INDEXING_POLICY)
+    definition["indexingPolicy"] = _with_etag_excluded(definition.get("indexingPolicy", DEFAULT_INDEXING_POLICY))
     definition.setdefault("conflictResolutionPolicy",
                           {"mode": "LastWriterWins", "conflictResolutionPath": "/_ts",
                            "conflictResolutionProcedure": ""})

@@ -3,7 +3,8 @@ azure-cosmos SDK (raw HTTP where the SDK cannot send the request) against a real
 a replace whose body has a new id renames the item (point and batch; 409 when the new id is
 taken); an upsert with If-Match creates a missing item (201) and checks the etag of an existing one; a point read names the serving
 region's URL in Content-Location; a write naming (x-ms-cosmos-intended-collection-rid) a container
-since deleted and re-created is 400/1024, and the SDK refreshes its cache and retries.
+since deleted and re-created is 400/1024, and the SDK refreshes its cache and retries; a container's indexing policy gets `/"_etag"/?` in its
+excludedPaths.
 """
 import pytest
 from azure.core import MatchConditions
@@ -79,3 +80,16 @@ def test_a_write_to_a_recreated_container_is_400_1024_and_the_sdk_refreshes(regi
     container.create_item({"id": "b", "pk": "p"})               # refused once, then retried
     assert served(regionlab, "POST", "docs", 400, 1024) == 1
     assert [d["id"] for d in container.query_items("SELECT * FROM c", partition_key="p")] == ["b"]
+
+
+def test_a_container_created_without_etag_excluded_gets_it_appended(sdk_client):
+    db = sdk_client.create_database("db")
+    policy = {"indexingMode": "consistent", "automatic": True, "includedPaths": [{"path": "/*"}],
+              "excludedPaths": [{"path": "/big/*"}]}
+    created = db.create_container("c", PartitionKey(path="/pk"), indexing_policy=policy)
+    expected = [{"path": "/big/*"}, {"path": '/"_etag"/?'}]
+    assert created.read()["indexingPolicy"]["excludedPaths"] == expected
+    # A policy that excludes it already keeps its list as given.
+    policy["excludedPaths"] = [{"path": '/"_etag"/?'}, {"path": "/big/*"}]
+    kept = db.create_container("d", PartitionKey(path="/pk"), indexing_policy=policy)
+    assert kept.read()["indexingPolicy"]["excludedPaths"] == policy["excludedPaths"]
