@@ -432,9 +432,9 @@ class Account:
     def create_container(self, db: Database, body: dict, throughput: int | None = None,
                          autoscale_max: int | None = None) -> Container:
         id = _checked_id(body)
+        definition = container_definition(body)        # a bad definition is 400 before a 409, as in the service
         if id in db.containers:
             raise conflict(f"A container with id '{id}' already exists in database '{db.id}'.")
-        definition = container_definition(body)
         self._check_provisionable(throughput, autoscale_max)
         pk_def = PartitionKeyDef.from_json(definition["partitionKey"])
         count = self.config.partition_count or partition_count_for(throughput, autoscale_max)

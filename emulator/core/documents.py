@@ -80,10 +80,15 @@ class Writer:
             if type(value) is str and len(self.pk_values) == 1 and self.pk_values[0] == value:
                 return
         body_values = pk_def.values_from_document(doc)
-        if pk_def.kind == epks.KIND_MULTI_HASH and len(body_values) == len(self.pk_values):
-            # The Python SDK sends null for a hierarchical component the document lacks.
-            body_values = [None if b is epks.UNDEFINED and h is None else b
-                           for b, h in zip(body_values, self.pk_values)]
+        if pk_def.kind == epks.KIND_MULTI_HASH and any(v is epks.UNDEFINED for v in body_values):
+            # Every level of a hierarchical key must be in the item (null is a value; absent is
+            # not), whatever the header says: the Python SDK sends null for a level the item lacks.
+            missing = [p for p, v in zip(pk_def.paths, body_values) if v is epks.UNDEFINED]
+            raise CosmosError(400, SUB_PARTITION_KEY_MISMATCH,
+                              "Partition key provided either doesn't correspond to definition in the collection "
+                              "or doesn't match partition key field values specified in the document. "
+                              f"(The item has no value at {', '.join(missing)}; a hierarchical partition key "
+                              "needs every level.)")
         if canonical_pk_json(body_values) != self.pk_json:
             raise CosmosError(400, SUB_PARTITION_KEY_MISMATCH,
                               "PartitionKey extracted from document doesn't match the one specified "

@@ -99,11 +99,13 @@ def _check_def(paths: tuple, kind: Any, version: Any) -> None:
         raise ValueError(f"partitionKey.version must be 1 or 2, not {version!r}")
     if not paths:
         raise ValueError("partitionKey.paths must be a non-empty list of paths like \"/pk\"")
+    # "Too many partition key paths": the service's words, which the SDKs' tests look for.
     if kind == KIND_HASH and len(paths) != 1:
-        raise ValueError(f"a Hash partition key has exactly one path, got {len(paths)}")
+        raise ValueError(f"Too many partition key paths ({len(paths)}) specified: a Hash partition key "
+                         "has exactly one path (use kind MultiHash for a hierarchical key)")
     if kind == KIND_MULTI_HASH and len(paths) > PARTITION_KEY_MAX_PATHS:
-        raise ValueError(f"a MultiHash partition key has at most {PARTITION_KEY_MAX_PATHS} paths, "
-                         f"got {len(paths)}")
+        raise ValueError(f"Too many partition key paths ({len(paths)}) specified: a MultiHash partition "
+                         f"key has at most {PARTITION_KEY_MAX_PATHS} paths")
     if kind == KIND_MULTI_HASH and version != 2:
         raise ValueError("a MultiHash partition key requires version 2")
 

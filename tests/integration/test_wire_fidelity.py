@@ -93,3 +93,20 @@ def test_a_container_created_without_etag_excluded_gets_it_appended(sdk_client):
     policy["excludedPaths"] = [{"path": '/"_etag"/?'}, {"path": "/big/*"}]
     kept = db.create_container("d", PartitionKey(path="/pk"), indexing_policy=policy)
     assert kept.read()["indexingPolicy"]["excludedPaths"] == policy["excludedPaths"]
+
+
+def test_hierarchical_keys_item_missing_a_level_and_too_many_paths_are_400(sdk_client):
+    db = sdk_client.create_database("db")
+    c = db.create_container("h", PartitionKey(path=["/city", "/zipcode"], kind="MultiHash"))
+    c.create_item({"id": "null-is-a-value", "city": "Redmond", "zipcode": None})
+    with pytest.raises(exceptions.CosmosHttpResponseError) as caught:
+        c.create_item({"id": "incomplete", "city": "Vancouver"})
+    assert caught.value.status_code == 400
+    assert "Partition key provided either doesn't correspond to definition in the collection" in caught.value.message
+    with pytest.raises(exceptions.CosmosResourceNotFoundError):
+        c.read_item("incomplete", partition_key=["Vancouver", None])
+    # More than three levels is refused before the id is looked at (the SDK's test reuses one).
+    for kind in ("MultiHash", "Hash"):
+        with pytest.raises(exceptions.CosmosHttpResponseError) as caught:
+            db.create_container("h", PartitionKey(path=["/a", "/b", "/c", "/d"], kind=kind))
+        assert caught.value.status_code == 400 and "Too many partition key paths" in caught.value.message
