@@ -1,10 +1,12 @@
 """The service's behaviours that SDK tests check (issue #26, section 2), each through the official
-azure-cosmos SDK (raw HTTP where the SDK cannot send the request) against a real regionlab:
-a replace whose body has a new id renames the item (point and batch; 409 when the new id is
-taken); an upsert with If-Match creates a missing item (201) and checks the etag of an existing one; a point read names the serving
-region's URL in Content-Location; a write naming (x-ms-cosmos-intended-collection-rid) a container
-since deleted and re-created is 400/1024, and the SDK refreshes its cache and retries; a container's indexing policy gets `/"_etag"/?` in its
-excludedPaths.
+azure-cosmos SDK against a real regionlab (docs/service-edges.md lists them): a replace whose body
+has a new id renames the item (point and batch; 409 when the new id is taken); an upsert with
+If-Match creates a missing item (201) and checks the etag of an existing one; a point read names
+the serving region's URL in Content-Location; a write naming (x-ms-cosmos-intended-collection-rid)
+a container since deleted and re-created is 400/1024, and the SDK refreshes its cache and
+retries; a container's indexing policy gets `/"_etag"/?` in its excludedPaths; an item missing a
+level of a hierarchical key is 400, and so is a partition key of more than three paths (before a
+409 for its id).
 """
 import pytest
 from azure.core import MatchConditions
