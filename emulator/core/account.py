@@ -22,7 +22,7 @@ from .placement import NODES_PER_REGION_DEFAULT, Placement
 from .read_routing import ACTIVE_REQUESTS, ReadRoutingPolicy
 from .replica_set import LOG_RETAINED_COMMITS_MAX, ReplicaSet
 from .throttle import Throttle, ThrottleConfig
-from .validation import ValidationError, check_id
+from .validation import ValidationError, check_container_id
 from .limits import REGION_NAME_MAX_CHARS
 
 
@@ -574,7 +574,7 @@ def _checked_id(body) -> str:
     if not isinstance(body, dict):
         raise bad_request("The request body must be a JSON object.")
     try:
-        check_id(body.get("id"))
+        check_container_id(body.get("id"))
     except ValidationError as e:
         raise CosmosError(e.status, e.substatus, e.message) from None
     return body["id"]

@@ -23,7 +23,7 @@ client's own bounds (its reply framing, pools, retries) live in `client/`, which
 this module.
 """
 # Re-exported: the wire contract's limits, listed here with the rest.
-from regionlab.client.protocol.auth import CLOCK_SKEW_MAX_S, VERIFIED_CACHE_MAX_ENTRIES
+from regionlab.client.protocol.auth import AAD_TOKEN_CHARS_MAX, CLOCK_SKEW_MAX_S, VERIFIED_CACHE_MAX_ENTRIES
 from regionlab.client.protocol.direct import (
     CONNECTIONS_PER_NODE_MAX, CONTAINER_MAX_ELEMENTS, FRAME_MAX_BYTES, FRAME_TIMEOUT_S, HANDSHAKE_TIMEOUT_S,
     IDLE_TIMEOUT_S, IN_FLIGHT_PER_CONNECTION_MAX, INSTANCE_MAX_CHARS, PRE_READY_FRAME_MAX_BYTES, REQUEST_ID_MAX,
@@ -35,6 +35,7 @@ from regionlab.client.protocol.direct import (
 # leaves it.
 ITEM_MAX_BYTES = 2 * 1024 * 1024
 ID_MAX_BYTES = 1023                          # UTF-8 bytes of an item's (or resource's) id
+ID_MAX_CHARS = 255                           # characters of a database's or container's id
 ITEM_NESTING_MAX_LEVELS = 128                # objects and arrays inside one another
 PARTITION_KEY_MAX_PATHS = 3                  # a hierarchical (MultiHash) key's paths; more is 400
 

@@ -29,7 +29,7 @@ import re
 from itertools import accumulate
 from typing import Any
 
-from .limits import ID_MAX_BYTES, ITEM_MAX_BYTES, ITEM_NESTING_MAX_LEVELS
+from .limits import ID_MAX_BYTES, ID_MAX_CHARS, ITEM_MAX_BYTES, ITEM_NESTING_MAX_LEVELS
 
 ID_FORBIDDEN_CHARS = ("/", "\\", "?", "#")
 ID_DOT_SEGMENTS = (".", "..")
@@ -69,12 +69,23 @@ def check_id(id_value: Any) -> None:
     # An ASCII id is as long in UTF-8 as in characters (isascii needs no pass over the text).
     size = len(id_value) if id_value.isascii() else len(id_value.encode("utf-8", "surrogatepass"))
     if size > ID_MAX_BYTES:
-        raise _bad(f"The 'id' is {size} bytes long in UTF-8; at most {ID_MAX_BYTES} are allowed.")
+        raise _bad(f"The 'id' is {size} bytes long in UTF-8; at most {ID_MAX_BYTES} are allowed. "
+                   f"Ensure to provide a unique non-empty string less than '{ID_MAX_BYTES + 1}' characters.")
     if _ID_FORBIDDEN.search(id_value) is not None:
         _refuse_forbidden_char(id_value)
     if id_value in ID_DOT_SEGMENTS:
         raise _bad(f"The 'id' {id_value!r} is not allowed: HTTP clients remove '.' and '..' path "
                    f"segments, so no URL could address a resource with this id.")
+
+
+def check_container_id(id_value: Any) -> None:
+    """check_id for a database or a container, whose ids the service keeps to ID_MAX_CHARS
+    characters (an item's may be longer: ID_MAX_BYTES)."""
+    check_id(id_value)
+    if len(id_value) > ID_MAX_CHARS:
+        raise _bad(f"The id of a database or container is {len(id_value)} characters long; at most "
+                   f"{ID_MAX_CHARS} are allowed. Ensure to provide a unique non-empty string less than "
+                   f"'{ID_MAX_CHARS}' characters.")
 
 
 def _refuse_forbidden_char(id_value: str) -> None:

@@ -112,3 +112,19 @@ def test_hierarchical_keys_item_missing_a_level_and_too_many_paths_are_400(sdk_c
         with pytest.raises(exceptions.CosmosHttpResponseError) as caught:
             db.create_container("h", PartitionKey(path=["/a", "/b", "/c", "/d"], kind=kind))
         assert caught.value.status_code == 400 and "Too many partition key paths" in caught.value.message
+
+
+def test_database_and_container_ids_are_at_most_255_characters_item_ids_1023_bytes(sdk_client):
+    long_id = "d" * 256
+    for create in (sdk_client.create_database, lambda i: sdk_client.create_database("db").create_container(i, PartitionKey(path="/pk"))):
+        with pytest.raises(exceptions.CosmosHttpResponseError) as caught:
+            create(long_id)
+        assert caught.value.status_code == 400
+        assert "Ensure to provide a unique non-empty string less than '255' characters." in caught.value.message
+    db = sdk_client.get_database_client("db")
+    c = db.create_container("c" * 255, PartitionKey(path="/pk"))             # 255 is allowed
+    # An item's id may be longer (the service's and the SDK's own test: up to 1023 bytes).
+    assert c.create_item({"id": "i" * 300, "pk": "p"})["id"] == "i" * 300
+    with pytest.raises(exceptions.CosmosHttpResponseError) as caught:
+        c.create_item({"id": "i" * 1024, "pk": "p"})
+    assert "Ensure to provide a unique non-empty string less than '1024' characters." in caught.value.message
