@@ -41,7 +41,7 @@ AAD_TOKEN_TYPE = "aad"
 # The key id the official emulator's AAD emulation signs with (its JWT header's `kid`).
 EMULATOR_AAD_KID = "CosmosEmulatorPrimaryMaster"
 # A JWT larger than this is refused before it is decoded (real AAD tokens are 1-4 KB).
-AAD_TOKEN_CHARS_MAX = 16 * 1024
+AAD_TOKEN_MAX_CHARS = 16 * 1024
 TOKEN_VERSION = "1.0"
 VERIFIED_CACHE_MAX_ENTRIES = 4096
 # The service refuses a request whose date is further than this from its own clock, so a
@@ -254,8 +254,8 @@ def _aad_refusal(reason: str) -> AuthError:
 def _aad_window(token: str, key_b64: str) -> tuple[float | None, float | None]:
     """(nbf, exp) in epoch seconds of an emulator AAD token signed with ``key_b64``; AuthError
     for any other token."""
-    if len(token) > AAD_TOKEN_CHARS_MAX:
-        raise _aad_refusal(f"it is {len(token)} characters, more than {AAD_TOKEN_CHARS_MAX}")
+    if len(token) > AAD_TOKEN_MAX_CHARS:
+        raise _aad_refusal(f"it is {len(token)} characters, more than {AAD_TOKEN_MAX_CHARS}")
     parts = token.split(".")
     if len(parts) != 3:
         raise _aad_refusal("a JWT has three dot-separated parts")

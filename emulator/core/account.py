@@ -400,7 +400,7 @@ class Account:
 
     # ---- databases ---------------------------------------------------------------------
     def create_database(self, body: dict, throughput: int | None = None,
-                        autoscale_max: int | None = None) -> Database:
+                        autoscale_max: int | None = None, auto_upgrade: dict | None = None) -> Database:
         id = _checked_id(body)
         if id in self.databases:
             raise conflict(f"A database with id '{id}' already exists.")
@@ -409,7 +409,7 @@ class Account:
         self.databases[id] = db
         self.dbs_by_rid[db.rid] = db
         if throughput or autoscale_max:
-            db.offer_rid = self._add_offer(db.self_link, db.rid, throughput, autoscale_max).rid
+            db.offer_rid = self._add_offer(db.self_link, db.rid, throughput, autoscale_max, auto_upgrade).rid
         self.metadata_changed()
         return db
 
@@ -430,7 +430,7 @@ class Account:
 
     # ---- containers --------------------------------------------------------------------
     def create_container(self, db: Database, body: dict, throughput: int | None = None,
-                         autoscale_max: int | None = None) -> Container:
+                         autoscale_max: int | None = None, auto_upgrade: dict | None = None) -> Container:
         id = _checked_id(body)
         definition = container_definition(body)        # a bad definition is 400 before a 409, as in the service
         if id in db.containers:
@@ -441,7 +441,7 @@ class Account:
         rid = rids.collection_rid(db.rid, self._next())
         c = self.build_container(db, definition, rid, self.now_s(), self._etag(), split_ranges(pk_def, count))
         if throughput or autoscale_max:
-            c.offer_rid = self._add_offer(c.self_link, c.rid, throughput, autoscale_max).rid
+            c.offer_rid = self._add_offer(c.self_link, c.rid, throughput, autoscale_max, auto_upgrade).rid
         self.metadata_changed()
         return c
 
@@ -522,9 +522,10 @@ class Account:
         self.metadata_changed()
 
     # ---- offers ------------------------------------------------------------------------
-    def _add_offer(self, resource_self: str, resource_rid: str, throughput, autoscale_max) -> Offer:
+    def _add_offer(self, resource_self: str, resource_rid: str, throughput, autoscale_max,
+                   auto_upgrade: dict | None = None) -> Offer:
         offer = Offer(rids.offer_rid(self._next()), resource_self, resource_rid, throughput,
-                      autoscale_max, self._etag(), self.now_s())
+                      autoscale_max, self._etag(), self.now_s(), auto_upgrade)
         self.offers[offer.rid] = offer
         return offer
 

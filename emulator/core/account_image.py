@@ -57,7 +57,8 @@ def metadata(account) -> dict:
                           "etag": c.etag, "offer_rid": c.offer_rid, "doc_seq": c.doc_seq,
                           "ranges": [[p.min_epk, p.max_epk] for p in c.partitions]})
     offers = [{"rid": o.rid, "resource": o.resource, "resource_rid": o.resource_rid,
-               "throughput": o.throughput, "autoscale_max": o.autoscale_max, "etag": o.etag, "ts": o.ts}
+               "throughput": o.throughput, "autoscale_max": o.autoscale_max, "etag": o.etag, "ts": o.ts,
+               "auto_upgrade": o.auto_upgrade}
               for o in account.offers.values()]
     return {"seq": account._seq, "databases": dbs, "containers": colls, "offers": offers,
             "write_region": write_region_of(account), "failovers": len(account.failovers),
@@ -106,7 +107,7 @@ def restore_metadata(account, image: dict) -> None:
         container.doc_seq = c["doc_seq"]
     for o in image["offers"]:
         account.offers[o["rid"]] = Offer(o["rid"], o["resource"], o["resource_rid"], o["throughput"],
-                                         o["autoscale_max"], o["etag"], o["ts"])
+                                         o["autoscale_max"], o["etag"], o["ts"], o.get("auto_upgrade"))
 
 
 def restore_write_region(account, image: dict) -> None:

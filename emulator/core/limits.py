@@ -23,7 +23,7 @@ client's own bounds (its reply framing, pools, retries) live in `client/`, which
 this module.
 """
 # Re-exported: the wire contract's limits, listed here with the rest.
-from regionlab.client.protocol.auth import AAD_TOKEN_CHARS_MAX, CLOCK_SKEW_MAX_S, VERIFIED_CACHE_MAX_ENTRIES
+from regionlab.client.protocol.auth import AAD_TOKEN_MAX_CHARS, CLOCK_SKEW_MAX_S, VERIFIED_CACHE_MAX_ENTRIES
 from regionlab.client.protocol.direct import (
     CONNECTIONS_PER_NODE_MAX, CONTAINER_MAX_ELEMENTS, FRAME_MAX_BYTES, FRAME_TIMEOUT_S, HANDSHAKE_TIMEOUT_S,
     IDLE_TIMEOUT_S, IN_FLIGHT_PER_CONNECTION_MAX, INSTANCE_MAX_CHARS, PRE_READY_FRAME_MAX_BYTES, REQUEST_ID_MAX,

@@ -2,6 +2,9 @@
 
 An offer is addressed by its own rid (`offers/<rid>`) and names its resource by `_self`. The
 RU budgets of the throughput issue read `throughput`; replacing an offer changes it at once.
+An autoscale offer keeps the `autoUpgradePolicy` it was given (create header or replace body)
+and echoes it in `offerAutopilotSettings`, as the service does (the SDK's ThroughputProperties
+reads `incrementPercent` from it); regionlab does not act on it.
 """
 from .errors import bad_request
 from .limits import AUTOSCALE_MAX_THROUGHPUT_MIN_RU_PER_S, THROUGHPUT_MAX_RU_PER_S, THROUGHPUT_MIN_RU_PER_S
@@ -9,9 +12,9 @@ from .limits import AUTOSCALE_MAX_THROUGHPUT_MIN_RU_PER_S, THROUGHPUT_MAX_RU_PER
 
 
 class Offer:
-    __slots__ = ("rid", "resource", "resource_rid", "throughput", "autoscale_max", "etag", "ts")
+    __slots__ = ("rid", "resource", "resource_rid", "throughput", "autoscale_max", "auto_upgrade", "etag", "ts")
 
-    def __init__(self, rid, resource, resource_rid, throughput, autoscale_max, etag, ts):
+    def __init__(self, rid, resource, resource_rid, throughput, autoscale_max, etag, ts, auto_upgrade=None):
         self.rid = rid
         self.resource = resource
         self.resource_rid = resource_rid
@@ -20,12 +23,15 @@ class Offer:
         self.etag = etag
         self.ts = ts
         check_throughput(throughput, autoscale_max)
+        self.auto_upgrade = checked_auto_upgrade(auto_upgrade) if autoscale_max is not None else None
 
     def properties(self) -> dict:
         content = {"offerThroughput": self.throughput if self.autoscale_max is None
                    else max(self.autoscale_max // 10, THROUGHPUT_MIN_RU_PER_S)}
         if self.autoscale_max is not None:
             content["offerAutopilotSettings"] = {"maxThroughput": self.autoscale_max}
+            if self.auto_upgrade is not None:
+                content["offerAutopilotSettings"]["autoUpgradePolicy"] = self.auto_upgrade
         return {"id": self.rid, "_rid": self.rid, "_self": f"offers/{self.rid}/", "_etag": self.etag,
                 "_ts": self.ts, "resource": self.resource, "offerResourceId": self.resource_rid,
                 "offerType": "Invalid", "offerVersion": "V2", "content": content}
@@ -37,10 +43,12 @@ class Offer:
         auto = content.get("offerAutopilotSettings")
         if isinstance(auto, dict) and auto.get("maxThroughput") is not None:
             check_throughput(None, auto["maxThroughput"])
+            upgrade = checked_auto_upgrade(auto.get("autoUpgradePolicy"))
             self.autoscale_max, self.throughput = int(auto["maxThroughput"]), None
+            self.auto_upgrade = upgrade
         elif content.get("offerThroughput") is not None:
             check_throughput(content["offerThroughput"], None)
-            self.throughput, self.autoscale_max = int(content["offerThroughput"]), None
+            self.throughput, self.autoscale_max, self.auto_upgrade = int(content["offerThroughput"]), None, None
         else:
             raise bad_request("An offer replace needs content.offerThroughput or "
                               "content.offerAutopilotSettings.maxThroughput.")
@@ -55,6 +63,19 @@ def check_throughput(throughput, autoscale_max) -> None:
     if autoscale_max is not None and (type(autoscale_max) is not int or not low <= autoscale_max <= high):
         raise bad_request(f"Autoscale max throughput must be an integer from {low} to {high} RU/s, "
                           f"got {_shown(autoscale_max)}.")
+
+
+def checked_auto_upgrade(policy) -> dict | None:
+    """An autoscale offer's autoUpgradePolicy, `{"throughputPolicy": {"incrementPercent": n}}`
+    with n an integer 0-100, as stored and echoed (None: none given); 400 otherwise."""
+    if policy is None:
+        return None
+    throughput_policy = policy.get("throughputPolicy") if isinstance(policy, dict) else None
+    percent = throughput_policy.get("incrementPercent") if isinstance(throughput_policy, dict) else None
+    if type(percent) is not int or not 0 <= percent <= 100 or set(policy) != {"throughputPolicy"}:
+        raise bad_request('autoUpgradePolicy must be {"throughputPolicy": {"incrementPercent": <integer '
+                          f'0-100>}}}}, got {_shown(policy)}.')
+    return {"throughputPolicy": {"incrementPercent": percent}}
 
 
 def _shown(value) -> str:

@@ -9,6 +9,7 @@ from regionlab.client.protocol import headers as H
 
 from ..core import charge
 from ..core.errors import CosmosError, bad_request
+from ..core.offers import checked_auto_upgrade
 from ..core.validation import ValidationError, parse_json_body
 from . import responses
 
@@ -34,15 +35,17 @@ async def _query(call, rid: str, key: str, items: list):
 def _offer_args(call) -> tuple:
     throughput = call.int_header(H.OFFER_THROUGHPUT)
     auto = call.header(H.OFFER_AUTOPILOT)
-    auto_max = None
+    auto_max = upgrade = None
     if auto:
         try:
-            auto_max = int(parse_json_body(auto.encode("utf-8", "surrogatepass"))["maxThroughput"])
+            settings = parse_json_body(auto.encode("utf-8", "surrogatepass"))
+            auto_max = int(settings["maxThroughput"])
         except (ValueError, KeyError, TypeError, ValidationError):
             raise bad_request(f"{H.OFFER_AUTOPILOT} must be JSON like {{\"maxThroughput\":4000}}, got '{auto[:80]}'.") from None
+        upgrade = checked_auto_upgrade(settings.get("autoUpgradePolicy"))
     if throughput is not None and auto_max is not None:
         raise bad_request("Give either manual throughput or autoscale settings, not both.")
-    return throughput, auto_max
+    return throughput, auto_max, upgrade
 
 
 def _is_query(call) -> bool:
@@ -71,8 +74,8 @@ async def databases(call):
         if _is_query(call):
             return await _query(call, "", "Databases", [d.properties() for d in account.databases.values()])
         body = call.json_body()
-        throughput, auto_max = _offer_args(call)
-        return _created(call, account.create_database(body, throughput, auto_max).properties())
+        throughput, auto_max, upgrade = _offer_args(call)
+        return _created(call, account.create_database(body, throughput, auto_max, upgrade).properties())
     _not_allowed(call, "the databases feed")
 
 
@@ -94,8 +97,8 @@ async def containers(call, db):
         if _is_query(call):
             return await _query(call, db.rid, "DocumentCollections", [c.properties() for c in db.containers.values()])
         body = call.json_body()
-        throughput, auto_max = _offer_args(call)
-        return _created(call, account.create_container(db, body, throughput, auto_max).properties())
+        throughput, auto_max, upgrade = _offer_args(call)
+        return _created(call, account.create_container(db, body, throughput, auto_max, upgrade).properties())
     _not_allowed(call, "the containers feed")
 
 

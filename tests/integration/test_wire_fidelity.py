@@ -10,7 +10,7 @@ level of a hierarchical key is 400, and so is a partition key of more than three
 """
 import pytest
 from azure.core import MatchConditions
-from azure.cosmos import PartitionKey, exceptions
+from azure.cosmos import PartitionKey, ThroughputProperties, exceptions
 
 from sdk_harness import make_client
 
@@ -128,3 +128,22 @@ def test_database_and_container_ids_are_at_most_255_characters_item_ids_1023_byt
     with pytest.raises(exceptions.CosmosHttpResponseError) as caught:
         c.create_item({"id": "i" * 1024, "pk": "p"})
     assert "Ensure to provide a unique non-empty string less than '1024' characters." in caught.value.message
+
+
+def test_an_autoscale_offer_echoes_its_auto_upgrade_policy(sdk_client):
+    db = sdk_client.create_database("db")
+    c = db.create_container("c", PartitionKey(path="/pk"),
+                            offer_throughput=ThroughputProperties(auto_scale_max_throughput=5000,
+                                                                  auto_scale_increment_percent=2))
+    offer = c.get_throughput()
+    assert (offer.auto_scale_max_throughput, offer.auto_scale_increment_percent) == (5000, 2)
+    assert offer.properties["content"]["offerAutopilotSettings"] == {
+        "maxThroughput": 5000, "autoUpgradePolicy": {"throughputPolicy": {"incrementPercent": 2}}}
+    c.replace_throughput(ThroughputProperties(auto_scale_max_throughput=7000, auto_scale_increment_percent=3))
+    offer = c.get_throughput()
+    assert (offer.auto_scale_max_throughput, offer.auto_scale_increment_percent) == (7000, 3)
+    with pytest.raises(exceptions.CosmosHttpResponseError) as caught:
+        db.create_container("d", PartitionKey(path="/pk"), offer_throughput=ThroughputProperties(
+            auto_scale_max_throughput=5000, auto_scale_increment_percent=101))
+    assert caught.value.status_code == 400 and "incrementPercent" in caught.value.message
+    assert [p["id"] for p in db.list_containers()] == ["c"]              # nothing half-made

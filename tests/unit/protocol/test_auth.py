@@ -392,7 +392,7 @@ def test_the_emulator_aad_token_is_accepted_and_its_window_returned():
     (auth.emulator_aad_token(OTHER_KEY, 0), "signature is not the account key"),
     ("a.b", "three dot-separated parts"),
     ("!!.!!.!!", "base64url-encoded JSON"),
-    ("x" * (auth.AAD_TOKEN_CHARS_MAX + 1), "more than"),
+    ("x" * (auth.AAD_TOKEN_MAX_CHARS + 1), "more than"),
 ])
 def test_other_jwts_are_refused(token, reason):
     with pytest.raises(auth.AuthError, match=reason):
