@@ -113,10 +113,14 @@ def encode_results(results: list) -> bytes:
 def operations(call) -> list:
     """The batch body: a non-empty array of at most BATCH_MAX_OPERATIONS operation objects."""
     ops = call.json_body()
-    if not isinstance(ops, list) or not ops:
+    # The service's texts first (the SDKs' tests look for them), then what to do.
+    if not isinstance(ops, list):
         raise bad_request("A batch body must be a non-empty JSON array of operations.")
+    if not ops:
+        raise bad_request("Batch request has no operations. Send at least one operation.")
     if len(ops) > BATCH_MAX_OPERATIONS:
-        raise bad_request(f"A batch may hold at most {BATCH_MAX_OPERATIONS} operations; this one has {len(ops)}.")
+        raise bad_request("Batch request has more operations than what is supported. A batch may hold at "
+                          f"most {BATCH_MAX_OPERATIONS} operations; this one has {len(ops)}.")
     for i, op in enumerate(ops):
         if not isinstance(op, dict):
             raise bad_request(f"Batch operation {i} is not a JSON object.")

@@ -88,6 +88,8 @@ def of_operation(container, raw) -> tuple[str, list]:
 def checked(container, pk_json: str, values: list, full: bool = True) -> tuple[str, list]:
     paths = container.pk_def.paths
     if (full and len(values) != len(paths)) or len(values) > len(paths) or not values:
-        raise bad_request(f"The partition key {pk_json} has {len(values)} value(s) but the container's "
-                          f"partition key has {len(paths)} path(s): {', '.join(paths)}.")
+        raise bad_request("Partition key provided either doesn't correspond to definition in the collection "
+                          "or doesn't match partition key field values specified in the document. "
+                          f"(The partition key {pk_json} has {len(values)} value(s) but the container's "
+                          f"partition key has {len(paths)} path(s): {', '.join(paths)}.)")
     return pk_json, values

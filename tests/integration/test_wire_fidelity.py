@@ -147,3 +147,27 @@ def test_an_autoscale_offer_echoes_its_auto_upgrade_policy(sdk_client):
             auto_scale_max_throughput=5000, auto_scale_increment_percent=101))
     assert caught.value.status_code == 400 and "incrementPercent" in caught.value.message
     assert [p["id"] for p in db.list_containers()] == ["c"]              # nothing half-made
+
+
+PK_MISMATCH_TEXT = ("Partition key provided either doesn't correspond to definition in the collection or "
+                    "doesn't match partition key field values specified in the document.")
+
+
+def test_batch_refusals_carry_the_service_texts(sdk_client):
+    db = sdk_client.create_database("db")
+    c = db.create_container("c", PartitionKey(path="/company"))
+    refusals = [([], "Batch request has no operations."),
+                ([("create", ({"id": f"i{n}", "company": "M"},)) for n in range(101)],
+                 "Batch request has more operations than what is supported.")]
+    for ops, text in refusals:
+        with pytest.raises(exceptions.CosmosHttpResponseError) as caught:
+            c.execute_item_batch(batch_operations=ops, partition_key="M")
+        assert caught.value.status_code == 400 and text in caught.value.message
+    h = db.create_container("h", PartitionKey(path=["/state", "/city", "/zip"], kind="MultiHash"))
+    ops = [("create", ({"id": "a", "state": "WA", "city": "Redmond", "zip": "98052"},))]
+    assert len(h.execute_item_batch(batch_operations=ops, partition_key=["WA", "Redmond", "98052"])) == 1
+    for call in (lambda: h.execute_item_batch(batch_operations=ops, partition_key=["WA", "Redmond"]),
+                 lambda: h.read_item("a", partition_key=["WA"])):
+        with pytest.raises(exceptions.CosmosHttpResponseError) as caught:
+            call()
+        assert caught.value.status_code == 400 and PK_MISMATCH_TEXT in caught.value.message
