@@ -177,13 +177,15 @@ def etag_in(body: bytes) -> str | None:
 
 
 class VersionStore:
-    __slots__ = ("_items", "_sorted", "_unsorted", "count_live", "_change_lsns", "_change_keys", "indexes")
+    __slots__ = ("_items", "_sorted", "_unsorted", "count_live", "live_bytes", "_change_lsns", "_change_keys",
+                 "indexes")
 
     def __init__(self):
         self._items = TrackedDict()       # key -> its Version, or its versions oldest first
         self._sorted = SortedList()       # the keys in order, except those in _unsorted
         self._unsorted: list = []         # keys added since the last ordered walk (see above)
         self.count_live = 0
+        self.live_bytes = 0               # bodies of the newest live versions (quota usage reports it)
         self._change_lsns = array("q")    # the change log's LSNs, in order; see the module docstring
         self._change_keys: list = []      # its keys, one per LSN
         self.indexes = None              # index.SecondaryIndexes once a path is indexed
@@ -204,6 +206,7 @@ class VersionStore:
                 if len(unsorted) >= UNSORTED_KEYS_MAX:
                     self._keys_in_order()
                 self.count_live += 1
+                self.live_bytes += len(version.body)
         else:
             if type(entry) is Version:
                 prev = entry
@@ -216,6 +219,7 @@ class VersionStore:
                 self.count_live += 1
             elif version.deleted and not prev.deleted:
                 self.count_live -= 1
+            self.live_bytes += (0 if version.deleted else len(version.body)) - (0 if prev.deleted else len(prev.body))
             self._prune(key, versions, floor_lsn)
         # Compact only once the version is in place: compacting rebuilds the log from the
         # newest item of every key, so done before, it filed this key at its previous LSN and
@@ -243,6 +247,7 @@ class VersionStore:
         if len(unsorted) >= UNSORTED_KEYS_MAX:
             self._keys_in_order()
         self.count_live = live = self.count_live + 1
+        self.live_bytes += len(version.body)
         if len(change_keys) > 2 * live + CHANGES_SLACK_ENTRIES:
             self._compact_changes()
 
@@ -266,6 +271,7 @@ class VersionStore:
         self._change_keys.extend(keys)
         self._change_lsns.extend([v.lsn for v in versions])
         self.count_live += len(keys)
+        self.live_bytes += sum(len(v.body) for v in versions)
         unsorted = self._unsorted
         unsorted.extend(keys)
         if len(unsorted) >= UNSORTED_KEYS_MAX:
@@ -413,7 +419,9 @@ class VersionStore:
                 items[key] = versions[0] if len(versions) == 1 else versions
         for key in dead:
             self._drop_key(key)
-        self.count_live = sum(1 for _, v in map(_newest_item, items.items()) if not v.deleted)
+        live = [v for _, v in map(_newest_item, items.items()) if not v.deleted]
+        self.count_live = len(live)
+        self.live_bytes = sum(len(v.body) for v in live)
 
     def versions_above(self, lsn: int) -> list:
         """Every retained version (tombstones included) with an LSN above lsn, in (LSN, key)

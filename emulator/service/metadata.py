@@ -56,9 +56,9 @@ def _created(call, props: dict):
     return responses.reply(201, props, call.activity_id, charge.METADATA_WRITE_RU)
 
 
-def _ok(call, props: dict):
+def _ok(call, props: dict, extra: dict | None = None):
     return responses.reply(200, props, call.activity_id, charge.METADATA_READ_RU,
-                           {H.ETAG: props.get("_etag", "")})
+                           {H.ETAG: props.get("_etag", ""), **(extra or {})})
 
 
 def _not_allowed(call, what: str):
@@ -104,7 +104,7 @@ async def containers(call, db):
 
 async def container(call, db, c):
     if call.method == "GET":
-        return _ok(call, c.properties())
+        return _read_container(call, c)
     if call.method == "PUT":
         body = call.json_body()
         return _ok(call, call.svc.account.replace_container(c, body).properties())
@@ -112,6 +112,41 @@ async def container(call, db, c):
         call.svc.account.delete_container(c)
         return responses.reply(204, None, call.activity_id, charge.METADATA_WRITE_RU)
     _not_allowed(call, "a container")
+
+
+# The service's per-container quotas, as its x-ms-resource-quota states them (sizes in KB; -1: no
+# limit). regionlab enforces none of them but the item size (limits.ITEM_MAX_BYTES).
+_QUOTA = "functions=25;storedProcedures=100;triggers=25;documentSize=10240;documentsSize=10485760;" \
+         "documentsCount=-1;collectionSize=10485760;"
+
+
+def _read_container(call, c):
+    """GET of a container; with x-ms-documentdb-populatequotainfo the quota and usage headers and
+    the index transformation progress (always 100: regionlab indexes as it writes), with
+    x-ms-documentdb-populatepartitionstatistics a `statistics` entry per partition key range.
+    Sizes and counts are those of the serving region's replicas, O(1) each (VersionStore keeps
+    them), so the read costs the same for any container size."""
+    props = c.properties()
+    stores = [(p.range_id, p.replica_sets[call.region].store) for p in c.partitions]
+    if call.flag(H.POPULATE_PARTITION_STATISTICS):
+        props["statistics"] = [{"id": range_id, "sizeInKB": _kb(s.live_bytes), "documentCount": s.count_live,
+                                "partitionKeys": []} for range_id, s in stores]
+    extra = {}
+    if call.flag(H.POPULATE_QUOTA_INFO):
+        kb = _kb(sum(s.live_bytes for _, s in stores))
+        count = sum(s.count_live for _, s in stores)
+        extra[H.RESOURCE_QUOTA] = _QUOTA
+        extra[H.RESOURCE_USAGE] = (f"functions=0;storedProcedures=0;triggers=0;documentSize={kb};"
+                                   f"documentsSize={kb};documentsCount={count};collectionSize={kb};")
+        extra[H.INDEX_TRANSFORMATION_PROGRESS] = "100"
+        policy = props.get("indexingPolicy")
+        if isinstance(policy, dict) and str(policy.get("indexingMode", "")).lower() == "lazy":
+            extra[H.LAZY_INDEXING_PROGRESS] = "100"
+    return _ok(call, props, extra)
+
+
+def _kb(size_bytes: int) -> int:
+    return -(-size_bytes // 1024)
 
 
 async def pkranges(call, c):

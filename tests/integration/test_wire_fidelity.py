@@ -6,7 +6,9 @@ the serving region's URL in Content-Location; a write naming (x-ms-cosmos-intend
 a container since deleted and re-created is 400/1024, and the SDK refreshes its cache and
 retries; a container's indexing policy gets `/"_etag"/?` in its excludedPaths; an item missing a
 level of a hierarchical key is 400, and so is a partition key of more than three paths (before a
-409 for its id).
+409 for its id); database and container ids longer than 255 characters are 400; an autoscale
+offer echoes its autoUpgradePolicy; batch refusals carry the service's texts; a container read
+with quota and statistics headers reports usage, quotas, index progress and per-range statistics.
 """
 import pytest
 from azure.core import MatchConditions
@@ -171,3 +173,23 @@ def test_batch_refusals_carry_the_service_texts(sdk_client):
         with pytest.raises(exceptions.CosmosHttpResponseError) as caught:
             call()
         assert caught.value.status_code == 400 and PK_MISMATCH_TEXT in caught.value.message
+
+
+def test_a_container_read_with_quota_and_statistics_reports_usage(sdk_client):
+    c = sdk_client.create_database("db").create_container("c", PartitionKey(path="/pk"))
+    for n in range(3):
+        c.create_item({"id": str(n), "pk": f"p{n}", "pad": "x" * 1000})
+    headers = {}
+    props = c.read(populate_quota_info=True, populate_partition_key_range_statistics=True,
+                   response_hook=lambda h, _: headers.update(h))
+    usage = dict(part.split("=") for part in headers["x-ms-resource-usage"].strip(";").split(";"))
+    quota = dict(part.split("=") for part in headers["x-ms-resource-quota"].strip(";").split(";"))
+    assert usage["documentsCount"] == "3" and int(usage["documentsSize"]) >= 3        # KB, rounded up
+    assert quota["documentsCount"] == "-1" and quota["collectionSize"] == "10485760"
+    assert headers["x-ms-documentdb-collection-index-transformation-progress"] == "100"
+    stats = props["statistics"]
+    assert [s["id"] for s in stats] == ["0"] and stats[0]["documentCount"] == 3
+    assert stats[0]["sizeInKB"] == int(usage["documentsSize"])
+    plain = {}
+    assert "statistics" not in c.read(response_hook=lambda h, _: plain.update(h))
+    assert "x-ms-resource-usage" not in plain

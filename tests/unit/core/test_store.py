@@ -51,6 +51,7 @@ def test_pruning_keeps_everything_visible_at_or_above_the_floor(ops):
             for k in KEYS:
                 assert value(store, k, seen_at) == states[seen_at].get(k)
         assert store.count_live == len(state)
+        assert store.live_bytes == sum(len(v.body) for v in store.scan(lsn))
         assert {v.key: v.doc["v"] for v in store.scan(lsn)} == state
     for key, versions in store.keys_with_versions():
         lsns = [v.lsn for v in versions]

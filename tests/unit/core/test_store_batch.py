@@ -35,7 +35,7 @@ commits = st.lists(st.tuples(st.lists(st.tuples(st.sampled_from(KEYS), st.one_of
 def view(store: VersionStore, lsn: int) -> dict:
     return {"items": {k: [(v.lsn, v.deleted) for v in store.versions_of_key(k)] for k in store.retained_keys()},
             "changes": store.changes, "scan": [(v.key, v.lsn) for v in store.scan(lsn)],
-            "live": store.count_live, "keys": store.key_count(), "a_keys": store.key_count('["a"]'),
+            "live": store.count_live, "live_bytes": store.live_bytes, "keys": store.key_count(), "a_keys": store.key_count('["a"]'),
             "feed": [(v.key, v.lsn) for v in store.changes_after(0, lsn)],
             "index": None if store.indexes is None else
             {path: {k: sorted((v.key, v.lsn) for v in group) for k, group in index.entries.items()}
