@@ -98,13 +98,16 @@ class Pipeline:
             delay_ms = short + LOOP_TICK_MS
 
     # ---- the account ---------------------------------------------------------------------
-    async def ensure_account(self, diag: Diagnostics | None = None) -> None:
+    async def ensure_account(self, diag: Diagnostics | None = None, write: bool = False) -> None:
         """The account must be known before a request; a periodic refresh of a known one runs in
-        the background (as the SDKs'), so no request waits for it. An account that cannot be
-        read raises its error with `diag` (a fresh one when not given) saying so."""
+        the background (as the SDKs'), so no request waits for it — but a write waits for the
+        refresh that is due while the write region does not answer: the answer says where it
+        goes. An account that cannot be read raises its error with `diag` (a fresh one when not
+        given) saying so."""
         if not self.router.needs_refresh(self.now_ms()):
             return
-        if self.router.account is None or self.router.refresh_reason is not None:
+        if self.router.account is None or self.router.refresh_reason is not None or \
+                (write and self.router.write_down):
             own = diag is None
             diag = diag or Diagnostics("account_discovery", self.global_endpoint, self.now())
             try:
@@ -249,7 +252,7 @@ class Pipeline:
                          body=body)
 
     async def _run(self, req: Request, diag: Diagnostics) -> Result:
-        await self.ensure_account(diag)
+        await self.ensure_account(diag, req.is_write)
         regions = self._regions(req)             # once: the first region of either path
         hedges = (self._client_hedges if req.availability_strategy is USE_CLIENT_DEFAULT
                   else self._hedge_watch(hedging.AvailabilityStrategy.of(req.availability_strategy)))
