@@ -324,7 +324,7 @@ class Pipeline:
             if decision.refresh_account:
                 self.router.request_refresh(decision.reason)
             # A pinned chain keeps to its region, but a session goes where it can be served.
-            target = self._session_region(tried) if decision.route == "session" else region
+            target = self._session_region(req, tried) if decision.route == "session" else region
             if not decision.retry or (pinned and decision.route == "next") or target is None:
                 if pinned and not hedge:         # a hedged operation's inline chain: the race decides
                     raise FirstChainFailed(result)
@@ -355,10 +355,9 @@ class Pipeline:
                 return r
         return regions[0]
 
-    def _session_region(self, tried):
+    def _session_region(self, req, tried):
         """A read region of the account this chain has not tried (preferred ones first), or None."""
-        order = self.router.applicable(False, self.now_ms(), [])
-        for r in order + [r for r in self.router.account.read_regions if r not in order]:
+        for r in self.router.every_read_region(self.now_ms(), req.excluded_locations):
             if r.name not in tried:
                 return r
         return None

@@ -183,6 +183,15 @@ class RegionRouter:
         up = [r for r in kept if not self.is_unavailable(r.endpoint, now_ms)]
         return up + [r for r in kept if r not in up]
 
+    def every_read_region(self, now_ms: float, excluded=None) -> list[Region]:
+        """Every read region of the account a request may use: `applicable(False)`'s order, then
+        the account's read regions outside the preference (a session retry looks there too)."""
+        order = self.applicable(False, now_ms, excluded)
+        names = self.excluded_locations if excluded is None else [excluded] if isinstance(excluded, str) else excluded
+        dropped = {normalise(n) for n in names}
+        return order + [r for r in self.account.read_regions
+                        if r not in order and normalise(r.name) not in dropped]
+
     def _preferred_order(self, candidates) -> list[Region]:
         if not self.preferred:
             return list(candidates)

@@ -125,3 +125,11 @@ def test_the_failover_refresh_ends_when_the_region_answers_or_after_the_unavaila
     r.mark_write_unavailable("http://east/", 0)
     r.update(parse_account(account_doc()), UNAVAILABLE_MS)
     assert not r.needs_refresh(UNAVAILABLE_MS + FAILOVER_REFRESH_MS) and r.write_down == {}
+
+
+def test_every_read_region_puts_the_ones_outside_the_preference_last_and_drops_the_excluded():
+    r = router(preferred=["West US"])
+    assert names(r.every_read_region(0)) == [W, E, N]
+    assert names(r.every_read_region(0, excluded=["North"])) == [W, E]
+    r.excluded_locations = ["West US"]
+    assert names(r.every_read_region(0)) == [E, N]
