@@ -23,7 +23,7 @@ unavailable, and gives the reason that diagnostics record. The rules, with their
   local retry below;
 * 408, connection refused/reset/timeout (and a 503 with no region left): retry in the same
   region LOCAL_RETRIES_MAX times after LOCAL_RETRY_WAIT_MS, then the next region, while regions
-  are left. Reads always; writes only when they cannot have happened (not sent), or on a
+  are left, marking the region unavailable after a transport error. Reads always; writes only when they cannot have happened (not sent), or on a
   multi-write account when the write is idempotent or the caller opted in with
   `non_idempotent_write_retry`.
 * everything else (400, 401, 404/0, 409, 412, 413, 449, 410 in gateway mode) is raised.
@@ -206,8 +206,11 @@ def _unavailable_retry(options, state, outcome, kind) -> Decision:
                         refresh_account=regional)
     if not crosses:
         return RAISE
+    # Twice no answer at the transport level (refused, reset, timed out): the endpoint is down,
+    # not one partition; later requests go elsewhere first (as the SDKs mark it on connection
+    # errors) instead of each paying the failed attempts again.
     return _next_region(state, kind, f"{what}: next region", refresh=regional,
-                        mark=outcome.transport_error == CONNECT_ERROR)
+                        mark=outcome.transport_error is not None)
 
 
 def _next_region(state, kind, reason, refresh=False, mark=False) -> Decision:

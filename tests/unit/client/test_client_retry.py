@@ -155,3 +155,10 @@ def test_a_session_retry_the_write_region_does_not_answer_goes_to_a_read_region_
     decide(RetryOptions(), state, Outcome(404, 1002), RequestKind(is_write=False, regions=2, read_regions=2))
     assert decide(RetryOptions(), state, Outcome(503), RequestKind(is_write=False, regions=2,
                                                                   read_regions=2)).route != "session"
+
+
+@pytest.mark.parametrize("error", [CONNECT_ERROR, RESPONSE_ERROR, TIMEOUT_ERROR])
+def test_a_region_that_fails_twice_at_the_transport_level_is_marked_when_the_read_moves_on(error):
+    ds = schedule(Outcome(None, transport_error=error))
+    assert [(d.route, d.mark_unavailable) for d in ds[:2]] == [("same", False), ("next", True)]
+    assert not any(d.mark_unavailable for d in schedule(Outcome(408)))       # the service answered
