@@ -46,18 +46,54 @@ def history_check(report: dict) -> list[str]:
     return [line] + [f"  {x['check']}: {x['message']}" for x in h["violations"][:5]]
 
 
+def faults(report: dict) -> list[str]:
+    if not report["faults"]:
+        return []
+    width = max(len(w["label"]) for w in report["faults"])
+    lines = ["", f"{'fault / failover':{width}}  window (ms)      ops    avail     p99 ms    RTO (ms)       lost writes"]
+    for w in report["faults"]:
+        rto = "not recovered" if w["rto_ms"] is None else f"{w['rto_ms']:.0f} ±{w['rto_bin_ms']}"
+        avail = f"{w['availability']:.2%}" if w["ops"] else "-"
+        lines.append(f"{w['label']:{width}}  {w['start_ms']:>6}-{w['end_ms']:<9} {w['ops']:>6}  {avail:>7}  "
+                     f"{w['p99_ms']:>9}  {rto:>13}  {w['rpo_writes']}")
+    return lines
+
+
+VERDICT_WORDS = {True: "PASS", False: "FAIL", None: "n/a "}
+
+
+def verdicts(report: dict) -> list[str]:
+    lines = []
+    for a in report["assertions"]:
+        what = "not judged: nothing to judge" if a["held"] is None else f"{a['value']} {a['op']} {a['limit']}"
+        detail = f" ({a['detail']})" if a.get("detail") else ""
+        lines.append(f"{VERDICT_WORDS[a['held']]}  {a['name']}: {what}{detail}")
+    ended = report.get("ended", {"kind": "completed"})
+    unjudged = sum(1 for a in report["assertions"] if a["held"] is None)
+    notes = []
+    if not report["assertions"]:
+        notes.append("no assertions")
+    elif unjudged:
+        notes.append(f"{unjudged} not judged")
+    if ended["kind"] != "completed":
+        lines.append(f"{ended['kind'].upper()} at {ended['at_ms'] / 1000:.1f} s: {ended['reason']}")
+        word = ended["kind"].upper()
+    else:
+        word = "passed" if report["passed"] else "FAILED"
+    lines.append(f"result: {word}" + (f" ({'; '.join(notes)})" if notes else ""))
+    return lines
+
+
 def render(report: dict) -> str:
-    lines = [f"drill {report['drill']}: {report['description']}".rstrip(": "), "",
+    scale = report.get("duration_scale", 1.0)
+    lines = [f"drill {report['drill']}: {report['description']}".rstrip(": ")
+             + (f" [every time of the scenario x{scale:g}]" if scale != 1.0 else ""), "",
              _row(name for name, _ in PHASE_COLUMNS)]
     for p in report["phases"] + [dict(report["total"], name="total")]:
         served = ", ".join(f"{r} {n}" for r, n in sorted(p["served_by"].items(), key=lambda kv: -kv[1]))
         lines.append(_row((p["name"], p["ops"], p["ops_per_s"], p["errors"], p["p50_ms"], p["p99_ms"],
                            sum(p["retries_by_reason"].values()), p["request_charge"], served)))
-    if report["faults"]:
-        lines += ["", "fault / failover                    window (ms)       RTO (ms)  lost writes (RPO)"]
-        for w in report["faults"]:
-            rto = "not recovered" if w["rto_ms"] is None else w["rto_ms"]
-            lines.append(f"{w['label'][:34]:34}  {w['start_ms']:>6}-{w['end_ms']:<9} {rto!s:>9}  {w['rpo_writes']}")
+    lines += faults(report)
     lines += comparison(report)
     changes = client_changes(report)
     lines += [""] + changes if changes else []
@@ -68,8 +104,5 @@ def render(report: dict) -> str:
     lines += history_check(report)
     outside = report["outside_fault_windows"]
     lines.append(f"outside fault windows: availability {outside['availability']:.4f}, p99 {outside['p99_ms']} ms")
-    for a in report["assertions"]:
-        lines.append(f"{'PASS' if a['held'] else 'FAIL'}  {a['name']}: {a['value']} {a['op']} {a['limit']}")
-    lines.append(f"result: {'passed' if report['passed'] else 'FAILED'}"
-                 + ("" if report["assertions"] else " (no assertions)"))
+    lines += verdicts(report)
     return "\n".join(lines)

@@ -4,7 +4,7 @@ step), availability outside the windows, RTO, RPO attributed to the causing step
 reason, hedged charge, breaker openings, throttle steps' windows, client steps' before/after, the
 side-by-side comparison of setups, and the assertions' verdicts."""
 from regionlab.emulator.drill.report import (LostWrites, build, fault_windows, percentile, phases, recovery,
-                                   summarize, timeline)
+                                             rto_bin_ms, summarize, timeline)
 from regionlab.emulator.drill.scenario import parse
 from regionlab.emulator.drill.workload import Op, reason_class
 
@@ -52,12 +52,36 @@ def test_reason_class_drops_the_details():
     assert reason_class("hedge after 500 ms") == "hedge after 500 ms"
 
 
-def test_recovery_is_from_window_start_to_first_success_after_last_failure():
-    w = {"start_ms": 1000, "end_ms": 3000}
-    ops = [op(1100, ok=False, latency=50), op(1500, ok=False, latency=100), op(1550, latency=10), op(1700)]
-    assert recovery(ops, w) == 710.0        # last failure ends at 1600; first success ending after: 1710
-    assert recovery([op(1200)], w) == 0.0
-    assert recovery([op(1200, ok=False)], w) is None
+RULE = {"availability_min": 0.95, "hold_ms": 500}
+
+
+def steady(t0, t1, ok=True, every=20):
+    return [op(t, ok=ok, latency=5.0) for t in range(t0, t1, every)]
+
+
+def test_rto_counts_a_stall_with_no_completions_as_down():
+    # Every operation from 1000 ms is held until 1800 ms and then succeeds: nothing failed, but
+    # nothing completed for 800 ms (a graceful failover's drain).
+    held = [op(t, latency=1800.0 - t) for t in range(1000, 1800, 20)]
+    assert recovery(steady(0, 1000) + held + steady(1800, 4000), 1000, 4000, RULE, 100) == 800.0
+
+
+def test_rto_waits_until_the_success_rate_holds():
+    ops = steady(0, 1000) + steady(1000, 1500, ok=False) + steady(1500, 4000)
+    assert recovery(ops, 1000, 4000, RULE, 100) == 500.0
+    dotted = steady(0, 1000) + [op(t, ok=t % 200 == 0, latency=5.0) for t in range(1000, 2000, 20)] + steady(2000, 4000)
+    assert recovery(dotted, 1000, 4000, RULE, 100) == 1000.0    # a success now and then is not recovery
+
+
+def test_rto_is_zero_when_nothing_changed_and_none_when_never_back_within_the_drill():
+    assert recovery(steady(0, 4000), 1000, 4000, RULE, 100) == 0.0
+    assert recovery(steady(0, 1000) + steady(1000, 4000, ok=False), 1000, 4000, RULE, 100) is None
+    late = steady(0, 1000) + steady(1000, 3700, ok=False) + steady(3700, 4000)
+    assert recovery(late, 1000, 4000, RULE, 100) is None        # back for 300 ms < hold_ms at the end
+
+
+def test_rto_bins_hold_a_few_completions_at_the_steady_rate():
+    assert rto_bin_ms(500) == 100 and rto_bin_ms(10) == 500 and rto_bin_ms(3) == 1700 and rto_bin_ms(0) == 100
 
 
 def test_timeline_rates_per_second():
