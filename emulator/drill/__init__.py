@@ -13,7 +13,7 @@ import os
 from importlib import resources
 
 from . import html, runner, table
-from .scenario import Drill, DrillError, load, parse
+from .scenario import Drill, DrillError, check_regions, load, parse
 
 SHORT_SCALE = 0.3                  # `--short`: every time of the drill times this
 
@@ -73,6 +73,8 @@ def run(file_or_name, *, target=None, scale: float = 1.0, seed: int = 0, out=Non
     drill = resolve(file_or_name)
     if scale != 1.0:
         drill = drill.scaled(scale)
+    if target is not None and target.regions:
+        check_regions(drill, target.regions)
     if target is None:
         with runner.own_emulator(drill) as own:
             report = runner.run(drill, own, out, seed, handle_signals)

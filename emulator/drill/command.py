@@ -78,4 +78,7 @@ def exit_status(report: dict) -> int:
     ended = report["ended"]
     if ended["kind"] == "interrupted":
         return 128 + ended["signal"]
+    if ended.get("refused"):
+        print(f"regionlab drill: error: {ended['reason']}", file=sys.stderr)
+        return 2
     return 0 if report["passed"] else 1

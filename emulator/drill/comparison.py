@@ -60,7 +60,8 @@ def combine(drill, runs: list) -> dict:
     ended = next(({**r["ended"], "reason": f"[{setup['name']}] {r['ended']['reason']}"} for setup, r, _ in runs
                   if r["ended"]["kind"] != "completed"), {"kind": "completed"})
     return {"drill": drill.name, "description": drill.description, "duration_ms": drill.duration_ms,
-            "duration_scale": first["duration_scale"], "ended": ended,
+            "duration_scale": first["duration_scale"], "duration_scale_min": first["duration_scale_min"],
+            "ended": ended,
             "account": first["account"], "workload": dict(first["workload"], client_options=drill.client_options),
             "total": summarize(all_ops, span_all),
             "outside_fault_windows": summarize(outside, max(span_all - span_in, 1)),

@@ -61,6 +61,10 @@ class Guard:
             self.ended = {"kind": kind, "reason": reason, "at_ms": round(self.workload.now_ms(), 1), **more}
             self.event.set()
 
+    def refused(self, i: int, label: str, message: str) -> None:
+        """The control port refused step i: the run stops there (exit 2 on the command line)."""
+        self._end("aborted", f"the control port refused step {i} ({label}): {message}", refused=True)
+
     async def wait(self, wait_s: float) -> None:
         """Sleep wait_s, or less if the run ends meanwhile."""
         if wait_s > 0 and self.ended is None:

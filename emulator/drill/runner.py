@@ -21,7 +21,7 @@ from ..embedded import EmbeddedEmulator
 from . import comparison, report as reports, verdict
 from .guard import Guard, Interrupt
 from .progress import Progress
-from .scenario import DrillError
+from .scenario import DrillError, account_options
 from .workload import CONTAINER, DATABASE, Workload
 
 HEAL_TIMEOUT_S = 30.0
@@ -30,18 +30,12 @@ HEAL_TIMEOUT_S = 30.0
 class Target:
     """Where the drill runs: the account endpoint and key, and the control port."""
 
-    def __init__(self, endpoint: str, key: str, control: str, token: str | None = None):
+    def __init__(self, endpoint: str, key: str, control: str, token: str | None = None, regions: tuple = ()):
         self.endpoint, self.key, self.control, self.token = endpoint, key, control.rstrip("/"), token
+        self.regions = regions             # a running emulator's (its account, not the drill's)
 
     def call(self, method: str, path: str, body=None):
         return call(self.control, method, path, body, token=self.token)
-
-
-def account_options(drill) -> dict:
-    opts = {"regions": drill.regions, "consistency": drill.consistency, "multi_write": drill.multi_write}
-    if drill.lag_ms is not None:
-        opts["lag_ms"] = {(a, b): drill.lag_ms for a in drill.regions for b in drill.regions if a != b}
-    return {**opts, **drill.account_options}
 
 
 @contextmanager
@@ -56,7 +50,8 @@ def own_emulator(drill):
 
 def remote(control: str, token: str | None = None, endpoint: str | None = None, key: str | None = None) -> Target:
     topology = call(control.rstrip("/"), "GET", "/topology", token=token)
-    return Target(endpoint or topology["account_endpoint"], key or defaults.EMULATOR_KEY, control, token)
+    return Target(endpoint or topology["account_endpoint"], key or defaults.EMULATOR_KEY, control, token,
+                  tuple(r["name"] for r in topology["regions"]))
 
 
 def run(drill, target: Target, out=None, seed: int = 0, handle_signals: bool = False) -> dict:
@@ -177,7 +172,11 @@ async def _schedule(drill, target, workload, progress, guard) -> None:
                 return
             workload.step_started_ms.append(max(step["at_ms"], workload.now_ms()))
             progress.phase(workload, reports.describe(step))
-            await _apply(target, step, named, workload)
+            try:
+                await _apply(target, step, named, workload)
+            except ControlError as e:          # what only the account as it is now could refuse
+                guard.refused(i, reports.describe(step), getattr(e, "message", None) or str(e))
+                return
         await guard.wait((drill.duration_ms - workload.now_ms()) / 1000.0)
     finally:
         ticker.cancel()

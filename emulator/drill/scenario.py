@@ -28,17 +28,18 @@ Every error is a DrillError (a ConfigError): one line naming the field and what 
 import json
 from dataclasses import dataclass, field
 
-from ..config import ConfigError
+from ..config import ConfigError, from_keywords
 from ..core.account import AccountConfig
 from ..core.consistency import LEVELS, canonical
 from ..defaults import CROSS_REGION_LAG_MS_DEFAULT
-from ..scenario_steps import check_step
+from ..core.faults import FAULT_REGION_FIELDS
+from ..scenario_steps import check_heals, check_step
 
 CLIENTS = ("regionlab", "azure-cosmos")
 OPERATIONS = ("read", "write", "query")
 CONNECTION_MODES = ("gateway", "direct")
 TOP_FIELDS = ("name", "description", "duration_ms", "account", "workload", "setups", "schedule", "assertions",
-              "stop")
+              "stop", "duration_scale_min")
 ACCOUNT_FIELDS = ("regions", "consistency", "multi_write", "lag_ms", "options")
 WORKLOAD_FIELDS = ("client", "mix", "concurrency", "rate_per_s", "keys", "client_options")
 CLIENT_OPTION_FIELDS = ("preferred_locations", "excluded_locations", "connection_mode",
@@ -96,6 +97,7 @@ class Drill:
     setups: list = field(default_factory=list)      # [{"name", "client_options"}]; [] for one run
     stop: dict | None = None                        # {"error_rate_above", "over_ms"}: abort the run
     scale: float = 1.0                              # the --duration-scale it was scaled by
+    scale_min: float = 0.0                          # "duration_scale_min": the smallest that keeps its conclusions
 
     @property
     def recovery(self) -> dict:
@@ -111,6 +113,23 @@ class Drill:
         """The same drill with every time of the scenario times scale (scaled() below): the
         short form tests and `--short` run."""
         return scaled(self, scale)
+
+
+def account_options(drill: Drill) -> dict:
+    """The running_emulator() keyword options of the drill's account (an own emulator's)."""
+    opts = {"regions": drill.regions, "consistency": drill.consistency, "multi_write": drill.multi_write}
+    if drill.lag_ms is not None:
+        opts["lag_ms"] = {(a, b): drill.lag_ms for a in drill.regions for b in drill.regions if a != b}
+    return {**opts, **drill.account_options}
+
+
+def _check_account(drill: Drill) -> Drill:
+    """The account an own emulator would start with, checked now (an unknown option, a bad value)."""
+    try:
+        from_keywords(account_options(drill))
+    except ConfigError as e:
+        raise DrillError(f"account.options: {e}") from None
+    return drill
 
 
 def load(path: str) -> Drill:
@@ -140,7 +159,7 @@ def parse(data, default_name: str = "drill") -> Drill:
     client = _client(workload.get("client", "regionlab"))
     client_options = _client_options(workload.get("client_options", {}), regions, client, "workload.client_options")
     setups = _setups(data.get("setups", []), regions, client)
-    return Drill(name=_text(data.get("name", default_name), "name"),
+    return _check_account(Drill(name=_text(data.get("name", default_name), "name"),
                  description=_text(data.get("description", ""), "description"),
                  duration_ms=duration, regions=regions, consistency=consistency,
                  multi_write=_bool(account.get("multi_write", False), "account.multi_write"),
@@ -154,7 +173,8 @@ def parse(data, default_name: str = "drill") -> Drill:
                  keys=_int(workload.get("keys", 100), "workload.keys", 1, KEYS_MAX),
                  client_options=client_options,
                  schedule=schedule, assertions=_assertions(data.get("assertions", {})), setups=setups,
-                 stop=_stop(data.get("stop")))
+                 stop=_stop(data.get("stop")),
+                 scale_min=_number(data.get("duration_scale_min", 0.0), "duration_scale_min", 0, 1)))
 
 
 # ---- checks ----------------------------------------------------------------------------------
@@ -284,6 +304,10 @@ def _schedule(steps, duration_ms: int, regions: tuple) -> list:
         raise DrillError("schedule must be a list of steps")
     parsed = [_step(i, s, regions) for i, s in enumerate(steps)]
     parsed.sort(key=lambda s: s["at_ms"])    # stable: steps at one time keep their order
+    try:
+        check_heals(parsed)
+    except ConfigError as e:
+        raise DrillError(f"schedule: {e}") from None
     for i, s in enumerate(parsed):
         _known(s, STEP_FIELDS, f"step {i}")
         if s["at_ms"] >= duration_ms:
@@ -295,11 +319,30 @@ def _schedule(steps, duration_ms: int, regions: tuple) -> list:
                 raise DrillError(f"step {i}: expect judges a fault, failover or throttle step's window; "
                                  "this step has none")
             s["expect"] = _limits(s["expect"], f"step {i}: expect", WINDOW_FIELDS)
-        named = [v for k, v in (s.get("fault") or s.get("failover") or {}).items() if k in ("region", "from", "to")]
-        for region in named:
+        for region in _regions_named(s):
             if region not in regions:
                 raise DrillError(f"step {i} names region {region!r}; the account's regions are {', '.join(regions)}")
     return parsed
+
+
+def check_regions(drill: Drill, regions: tuple) -> None:
+    """Before a run against a running emulator: every region the drill names is one it has."""
+    for i, s in enumerate(drill.schedule):
+        for region in _regions_named(s) + list((s.get("client") or {}).get("excluded_locations", [])):
+            if region not in regions:
+                raise DrillError(f"step {i} names region {region!r}; the running emulator's regions are "
+                                 f"{', '.join(regions)}")
+    for where, opts in [("workload.client_options", drill.client_options)] + [
+            (f"setups[{k}].client_options", s["client_options"]) for k, s in enumerate(drill.setups)]:
+        for name in ("preferred_locations", "excluded_locations"):
+            _locations(opts, name, regions, where)
+
+
+def _regions_named(step: dict) -> list:
+    if "failover" in step:
+        return [step["failover"]["region"]]
+    fault = step.get("fault") or {}
+    return [fault[k] for k in FAULT_REGION_FIELDS.get(fault.get("type"), ()) if k in fault]
 
 
 def _step(i: int, step, regions: tuple) -> dict:
@@ -376,25 +419,22 @@ def _stop(value) -> dict | None:
 
 
 # ---- scaling: --duration-scale and --short ---------------------------------------------------
-# `--duration-scale F` (and `--short`, F = 0.3): every time of a scenario times F, so a drill
-# keeps its shape in a fraction of the time (docs/drills.md, "Scaling").
-#
-# Scaled — when things happen and how long the account takes to react:
+# `--duration-scale F` (and `--short`, F = 0.3): every time of the scenario's timeline, times F:
 #     duration_ms, each step's at_ms and window_ms (a failover's default window too), a fault's
-#     duration_ms, the replication lags (account.lag_ms, a link_lag fault's lag_ms and jitter_ms),
-#     the account's detection_delay_ms and election_ms, the recovery's hold_ms and the stop
-#     condition's over_ms.
-# Not scaled — what is compared with the client's own timers, which the drill cannot scale:
-#     a request fault's delay_ms (a latency fault is judged against the client's timeout and hedging
-#     thresholds), throttling's retry-after and credit windows, replica delays, and every limit of
-#     the assertions (a p99 or RTO bound is a promise to users, not a time of the scenario).
-#
-# The emulator's defaults (detection 10 s, election 500 ms, lag 40 ms) scale too when the scenario
-# leaves them out; with --control the account section is not applied at all. A time that was
-# positive stays at least 1 ms. The scaled drill records its scale; the report
-# states it.
+#     duration_ms; the replication lags (account.lag_ms, a link_lag fault's lag_ms and
+#     jitter_ms) and the account's detection_delay_ms and election_ms (the emulator's defaults
+#     when the scenario leaves them out); the recovery's hold_ms and the stop condition's over_ms.
+# Not scaled: what is measured against the client's own timers, which the drill cannot scale
+# without fixed costs (a request's few ms) taking over: the delays request faults add (latency,
+# replica_slow) and the client options (timeout_s, hedging thresholds); the client's built-in
+# counts and timers (a breaker opens after 10 failures in a row, backoffs, account refresh); the
+# service's (retry-after, the credit window and its "wait 2 seconds"); and the assertions'
+# limits (a p99 or RTO bound is a promise to users, not a time of the scenario). So a drill
+# whose conclusions need its windows long against those (hedging-vs-breaker: the breaker's 10
+# failures per key) states "duration_scale_min", and a smaller scale is raised to it. A time
+# that was positive stays at least 1 ms. The scaled drill records its scale; the report states it.
 SCALED_ACCOUNT_OPTIONS = ("detection_delay_ms", "election_ms")
-SCALED_LINK_FIELDS = ("lag_ms", "jitter_ms")          # of a link_lag fault
+SCALED_FAULT_FIELDS = {"link_lag": ("lag_ms", "jitter_ms")}
 
 
 def _ms(value: int, scale: float) -> int:
@@ -409,14 +449,15 @@ def _scaled_step(s: dict, scale: float) -> dict:
         fault = dict(s["fault"])
         if "duration_ms" in fault:
             fault["duration_ms"] = _ms(fault["duration_ms"], scale)
-        if fault.get("type") == "link_lag":
-            fault.update({k: _ms(fault[k], scale) for k in SCALED_LINK_FIELDS if isinstance(fault.get(k), int)})
+        fault.update({k: _ms(fault[k], scale) for k in SCALED_FAULT_FIELDS.get(fault.get("type"), ())
+                      if isinstance(fault.get(k), int) and not isinstance(fault[k], bool)})
         s["fault"] = fault
     return s
 
 
 def scaled(drill, scale: float):
-    """The drill with every time of the scenario (above) times scale."""
+    """The drill with every time of its timeline (above) times scale, or its duration_scale_min."""
+    scale = max(scale, drill.scale_min)
     if scale == 1.0:
         return drill
     options = dict(drill.account_options)
@@ -438,7 +479,8 @@ def scaled(drill, scale: float):
 
 
 # ---- the same file in the simulator ----------------------------------------------------------
-DRILL_ONLY_FIELDS = ("name", "description", "duration_ms", "account", "workload", "setups", "assertions", "stop")
+DRILL_ONLY_FIELDS = ("name", "description", "duration_ms", "account", "workload", "setups", "assertions", "stop",
+                     "duration_scale_min")
 SIM_ACCOUNT_OPTIONS = ("detection_delay_ms", "election_ms", "nodes_per_region", "partitions",
                        "intra_region_delay_ms", "max_staleness_prefix", "max_interval_s")
 

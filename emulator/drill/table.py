@@ -85,9 +85,10 @@ def verdicts(report: dict) -> list[str]:
 
 
 def render(report: dict) -> str:
-    scale = report.get("duration_scale", 1.0)
-    lines = [f"drill {report['drill']}: {report['description']}".rstrip(": ")
-             + (f" [every time of the scenario x{scale:g}]" if scale != 1.0 else ""), "",
+    scale, floor = report.get("duration_scale", 1.0), report.get("duration_scale_min", 0.0)
+    scaled = f" [every time of the timeline x{scale:g}" + (
+        f", at least the drill's duration_scale_min x{floor:g}]" if scale == floor else "]")
+    lines = [f"drill {report['drill']}: {report['description']}".rstrip(": ") + (scaled if scale != 1.0 else ""), "",
              _row(name for name, _ in PHASE_COLUMNS)]
     for p in report["phases"] + [dict(report["total"], name="total")]:
         served = ", ".join(f"{r} {n}" for r, n in sorted(p["served_by"].items(), key=lambda kv: -kv[1]))

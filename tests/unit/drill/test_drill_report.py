@@ -164,3 +164,58 @@ def test_comparison_puts_each_setup_side_by_side():
     assert [a["name"] for a in r["assertions"]] == ["[plain] availability outside fault windows",
                                                     "[hedged] availability outside fault windows"]
     assert r["passed"] and r["lost_writes"]["acknowledged_writes"] == 6 and "timeline" not in r
+
+
+def test_each_fault_window_has_its_own_figures_and_verdicts_and_a_step_expect_overrides():
+    drill = parse({"duration_ms": 6000, "account": {"regions": ["East US", "East US 2"]},
+                   "schedule": [{"at_ms": 1000, "fault": {"type": "region_outage", "region": "East US"}, "as": "o",
+                                 "expect": {"availability_min": 0.1}},
+                                {"at_ms": 3000, "heal": "o"},
+                                {"at_ms": 4000, "failover": {"region": "East US 2"}, "window_ms": 1000}],
+                   "assertions": {"faults": {"availability_min": 0.9, "rto_ms_max": 1500, "p99_ms_max": 100},
+                                  "recovery": {"availability_min": 0.95, "hold_ms": 300},
+                                  "steady_state": {"availability_min": 0.99}, "error_rate_max": 0.5}})
+    ops = steady(0, 1000) + steady(1000, 3000, ok=False) + steady(3000, 6000)
+    ops.append(op(900, latency=300.0))          # in flight when the outage began: counted in its window
+    r = build(drill, ops, LostWrites([], 0, []), [], 0.0)
+    outage, failover = r["faults"]
+    assert outage["ops"] == 101 and outage["errors"] == 100 and outage["availability"] == round(1 / 101, 6)
+    assert outage["rto_ms"] == 2000.0 and outage["rto_bin_ms"] == 100 and outage["p99_ms"] == 5.0
+    assert failover["availability"] == 1.0 and failover["rto_ms"] == 0.0
+    v = {a["name"]: a for a in r["assertions"]}
+    assert v["availability in [region_outage East US]"]["limit"] == 0.1          # the step's own expect
+    assert v["availability in [region_outage East US]"]["held"] is False
+    assert v["RTO of [region_outage East US] (ms)"]["held"] is False
+    assert v["availability in [graceful failover -> East US 2]"]["held"] is True
+    assert v["availability before the first fault"]["held"] is True
+    assert v["availability after the last fault window"]["held"] is True
+    assert r["steady_state"]["after_last_fault"]["ops"] == 50                     # from 5000 ms
+    assert v["error rate of the whole run"]["value"] == round(1 - r["total"]["availability"], 6)
+    assert r["passed"] is False and r["ended"] == {"kind": "completed"}
+
+
+def test_nothing_to_judge_is_not_judged_never_a_pass():
+    drill = parse({"duration_ms": 2000, "account": {"regions": ["East US", "East US 2"]},
+                   "schedule": [{"at_ms": 1000, "fault": {"type": "region_outage", "region": "East US"}}],
+                   "assertions": {"lost_writes_max": 0, "lost_writes_match": True, "consistency_valid": True,
+                                  "steady_state": {"availability_min": 0.99}}})
+    reads = steady(0, 2000)
+    checked = {"level": "Session", "valid": True, "writes": {}, "violation_count": 0, "violations": [],
+               "unknown_writes": 0, "unknown_applied": 0}
+    r = build(drill, reads, LostWrites([], 0, []), [], 0.0, checked)
+    v = {a["name"]: a["held"] for a in r["assertions"]}
+    assert v == {"lost writes (listed)": None, "every acknowledged unreadable write is listed": None,
+                 "history checker (Session): no violation": None, "availability before the first fault": True,
+                 "availability after the last fault window": None}    # the outage lasts to the end
+    assert r["passed"] is True
+    from regionlab.emulator.drill.table import render
+    text = render(r)
+    assert "n/a   lost writes (listed): not judged" in text and "PASS  lost writes" not in text
+    assert "result: passed (4 not judged)" in text
+
+
+def test_a_run_that_ended_early_does_not_pass():
+    drill = parse({"duration_ms": 2000, "account": {"regions": ["East US", "East US 2"]}})
+    ended = {"kind": "aborted", "reason": "stop condition: ...", "at_ms": 1500.0}
+    r = build(drill, steady(0, 1500), LostWrites([], 0, []), [], 0.0, None, ended)
+    assert r["passed"] is False and r["ended"] == ended
