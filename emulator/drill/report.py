@@ -16,8 +16,7 @@ from .workload import Op
 
 TIMELINE_BUCKETS = 60           # points of the timeline plots, whatever the drill's length
 TIMELINE_BUCKET_MS_MIN = 100
-RTO_BIN_MS_MIN = 100       # RTO's resolution at least
-RTO_BIN_OPS = 5            # completions a bin holds at the steady rate, so an empty one is a stall
+RTO_BIN_MS = 100           # RTO's resolution
 CLOCK_SLACK_MS = 50       # the control port stamps failovers on the wall clock, the drill on its own
 
 
@@ -41,7 +40,9 @@ def describe(step: dict) -> str:
     if "failover" in step:
         return f"{step['failover'].get('kind', 'graceful')} failover -> {step['failover']['region']}"
     if "client" in step:
-        return "client: " + ", ".join(f"{k} {v}" for k, v in step["client"].items())
+        changes = [f"{k} {v}" for k, v in step["client"].items() if k != "restart"]
+        return ", ".join((["client restart"] if step["client"].get("restart") else []) + (
+            ["client: " + ", ".join(changes)] if changes else []))
     if "throttle" in step:
         return "throttle " + ", ".join(f"{k}={v}" for k, v in step["throttle"].items())
     return f"heal {step['heal']}"
@@ -113,33 +114,42 @@ def summarize(ops: list[Op], span_ms: float) -> dict:
             "breaker_opened": opened}
 
 
-def rto_bin_ms(steady_ops_per_s: float) -> int:
-    """The resolution RTO is measured at: bins long enough to hold RTO_BIN_OPS completions at the
-    workload's steady rate (an empty bin is a stall), RTO_BIN_MS_MIN at least."""
-    if steady_ops_per_s <= 0:
-        return RTO_BIN_MS_MIN
-    wanted = RTO_BIN_OPS * 1000.0 / steady_ops_per_s
-    return max(RTO_BIN_MS_MIN, int(-(-wanted // RTO_BIN_MS_MIN)) * RTO_BIN_MS_MIN)
+def stalled_bins(ends_ms: list, start_ms: float, n: int, bin_ms: int, stall_ms: float) -> list[bool]:
+    """Which bins after start_ms lie in a stall: a gap between two completions (or from the last
+    one to the end) longer than stall_ms."""
+    stalled = [False] * n
+    ends = sorted(ends_ms)
+    for a, b in zip(ends, ends[1:] + [start_ms + n * bin_ms]):
+        if b - a > stall_ms:
+            first = max(0, int((a - start_ms) // bin_ms))
+            last = min(n, int(-(-(b - start_ms) // bin_ms)))      # bins overlapping (a, b)
+            for k in range(first, last):
+                stalled[k] = True
+    return stalled
 
 
-def recovery(ops: list[Op], start_ms: float, until_ms: float, rule: dict, bin_ms: int) -> float | None:
+def recovery(ops: list[Op], start_ms: float, until_ms: float, rule: dict, bin_ms: int = RTO_BIN_MS) -> float | None:
     """RTO: ms from start_ms until the workload is back, by completion time: the first run of
-    bins of bin_ms, at least rule["hold_ms"] long, in which every bin has completions (a stall
-    with none counts as down), the first bin and the run as a whole succeed at
-    rule["availability_min"] or better. 0 when that holds from the start; None when it never
-    does before until_ms (the end of the drill)."""
+    bins, rule["hold_ms"] long, with no stall in it (no operation completing for longer than
+    rule["stall_ms"] counts as down, failed or not), with completions, and a success rate of
+    rule["availability_min"] or better over the run and in its first bin with completions. 0
+    when that holds from the start; None when it never does before until_ms (the drill's end)."""
     n = int((until_ms - start_ms) // bin_ms)
     ok, total = [0] * n, [0] * n
-    for op in ops:
-        k = int((op.start_ms + op.latency_ms - start_ms) // bin_ms)
+    ends = [op.start_ms + op.latency_ms for op in ops]
+    for op, end in zip(ops, ends):
+        k = int((end - start_ms) // bin_ms)
         if 0 <= k < n:
             total[k] += 1
             ok[k] += op.ok
+    stalled = stalled_bins([e for e in ends if e < until_ms] + [start_ms], start_ms, n, bin_ms, rule["stall_ms"])
     need, level = max(1, -(-rule["hold_ms"] // bin_ms)), rule["availability_min"]
     for k in range(n - need + 1):
         run = range(k, k + need)
-        if all(total[i] for i in run) and ok[k] >= level * total[k] \
-                and sum(ok[i] for i in run) >= level * sum(total[i] for i in run):
+        first = next((i for i in run if total[i]), None)
+        if first is None or any(stalled[i] for i in run) or ok[first] < level * total[first]:
+            continue
+        if sum(ok[i] for i in run) >= level * sum(total[i] for i in run):
             return float(k * bin_ms)
     return None
 
@@ -211,13 +221,12 @@ def _steady_spans(schedule: list, windows: list, duration_ms: int) -> tuple[tupl
     return (0, first), (last, duration_ms)
 
 
-def _judge_windows(drill, ops: list[Op], windows: list, steady_ops_per_s: float) -> None:
-    bin_ms = rto_bin_ms(steady_ops_per_s)
+def _judge_windows(drill, ops: list[Op], windows: list) -> None:
     for w in windows:
         figures = summarize(window_ops(ops, w), w["end_ms"] - w["start_ms"])
         w.update({k: figures[k] for k in WINDOW_FIGURES})
-        w["rto_ms"] = recovery(ops, w["start_ms"], drill.duration_ms, drill.recovery, bin_ms)
-        w["rto_bin_ms"] = bin_ms
+        w["rto_ms"] = recovery(ops, w["start_ms"], drill.duration_ms, drill.recovery)
+        w["rto_bin_ms"] = RTO_BIN_MS
         w["rpo_writes"] = 0
 
 
@@ -236,7 +245,7 @@ def build(drill, ops: list[Op], lost: LostWrites, failovers: list, started_epoch
     inside = summarize([op for op in ops if in_window(op.start_ms, windows)], max(drill.duration_ms - outside_span, 1))
     total = summarize(ops, drill.duration_ms)
     lost_d = lost.to_dict()
-    _judge_windows(drill, ops, windows, outside["ops_per_s"] if outside["ops"] else total["ops_per_s"])
+    _judge_windows(drill, ops, windows)
     _attribute_rpo(windows, failovers, started_epoch_ms)
     before, after = _steady_spans(drill.schedule, windows, drill.duration_ms)
     steady = {"before_first_fault": summarize([op for op in ops if before[0] <= op.start_ms < before[1]],

@@ -192,7 +192,7 @@ async def _apply(target, step: dict, named: dict, workload) -> None:
     elif "failover" in step:
         await _control(target, "POST", "/failover", {"wait": True, **step["failover"]})
     elif "client" in step:
-        workload.change_client(step["client"])
+        await workload.change_client(step["client"])
     elif "throttle" in step:
         before = await _control(target, "GET", "/throttle")
         await _control(target, "PUT", "/throttle", step["throttle"])

@@ -17,7 +17,7 @@ The schedule is the simulator's (scenario_steps.py): "fault" is the body of POST
 FAILOVER_WINDOW_MS; a fault's window lasts until it is healed or its duration_ms ends).
 Two step kinds are the drill's own (the simulator has no live client and does not meter):
 "client" changes the running client's options (CLIENT_STEP_FIELDS: what the client can change
-while it runs), and "throttle" is the body of PUT /throttle (credits, RU limits), undone by a
+while it runs, or "restart": a new client), and "throttle" is the body of PUT /throttle (credits, RU limits), undone by a
 "heal" naming its "as".
 
 "setups" runs the same workload and schedule once per client setup, one after another against
@@ -49,7 +49,7 @@ REGIONLAB_ONLY_OPTIONS = {
     "circuit_breaker": "the SDK's partition-level circuit breaker is the process-wide environment variable "
                        "AZURE_COSMOS_ENABLE_CIRCUIT_BREAKER, not a client option",
     "connection_mode": "the Python SDK speaks only gateway mode"}
-CLIENT_STEP_FIELDS = ("excluded_locations",)        # what a running client can change (docs/client.md)
+CLIENT_STEP_FIELDS = ("excluded_locations", "restart")   # what a running client can change (docs/client.md)
 THROTTLE_KNOBS = ("credits_per_s", "ru", "burst", "serverless", "serverless_ru_per_s")   # PUT /throttle
 STEP_FIELDS = ("at_ms", "fault", "heal", "failover", "client", "throttle", "as", "window_ms", "label", "expect")
 SETUP_FIELDS = ("name", "client_options")
@@ -58,9 +58,9 @@ ASSERTION_FIELDS = ("availability_min", "lost_writes_max", "p99_ms_max", "lost_w
                     "error_rate_max", "steady_state", "faults", "recovery")
 WINDOW_FIELDS = ("availability_min", "p99_ms_max", "rto_ms_max", "lost_writes_max")   # "faults", "expect"
 STEADY_FIELDS = ("availability_min", "p99_ms_max")
-RECOVERY_FIELDS = ("availability_min", "hold_ms")
+RECOVERY_FIELDS = ("availability_min", "hold_ms", "stall_ms")
 STOP_FIELDS = ("error_rate_above", "over_ms")
-RECOVERY_DEFAULT = {"availability_min": 0.95, "hold_ms": 1000}     # what RTO waits for (report.py)
+RECOVERY_DEFAULT = {"availability_min": 0.95, "hold_ms": 1000, "stall_ms": 500}   # what RTO waits for (report.py)
 STOP_OVER_MS_DEFAULT = 2000
 COUNT_MAX = 10**9
 DURATION_MS_MAX = 3_600_000               # an hour: a drill, not a soak
@@ -363,6 +363,8 @@ def _step(i: int, step, regions: tuple) -> dict:
         if not body:
             raise DrillError(f"step {i}: a client step changes one of {', '.join(CLIENT_STEP_FIELDS)}")
         _locations(body, "excluded_locations", regions, f"step {i}: client")
+        if "restart" in body and body["restart"] is not True:
+            raise DrillError(f"step {i}: client.restart must be true (a new client, as an application restart makes)")
     else:
         body = _object(step["throttle"], f"step {i}: throttle", THROTTLE_KNOBS)
         if not body:
@@ -392,6 +394,7 @@ _LIMIT_CHECKS = {"availability_min": lambda v, w: _number(v, w, 0, 1),
                  "lost_writes_match": _bool, "consistency_valid": _bool,
                  "error_rate_max": lambda v, w: _number(v, w, 0, 1),
                  "hold_ms": lambda v, w: _int(v, w, 1, DURATION_MS_MAX),
+                 "stall_ms": lambda v, w: _int(v, w, 1, DURATION_MS_MAX),
                  "error_rate_above": lambda v, w: _number(v, w, 0, 1),
                  "over_ms": lambda v, w: _int(v, w, 1, DURATION_MS_MAX)}
 _NESTED = {"steady_state": STEADY_FIELDS, "faults": WINDOW_FIELDS, "recovery": RECOVERY_FIELDS}
@@ -428,8 +431,9 @@ def _stop(value) -> dict | None:
 # without fixed costs (a request's few ms) taking over: the delays request faults add (latency,
 # replica_slow) and the client options (timeout_s, hedging thresholds); the client's built-in
 # counts and timers (a breaker opens after 10 failures in a row, backoffs, account refresh); the
-# service's (retry-after, the credit window and its "wait 2 seconds"); and the assertions'
-# limits (a p99 or RTO bound is a promise to users, not a time of the scenario). So a drill
+# service's (retry-after, the credit window and its "wait 2 seconds"); the recovery's stall_ms
+# (a gap between completions is judged against request latency); and the assertions' limits (a
+# p99 or RTO bound is a promise to users, not a time of the scenario). So a drill
 # whose conclusions need its windows long against those (hedging-vs-breaker: the breaker's 10
 # failures per key) states "duration_scale_min", and a smaller scale is raised to it. A time
 # that was positive stays at least 1 ms. The scaled drill records its scale; the report states it.

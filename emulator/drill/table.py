@@ -6,8 +6,10 @@ PHASE_COLUMNS = (("phase", 34), ("ops", 7), ("ops/s", 8), ("errors", 7), ("p50 m
                  ("retries", 8), ("RU", 9), ("served by", 0))
 
 
-def _row(values) -> str:
-    return "  ".join(str(v)[:w].ljust(w) if w else str(v) for v, (_, w) in zip(values, PHASE_COLUMNS)).rstrip()
+def _phase_columns(report: dict) -> tuple:
+    """The phase column as wide as the longest name: labels are never cut."""
+    width = max([PHASE_COLUMNS[0][1]] + [len(p["name"]) for p in report["phases"]])
+    return (("phase", width),) + PHASE_COLUMNS[1:]
 
 
 COMPARISON_COLUMNS = (("setup", 18), ("ops", 7), ("avail", 8), ("avail (faults)", 15), ("p99 ms", 9),
@@ -88,12 +90,13 @@ def render(report: dict) -> str:
     scale, floor = report.get("duration_scale", 1.0), report.get("duration_scale_min", 0.0)
     scaled = f" [every time of the timeline x{scale:g}" + (
         f", at least the drill's duration_scale_min x{floor:g}]" if scale == floor else "]")
+    columns = _phase_columns(report)
     lines = [f"drill {report['drill']}: {report['description']}".rstrip(": ") + (scaled if scale != 1.0 else ""), "",
-             _row(name for name, _ in PHASE_COLUMNS)]
+             _cols((name for name, _ in columns), columns)]
     for p in report["phases"] + [dict(report["total"], name="total")]:
         served = ", ".join(f"{r} {n}" for r, n in sorted(p["served_by"].items(), key=lambda kv: -kv[1]))
-        lines.append(_row((p["name"], p["ops"], p["ops_per_s"], p["errors"], p["p50_ms"], p["p99_ms"],
-                           sum(p["retries_by_reason"].values()), p["request_charge"], served)))
+        lines.append(_cols((p["name"], p["ops"], p["ops_per_s"], p["errors"], p["p50_ms"], p["p99_ms"],
+                            sum(p["retries_by_reason"].values()), p["request_charge"], served), columns))
     lines += faults(report)
     lines += comparison(report)
     changes = client_changes(report)

@@ -4,7 +4,7 @@ step), availability outside the windows, RTO, RPO attributed to the causing step
 reason, hedged charge, breaker openings, throttle steps' windows, client steps' before/after, the
 side-by-side comparison of setups, and the assertions' verdicts."""
 from regionlab.emulator.drill.report import (LostWrites, build, fault_windows, percentile, phases, recovery,
-                                             rto_bin_ms, summarize, timeline)
+                                             summarize, timeline)
 from regionlab.emulator.drill.scenario import parse
 from regionlab.emulator.drill.workload import Op, reason_class
 
@@ -52,7 +52,7 @@ def test_reason_class_drops_the_details():
     assert reason_class("hedge after 500 ms") == "hedge after 500 ms"
 
 
-RULE = {"availability_min": 0.95, "hold_ms": 500}
+RULE = {"availability_min": 0.95, "hold_ms": 500, "stall_ms": 300}
 
 
 def steady(t0, t1, ok=True, every=20):
@@ -80,8 +80,11 @@ def test_rto_is_zero_when_nothing_changed_and_none_when_never_back_within_the_dr
     assert recovery(late, 1000, 4000, RULE, 100) is None        # back for 300 ms < hold_ms at the end
 
 
-def test_rto_bins_hold_a_few_completions_at_the_steady_rate():
-    assert rto_bin_ms(500) == 100 and rto_bin_ms(10) == 500 and rto_bin_ms(3) == 1700 and rto_bin_ms(0) == 100
+def test_slow_but_steady_completions_are_no_stall():
+    # Four workers, each operation 250 ms (under stall_ms) and successful: bins without a
+    # completion, but no gap longer than stall_ms, so nothing is down.
+    slow = [op(t + w * 60, latency=250.0) for t in range(1000, 4000, 250) for w in range(4)]
+    assert recovery(steady(0, 1000) + slow, 1000, 4000, RULE, 100) == 0.0
 
 
 def test_timeline_rates_per_second():
@@ -173,7 +176,7 @@ def test_each_fault_window_has_its_own_figures_and_verdicts_and_a_step_expect_ov
                                 {"at_ms": 3000, "heal": "o"},
                                 {"at_ms": 4000, "failover": {"region": "East US 2"}, "window_ms": 1000}],
                    "assertions": {"faults": {"availability_min": 0.9, "rto_ms_max": 1500, "p99_ms_max": 100},
-                                  "recovery": {"availability_min": 0.95, "hold_ms": 300},
+                                  "recovery": {"availability_min": 0.95, "hold_ms": 300, "stall_ms": 300},
                                   "steady_state": {"availability_min": 0.99}, "error_rate_max": 0.5}})
     ops = steady(0, 1000) + steady(1000, 3000, ok=False) + steady(3000, 6000)
     ops.append(op(900, latency=300.0))          # in flight when the outage began: counted in its window

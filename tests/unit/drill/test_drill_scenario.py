@@ -210,7 +210,7 @@ def test_good_expectations_stop_and_references_parse():
     assert d.schedule[0]["expect"] == {"availability_min": 0.5}
     d = parse(with_("stop", {"error_rate_above": 0.9}))
     assert d.stop == {"error_rate_above": 0.9, "over_ms": 2000}
-    assert d.recovery == {"availability_min": 0.95, "hold_ms": 1000}
+    assert d.recovery == {"availability_min": 0.95, "hold_ms": 1000, "stall_ms": 500}
 
 
 def test_scaling_scales_the_accounts_times_and_lags_but_not_delays_client_timers_or_limits():
@@ -228,7 +228,7 @@ def test_scaling_scales_the_accounts_times_and_lags_but_not_delays_client_timers
     assert s.schedule[0]["fault"]["lag_ms"] == 600 and s.schedule[1]["fault"]["delay_ms"] == 300
     assert s.client_options == {"timeout_s": 0.5}
     assert s.assertions["p99_ms_max"] == 250 and s.assertions["faults"] == {"rto_ms_max": 8000}
-    assert s.recovery["hold_ms"] == 300 and s.stop["over_ms"] == 300
+    assert s.recovery["hold_ms"] == 300 and s.recovery["stall_ms"] == 500 and s.stop["over_ms"] == 300
     assert d.scaled(1.0) is d
     floored = parse(dict(GOOD, duration_scale_min=0.6)).scaled(0.3)
     assert floored.scale == 0.6 and floored.duration_ms == 6000
