@@ -6,8 +6,8 @@ step's `expect` and the `stop` condition, is scenario.py's:
                    "error_rate_max": 0.05,                              the whole run
                    "steady_state": {"availability_min": 0.99, "p99_ms_max": 250},
                    "faults": {"availability_min": 0.5, "p99_ms_max": 3000, "rto_ms_max": 8000,
-                              "lost_writes_max": 0},                   every fault window
-                   "recovery": {"availability_min": 0.95, "hold_ms": 1000}}   what RTO waits for
+                              "lost_writes_max": 0, "recovered_in_window": true},   every fault window
+                   "recovery": {"availability_min": 0.95, "hold_ms": 1000, "stall_ms": 500}}   what RTO waits for
     "stop": {"error_rate_above": 0.5, "over_ms": 2000}
     a step: {"at_ms": ..., "fault": {...}, "expect": {"rto_ms_max": 3000}}    its own window
 
@@ -61,6 +61,12 @@ def _window(w: dict, limits: dict) -> list[dict]:
         v = verdict(f"RTO of [{w['label']}] (ms)", rto, "<=", limits["rto_ms_max"])
         if rto is None:            # never back to the recovery level within the drill: that fails
             v.update(value="not recovered", held=False)
+        out.append(v)
+    if limits.get("recovered_in_window"):
+        # Recovered while the fault was still on, not merely because it ended: survived, not outlasted.
+        back = w["rto_ms"] is not None and w["start_ms"] + w["rto_ms"] < w["end_ms"]
+        v = verdict(f"[{w['label']}] recovered before its window ended", back, "==", True)
+        v["detail"] = "not recovered" if w["rto_ms"] is None else f"back at {w['start_ms'] + w['rto_ms']:.0f} ms"
         out.append(v)
     if "lost_writes_max" in limits:
         out.append(verdict(f"writes lost by [{w['label']}]", w["rpo_writes"], "<=", limits["lost_writes_max"]))

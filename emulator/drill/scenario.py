@@ -56,7 +56,8 @@ SETUP_FIELDS = ("name", "client_options")
 SETUPS_MAX = 8
 ASSERTION_FIELDS = ("availability_min", "lost_writes_max", "p99_ms_max", "lost_writes_match", "consistency_valid",
                     "error_rate_max", "steady_state", "faults", "recovery")
-WINDOW_FIELDS = ("availability_min", "p99_ms_max", "rto_ms_max", "lost_writes_max")   # "faults", "expect"
+WINDOW_FIELDS = ("availability_min", "p99_ms_max", "rto_ms_max", "lost_writes_max",   # "faults", "expect"
+                 "recovered_in_window")
 STEADY_FIELDS = ("availability_min", "p99_ms_max")
 RECOVERY_FIELDS = ("availability_min", "hold_ms", "stall_ms")
 STOP_FIELDS = ("error_rate_above", "over_ms")
@@ -391,7 +392,7 @@ _LIMIT_CHECKS = {"availability_min": lambda v, w: _number(v, w, 0, 1),
                  "p99_ms_max": lambda v, w: _number(v, w, 0, DURATION_MS_MAX),
                  "rto_ms_max": lambda v, w: _number(v, w, 0, DURATION_MS_MAX),
                  "lost_writes_max": lambda v, w: _int(v, w, 0, COUNT_MAX),
-                 "lost_writes_match": _bool, "consistency_valid": _bool,
+                 "lost_writes_match": _bool, "consistency_valid": _bool, "recovered_in_window": _bool,
                  "error_rate_max": lambda v, w: _number(v, w, 0, 1),
                  "hold_ms": lambda v, w: _int(v, w, 1, DURATION_MS_MAX),
                  "stall_ms": lambda v, w: _int(v, w, 1, DURATION_MS_MAX),

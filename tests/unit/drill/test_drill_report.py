@@ -222,3 +222,17 @@ def test_a_run_that_ended_early_does_not_pass():
     ended = {"kind": "aborted", "reason": "stop condition: ...", "at_ms": 1500.0}
     r = build(drill, steady(0, 1500), LostWrites([], 0, []), [], 0.0, None, ended)
     assert r["passed"] is False and r["ended"] == ended
+
+
+def test_recovered_in_window_means_back_before_the_fault_ended():
+    drill = parse({"duration_ms": 6000, "account": {"regions": ["East US", "East US 2"]},
+                   "schedule": [{"at_ms": 1000, "fault": {"type": "region_outage", "region": "East US"}, "as": "o",
+                                 "expect": {"recovered_in_window": True, "rto_ms_max": 8000}},
+                                {"at_ms": 3000, "heal": "o"}],
+                   "assertions": {"recovery": {"availability_min": 0.95, "hold_ms": 300, "stall_ms": 300}}})
+    outlasted = steady(0, 1000) + steady(1000, 3000, ok=False) + steady(3000, 6000)     # back only at the heal
+    survived = steady(0, 1000) + steady(1000, 1500, ok=False) + steady(1500, 6000)      # back 500 ms in
+    for ops, held in ((outlasted, False), (survived, True)):
+        v = {a["name"]: a for a in build(drill, ops, LostWrites([], 0, []), [], 0.0)["assertions"]}
+        assert v["[region_outage East US] recovered before its window ended"]["held"] is held
+        assert v["RTO of [region_outage East US] (ms)"]["held"] is True
