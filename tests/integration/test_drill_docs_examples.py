@@ -1,5 +1,5 @@
-"""Proves the drill examples of docs/drills.md as written: each JSON scenario in the page is taken
-verbatim, run through `regionlab drill run` (shortened only by the documented --duration-scale)
+"""Proves the drill examples of docs/drills.md and docs/chaos-playground.md as written: each JSON
+scenario in the pages is taken verbatim, run through `regionlab drill run` (shortened only by the documented --duration-scale)
 against its own in-process emulator, and its verdict is true to what happened: the exit status is
 0 exactly when the report passed, and `checkout-failover` passes exactly when writes moved to
 East US 2 while East US was out (so it fails while the bundled client does not follow the
@@ -13,7 +13,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DOCS = os.path.join(ROOT, "docs", "drills.md")
+PAGES = [os.path.join(ROOT, "docs", page) for page in ("drills.md", "chaos-playground.md")]
 SCALE = "0.3"
 RUN_TIMEOUT_S = 120
 
@@ -21,21 +21,24 @@ pytestmark = pytest.mark.slow          # each example runs for seconds
 
 
 def examples() -> dict:
-    """{name: scenario text} of every ```json block of the page that is a whole scenario."""
+    """{name: scenario text} of every ```json block of the pages that is a whole scenario."""
     found = {}
-    with open(DOCS, encoding="utf-8") as f:
-        for block in re.findall(r"```json\n(.*?)```", f.read(), re.S):
-            try:
-                data = json.loads(block)
-            except ValueError:
-                continue                  # a fragment (a report's field), not a scenario
-            if isinstance(data, dict) and "schedule" in data:
-                found[data["name"]] = block
+    text = ""
+    for page in PAGES:
+        with open(page, encoding="utf-8") as f:
+            text += f.read()
+    for block in re.findall(r"```json\n(.*?)```", text, re.S):
+        try:
+            data = json.loads(block)
+        except ValueError:
+            continue                      # a fragment (a report's field), not a scenario
+        if isinstance(data, dict) and "schedule" in data:
+            found[data["name"]] = block
     return found
 
 
 def test_the_page_has_its_examples():
-    assert sorted(examples()) == ["checkout-failover", "hedge-or-not"]
+    assert sorted(examples()) == ["checkout-brownout", "checkout-failover", "hedge-or-not"]
 
 
 @pytest.mark.parametrize("name", sorted(examples()))
