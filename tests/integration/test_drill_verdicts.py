@@ -3,8 +3,9 @@ real emulator: a fault window that fails its assertions exits 1 (the outage's av
 measured inside the window), a stall with no failures has an RTO (a latency fault holds every
 request), a stop condition aborts the run early (the emulator's faults healed, the report kept
 and marked aborted, exit 1), a steady state that does not hold before the first fault aborts
-before anything is injected, and SIGINT or SIGTERM end a run cleanly (no traceback, faults
-healed, the report of what ran written and marked interrupted, exit 128 + the signal)."""
+before anything is injected, SIGINT or SIGTERM end a run cleanly (no traceback, faults healed,
+the report of what ran written and marked interrupted, exit 128 + the signal), and a misspelt
+fault type or a region the running emulator lacks is exit 2 with one line before anything runs."""
 import json
 import os
 import signal
@@ -13,6 +14,7 @@ import sys
 
 import pytest
 
+from regionlab.emulator.core.faults import FAULT_TYPES
 from regionlab.emulator.testing import running_emulator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -120,3 +122,18 @@ def test_a_signal_ends_the_run_cleanly_with_the_report_of_what_ran(tmp_path, sig
     assert report["duration_ms"] < 30000 and report["total"]["ops"] > 0
     assert [w["label"] for w in report["faults"]] == ["region_outage East US 2 (unavailable)"]
     assert "result: INTERRUPTED" in rest and (out / "report.html").exists()
+
+
+def test_a_misspelt_fault_or_an_unknown_heal_is_exit_2_before_anything_starts(tmp_path):
+    bad = {"name": "bad", "schedule": [{"at_ms": 100, "fault": {"type": "region_outgae", "region": "East US"}}]}
+    done, report = run_drill(tmp_path, bad)
+    assert done.returncode == 2 and report is None and done.stdout == ""
+    assert done.stderr.strip() == ("regionlab drill: error: schedule: step 0: unknown fault type 'region_outgae'; "
+                                   "the catalogue has: " + ", ".join(FAULT_TYPES))
+    with running_emulator(regions=TWO) as emu:
+        west = {"name": "west", "schedule": [outage(100, region="West US"), {"at_ms": 200, "heal": "out"}]}
+        done, report = run_drill(tmp_path, west, "--control", emu.control_endpoint)
+        assert done.returncode == 2 and report is None
+        assert done.stderr.strip() == ("regionlab drill: error: step 0 names region 'West US'; the running "
+                                       "emulator's regions are East US, East US 2")
+        assert emu.control("GET", "/faults")["faults"] == []
