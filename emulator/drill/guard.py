@@ -7,7 +7,8 @@ call (a fault the call injected is always known, and healed). The runner then he
 drill injected, builds the report of what ran and marks it `aborted` or `interrupted`.
 
     stop: {"error_rate_above": 0.5, "over_ms": 2000}: every TICK_S, the operations that ended in
-    the last over_ms; more than that share failed, or none ended (a stall), and the run aborts.
+    the last over_ms; more than that share failed, or none ended while one waited that long (a
+    stall), and the run aborts.
 """
 import asyncio
 import signal
@@ -99,8 +100,10 @@ class Guard:
             total += 1
             ok += op.ok
         if not total:
-            self._end("aborted", f"stop condition: no operation ended in the last {over_ms} ms "
-                                 f"(a stall counts as all failed; error_rate_above {cap})")
+            waiting_since = min(self.workload.in_flight.values(), default=now)
+            if now - waiting_since > over_ms:          # waiting, not idle between paced operations
+                self._end("aborted", f"stop condition: no operation ended in the last {over_ms} ms while one "
+                                     f"waited (a stall counts as all failed; error_rate_above {cap})")
         elif 1 - ok / total > cap:
             self._end("aborted", f"stop condition: {total - ok} of the {total} operations that ended in the last "
                                  f"{over_ms} ms failed ({1 - ok / total:.1%}, error_rate_above {cap})")

@@ -114,35 +114,44 @@ def summarize(ops: list[Op], span_ms: float) -> dict:
             "breaker_opened": opened}
 
 
-def stalled_bins(ends_ms: list, start_ms: float, n: int, bin_ms: int, stall_ms: float) -> list[bool]:
-    """Which bins after start_ms lie in a stall: a gap between two completions (or from the last
-    one to the end) longer than stall_ms."""
+def stalled_bins(ops: list[Op], start_ms: float, n: int, bin_ms: int, stall_ms: float) -> list[bool]:
+    """Which of the n bins after start_ms lie in a stall: longer than stall_ms in which an
+    operation waited for its answer and none completed. An idle span (a rate-limited workload
+    between operations) is no stall: a gap counts from the start of the operation that ends it,
+    if that is later than the completion before."""
+    until = start_ms + n * bin_ms
     stalled = [False] * n
-    ends = sorted(ends_ms)
-    for a, b in zip(ends, ends[1:] + [start_ms + n * bin_ms]):
-        if b - a > stall_ms:
-            first = max(0, int((a - start_ms) // bin_ms))
-            last = min(n, int(-(-(b - start_ms) // bin_ms)))      # bins overlapping (a, b)
-            for k in range(first, last):
-                stalled[k] = True
+
+    def mark(a: float, b: float) -> None:
+        for k in range(max(0, int((a - start_ms) // bin_ms)), min(n, int(-(-(b - start_ms) // bin_ms)))):
+            stalled[k] = True
+    prev, waiting_at_end = float("-inf"), []
+    for end, began in sorted((op.start_ms + op.latency_ms, op.start_ms) for op in ops):
+        if end >= until:
+            waiting_at_end.append(began)
+            continue
+        if end - max(prev, began) > stall_ms:
+            mark(max(prev, began), end)
+        prev = end
+    if waiting_at_end and until - max(prev, min(waiting_at_end)) > stall_ms:
+        mark(max(prev, min(waiting_at_end)), until)
     return stalled
 
 
 def recovery(ops: list[Op], start_ms: float, until_ms: float, rule: dict, bin_ms: int = RTO_BIN_MS) -> float | None:
     """RTO: ms from start_ms until the workload is back, by completion time: the first run of
-    bins, rule["hold_ms"] long, with no stall in it (no operation completing for longer than
-    rule["stall_ms"] counts as down, failed or not), with completions, and a success rate of
+    bins, rule["hold_ms"] long, with no stall in it (operations waiting longer than
+    rule["stall_ms"] with none completing counts as down, failed or not), with completions, and a success rate of
     rule["availability_min"] or better over the run and in its first bin with completions. 0
     when that holds from the start; None when it never does before until_ms (the drill's end)."""
     n = int((until_ms - start_ms) // bin_ms)
     ok, total = [0] * n, [0] * n
-    ends = [op.start_ms + op.latency_ms for op in ops]
-    for op, end in zip(ops, ends):
-        k = int((end - start_ms) // bin_ms)
+    for op in ops:
+        k = int((op.start_ms + op.latency_ms - start_ms) // bin_ms)
         if 0 <= k < n:
             total[k] += 1
             ok[k] += op.ok
-    stalled = stalled_bins([e for e in ends if e < until_ms] + [start_ms], start_ms, n, bin_ms, rule["stall_ms"])
+    stalled = stalled_bins(ops, start_ms, n, bin_ms, rule["stall_ms"])
     need, level = max(1, -(-rule["hold_ms"] // bin_ms)), rule["availability_min"]
     for k in range(n - need + 1):
         run = range(k, k + need)

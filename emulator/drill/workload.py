@@ -94,6 +94,7 @@ class Workload:
         self._stop = asyncio.Event()
         self._client = None
         self._container = None
+        self.in_flight: dict = {}         # worker -> when its operation in flight started (guard.py)
         self._excluded = None             # excluded regions a client step set
         self._retired: list = []          # clients a restart step replaced
 
@@ -170,7 +171,9 @@ class Workload:
         while not self._stop.is_set():
             began = time.monotonic()
             kind = self.rng.choices(kinds, weights)[0]
+            self.in_flight[worker] = self.now_ms()
             self.ops.append(await self._one(kind, worker, n))
+            del self.in_flight[worker]
             n += 1
             wait_s = interval_s - (time.monotonic() - began)
             if wait_s > 0:

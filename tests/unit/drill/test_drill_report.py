@@ -80,6 +80,14 @@ def test_rto_is_zero_when_nothing_changed_and_none_when_never_back_within_the_dr
     assert recovery(late, 1000, 4000, RULE, 100) is None        # back for 300 ms < hold_ms at the end
 
 
+def test_an_idle_workload_between_operations_is_no_stall():
+    # One operation a second (a rate-limited workload): long gaps, but nothing was waiting.
+    idle = [op(t) for t in range(0, 6000, 1000)]
+    assert recovery(idle, 1000, 6000, RULE, 100) == 0.0
+    held = idle[:1] + [op(1000, latency=900.0)] + idle[2:]       # one waits 900 ms for its answer
+    assert recovery(held, 1000, 6000, RULE, 100) == 900.0
+
+
 def test_slow_but_steady_completions_are_no_stall():
     # Four workers, each operation 250 ms (under stall_ms) and successful: bins without a
     # completion, but no gap longer than stall_ms, so nothing is down.
