@@ -13,10 +13,13 @@ import json
 
 from . import epk as epks
 from . import jsontext
+from .cache import Cache, text_bytes
+from .errors import bad_request
 from .store import TrackedDict
+from .limits import EPK_CACHE_MAX_BYTES
 
 RU_PER_PARTITION = 10_000
-EPK_CACHE_MAX = 65_536
+_EPK_BYTES = 200                           # an EPK's text: 32 hex digits per path, up to 3 paths
 
 
 class Database:
@@ -63,7 +66,7 @@ class Container:
         # next insert: every collection after a full one walked its million entries again (30-60
         # ms each). A TrackedDict never leaves the generation it reached (store.py).
         self.rid_index = TrackedDict()
-        self._epk_cache: dict[str, str] = {}
+        self._epk_cache = Cache(EPK_CACHE_MAX_BYTES)    # canonical pk JSON -> EPK
         self.pkranges_etag = f'"{rid}-{len(partitions)}"'
         self.conflicts = None                       # ConflictLog (multi-write losers)
         self.docs_link = f"{self.self_link}docs/"    # a document's _self is this + its rid + "/"
@@ -88,10 +91,8 @@ class Container:
         """EPK of a partition key, cached by its canonical JSON."""
         cached = self._epk_cache.get(pk_json)
         if cached is None:
-            cached = epks.effective_partition_key(self.pk_def, values)
-            if len(self._epk_cache) >= EPK_CACHE_MAX:
-                self._epk_cache.clear()
-            self._epk_cache[pk_json] = cached
+            cached = self._epk_cache.put(pk_json, epks.effective_partition_key(self.pk_def, values),
+                                         text_bytes(pk_json) + _EPK_BYTES)
         return cached
 
     def partition_index(self, epk: str) -> int:
@@ -134,3 +135,26 @@ def canonical_pk_json(values: list) -> str:
         else:
             norm.append(v)
     return jsontext.dumps(norm)
+
+
+DEFAULT_INDEXING_POLICY = {"indexingMode": "consistent", "automatic": True,
+                           "includedPaths": [{"path": "/*"}],
+                           "excludedPaths": [{"path": "/\"_etag\"/?"}]}
+
+
+def container_definition(body: dict) -> dict:
+    definition = {k: v for k, v in body.items() if not k.startswith("_")}
+    pk = definition.get("partitionKey")
+    if pk is None:
+        raise bad_request("A container needs a partitionKey definition, e.g. "
+                          '{"paths":["/pk"],"kind":"Hash","version":2}.')
+    try:
+        definition["partitionKey"] = epks.PartitionKeyDef.from_json(pk).to_json()
+    except (ValueError, TypeError, AttributeError) as e:
+        raise bad_request(f"Invalid partitionKey definition: {e}") from None
+    definition.setdefault("indexingPolicy", DEFAULT_INDEXING_POLICY)
+    definition.setdefault("conflictResolutionPolicy",
+                          {"mode": "LastWriterWins", "conflictResolutionPath": "/_ts",
+                           "conflictResolutionProcedure": ""})
+    definition.setdefault("geospatialConfig", {"type": "Geography"})
+    return definition

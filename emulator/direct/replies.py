@@ -17,14 +17,25 @@ from ..core.errors import CosmosError
 from ..service import responses
 
 RES = D.RESPONSE_CODE
-# A reply body above this cannot be framed with its envelope (the reply's other fields, well
-# under 64 KiB): it is answered 413/SUB_REPLY_TOO_LARGE (too_large_reply) before it is counted.
-REPLY_BODY_BYTES_MAX = D.FRAME_BYTES_MAX - 64 * 1024
 # What a request that failed inside regionlab (not the client's mistake) is answered, as the
 # service answers it (service/service.py).
 INTERNAL = CosmosError(500, 0, "Internal error in regionlab; see the server log.", definite=False)
 _EXTRA_HEADERS = ((H.CONTINUATION, "continuation"), (H.ITEM_COUNT, "item_count"),
                   (H.RETRY_AFTER_MS, "retry_after_ms"))
+
+
+def shown(value, chars: int) -> str:
+    """A client's value as an error message quotes it: a scalar's repr cut to `chars`, an array or
+    map by its kind and size only. A decoded frame may nest 1,024 deep (msgpack's own limit), past
+    Python's recursion limit for repr, and a repr of a long string or list costs its whole length
+    before it is cut."""
+    kind = type(value)
+    if kind is str or kind is bytes:
+        text = repr(value[:chars])
+        return text if len(value) <= chars else text + "..."
+    if kind is list or kind is dict:
+        return f"{'an array' if kind is list else 'a map'} of {len(value)} element(s)"
+    return repr(value)[:chars]
 
 
 class Lost:
@@ -92,7 +103,7 @@ def too_large_error(size: int) -> CosmosError:
     """What a reply of `size` bytes that cannot be framed is answered instead: it ran, only its
     reply cannot be framed (docs/direct-protocol.md)."""
     return CosmosError(413, D.SUB_REPLY_TOO_LARGE, (
-        f"The reply ({size} bytes) exceeds the direct protocol's frame limit ({D.FRAME_BYTES_MAX} bytes). "
+        f"The reply ({size} bytes) exceeds the direct protocol's frame limit ({D.FRAME_MAX_BYTES} bytes). "
         "The operation ran (a batch's writes are applied); read the items back in smaller requests, "
         "or send this one through the gateway."))
 
