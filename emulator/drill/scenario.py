@@ -17,8 +17,13 @@ The schedule is the simulator's (scenario_steps.py): "fault" is the body of POST
 FAILOVER_WINDOW_MS; a fault's window lasts until it is healed or its duration_ms ends).
 Two step kinds are the drill's own (the simulator has no live client and does not meter):
 "client" changes the running client's options (CLIENT_STEP_FIELDS: what the client can change
-while it runs, or "restart": a new client), and "throttle" is the body of PUT /throttle (credits, RU limits), undone by a
-"heal" naming its "as".
+while it runs, or "restart": a new client), and "throttle" is the body of PUT /throttle
+(credits, RU limits), undone by a "heal" naming its "as". A fault, failover or throttle step may
+carry "expect": what must hold in its own window (judge.py gives the verdicts).
+
+Everything that can be judged before a run is checked here, so a bad file never starts an
+emulator: unknown fields (a fault's too, core/faults.py FAULT_FIELDS), fault types, heals naming
+nothing named earlier, regions, and the account's options (as the emulator would take them).
 
 "setups" runs the same workload and schedule once per client setup, one after another against
 the same account (every fault healed and every knob restored between them), and the report
@@ -31,8 +36,8 @@ from dataclasses import dataclass, field
 from ..config import ConfigError, from_keywords
 from ..core.account import AccountConfig
 from ..core.consistency import LEVELS, canonical
-from ..defaults import CROSS_REGION_LAG_MS_DEFAULT
 from ..core.faults import FAULT_REGION_FIELDS
+from ..defaults import CROSS_REGION_LAG_MS_DEFAULT
 from ..scenario_steps import check_heals, check_step
 
 CLIENTS = ("regionlab", "azure-cosmos")
