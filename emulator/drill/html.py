@@ -176,9 +176,10 @@ def render(report: dict) -> str:
                    w["rpo_writes"]) for w in report["faults"]]
     lost = report["lost_writes"]
     lost_rows = [(w["id"], w["partition"], w["lsn"], w["operation"], w["region"], w["reason"]) for w in lost["writes"]]
-    verdicts = [({True: "PASS", False: "FAIL", None: "not judged"}[a["held"]], a["name"] + (
-                 f" ({a['detail']})" if a.get("detail") else ""), "nothing to judge" if a["held"] is None else a["value"],
-                 f"{a['op']} {a['limit']}") for a in report["assertions"]]
+    verdicts = [({True: "PASS", False: "FAIL", None: "not judged"}[a["held"]],
+                 a["name"] + (f" ({a['detail']})" if a.get("detail") else ""),
+                 "nothing to judge" if a["held"] is None else a["value"], f"{a['op']} {a['limit']}")
+                for a in report["assertions"]]
     if plt is None:
         figures = (f"<p class=note>Plots need matplotlib: <code>{INSTALL_HINT}</code>, then run the drill "
                    "again. Every figure is in the tables below and in report.json.</p>")

@@ -265,7 +265,8 @@ def build(drill, ops: list[Op], lost: LostWrites, failovers: list, started_epoch
         "outside": outside, "total": total, "steady_before": steady["before_first_fault"],
         "steady_after": steady["after_last_fault"], "windows": windows, "lost": lost_d, "consistency": consistency})
     return {"drill": drill.name, "description": drill.description, "duration_ms": drill.duration_ms,
-            "duration_scale": drill.scale, "duration_scale_min": drill.scale_min, "ended": ended or {"kind": "completed"},
+            "duration_scale": drill.scale, "duration_scale_min": drill.scale_min,
+            "ended": ended or {"kind": "completed"},
             "account": {"regions": list(drill.regions), "consistency": drill.consistency,
                         "multi_write": drill.multi_write},
             "workload": {"client": drill.client, "mix": drill.mix, "concurrency": drill.concurrency,
