@@ -23,8 +23,8 @@ from .read_routing import ACTIVE_REQUESTS, ReadRoutingPolicy
 from .replica_set import LOG_RETAINED_COMMITS_MAX, ReplicaSet
 from .throttle import Throttle, ThrottleConfig
 from .validation import ValidationError, check_id
+from .limits import REGION_NAME_MAX_CHARS
 
-REGION_NAME_CHARS_MAX = 64          # a runtime-added region's display name ("North Europe")
 
 @dataclass
 class AccountConfig:
@@ -308,8 +308,8 @@ class Account:
         """Refuse (400/409) a region that add_region would refuse, without changing anything."""
         if not name.strip():
             raise bad_request("A region needs a non-empty name.")
-        if len(name) > REGION_NAME_CHARS_MAX or not name.isprintable() or "/" in name or name != name.strip():
-            raise bad_request(f"A region name is 1-{REGION_NAME_CHARS_MAX} printable characters without '/' "
+        if len(name) > REGION_NAME_MAX_CHARS or not name.isprintable() or "/" in name or name != name.strip():
+            raise bad_request(f"A region name is 1-{REGION_NAME_MAX_CHARS} printable characters without '/' "
                               f"or surrounding spaces, like 'North Europe'; got {name!r}.")
         if any(r.name.lower() == name.lower() for r in self.regions):
             raise conflict(f"The account already has a region named '{name}'.")

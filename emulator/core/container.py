@@ -15,9 +15,9 @@ from . import epk as epks
 from . import jsontext
 from .errors import bad_request
 from .store import TrackedDict
+from .limits import EPK_CACHE_MAX_ENTRIES
 
 RU_PER_PARTITION = 10_000
-EPK_CACHE_MAX = 65_536
 
 
 class Database:
@@ -90,7 +90,7 @@ class Container:
         cached = self._epk_cache.get(pk_json)
         if cached is None:
             cached = epks.effective_partition_key(self.pk_def, values)
-            if len(self._epk_cache) >= EPK_CACHE_MAX:
+            if len(self._epk_cache) >= EPK_CACHE_MAX_ENTRIES:
                 self._epk_cache.clear()
             self._epk_cache[pk_json] = cached
         return cached

@@ -35,6 +35,7 @@ from typing import Any, Sequence
 from regionlab.client.protocol.partition_key_hash import (
     UNDEFINED, V1_HASH_SPACE, V2_EPK_CHARS, V2_HASH_BITS, encode_number, v1_epk, v2_epk,
 )
+from .limits import EPK_MEMO_MAX_ENTRIES, PARTITION_KEY_MAX_PATHS
 
 EPK_MIN = ""
 EPK_MAX = "FF"
@@ -42,9 +43,7 @@ EPK_MAX = "FF"
 KIND_HASH = "Hash"
 KIND_MULTI_HASH = "MultiHash"
 VERSION_DEFAULT = 1                 # the service's default when "version" is absent
-MULTI_HASH_PATHS_MAX = 3
 RANGE_COUNT_MAX = 4096              # most physical ranges split_ranges will cut
-EPK_MEMO_ENTRIES_MAX = 16384        # string components whose V2 hash is remembered (~4 MB)
 
 
 
@@ -102,8 +101,8 @@ def _check_def(paths: tuple, kind: Any, version: Any) -> None:
         raise ValueError("partitionKey.paths must be a non-empty list of paths like \"/pk\"")
     if kind == KIND_HASH and len(paths) != 1:
         raise ValueError(f"a Hash partition key has exactly one path, got {len(paths)}")
-    if kind == KIND_MULTI_HASH and len(paths) > MULTI_HASH_PATHS_MAX:
-        raise ValueError(f"a MultiHash partition key has at most {MULTI_HASH_PATHS_MAX} paths, "
+    if kind == KIND_MULTI_HASH and len(paths) > PARTITION_KEY_MAX_PATHS:
+        raise ValueError(f"a MultiHash partition key has at most {PARTITION_KEY_MAX_PATHS} paths, "
                          f"got {len(paths)}")
     if kind == KIND_MULTI_HASH and version != 2:
         raise ValueError("a MultiHash partition key requires version 2")
@@ -166,7 +165,7 @@ def _v2_epk(value: Any) -> str:
     return v2_epk(value)
 
 
-@lru_cache(maxsize=EPK_MEMO_ENTRIES_MAX)
+@lru_cache(maxsize=EPK_MEMO_MAX_ENTRIES)
 def _v2_string_epk(value: str) -> str:
     return v2_epk(value)
 

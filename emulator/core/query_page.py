@@ -10,7 +10,7 @@ Work is counted in units, not time, so a page is deterministic and the core stay
 one unit per document loaded, one more per DOC_BYTES_PER_UNIT of its JSON (a stored document
 is parsed from its body when a query loads it: store.Version), and one per row a FROM or JOIN
 makes, in subqueries too. Every page runs in slices (`_Run.step`): a slice spends at most
-QUERY_SLICE_WORK_MAX units (about a millisecond of CPU on the reference machine:
+QUERY_SLICE_MAX_WORK_UNITS units (about a millisecond of CPU on the reference machine:
 bench/query_budget.py, docs/performance.md) and returns, and the caller lets every other
 request in before the next (all regions share one event loop). A page's reading is one
 generator that suspends between slices, so a slice resumes exactly where the last stopped;
@@ -19,24 +19,24 @@ evaluating one row's own expressions is not interruptible.
 Streaming queries (no ORDER BY, aggregate, GROUP BY or DISTINCT: each result comes from one
 row, in input order) page by position. A `StreamRun` runs from its continuation's position
 and stops at max_items results, before a result that would take the page past
-QUERY_PAGE_BYTES_MAX (a page always holds at least one), or once it spent
-QUERY_PAGE_WORK_MAX units; its `StreamState` is where to resume, with the OFFSET still to
+PAGE_MAX_BYTES (a page always holds at least one), or once it spent
+QUERY_PAGE_MAX_WORK_UNITS units; its `StreamState` is where to resume, with the OFFSET still to
 skip and the TOP/LIMIT still to take. A page that ran out of work may hold no results at all,
 as the service's do; the SDKs follow the continuation.
 
 Blocking queries (the rest) must see every row before the first result is known. Aggregates
 over all rows whose select list reads nothing else (`carries_partials`: `SELECT VALUE
 COUNT(1)`, `SELECT SUM(c.n) AS s, MAX(c.m) AS m`) end a page once it spent
-QUERY_AGGREGATE_PAGE_WORK_MAX units, empty, with a `PartialState`: the position of the next
+QUERY_AGGREGATE_PAGE_MAX_WORK_UNITS units, empty, with a `PartialState`: the position of the next
 row and each accumulator's state (query/aggregate.py), so the last page returns what one page
 would have. (The SDKs' aggregate pipelines combine partial results from every page of every
 partition key range, e.g. azure-cosmos's aggregate endpoint component, so the service may
 return one per page; but a client that runs no query plan, as the Python SDK does not in the
 default query mode, would return each partial as a result: here the partials ride the
-continuation instead, whatever the client.) A state over QUERY_PARTIALS_BYTES_MAX (MAX over long strings)
+continuation instead, whatever the client.) A state over QUERY_PARTIALS_MAX_BYTES (MAX over long strings)
 does not: that page runs on. The other blocking queries (GROUP BY, ORDER BY, DISTINCT) read
 all their inputs in one page, in slices; the caller refuses a page past
-QUERY_REQUEST_WORK_MAX. ORDER BY pages resume after the last row returned in the total order
+QUERY_REQUEST_MAX_WORK_UNITS. ORDER BY pages resume after the last row returned in the total order
 (ORDER BY values, then position) and keep only the best rows the page needs; other pages
 resume at a count of results already returned.
 
@@ -54,23 +54,14 @@ import json
 from typing import Callable, NamedTuple
 
 from .errors import bad_request
-from .feed import PAGE_BYTES_MAX
 from .query.aggregate import new_accumulators, resumed
 from .query.ordering import sort_rows
 from .query.sources import expand_rows
 from .query.values import UNDEFINED, canonical, sort_key
 from .validation import text_nests_at_most
+from .limits import (PAGE_MAX_BYTES, QUERY_AGGREGATE_PAGE_MAX_WORK_UNITS, QUERY_PAGE_MAX_WORK_UNITS,
+                     QUERY_PARTIALS_MAX_BYTES, QUERY_SLICE_MAX_WORK_UNITS)
 
-QUERY_PAGE_BYTES_MAX = PAGE_BYTES_MAX      # results per page (4 MB), as the service caps them
-QUERY_PAGE_WORK_MAX = 16_000               # work units one page spends before it ends with a continuation
-QUERY_SLICE_WORK_MAX = 500                 # work units between two turns of the caller's event loop
-QUERY_REQUEST_WORK_MAX = 2_000 * QUERY_PAGE_WORK_MAX   # a page that cannot end early, all slices together
-# A page of aggregates that ends early returns nothing: its budget only bounds how long one
-# request runs (about a second of CPU here, the service's is about 5 s), so it is larger.
-QUERY_AGGREGATE_PAGE_WORK_MAX = 64 * QUERY_PAGE_WORK_MAX
-# A page of aggregates that ends early carries its accumulators in its continuation, which
-# the client sends back in a header: past this size (a MAX over long strings) it runs on.
-QUERY_PARTIALS_BYTES_MAX = 8 * 1024
 # Parsing a stored document takes about as long as one unit of other work per 100 bytes of its
 # JSON (bench/query_budget.py: nested documents of ~350 bytes; flat 1 KB ones parse faster).
 DOC_BYTES_PER_UNIT = 100
@@ -146,7 +137,7 @@ class _Run:
         self.result = None      # (results, state) once the page ended
         self._reading = None
 
-    def step(self, now_ms: int, work_max: int = QUERY_SLICE_WORK_MAX) -> bool:
+    def step(self, now_ms: int, work_max: int = QUERY_SLICE_MAX_WORK_UNITS) -> bool:
         """Spend at most about work_max units; True once the page has ended."""
         if self.result is not None:
             return True
@@ -173,7 +164,7 @@ class StreamRun(_Run):
     of parsing it (one document, one row), so pages and charges do not change."""
 
     def __init__(self, query, inputs, state: StreamState, max_items: int, encode: Encode,
-                 page_work_max: int = QUERY_PAGE_WORK_MAX, bytes_max: int = QUERY_PAGE_BYTES_MAX,
+                 page_work_max: int = QUERY_PAGE_MAX_WORK_UNITS, bytes_max: int = PAGE_MAX_BYTES,
                  where_implied: bool = False):
         super().__init__(query, page_work_max)
         self._reading = self._read(inputs, state, max_items, encode, bytes_max, where_implied)
@@ -249,7 +240,7 @@ def _next_row(part: int, v, cursor: list) -> Position:
 
 
 def stream_page(query, inputs, state: StreamState, max_items: int, encode: Encode, now_ms: int,
-                work_max: int = QUERY_PAGE_WORK_MAX, bytes_max: int = QUERY_PAGE_BYTES_MAX,
+                work_max: int = QUERY_PAGE_MAX_WORK_UNITS, bytes_max: int = PAGE_MAX_BYTES,
                 where_implied: bool = False) -> Page:
     """A whole page of a streaming query at once (StreamRun run through all its slices)."""
     run = StreamRun(query, inputs, state, max_items, encode, work_max, bytes_max, where_implied)
@@ -294,11 +285,11 @@ class BlockingRun(_Run):
     ORDER BY without DISTINCT, a PartialState for a query that `carries_partials` resumed
     mid-way, else the count of results returned by earlier pages (0 on the first). Only a
     query that carries partials ends a page at its work budget (`page_work_max`), with an
-    empty page and a PartialState (unless its partials would pass QUERY_PARTIALS_BYTES_MAX);
+    empty page and a PartialState (unless its partials would pass QUERY_PARTIALS_MAX_BYTES);
     the others read every input in this page however long it takes (the caller bounds it)."""
 
     def __init__(self, query, inputs, state, max_items: int, encode: Encode,
-                 page_work_max: int = QUERY_AGGREGATE_PAGE_WORK_MAX):
+                 page_work_max: int = QUERY_AGGREGATE_PAGE_MAX_WORK_UNITS):
         super().__init__(query, page_work_max if query.carries_partials else _NEVER)
         self.max_items, self.encode = max_items, encode
         self.state = state
@@ -355,7 +346,7 @@ class BlockingRun(_Run):
         group = self.groups.get(())         # none until a row passed WHERE
         accumulators = group[1] if group is not None else new_accumulators(self.plan.aggregate_calls)
         partial = PartialState(at, [a.partial() for a in accumulators])
-        if len(encode_state(partial)) > QUERY_PARTIALS_BYTES_MAX:
+        if len(encode_state(partial)) > QUERY_PARTIALS_MAX_BYTES:
             self.page_work_max = self.page_end = _NEVER
             return False
         self.partial = partial
@@ -406,7 +397,7 @@ class BlockingRun(_Run):
             return len(self.distinct_found) >= self.page_items + 1      # enough: stop reading
         return False
 
-    def page(self, bytes_max: int = QUERY_PAGE_BYTES_MAX) -> Page:
+    def page(self, bytes_max: int = PAGE_MAX_BYTES) -> Page:
         """The page, once step() returned True."""
         plan = self.plan
         if self.partial is not None:

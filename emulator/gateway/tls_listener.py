@@ -8,7 +8,7 @@ with the gateway's own protocol (gateway/http.py, the same as on a plain port); 
 gets `PlainHttpRefusal`, a 400 whose message names the https:// URL to use, then a close.
 
 Limits: a connection must send its first byte within `first_byte_timeout_s` (the gateway's
-header timeout) and finish its handshake within HANDSHAKE_TIMEOUT_S; at most
+header timeout) and finish its handshake within TLS_HANDSHAKE_DEADLINE_S; at most
 `connections_max` connections wait for either at once (more are closed at once). The
 connection cap of the endpoint itself still applies (HttpServer's factory).
 
@@ -23,14 +23,12 @@ import ssl
 from ..core.errors import CosmosError
 from ..gateway import wire
 from ..service import responses
-from ..gateway.http import HEAD_BYTES_MAX
+from ..core.limits import PLAIN_ON_TLS_LINGER_S, REQUEST_HEAD_MAX_BYTES, TLS_HANDSHAKE_DEADLINE_S
 
 log = logging.getLogger("regionlab.tls")
 
 TLS_HANDSHAKE_RECORD = 0x16
-HANDSHAKE_TIMEOUT_S = 10.0
 ACCEPT_RETRY_S = 0.05     # after a failed accept (e.g. out of file descriptors), before the next
-LINGER_S = 2.0            # after refusing plain HTTP: drop what the client still sends, then close
 _CLOSE = "Connection: close\r\n"
 
 
@@ -130,7 +128,7 @@ class TlsListener:
     async def _start_tls(self, conn) -> None:
         try:
             await self.loop.connect_accepted_socket(self.factory, conn, ssl=self.context,
-                                                    ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
+                                                    ssl_handshake_timeout=TLS_HANDSHAKE_DEADLINE_S)
         except (ssl.SSLError, ConnectionError, OSError, asyncio.TimeoutError) as e:
             log.debug("TLS handshake failed: %s", e)        # e.g. the client does not trust us
             conn.close()
@@ -156,13 +154,13 @@ class PlainHttpRefusal(asyncio.Protocol):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
-        self.timer = asyncio.get_running_loop().call_later(LINGER_S * 5, self._close)
+        self.timer = asyncio.get_running_loop().call_later(PLAIN_ON_TLS_LINGER_S * 5, self._close)
 
     def data_received(self, data: bytes) -> None:
         if self.answered:
             return                              # lingering: drop the rest of the request
         self.seen += data
-        if b"\r\n\r\n" in self.seen or len(self.seen) > HEAD_BYTES_MAX:
+        if b"\r\n\r\n" in self.seen or len(self.seen) > REQUEST_HEAD_MAX_BYTES:
             self._answer()
 
     def eof_received(self) -> bool:
@@ -183,7 +181,7 @@ class PlainHttpRefusal(asyncio.Protocol):
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self.timer.cancel()
-        self.timer = asyncio.get_running_loop().call_later(LINGER_S, self._close)
+        self.timer = asyncio.get_running_loop().call_later(PLAIN_ON_TLS_LINGER_S, self._close)
 
     def _close(self) -> None:
         if self.transport is not None:

@@ -20,7 +20,7 @@ import pytest
 from azure.cosmos import CosmosClient, PartitionKey
 
 from regionlab.client import CosmosClient as BundledClient
-from regionlab.emulator.core import query_page as qp
+from regionlab.emulator.core import limits
 from sdk_harness import host_port, signed_headers
 from test_cli import spawn
 
@@ -100,7 +100,7 @@ def test_a_five_join_count_pages_at_its_budget_while_point_reads_stay_fast(serve
           f"p99 {times[len(times) * 99 // 100]:.2f} ms; query pages {len(replies)}")
     assert result["count"] == [EXPECTED]
     rows = DOCS + sum(_arr_len(i) ** k for i in range(DOCS) for k in range(1, 6))
-    assert len(replies) >= rows // qp.QUERY_AGGREGATE_PAGE_WORK_MAX      # the budget ended the pages
+    assert len(replies) >= rows // limits.QUERY_AGGREGATE_PAGE_MAX_WORK_UNITS      # the budget ended the pages
     assert all(n == "0" and token for n, token in replies[:-1])          # empty, with a continuation
     assert replies[-1] == ("1", None)
     assert len(times) >= READS_MIN, len(times)
