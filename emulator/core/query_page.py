@@ -27,17 +27,17 @@ as the service's do; the SDKs follow the continuation.
 Blocking queries (the rest) must see every row before the first result is known. Aggregates
 over all rows whose select list reads nothing else (`carries_partials`: `SELECT VALUE
 COUNT(1)`, `SELECT SUM(c.n) AS s, MAX(c.m) AS m`) end a page once it spent
-QUERY_AGGREGATE_PAGE_MAX_WORK_UNITS units, empty, with a `PartialState`: the position of the next
-row and each accumulator's state (query/aggregate.py), so the last page returns what one page
-would have. (The SDKs' aggregate pipelines combine partial results from every page of every
-partition key range, e.g. azure-cosmos's aggregate endpoint component, so the service may
+QUERY_AGGREGATE_PAGE_MAX_WORK_UNITS units, empty, with a `PartialState`: the position of the
+next row and each accumulator's state (query/aggregate.py), so the last page returns what one
+page would have. (The SDKs' aggregate pipelines combine partial results from every page of
+every partition key range, e.g. azure-cosmos's aggregate endpoint component, so the service may
 return one per page; but a client that runs no query plan, as the Python SDK does not in the
 default query mode, would return each partial as a result: here the partials ride the
-continuation instead, whatever the client.) A state over QUERY_PARTIALS_MAX_BYTES (MAX over long strings)
-does not: that page runs on. The other blocking queries (GROUP BY, ORDER BY, DISTINCT) read
-all their inputs in one page, in slices; the caller refuses a page past
-QUERY_REQUEST_MAX_WORK_UNITS. ORDER BY pages resume after the last row returned in the total order
-(ORDER BY values, then position) and keep only the best rows the page needs; other pages
+continuation instead, whatever the client.) A state over QUERY_PARTIALS_MAX_BYTES (MAX over
+long strings) does not: that page runs on. The other blocking queries (GROUP BY, ORDER BY,
+DISTINCT) read all their inputs in one page, in slices; the caller refuses a page past
+QUERY_REQUEST_MAX_WORK_UNITS. ORDER BY pages resume after the last row returned in the total
+order (ORDER BY values, then position) and keep only the best rows the page needs; other pages
 resume at a count of results already returned.
 
 Nothing is pinned: each page reads the partitions as they are now. A document unchanged while
@@ -251,6 +251,8 @@ def stream_page(query, inputs, state: StreamState, max_items: int, encode: Encod
 
 # ---- blocking queries ----------------------------------------------------------------------
 _NEVER = float("inf")       # the work budget of a page that cannot end before its inputs do
+
+
 class _Desc:
     """A sort key that orders in reverse (an ORDER BY ... DESC term inside one total key)."""
     __slots__ = ("key",)
