@@ -371,6 +371,8 @@ class Pipeline:
             return
         if req.is_write and not self.router.multi_write and req.operation != "batch":
             return
+        if H.SESSION_TOKEN in headers:          # the caller's session_token=
+            return
         token, decision = self.sessions.token_for(req.collection, req.partition_key)
         diag.event(self.now(), "session", decision)
         if token:

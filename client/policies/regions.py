@@ -16,6 +16,10 @@ regions. The router keeps the latest one and answers `applicable(is_write, exclu
 * an endpoint marked unavailable (connection failure, 403/1008) moves to the end of every list
   for UNAVAILABLE_MS.
 
+With `only_endpoint` (the client's enable_endpoint_discovery=False) the account is still read,
+but the router sees it with one region at that endpoint (named after the account's region there,
+else after the primary): every request goes there, and nothing fails over, as in the SDKs.
+
 Refresh: every `refresh_interval_ms` (5 min by default), and at once after `request_refresh`
 (403/3, 403/1008, a regional 503). The pipeline asks `needs_refresh(now_ms)` before a request.
 """
@@ -52,19 +56,27 @@ def parse_account(doc: dict) -> AccountView:
                        policy.get("defaultConsistencyLevel", "Session"))
 
 
+def pinned(account: AccountView, endpoint: str) -> AccountView:
+    """The account as seen by a client that uses `endpoint` alone."""
+    named = [r.name for r in account.read_regions + account.write_regions if r.endpoint == endpoint]
+    only = (Region(named[0] if named else account.write_regions[0].name, endpoint),)
+    return AccountView(only, only, account.multi_write, account.consistency)
+
+
 def normalise(name: str) -> str:
     return name.lower().replace(" ", "").replace("-", "").replace("_", "")
 
 
 class RegionRouter:
     def __init__(self, preferred=(), excluded=None, multi_write_enabled: bool = True,
-                 refresh_interval_ms: int = ACCOUNT_REFRESH_MS):
+                 refresh_interval_ms: int = ACCOUNT_REFRESH_MS, only_endpoint: str | None = None):
         if isinstance(preferred, str):       # one region named as a string, not its letters
             preferred = [preferred]
         self.preferred = [normalise(p) for p in preferred or ()]
         self.excluded_locations = excluded
         self.multi_write_enabled = multi_write_enabled
         self.refresh_interval_ms = refresh_interval_ms
+        self.only_endpoint = only_endpoint
         self.account: AccountView | None = None
         self.refreshed_ms: float | None = None
         self.refresh_reason: str | None = "start"
@@ -83,6 +95,8 @@ class RegionRouter:
 
     # ---- the account ---------------------------------------------------------------------
     def update(self, account: AccountView, now_ms: float) -> None:
+        if self.only_endpoint is not None:
+            account = pinned(account, self.only_endpoint)
         self.account = account
         self._plain = {}
         self.refreshed_ms = now_ms
