@@ -31,6 +31,8 @@ NEIGHBOUR_P50_MS = 5.0                     # the issue's bound, on a loaded mach
 READS_MIN = 200                            # a median over fewer reads says little
 PROBE = "/dbs/db/colls/items/docs/probe"
 
+pytestmark = pytest.mark.slow             # about 2.5 M JOIN rows, twice: seconds to tens of seconds
+
 
 def _arr_len(i: int) -> int:
     return 8 if i % 3 else 7
