@@ -131,11 +131,13 @@ def metrics(emu) -> str:
         family("regionlab_direct_requests_total", "counter", "Replies sent by the direct-mode nodes, by region.",
                [(_labels(region=r, op=op, status=st, substatus=sub), n) for r, op, st, sub, n in emu.direct.counts()])
     query_work = [(kind, [(_labels(endpoint=name or "global"), getattr(gw, "query_work", {}).get(kind, 0))
-                          for name, gw in emu.services.items()]) for kind in ("work", "slices", "abandoned")]
+                          for name, gw in emu.services.items()]) for kind in ("work", "slices", "abandoned", "pages")]
     family("regionlab_query_work_units_total", "counter",
            "Query work units spent (documents loaded and FROM/JOIN rows made).", query_work[0][1])
     family("regionlab_query_slices_total", "counter",
-           "Query slices run: a streaming page is one, a blocking page one per work budget.", query_work[1][1])
+           "Query slices run (each at most QUERY_SLICE_MAX_WORK_UNITS; the event loop serves other requests "
+           "between two).", query_work[1][1])
+    family("regionlab_query_pages_total", "counter", "Query pages answered.", query_work[3][1])
     family("regionlab_queries_abandoned_total", "counter",
            "Queries stopped between slices because their client closed the connection.", query_work[2][1])
     out.extend(replica_metrics(emu))
