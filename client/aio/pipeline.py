@@ -394,7 +394,8 @@ class Pipeline:
             attempt.latency_ms = (self.now() - started) * 1000.0
             attempt.error = str(e)
             attempt.outcome_unknown = req.is_write and e.kind != retry.CONNECT_ERROR
-            await self._record_breaker(req, diag, region, None, e.kind)
+            if self.breaker is not None:
+                await self._record_breaker(req, diag, region, True)
             return Result(None, str(e), region), retry.Outcome(None, transport_error=e.kind)
         except asyncio.CancelledError:
             attempt.latency_ms = (self.now() - started) * 1000.0
@@ -412,7 +413,11 @@ class Pipeline:
         if reply.status == S.GONE and attempt.sub_status == S.SUB_PARTITION_KEY_RANGE_GONE and req.collection:
             self.ranges.forget(req.collection)   # a split or merge: the ranges are read again
             req.range_id = None
-        await self._record_breaker(req, diag, region, reply.status, None)
+        if self.breaker is not None:
+            failed = cb.is_failure(reply.status, None)
+            # a 429 says nothing of the region's health
+            if (failed or self.breaker.tracking) and reply.status != S.TOO_MANY_REQUESTS:
+                await self._record_breaker(req, diag, region, failed)
         retry_after = h.get(H.RETRY_AFTER_MS)
         return (Result(reply, None, region),
                 retry.Outcome(reply.status, attempt.sub_status, int(retry_after) if retry_after else None))
@@ -450,14 +455,9 @@ class Pipeline:
         return partition is not None and \
             self.breaker.state(partition, region.name, self.now_ms()) == cb.UNAVAILABLE
 
-    async def _record_breaker(self, req, diag, region, status, transport_error) -> None:
-        if self.breaker is None:
-            return
-        failed = cb.is_failure(status, transport_error)
-        if not failed and not self.breaker.tracking:
-            return                       # a success with no failure counted anywhere: nothing to reset
-        if status == S.TOO_MANY_REQUESTS:
-            return
+    async def _record_breaker(self, req, diag, region, failed: bool) -> None:
+        """Count an attempt's outcome. Called for every failure and, while the breaker tracks
+        something, every success (with nothing counted anywhere a success has nothing to reset)."""
         await self._place(req)
         partition = self._partition(req)
         if partition is None:
