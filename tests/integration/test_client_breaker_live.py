@@ -8,8 +8,9 @@ injected clock the test moves on: nothing waits 30 s) the range is HealthyTentat
 request probes the region, a failed probe opens it again for another 30 s and a successful one
 closes it; the background sweep moves an expired range to HealthyTentative with no request (its
 60 s period set to 100 ms here); a single-write account's reads are never re-ordered by it.
-Judged by each operation's diagnostics and the emulator's per-region reply counters. Real
-sockets, gateway mode; no sleeps."""
+The 15 keys open it in direct mode too (the nodes apply the fault to their replies). Judged by
+each operation's diagnostics and the emulator's per-region reply counters. Real sockets, gateway
+mode but where said; no sleeps."""
 import logging
 import threading
 import time
@@ -19,7 +20,8 @@ import pytest
 from regionlab.client import CosmosClient, PartitionKey
 from regionlab.client import partition_key as pkmod
 from regionlab.client.policies import breaker as cb
-from sdk_harness import doc_hits
+from sdk_harness import direct_client, doc_hits
+from test_client_direct_faults import node_hits
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
@@ -104,6 +106,24 @@ def test_fifteen_keys_of_one_failing_range_open_it_and_its_writes_move_with_its_
     assert hits[EAST] == {"GET 503": 10, "GET 200": 1, "POST 201": 1}
     assert hits[EAST2] == {"GET 200": 15, "POST 201": 1}
     assert client.circuit_breaker.state(("dbs/db/colls/c", bad), EAST, time.perf_counter() * 1000) == cb.UNAVAILABLE
+
+
+@pytest.mark.regionlab_config(multi_write=True, lag_ms=NO_LAG, partitions=2)
+def test_in_direct_mode_fifteen_keys_of_the_failing_ranges_replicas_open_it(regionlab):
+    emu = regionlab
+    with direct_client(emu, preferred_locations=[EAST, EAST2]) as client:
+        c, bad, keys, other = setup(client, emu)
+        with emu.faults.error(EAST, status=503, op="read", database="db", container="c", partition=bad):
+            before = emu.topology()
+            reads = [c.read_item("1", partition_key=k) for k in keys]
+            write = c.upsert_item({"id": "w", "pk": keys[0]})
+            other_read = c.read_item("1", partition_key=other)
+            hits = node_hits(emu, before)
+    assert [path(r.diagnostics) for r in reads] == [[(EAST, 503), (EAST2, 200)]] * 10 + [[(EAST2, 200)]] * 5
+    assert [cb.UNAVAILABLE in e for e in breaker_events(reads[9].diagnostics)] == [True]
+    assert path(write.diagnostics) == [(EAST2, 201)] and path(other_read.diagnostics) == [(EAST, 200)]
+    assert all(a.direct and not a.direct["fallback"] for r in reads for a in r.diagnostics.attempts)  # replicas
+    assert sum(n for k, n in hits[EAST].items() if "503" in k) == 10
 
 
 @pytest.mark.regionlab_config(multi_write=True, lag_ms=NO_LAG, partitions=2)
