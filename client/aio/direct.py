@@ -328,22 +328,6 @@ class Endpoint:
         return closing
 
 
-class RoutingMap:
-    """A container's partition key ranges in one region (from GET .../pkranges)."""
-
-    def __init__(self, ranges: list):
-        self.ranges = sorted(((r["minInclusive"], r["maxExclusive"], r["id"]) for r in ranges))
-
-    def range_of(self, pk_header: str) -> str:
-        if len(self.ranges) == 1:
-            return self.ranges[0][2]
-        epk = pkmod.epk_of(json.loads(pk_header))
-        for lo, hi, rid in self.ranges:
-            if lo <= epk < hi:
-                return rid
-        raise ValueError(f"no partition key range holds {pk_header}")
-
-
 class DirectTransport:
     def __init__(self, key: str, gateway, consistency=lambda: None, options: pool.PoolOptions | None = None,
                  clock=None):
@@ -355,7 +339,7 @@ class DirectTransport:
         self.clock = clock or time.perf_counter
         self.addresses = AddressCache()
         self.endpoints: dict[tuple, Endpoint] = {}
-        self._maps: dict[tuple, RoutingMap] = {}
+        self._maps: dict[tuple, pkmod.RangeMap] = {}   # per (region endpoint, container)
         self._fetching: dict[tuple, asyncio.Future] = {}
         self._housekeeper: asyncio.Task | None = None
         self._opened = asyncio.Event()       # a connection opened: its heartbeat may be shorter
@@ -398,7 +382,7 @@ class DirectTransport:
                 await asyncio.sleep(GONE_BACKOFF_MS[min(attempt, len(GONE_BACKOFF_MS)) - 1] / 1000.0)
             rmap = await self._routing_map(endpoint, route.container, info)
             try:
-                range_id = route.range_id or rmap.range_of(route.pk)
+                range_id = route.range_id or rmap.range_of_key(route.pk)
             except (ValueError, TypeError) as e:
                 raise _Unreachable(f"cannot place the partition key: {e}") from None
             rs = await self._replica_set(endpoint, route.container, range_id, info)
@@ -550,12 +534,12 @@ class DirectTransport:
         finally:
             del self._fetching[key]
 
-    async def _routing_map(self, endpoint, container, info) -> RoutingMap:
+    async def _routing_map(self, endpoint, container, info) -> pkmod.RangeMap:
         rmap = self._maps.get((endpoint, container))
         if rmap is None:
             async def fetch():
                 body = await self._get(endpoint, f"/{container}/pkranges", {H.MAX_ITEM_COUNT: "-1"})
-                self._maps[(endpoint, container)] = m = RoutingMap(body.get("PartitionKeyRanges", []))
+                self._maps[(endpoint, container)] = m = pkmod.RangeMap(body.get("PartitionKeyRanges", []))
                 return m
             rmap = await self._shared(("map", endpoint, container), fetch)
         return rmap
