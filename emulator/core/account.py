@@ -426,6 +426,7 @@ class Account:
             self.delete_container(c)
         if db.offer_rid:
             self.offers.pop(db.offer_rid, None)
+            self.throttle.forget_offer(db.offer_rid)
         del self.databases[db.id]
         del self.dbs_by_rid[db.rid]
         self.metadata_changed()
@@ -554,6 +555,7 @@ class Account:
         if throughput is None and autoscale_max is None:
             if current is not None:
                 del self.offers[current.rid]
+                self.throttle.forget_offer(current.rid)
             resource.offer_rid = None
             self.metadata_changed()
             return None
