@@ -203,16 +203,17 @@ class Throttle:
         return float(o.autoscale_max or o.throughput)
 
     def shared_pool(self, region: str, container) -> Bucket | None:
-        """The pool bucket a container sharing its database's offer spends from (made on first
-        use); None for a container with its own offer, or none to share."""
+        """The pool bucket a container sharing its database's offer spends from (a new one is
+        only kept, by _keep_pool, once a request was accepted into it); None for a container
+        with its own offer, or none to share."""
         db = container.db
         if container.offer_rid is not None or db.offer_rid is None or self.config.serverless:
             return None
-        key = (region, db.offer_rid)
-        pool = self.pools.get(key)
-        if pool is None:
-            pool = self.pools[key] = Bucket()
-        return pool
+        pool = self.pools.get((region, db.offer_rid))
+        return Bucket() if pool is None else pool
+
+    def _keep_pool(self, region: str, container, pool: Bucket) -> None:
+        self.pools.setdefault((region, container.db.offer_rid), pool)
 
     def forget_offer(self, rid: str) -> None:
         """Drop a removed shared offer's pools, as forget_container drops a container's buckets."""
@@ -262,6 +263,8 @@ class Throttle:
                 meter.used_ru += ru
             else:
                 self._admit_ru(region, container, ((meter, range_id),), ru, credits, filters, op, budget)
+            if meter is not b:
+                self._keep_pool(region, container, meter)
         elif cfg.credits_per_s is not None:
             self._admit_credits(region, container.rid, credits, filters, op)
         if b.accepted == 0:
@@ -284,6 +287,7 @@ class Throttle:
         pool = self.shared_pool(region, container) if budget is not None and range_ids else None
         if pool is not None:            # one pool: the whole charge must fit it once
             self._admit_ru(region, container, ((pool, range_ids[0]),), ru, credits, filters, op, budget)
+            self._keep_pool(region, container, pool)
         elif budget is not None:
             self._admit_ru(region, container, pairs, share, credits, filters, op, budget)
         elif self.config.credits_per_s is not None:

@@ -48,8 +48,10 @@ def test_shared_database_throughput_is_one_pool_for_the_containers_sharing_it():
     t = w.account.throttle
     assert [t.partition_budget(c) for c in cs] == [1200, 1200, 1200]
     assert t.partition_budget(own) == 400
+    t.admit(EAST, cs[0], "0", 1.0, 1, th.READ)
+    t.admit(WEST, cs[1], "0", 1.0, 1, th.READ)
     assert t.shared_pool(EAST, cs[0]) is t.shared_pool(EAST, cs[2]) is not t.shared_pool(WEST, cs[0])
-    assert t.shared_pool(EAST, own) is None
+    assert t.shared_pool(EAST, own) is None and len(t.pools) == 2
     w.account.delete_container(cs[2])
     assert t.partition_budget(cs[0]) == 1200
     w.account.set_throughput(db, throughput=2000)
