@@ -59,6 +59,9 @@ class ServerConfig:
     advertise_host: str | None = None         # what clients are told; default: host
     global_port: int = defaults.GLOBAL_PORT
     region_ports: list | None = None          # default: consecutive ports after global_port
+    # The first region is served on global_port itself, its endpoint the account's URL (the
+    # official emulator's one-region shape); the others follow on the next ports.
+    region_on_account_port: bool = False
     control_port: int = defaults.CONTROL_PORT
     key: str | None = defaults.EMULATOR_KEY   # None turns auth off
     seed: int = 0
@@ -104,6 +107,8 @@ class ServerConfig:
             return list(self.region_ports)
         if self.global_port == 0:
             return [0] * n
+        if self.region_on_account_port:
+            return [self.global_port + i for i in range(n)]
         return [self.global_port + 1 + i for i in range(n)]
 
 
@@ -209,17 +214,13 @@ class Emulator:
             self.restored_items = persistence.open(self.account)
             persistence.start(loop)
             self.persistence = persistence
-        socks = [(None, bind(cfg.host, cfg.global_port))]
-        ports = dict(zip(cfg.account.regions, cfg.ports()))
-        kept = self.persistence.region_ports if self.persistence is not None else {}
-        for name in (r.name for r in self.account.regions):     # a data dir's regions added at runtime too
-            socks.append((name, bind(cfg.host, ports[name] if name in ports else kept.get(name, 0))))
+        socks = self._bind_endpoints()
         control_sock = bind(cfg.host, cfg.control_port)
         for name, sock in socks:
             port = sock.getsockname()[1]
-            if name is None:
+            if name is None or self._on_account_port(name):
                 self.topology.global_port = port
-            else:
+            if name is not None:
                 self.topology.region_ports[name] = port
         self.topology.control_port = control_sock.getsockname()[1]
         self.direct = DirectPlane(self, listen=bind, hold=PortHold, **cfg.direct_limits)
@@ -247,6 +248,24 @@ class Emulator:
                         cfg.host, self.topology.control_port)
         self._sweeper = loop.call_later(SWEEP_INTERVAL_S, self._sweep)
         self.started.set()
+
+    def _on_account_port(self, region: str) -> bool:
+        return self.config.region_on_account_port and region == self.config.account.regions[0]
+
+    def _bind_endpoints(self) -> list:
+        """[(region or None for the global endpoint, its bound socket)]. With region_on_account_port
+        the first region's socket is the account's: there is no separate global endpoint (unless a
+        data dir's account no longer has that region)."""
+        cfg = self.config
+        names = [r.name for r in self.account.regions]     # a data dir's regions added at runtime too
+        shared = cfg.region_on_account_port and cfg.account.regions[0] in names
+        socks = [] if shared else [(None, bind(cfg.host, cfg.global_port))]
+        ports = dict(zip(cfg.account.regions, cfg.ports()))
+        kept = self.persistence.region_ports if self.persistence is not None else {}
+        for name in names:
+            port = cfg.global_port if self._on_account_port(name) else ports.get(name, kept.get(name, 0))
+            socks.append((name, bind(cfg.host, port)))
+        return socks
 
     def _prepare_tls(self) -> None:
         """The certificate and TLS context of the gateway ports (CertificateError if unusable)."""
