@@ -95,3 +95,18 @@ def test_even_ranges_cut_at_i_times_floor_of_the_space_over_n(count):
 
 def test_five_even_ranges_are_the_official_emulators():
     assert [hi for _, hi in even_ranges(5)] == ["3" * 32, "6" * 32, "9" * 32, "C" * 32, "FF"]
+
+
+def test_the_command_line_tools_find_the_profiles_control_port(monkeypatch):
+    from regionlab.emulator.control_client import DEFAULT_CONTROL, control_url
+    monkeypatch.delenv("REGIONLAB_CONTROL", raising=False)
+    monkeypatch.delenv("REGIONLAB_PROFILE", raising=False)
+    assert control_url(None) == DEFAULT_CONTROL
+    monkeypatch.setenv("REGIONLAB_PROFILE", "official-emulator")
+    assert control_url(None) == "http://127.0.0.1:7081"
+    assert control_url("http://127.0.0.1:9/") == "http://127.0.0.1:9"
+    monkeypatch.setenv("REGIONLAB_CONTROL", "http://127.0.0.1:8/")
+    assert control_url(None) == "http://127.0.0.1:8"
+    monkeypatch.setenv("REGIONLAB_PROFILE", "no-such-profile")
+    monkeypatch.delenv("REGIONLAB_CONTROL")
+    assert control_url(None) == DEFAULT_CONTROL
