@@ -504,6 +504,7 @@ def _tls(v: dict) -> dict:
 
 def _build(v: dict):
     from .server import ServerConfig
+    direct_ports_given = v["direct_ports"] is not None
     if v["direct_ports"] is None:          # the nodes follow the region ports: free with --port 0
         v["direct_ports"] = (0, 0) if v["port"] == 0 else (defaults.DIRECT_PORT_MIN, defaults.DIRECT_PORT_MAX)
     _cross_check(v)
@@ -522,7 +523,8 @@ def _build(v: dict):
     return ServerConfig(account=account, host=host, advertise_host=advertise, global_port=v["port"],
                         control_port=v["control_port"], key=v["key"] if v["auth"] else None, seed=v["seed"],
                         header_timeout_s=v["header_timeout_s"], write_ack_timeout_s=v["write_ack_timeout_s"],
-                        direct_port_range=v["direct_ports"], direct_limits=v["direct_limits"],
+                        direct_port_range=v["direct_ports"], direct_ports_given=direct_ports_given,
+                        direct_limits=v["direct_limits"],
                         control_token=v["control_token"], connections_max=v["connections_max"],
                         read_only_endpoints=v["read_only_endpoints"], max_clock_skew_s=v["max_clock_skew_s"],
                         query_mode=v["query_mode"], direct_tls_cert=v["direct_tls_cert"],

@@ -67,6 +67,9 @@ class ServerConfig:
     connections_max: int = CONNECTIONS_PER_LISTENER_MAX    # per listener: each gateway port and the control port
     write_ack_timeout_s: float = WRITE_ACK_TIMEOUT_MS / 1000   # then a write is answered 408 (indefinite)
     direct_port_range: tuple = (defaults.DIRECT_PORT_MIN, defaults.DIRECT_PORT_MAX)   # (0, 0): free ports
+    # Given (--direct-ports): node j of region i takes exactly port MIN + i * nodes + j, or start-up
+    # fails. Not given (the default range): the nodes take the first free ports of the range.
+    direct_ports_given: bool = False
     direct_limits: dict = field(default_factory=dict)   # DirectPlane keyword limits (tests shorten timeouts)
     direct_tls_cert: str | None = None        # PEM certificate and key: TLS on the direct ports too
     direct_tls_key: str | None = None
