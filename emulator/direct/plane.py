@@ -168,6 +168,7 @@ class DirectPlane:
     def _sweep(self) -> None:
         now = asyncio.get_running_loop().time()
         for node in self.nodes.values():
+            node.slots.shed_overdue(now)
             for conn in list(node.connections):
                 conn.check_deadlines(now)
         self._sweeper = asyncio.get_running_loop().call_later(self._sweep_interval_s, self._sweep)
