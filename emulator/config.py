@@ -338,8 +338,9 @@ OPTIONS = (
            NODES_PER_REGION_DEFAULT, "--nodes-per-region", "NODES_PER_REGION",
            "backend nodes per region, each a TCP listener", group=DIRECT),
     Option("direct_ports", optional(direct_ports), None, "--direct-ports", "DIRECT_PORTS",
-           f"port range the nodes listen on, MIN-MAX, or 0 for free ports (default "
-           f"{defaults.DIRECT_PORT_MIN}-{defaults.DIRECT_PORT_MAX}; free ports with --port 0)",
+           f"port range the nodes listen on, MIN-MAX (each node takes exactly its port), or 0 for free "
+           f"ports (default: the first free ports of {defaults.DIRECT_PORT_MIN}-{defaults.DIRECT_PORT_MAX}; "
+           f"free ports with --port 0)",
            group=DIRECT, metavar="MIN-MAX"),
     Option("query_mode", query_mode, "whole", "--query-mode", "QUERY_MODE",
            "whole: the gateway runs every query whole and returns final results; service: as the service, "

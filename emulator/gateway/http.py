@@ -22,14 +22,12 @@ incremental decoder (gateway/chunked.py) that keeps its place between reads. A c
 trickling a request byte by byte thus costs the shared event loop no more than one sending it
 at once.
 
-Each listener holds at most `connections_max` connections, kept by the shedding policy every
-listener shares (core/connection_slots.py): a connection is silent until a request head is
-complete, busy until its reply is written, then idle. At the cap a new connection sheds the
-oldest silent one, else the one idle longest (`Connection.shed` closes it); only when every one
-is busy is it answered 503 and closed (gateway/refusal.py). A new connection must complete its
-first head within `header_timeout_s` like any other (SILENT_DEADLINE_UNDER_PRESSURE_S when the
-listener is under pressure), so a socket that never sends a byte is closed by the sweep too
-(silently: it asked nothing).
+Each listener holds at most `connections_max` connections by the policy every listener shares
+(core/connection_slots.py): silent until a request head is complete, busy until its reply is
+written, then idle; at the cap a new connection sheds a silent or idle one (`Connection.shed`)
+and is answered 503 only when all are busy (gateway/refusal.py). A new connection must complete
+its first head within `header_timeout_s` (less under pressure), so a socket that never sends a
+byte is closed by the sweep too (silently: it asked nothing).
 
 The handler is a coroutine. Its first step runs at once, outside any task: a point read never
 suspends, so it costs no task and no scheduling. If it does suspend (a write waiting for its
