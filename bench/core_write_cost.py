@@ -48,8 +48,9 @@ from regionlab.emulator.core.container import canonical_pk_json  # noqa: E402
 from regionlab.emulator.core.documents import Writer  # noqa: E402
 from regionlab.emulator.core.scheduler import ManualClock, Scheduler, run_until_idle  # noqa: E402
 from regionlab.emulator.core.throttle import CREATE, ThrottleConfig  # noqa: E402
-from regionlab.emulator.core.validation import ITEM_BYTES_MAX, check_id, parse_item_body  # noqa: E402
+from regionlab.emulator.core.validation import check_id, parse_item_body  # noqa: E402
 from regionlab.emulator import interpreter  # noqa: E402
+from regionlab.emulator.core.limits import ITEM_MAX_BYTES  # noqa: E402
 
 N_DEFAULT = 20_000
 RATE_DEFAULT = 3            # creates per virtual millisecond (about the measured 2,700/s)
@@ -98,7 +99,7 @@ def setup():
 def create(account, c, raw: bytes, pk_json: str, values: list, region: str) -> int:
     """What gateway/documents.create does below HTTP, in the same order."""
     doc, verbatim = parse_item_body(raw)
-    if not isinstance(doc, dict) or len(raw) > ITEM_BYTES_MAX:
+    if not isinstance(doc, dict) or len(raw) > ITEM_MAX_BYTES:
         raise AssertionError("the bench sends objects under the size limit")
     check_id(doc.get("id"))
     writer = Writer(c, region, pk_json, values, account.clock.now_ms())

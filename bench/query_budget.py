@@ -1,4 +1,4 @@
-"""How long one query page or slice of QUERY_SLICE_WORK_MAX work units takes, on the core alone.
+"""How long one query page or slice of QUERY_SLICE_MAX_WORK_UNITS work units takes, on the core alone.
 
     python bench/query_budget.py
 
@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from regionlab.emulator.core import limits  # noqa: E402
 from regionlab.emulator.core import query_page as qp  # noqa: E402
 from regionlab.emulator.core.jsontext import dumps_bytes  # noqa: E402
 from regionlab.emulator.core.query import compile_query  # noqa: E402
@@ -118,7 +119,7 @@ def small_page_us(store) -> float:
 
 def main() -> None:
     print(f"python {platform.python_version()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}, "
-          f"QUERY_SLICE_WORK_MAX={qp.QUERY_SLICE_WORK_MAX}, {DOCS} documents")
+          f"QUERY_SLICE_MAX_WORK_UNITS={limits.QUERY_SLICE_MAX_WORK_UNITS}, {DOCS} documents")
     stores = {DOCS: store_of(DOCS), JOIN_DOCS: store_of(JOIN_DOCS)}
     print(f"{'query':32} {'pages':>6} {'max ms':>8} {'median ms':>10} {'µs/unit':>8}")
     for name, text in QUERIES.items():
@@ -129,7 +130,7 @@ def main() -> None:
             if best is None or worst < best[0]:
                 best = (worst, took)
         worst, took = best
-        full = [t for t, w in took if w >= qp.QUERY_SLICE_WORK_MAX] or [t for t, _ in took]
+        full = [t for t, w in took if w >= limits.QUERY_SLICE_MAX_WORK_UNITS] or [t for t, _ in took]
         units = sum(w for _, w in took)
         print(f"{name:32} {len(took):>6} {worst * 1e3:>8.1f} {statistics.median(full) * 1e3:>10.1f} "
               f"{sum(t for t, _ in took) / max(units, 1) * 1e6:>8.2f}", flush=True)

@@ -6,7 +6,7 @@ page's worth of documents.
     python bench/query_params.py                 # 5,000 distinct @pk values, 3 passes each
 
 Cases: the same body every time (the body cache hits); one query text with DISTINCT values
-cycling over 5,000 (more than the COMPILED_QUERIES_MAX entries of the caches); the same with
+cycling over 5,000 (more than the COMPILED_QUERIES_CACHE_MAX_ENTRIES entries of the caches); the same with
 two parameters. Prints µs per request (best of the passes after the first) and the machine's
 load average; not an assert anywhere.
 """

@@ -42,7 +42,7 @@ from server_proc import ServerProcess  # noqa: E402
 
 CONCURRENCY = 16
 # Distinct parameter values of (a) and (b), the same at every size: the gateway caches compiled
-# queries by text and parameters (COMPILED_QUERIES_MAX), so drawing among count/10 values would
+# queries by text and parameters (COMPILED_QUERIES_CACHE_MAX_ENTRIES), so drawing among count/10 values would
 # measure re-compiling (about 1 ms a query), not the data.
 QUERY_VARIANTS = 100
 OPS = ("point read", "create", "query (a) pk", "query (b) cat")

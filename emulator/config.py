@@ -18,18 +18,18 @@ from dataclasses import dataclass
 from typing import Callable
 
 from regionlab.client.protocol import direct as direct_protocol
-from regionlab.client.protocol.auth import CLOCK_SKEW_S_MAX_DEFAULT
+from regionlab.client.protocol.auth import CLOCK_SKEW_MAX_S
 
 from . import defaults
-from .core.account import REGION_NAME_CHARS_MAX, AccountConfig
+from .core.account import AccountConfig
 from .core.consistency import LEVELS, canonical
 from .core.errors import CosmosError
 from .core.placement import NODES_PER_REGION_DEFAULT, NODES_PER_REGION_MAX, NODES_PER_REGION_MIN
 from .core.read_routing import STRATEGIES, check_weights
 from .core.throttle import CREDITS_PER_S_DEFAULT, SERVERLESS_RU_PER_S_DEFAULT, ThrottleConfig
-from .gateway.http import HEADER_TIMEOUT_S_DEFAULT
-from .gateway.refusal import CONNECTIONS_PER_LISTENER_MAX
-from .service.service import WRITE_ACK_TIMEOUT_MS
+from .core.limits import (
+    CONNECTIONS_PER_LISTENER_MAX, HEAD_DEADLINE_S, REGION_NAME_MAX_CHARS, WRITE_ACK_DEADLINE_MS,
+)
 
 ENV_PREFIX = "REGIONLAB_"
 PORT_MAX = 65_535
@@ -119,8 +119,8 @@ def regions(value) -> tuple:
         raise ValueError("names no region: give at least one, the write region first, e.g. 'East US,West US'")
     seen = set()
     for name in names:
-        if len(name) > REGION_NAME_CHARS_MAX or not name.isprintable():
-            raise ValueError(f"has a bad region name {name[:80]!r}: at most {REGION_NAME_CHARS_MAX} "
+        if len(name) > REGION_NAME_MAX_CHARS or not name.isprintable():
+            raise ValueError(f"has a bad region name {name[:80]!r}: at most {REGION_NAME_MAX_CHARS} "
                              "printable characters")
         if name.lower() in seen:
             raise ValueError(f"names {name!r} twice: each region once (names ignore case)")
@@ -182,7 +182,7 @@ def lag_matrix(value) -> dict:
 def instance_id(value):
     """The emulator instance id direct addresses name (docs/direct-protocol.md, "Instances")."""
     if not direct_protocol.valid_instance(value):
-        raise ValueError(f"must be 1-{direct_protocol.INSTANCE_CHARS_MAX} of the characters A-Z a-z 0-9 . _ - "
+        raise ValueError(f"must be 1-{direct_protocol.INSTANCE_MAX_CHARS} of the characters A-Z a-z 0-9 . _ - "
                          "(it is a segment of every direct address)")
     return value
 
@@ -302,7 +302,7 @@ OPTIONS = (
            "account master key, base64 (default: the well-known emulator key)"),
     Option("auth", boolean, True, "--no-auth", "NO_AUTH", "accept requests without checking signatures",
            switch=True, negated=True),
-    Option("max_clock_skew_s", integer(0, 10**9, "0 turns the check off"), CLOCK_SKEW_S_MAX_DEFAULT,
+    Option("max_clock_skew_s", integer(0, 10**9, "0 turns the check off"), CLOCK_SKEW_MAX_S,
            "--max-clock-skew-s", "MAX_CLOCK_SKEW_S",
            "refuse (401) a signed request whose x-ms-date is further than this many seconds from the "
            "server's clock, as the service does; 0 turns the check off (a host with a broken clock)"),
@@ -390,8 +390,8 @@ OPTIONS = (
            "`regionlab routing weights`)", metavar="W0,W1,W2,W3"),
     Option("detection_delay_ms", integer(0, DELAY_MS_MAX), _ACCOUNT.detection_delay_ms),
     Option("election_ms", integer(0, DELAY_MS_MAX), _ACCOUNT.election_ms),
-    Option("header_timeout_s", seconds, HEADER_TIMEOUT_S_DEFAULT),
-    Option("write_ack_timeout_s", seconds, WRITE_ACK_TIMEOUT_MS / 1000),
+    Option("header_timeout_s", seconds, HEAD_DEADLINE_S),
+    Option("write_ack_timeout_s", seconds, WRITE_ACK_DEADLINE_MS / 1000),
     # Short, so a test lags a region past the retained log quickly (snapshot backfill).
     Option("log_retained_commits", integer(1, _ACCOUNT.log_retained_commits), _ACCOUNT.log_retained_commits),
 )

@@ -22,35 +22,35 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from regionlab.client.protocol import direct as D
-from regionlab.client.protocol.auth import CLOCK_SKEW_S_MAX_DEFAULT
+from regionlab.client.protocol.auth import CLOCK_SKEW_MAX_S
 
 from . import defaults, interpreter
 from .core.account import Account, AccountConfig
 from .core.errors import CosmosError
 from .core.faults import OUTAGE_BLACKHOLE, OUTAGE_MODE_DEFAULT, OUTAGE_REFUSE, OUTAGE_RESET
 from .core.scheduler import Scheduler
-from .gateway.http import HttpServer, HEADER_TIMEOUT_S_DEFAULT
-from .gateway.refusal import CONNECTIONS_PER_LISTENER_MAX, Refusals
+from .gateway.http import HttpServer
+from .gateway.refusal import Refusals
 from .gateway.server import Gateway
-from .service.service import WRITE_ACK_TIMEOUT_MS, Service
+from .service.service import Service
 from .runtime import certificate
 from .runtime.clock import LoopClock, SchedulerDriver
 from .gateway.tls_listener import TlsListener
 from .runtime.listen import bind, raise_file_limit
 from .runtime.waits import LoopWaits
-from .runtime.control import control_app
+from .runtime.control import CONTROL_HTTP_LOG, control_app
 from .runtime.control_connections import ControlConnections
 from .direct.plane import DirectPlane
 from .runtime.persistence import Persistence
 from .runtime.port_hold import PortHold
 from .runtime.control_access import is_loopback
+from .core.limits import (
+    CONNECTIONS_PER_LISTENER_MAX, CONTROL_KEEPALIVE_TIMEOUT_S, HEAD_DEADLINE_S, WRITE_ACK_DEADLINE_MS,
+)
 
 log = logging.getLogger("regionlab")
 
 SWEEP_INTERVAL_S = 1.0
-# The control port (aiohttp) closes a connection idle this long, a new one that never sent a
-# request included (aiohttp starts the timer at connect).
-CONTROL_KEEPALIVE_TIMEOUT_S = 15.0
 
 
 @dataclass
@@ -63,9 +63,9 @@ class ServerConfig:
     control_port: int = defaults.CONTROL_PORT
     key: str | None = defaults.EMULATOR_KEY   # None turns auth off
     seed: int = 0
-    header_timeout_s: float = HEADER_TIMEOUT_S_DEFAULT
+    header_timeout_s: float = HEAD_DEADLINE_S
     connections_max: int = CONNECTIONS_PER_LISTENER_MAX    # per listener: each gateway port and the control port
-    write_ack_timeout_s: float = WRITE_ACK_TIMEOUT_MS / 1000   # then a write is answered 408 (indefinite)
+    write_ack_timeout_s: float = WRITE_ACK_DEADLINE_MS / 1000   # then a write is answered 408 (indefinite)
     direct_port_range: tuple = (defaults.DIRECT_PORT_MIN, defaults.DIRECT_PORT_MAX)   # (0, 0): free ports
     # Given (--direct-ports): node j of region i takes exactly port MIN + i * nodes + j, or start-up
     # fails. Not given (the default range): the nodes take the first free ports of the range.
@@ -98,7 +98,7 @@ class ServerConfig:
         n = len(self.account.regions)
         last = max(self.ports(), default=self.global_port)
         return [0] * n if self.global_port == 0 else [last + 1 + i for i in range(n)]
-    max_clock_skew_s: float = CLOCK_SKEW_S_MAX_DEFAULT  # a signed request's date vs our clock; 0 = off
+    max_clock_skew_s: float = CLOCK_SKEW_MAX_S  # a signed request's date vs our clock; 0 = off
 
     def ports(self) -> list[int]:
         n = len(self.account.regions)
@@ -158,7 +158,7 @@ class Emulator:
         self.account: Account | None = None
         instance = self.config.instance_id
         if instance is not None and not D.valid_instance(instance):
-            raise ValueError(f"instance_id must be 1-{D.INSTANCE_CHARS_MAX} of the characters A-Z a-z 0-9 . _ -; "
+            raise ValueError(f"instance_id must be 1-{D.INSTANCE_MAX_CHARS} of the characters A-Z a-z 0-9 . _ -; "
                              f"got {str(instance)[:80]!r}")
         self.topology = Topology(self.config.advertise_host or self.config.host,
                                  "https" if self.config.https else "http", instance or new_instance_id())
@@ -228,7 +228,8 @@ class Emulator:
         self.account.region_listeners.append(self._on_region_state)
         await self.direct.start()
         app = control_app(self)
-        self._control_runner = web.AppRunner(app, access_log=None, keepalive_timeout=CONTROL_KEEPALIVE_TIMEOUT_S)
+        self._control_runner = web.AppRunner(app, access_log=None, logger=CONTROL_HTTP_LOG,
+                                             keepalive_timeout=CONTROL_KEEPALIVE_TIMEOUT_S)
         # The control port keeps its connections by the gateways' shedding policy; past it, their 503.
         self.control_refusals = Refusals(cfg.connections_max)
         control = self.control_connections = ControlConnections(None, cfg.connections_max,

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 
 from regionlab.client import partition_key as pkmod
 from regionlab.client.protocol import headers as H
+from regionlab.client.protocol.partition_key_hash import epk_successor
 
 from .feed import AsyncItemPaged, decode_token, encode_token
 from .links import link_path
@@ -20,10 +21,6 @@ from .responses import body_json
 BEGINNING, NOW = "Beginning", "Now"
 ALL_VERSIONS = "AllVersionsAndDeletes"
 FULL_FIDELITY_WIRE_FORMAT = "2021-09-15"
-
-
-def _epk_successor(epk: str) -> str:
-    return format(int(epk, 16) + 1, f"0{len(epk)}X")
 
 
 def _start_of(start_time) -> str:
@@ -44,7 +41,7 @@ def feed_range_bounds(feed_range: dict) -> tuple[str, str]:
     try:
         low, high = bounds["min"], bounds["max"]
         if bounds.get("isMaxInclusive"):
-            high = _epk_successor(high) if high else "00"
+            high = epk_successor(high)
     except (KeyError, TypeError, ValueError, AttributeError):
         raise ValueError(f"not a feed range: {feed_range!r}") from None
     return low, high
@@ -57,7 +54,7 @@ def _scopes(ranges: list[dict], partition_key, feed_range, paths=None) -> list[d
         epk = pkmod.epk_of(values)
         for r in ranges:
             if r["minInclusive"] <= epk < r["maxExclusive"]:
-                return [{"id": r["id"], "min": epk, "max": _epk_successor(epk), "etag": None}]
+                return [{"id": r["id"], "min": epk, "max": epk_successor(epk), "etag": None}]
         raise ValueError(f"no partition key range holds the key {partition_key!r}")
     low, high = ("", "FF")
     if feed_range is not None:

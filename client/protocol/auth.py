@@ -30,10 +30,10 @@ import urllib.parse
 
 MASTER_TOKEN_TYPE = "master"
 TOKEN_VERSION = "1.0"
-VERIFIED_CACHE_ENTRIES_MAX = 4096
+VERIFIED_CACHE_MAX_ENTRIES = 4096
 # The service refuses a request whose date is further than this from its own clock, so a
 # captured request cannot be replayed later (cosmos-wire §3).
-CLOCK_SKEW_S_MAX_DEFAULT = 15 * 60
+CLOCK_SKEW_MAX_S = 15 * 60
 
 # Characters the SDK leaves unescaped when it percent-encodes the header value.
 _HEADER_SAFE_CHARS = "-_.!~*'()"
@@ -215,14 +215,14 @@ def _parse_token(header_value: str) -> dict[str, str]:
 class MasterKeyVerifier:
     """Server-side check of master-key signatures, for one account key.
 
-    Accepted signatures are remembered (up to VERIFIED_CACHE_ENTRIES_MAX, oldest evicted first),
+    Accepted signatures are remembered (up to VERIFIED_CACHE_MAX_ENTRIES, oldest evicted first),
     keyed by everything that went into the decision, so a repeated identical request costs a dict
     lookup. Rejections are never cached. The signature does not say when a request was made,
     so the caller checks the date against its clock (``check_clock_skew``) on every request,
     cached or not.
     """
 
-    def __init__(self, key_b64: str, cache_entries_max: int = VERIFIED_CACHE_ENTRIES_MAX):
+    def __init__(self, key_b64: str, cache_entries_max: int = VERIFIED_CACHE_MAX_ENTRIES):
         self._key = _decode_key(key_b64)
         self._cache_entries_max = cache_entries_max
         self._verified: dict[tuple[str, str, str, str], None] = {}

@@ -30,7 +30,7 @@ COMPACT_VERSION = 2                      # from this version on, requests and re
 
 # ---- limits (units last) ------------------------------------------------------------------
 LENGTH_PREFIX_BYTES = 4
-FRAME_BYTES_MAX = 8 * 1024 * 1024        # an item is <= 2 MB, a page <= 4 MB, plus the envelope
+FRAME_MAX_BYTES = 8 * 1024 * 1024        # an item is <= 2 MB, a page <= 4 MB, plus the envelope
 NONCE_BYTES = 32
 IN_FLIGHT_PER_CONNECTION_MAX = 256
 CONNECTIONS_PER_NODE_MAX = 512
@@ -115,7 +115,7 @@ SUB_BAD_REQUEST_FRAME = 21012            # 400: a request with missing or mistyp
 SUB_HANDSHAKE = 21013                    # 400/408: a frame out of place, or a handshake too slow
 SUB_VERSION = 21014                      # 400: no protocol version in common
 SUB_IDLE = 21015                         # 408: nothing arrived for idle_timeout_ms, or a frame stalled
-SUB_REPLY_TOO_LARGE = 21016              # 413: the operation ran, but its reply exceeds FRAME_BYTES_MAX
+SUB_REPLY_TOO_LARGE = 21016              # 413: the operation ran, but its reply exceeds FRAME_MAX_BYTES
 SUB_PARTITION_KEY_RANGE_GONE = 1002      # 410: the key is outside the named replica's range
 SUB_READ_SESSION_NOT_AVAILABLE = 1002    # 404: this replica is behind the session token
 
@@ -151,8 +151,8 @@ def encode(frame: dict) -> bytes:
     """One frame: the length prefix and the msgpack map."""
     body = _pack(frame)
     n = len(body)
-    if n > FRAME_BYTES_MAX:
-        raise ValueError(f"a frame of {n} bytes exceeds FRAME_BYTES_MAX ({FRAME_BYTES_MAX})")
+    if n > FRAME_MAX_BYTES:
+        raise ValueError(f"a frame of {n} bytes exceeds FRAME_MAX_BYTES ({FRAME_MAX_BYTES})")
     return _pack_length(n) + body
 
 
@@ -183,7 +183,7 @@ class FrameDecoder:
     follows); only an incomplete tail is kept, in a bytearray that grows until its frame is whole."""
     __slots__ = ("_buf", "_need", "max_frame_bytes", "failed", "pending")
 
-    def __init__(self, max_frame_bytes: int = FRAME_BYTES_MAX):
+    def __init__(self, max_frame_bytes: int = FRAME_MAX_BYTES):
         self._buf = bytearray()
         self._need = 0                   # bytes the kept tail needs before it can be decoded further
         self.max_frame_bytes = max_frame_bytes
@@ -309,12 +309,12 @@ def instance_refused(frame) -> bool:
 # colls/.../replicas/<i>[p]/. Resource ids are sequential, so two emulators on one machine hold
 # the same replica keys; the instance is what tells their nodes apart (docs/direct-protocol.md).
 INSTANCE_SEGMENT = "apps"
-INSTANCE_CHARS_MAX = 64                  # an instance id: 1-64 of [A-Za-z0-9._-]
+INSTANCE_MAX_CHARS = 64                  # an instance id: 1-64 of [A-Za-z0-9._-]
 _INSTANCE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
 def valid_instance(instance) -> bool:
-    return type(instance) is str and 0 < len(instance) <= INSTANCE_CHARS_MAX and set(instance) <= _INSTANCE_CHARS
+    return type(instance) is str and 0 < len(instance) <= INSTANCE_MAX_CHARS and set(instance) <= _INSTANCE_CHARS
 
 
 def replica_key(collection_rid: str, range_id: str, index: int) -> str:

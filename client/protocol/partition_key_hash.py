@@ -1,7 +1,8 @@
 """The partition key hash: how one component of a logical partition key becomes its effective
 partition key (EPK), as the service and the official SDKs compute it. The emulator (core/epk.py:
 definitions, prefixes, ranges) and the client (partition_key.py: a key's range for bulk, change
-feed and direct mode) both hash with this module, so they cannot disagree.
+feed and direct mode) both hash with this module, so they cannot disagree. `epk_successor`
+bounds a single key's feed range, [epk, epk_successor(epk)), on both sides too.
 
 Each component is first written in a binary form: a type marker byte (undefined 00, null 01,
 false 02, true 03, number 05, string 08), then for numbers the IEEE-754 double (ints too) and
@@ -205,3 +206,21 @@ def murmur3_x86_32(data: bytes, seed: int = 0) -> int:
     h = ((h ^ (h >> 16)) * 0x85EBCA6B) & m
     h = ((h ^ (h >> 13)) * 0xC2B2AE35) & m
     return h ^ (h >> 16)
+
+
+_HEX_DIGITS = frozenset("0123456789ABCDEFabcdef")
+
+
+def epk_successor(epk: str) -> str:
+    """The smallest EPK after `epk`: the SDK sends a single key as [epk, epk_successor(epk)).
+    Like the SDK's Range.add_to_effective_partition_key, add one to the last byte with carry;
+    the successor of "" is "00" (as the SDK's partition_key module defines it). An all-"FF"
+    key has no successor of the same length (the SDK wraps to zeros); that is an error here."""
+    if not epk:
+        return "00"
+    if len(epk) % 2 or not _HEX_DIGITS.issuperset(epk):
+        raise ValueError(f"EPK must be hex of whole bytes, got {epk!r}")
+    successor = int(epk, 16) + 1
+    if successor >> (4 * len(epk)):
+        raise ValueError(f"EPK {epk!r} has no successor of the same length")
+    return f"{successor:0{len(epk)}X}"

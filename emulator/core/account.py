@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 
 from . import rid as rids
 from .conflicts import ConflictLog, resolver_for
-from .container import Container, Database, partition_count_for
+from .container import Container, Database, container_definition, partition_count_for
 from .epk import PartitionKeyDef, split_ranges
 from .errors import CosmosError, bad_request, conflict, not_found
+from .geography import default_lag_ms
 from .link import Link
 from .offers import Offer, check_throughput
 from .partition import Partition
@@ -22,34 +23,7 @@ from .read_routing import ACTIVE_REQUESTS, ReadRoutingPolicy
 from .replica_set import LOG_RETAINED_COMMITS_MAX, ReplicaSet
 from .throttle import Throttle, ThrottleConfig
 from .validation import ValidationError, check_id
-
-REGION_NAME_CHARS_MAX = 64          # a runtime-added region's display name ("North Europe")
-
-# One-way lag defaults by geography: same metro area, same continent, across continents.
-LAG_SAME_AREA_MS = 2
-LAG_SAME_CONTINENT_MS = 30
-LAG_CROSS_CONTINENT_MS = 80
-REGION_AREAS = {
-    "east us": ("na", "east"), "east us 2": ("na", "east"), "central us": ("na", "central"),
-    "north central us": ("na", "central"), "south central us": ("na", "central"),
-    "west us": ("na", "west"), "west us 2": ("na", "west"), "west us 3": ("na", "west"),
-    "canada central": ("na", "east"), "brazil south": ("sa", "south"),
-    "north europe": ("eu", "north"), "west europe": ("eu", "west"), "uk south": ("eu", "west"),
-    "france central": ("eu", "west"), "germany west central": ("eu", "central"),
-    "southeast asia": ("asia", "se"), "east asia": ("asia", "east"), "japan east": ("asia", "jp"),
-    "australia east": ("oc", "east"), "central india": ("asia", "in"),
-}
-
-
-def default_lag_ms(a: str, b: str) -> int:
-    area_a, area_b = REGION_AREAS.get(a.lower()), REGION_AREAS.get(b.lower())
-    if area_a is None or area_b is None:
-        return LAG_SAME_CONTINENT_MS
-    if area_a == area_b:
-        return LAG_SAME_AREA_MS
-    if area_a[0] == area_b[0]:
-        return LAG_SAME_CONTINENT_MS
-    return LAG_CROSS_CONTINENT_MS
+from .limits import REGION_NAME_MAX_CHARS
 
 
 @dataclass
@@ -334,8 +308,8 @@ class Account:
         """Refuse (400/409) a region that add_region would refuse, without changing anything."""
         if not name.strip():
             raise bad_request("A region needs a non-empty name.")
-        if len(name) > REGION_NAME_CHARS_MAX or not name.isprintable() or "/" in name or name != name.strip():
-            raise bad_request(f"A region name is 1-{REGION_NAME_CHARS_MAX} printable characters without '/' "
+        if len(name) > REGION_NAME_MAX_CHARS or not name.isprintable() or "/" in name or name != name.strip():
+            raise bad_request(f"A region name is 1-{REGION_NAME_MAX_CHARS} printable characters without '/' "
                               f"or surrounding spaces, like 'North Europe'; got {name!r}.")
         if any(r.name.lower() == name.lower() for r in self.regions):
             raise conflict(f"The account already has a region named '{name}'.")
@@ -460,7 +434,7 @@ class Account:
         id = _checked_id(body)
         if id in db.containers:
             raise conflict(f"A container with id '{id}' already exists in database '{db.id}'.")
-        definition = _container_definition(body)
+        definition = container_definition(body)
         self._check_provisionable(throughput, autoscale_max)
         pk_def = PartitionKeyDef.from_json(definition["partitionKey"])
         count = self.config.partition_count or partition_count_for(throughput, autoscale_max)
@@ -521,7 +495,7 @@ class Account:
     def replace_container(self, c: Container, body: dict) -> Container:
         if body.get("id") != c.id:
             raise bad_request(f"The id in the body must be '{c.id}' to replace that container.")
-        definition = _container_definition(body)
+        definition = container_definition(body)
         if PartitionKeyDef.from_json(definition["partitionKey"]) != c.pk_def:
             raise bad_request("The partition key of a container cannot be changed.")
         c.definition = definition
@@ -604,26 +578,3 @@ def _checked_id(body) -> str:
     except ValidationError as e:
         raise CosmosError(e.status, e.substatus, e.message) from None
     return body["id"]
-
-
-DEFAULT_INDEXING_POLICY = {"indexingMode": "consistent", "automatic": True,
-                           "includedPaths": [{"path": "/*"}],
-                           "excludedPaths": [{"path": "/\"_etag\"/?"}]}
-
-
-def _container_definition(body: dict) -> dict:
-    definition = {k: v for k, v in body.items() if not k.startswith("_")}
-    pk = definition.get("partitionKey")
-    if pk is None:
-        raise bad_request("A container needs a partitionKey definition, e.g. "
-                          '{"paths":["/pk"],"kind":"Hash","version":2}.')
-    try:
-        definition["partitionKey"] = PartitionKeyDef.from_json(pk).to_json()
-    except (ValueError, TypeError, AttributeError) as e:
-        raise bad_request(f"Invalid partitionKey definition: {e}") from None
-    definition.setdefault("indexingPolicy", DEFAULT_INDEXING_POLICY)
-    definition.setdefault("conflictResolutionPolicy",
-                          {"mode": "LastWriterWins", "conflictResolutionPath": "/_ts",
-                           "conflictResolutionProcedure": ""})
-    definition.setdefault("geospatialConfig", {"type": "Geography"})
-    return definition

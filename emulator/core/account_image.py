@@ -26,7 +26,8 @@ outbox back on the links).
 """
 from collections import deque
 
-from .account import Region, default_lag_ms
+from .account import Region
+from .geography import default_lag_ms
 from .container import Database
 from .errors import CosmosError
 from .faults import KEPT_FAULT_TYPES

@@ -6,14 +6,14 @@ the position; intermediate versions may be skipped, deletes are not shown. All-v
 deletes mode walks the replica set's retained log and returns every create, replace and
 delete with its metadata. A page never splits one commit (a batch shares its LSN), so the next
 position is always a whole LSN. A page ends at max_items, or before a commit whose entries would
-take it past PAGE_BYTES_MAX (`size_of` tells an entry's size as the caller will send it; a page
+take it past PAGE_MAX_BYTES (`size_of` tells an entry's size as the caller will send it; a page
 always holds at least one commit, and a commit is at most about one request body). A region
 serves exactly what it has replicated.
 """
 import json
 
 from .errors import CosmosError
-from .feed import PAGE_BYTES_MAX
+from .limits import PAGE_MAX_BYTES
 
 
 def in_epk_range(epk_of, lo: str, hi: str):
@@ -31,7 +31,7 @@ def _body_size(v) -> int:
 
 
 def latest_versions(store, after_lsn: int, upto_lsn: int, max_items: int, accept=None,
-                    size_of=_body_size, bytes_max: int = PAGE_BYTES_MAX):
+                    size_of=_body_size, bytes_max: int = PAGE_MAX_BYTES):
     """(versions, position after them): at most max_items versions and about bytes_max bytes
     (at least one version). `accept(key)` narrows the feed (None: every key)."""
     out = []
@@ -51,7 +51,7 @@ def latest_versions(store, after_lsn: int, upto_lsn: int, max_items: int, accept
 
 
 def all_versions(rs, after_lsn: int, upto_lsn: int, max_items: int, accept=None,
-                 size_of=_body_size, bytes_max: int = PAGE_BYTES_MAX):
+                 size_of=_body_size, bytes_max: int = PAGE_MAX_BYTES):
     """(versions incl. tombstones, position after them) from the retained log."""
     first = rs.log_first_lsn()
     if after_lsn + 1 < first:             # (an empty log after a snapshot or a join retains nothing)

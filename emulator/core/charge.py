@@ -26,6 +26,7 @@ import functools
 from . import jsontext
 from .documents import STAGED_SYSTEM_PROPERTIES
 from .index_policy import policy_of
+from .limits import CHARGES_CACHE_MAX_ENTRIES, CHARGE_POLICIES_CACHE_MAX_ENTRIES
 
 KB = 1024
 READ_RU_BASE = 1.0              # a point read of up to 1 KB
@@ -84,7 +85,6 @@ def index_terms(doc: dict, indexing_policy: dict | None, body: bytes | None = No
 
 
 _shapes: dict = {}      # id(indexingPolicy object) -> _policy_shape's answer
-POLICIES_MAX = 256
 
 
 def _policy_shape(indexing_policy: dict | None) -> tuple:
@@ -97,7 +97,7 @@ def _policy_shape(indexing_policy: dict | None) -> tuple:
     policy = policy_of(indexing_policy)
     everything = (policy.enabled and any(p.segments == () and p.terminal == "*" for p in policy.included)
                   and all(p.segments and p.segments[0].startswith("_") for p in policy.excluded))
-    if len(_shapes) >= POLICIES_MAX:
+    if len(_shapes) >= CHARGE_POLICIES_CACHE_MAX_ENTRIES:
         _shapes.clear()
     entry = _shapes[id(indexing_policy)] = (indexing_policy, policy.enabled, everything, policy)
     return entry
@@ -130,16 +130,15 @@ def _indexed_scalars(v, path: tuple, indexes) -> int:
 # ---- item operations -----------------------------------------------------------------------
 # round(x, 2) costs more than the rest of a charge (a correctly rounded decimal conversion), and
 # items of one size come again and again: point charges are remembered by their arguments.
-CHARGES_CACHED_MAX = 65_536
 
 
-@functools.lru_cache(maxsize=CHARGES_CACHED_MAX)
+@functools.lru_cache(maxsize=CHARGES_CACHE_MAX_ENTRIES)
 def read(nbytes: int) -> float:
     """A point read of an item of nbytes (a miss costs the same as a 1 KB read)."""
     return round(READ_RU_BASE + READ_RU_PER_KB * _kb_over_first(nbytes), 2)
 
 
-@functools.lru_cache(maxsize=CHARGES_CACHED_MAX)
+@functools.lru_cache(maxsize=CHARGES_CACHE_MAX_ENTRIES)
 def write(nbytes: int, terms: int = TYPICAL_TERMS) -> float:
     """Creating an item of nbytes with `terms` index terms."""
     return round(WRITE_RU_BASE + WRITE_RU_PER_KB * _kb_over_first(nbytes) + INDEX_RU_PER_TERM * terms, 2)

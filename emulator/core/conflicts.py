@@ -10,7 +10,8 @@ the order is total. Losers are recorded once each in the container's conflicts f
 """
 import json
 
-CONFLICTS_KEPT_MAX = 10_000
+from .limits import CONFLICTS_KEPT_MAX
+
 _MISSING = float("-inf")
 
 

@@ -34,8 +34,7 @@ Who changes it: only the listener's own connections, through `admit`, `speaking`
 no clock.
 """
 
-PRESSURE_OCCUPANCY_FRACTION = 0.75     # this share of the cap taken: a listener is under pressure
-SILENT_DEADLINE_UNDER_PRESSURE_S = 2.0     # under pressure, from connect to the first request head
+from .limits import PRESSURE_OCCUPANCY_FRACTION, SILENT_DEADLINE_UNDER_PRESSURE_S
 
 _MISSING = object()
 

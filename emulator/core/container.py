@@ -13,10 +13,11 @@ import json
 
 from . import epk as epks
 from . import jsontext
+from .errors import bad_request
 from .store import TrackedDict
+from .limits import EPK_CACHE_MAX_ENTRIES
 
 RU_PER_PARTITION = 10_000
-EPK_CACHE_MAX = 65_536
 
 
 class Database:
@@ -89,7 +90,7 @@ class Container:
         cached = self._epk_cache.get(pk_json)
         if cached is None:
             cached = epks.effective_partition_key(self.pk_def, values)
-            if len(self._epk_cache) >= EPK_CACHE_MAX:
+            if len(self._epk_cache) >= EPK_CACHE_MAX_ENTRIES:
                 self._epk_cache.clear()
             self._epk_cache[pk_json] = cached
         return cached
@@ -134,3 +135,26 @@ def canonical_pk_json(values: list) -> str:
         else:
             norm.append(v)
     return jsontext.dumps(norm)
+
+
+DEFAULT_INDEXING_POLICY = {"indexingMode": "consistent", "automatic": True,
+                           "includedPaths": [{"path": "/*"}],
+                           "excludedPaths": [{"path": "/\"_etag\"/?"}]}
+
+
+def container_definition(body: dict) -> dict:
+    definition = {k: v for k, v in body.items() if not k.startswith("_")}
+    pk = definition.get("partitionKey")
+    if pk is None:
+        raise bad_request("A container needs a partitionKey definition, e.g. "
+                          '{"paths":["/pk"],"kind":"Hash","version":2}.')
+    try:
+        definition["partitionKey"] = epks.PartitionKeyDef.from_json(pk).to_json()
+    except (ValueError, TypeError, AttributeError) as e:
+        raise bad_request(f"Invalid partitionKey definition: {e}") from None
+    definition.setdefault("indexingPolicy", DEFAULT_INDEXING_POLICY)
+    definition.setdefault("conflictResolutionPolicy",
+                          {"mode": "LastWriterWins", "conflictResolutionPath": "/_ts",
+                           "conflictResolutionProcedure": ""})
+    definition.setdefault("geospatialConfig", {"type": "Geography"})
+    return definition

@@ -21,7 +21,8 @@ from .jsontext import dumps_bytes as _dumps
 from .read_routing import PINNED_LEVELS
 from .rid import document_rid
 from .store import Version
-from .validation import ITEM_BYTES_MAX, ValidationError, check_depth
+from .validation import ValidationError, check_depth
+from .limits import ITEM_MAX_BYTES
 
 SYSTEM_PROPERTIES = frozenset(("_rid", "_self", "_etag", "_ts", "_attachments", "_lsn"))
 # What Writer._stage gives every document it stages (having dropped the client's system
@@ -251,9 +252,9 @@ def _check_patched(doc: dict) -> None:
     except ValidationError as e:
         raise bad_request(f"The patched item would break a limit: {e.message}") from None
     size = len(_dumps(doc))
-    if size > ITEM_BYTES_MAX:
+    if size > ITEM_MAX_BYTES:
         raise CosmosError(413, 0, f"Request size is too large: the patched item would be {size} bytes; "
-                                  f"the limit is {ITEM_BYTES_MAX} bytes.")
+                                  f"the limit is {ITEM_MAX_BYTES} bytes.")
 
 
 def _shown(value) -> str:

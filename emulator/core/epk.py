@@ -35,6 +35,7 @@ from typing import Any, Sequence
 from regionlab.client.protocol.partition_key_hash import (
     UNDEFINED, V1_HASH_SPACE, V2_EPK_CHARS, V2_HASH_BITS, encode_number, v1_epk, v2_epk,
 )
+from .limits import EPK_MEMO_MAX_ENTRIES, PARTITION_KEY_MAX_PATHS
 
 EPK_MIN = ""
 EPK_MAX = "FF"
@@ -42,11 +43,8 @@ EPK_MAX = "FF"
 KIND_HASH = "Hash"
 KIND_MULTI_HASH = "MultiHash"
 VERSION_DEFAULT = 1                 # the service's default when "version" is absent
-MULTI_HASH_PATHS_MAX = 3
 RANGE_COUNT_MAX = 4096              # most physical ranges split_ranges will cut
-EPK_MEMO_ENTRIES_MAX = 16384        # string components whose V2 hash is remembered (~4 MB)
 
-_HEX_DIGITS = frozenset("0123456789ABCDEFabcdef")
 
 
 # --- partition key definitions -------------------------------------------------------------
@@ -103,8 +101,8 @@ def _check_def(paths: tuple, kind: Any, version: Any) -> None:
         raise ValueError("partitionKey.paths must be a non-empty list of paths like \"/pk\"")
     if kind == KIND_HASH and len(paths) != 1:
         raise ValueError(f"a Hash partition key has exactly one path, got {len(paths)}")
-    if kind == KIND_MULTI_HASH and len(paths) > MULTI_HASH_PATHS_MAX:
-        raise ValueError(f"a MultiHash partition key has at most {MULTI_HASH_PATHS_MAX} paths, "
+    if kind == KIND_MULTI_HASH and len(paths) > PARTITION_KEY_MAX_PATHS:
+        raise ValueError(f"a MultiHash partition key has at most {PARTITION_KEY_MAX_PATHS} paths, "
                          f"got {len(paths)}")
     if kind == KIND_MULTI_HASH and version != 2:
         raise ValueError("a MultiHash partition key requires version 2")
@@ -167,7 +165,7 @@ def _v2_epk(value: Any) -> str:
     return v2_epk(value)
 
 
-@lru_cache(maxsize=EPK_MEMO_ENTRIES_MAX)
+@lru_cache(maxsize=EPK_MEMO_MAX_ENTRIES)
 def _v2_string_epk(value: str) -> str:
     return v2_epk(value)
 
@@ -199,18 +197,3 @@ def _v1_boundary(i: int, count: int) -> str:
     # A V1 EPK starts with its hash as a number; that encoding sorts like the hash itself, and
     # its last byte has the low bit clear, so no longer hash encoding has it as a prefix.
     return encode_number(float(i * V1_HASH_SPACE // count)).hex().upper()
-
-
-def epk_successor(epk: str) -> str:
-    """The smallest EPK after `epk`: the SDK sends a single key as [epk, epk_successor(epk)).
-    Like the SDK's Range.add_to_effective_partition_key, add one to the last byte with carry;
-    the successor of "" is "00" (as the SDK's partition_key module defines it). An all-"FF"
-    key has no successor of the same length (the SDK wraps to zeros); that is an error here."""
-    if not epk:
-        return "00"
-    if len(epk) % 2 or not _HEX_DIGITS.issuperset(epk):
-        raise ValueError(f"EPK must be hex of whole bytes, got {epk!r}")
-    successor = int(epk, 16) + 1
-    if successor >> (4 * len(epk)):
-        raise ValueError(f"EPK {epk!r} has no successor of the same length")
-    return f"{successor:0{len(epk)}X}"

@@ -5,7 +5,7 @@ order (partition key JSON, then id). The continuation names the partition index 
 key returned, so a page boundary survives concurrent writes: an item created behind the
 cursor is not returned, one ahead of it is, and nothing is returned twice. Each partition is
 read at one replica chosen by the consistency level, like a point read. A page ends at
-max_items or before an item that would take it past PAGE_BYTES_MAX (a page always holds at
+max_items or before an item that would take it past PAGE_MAX_BYTES (a page always holds at
 least one item), as the service caps its pages.
 """
 import base64
@@ -14,10 +14,8 @@ import json
 from .documents import choose_replica
 from .errors import bad_request
 from .validation import ValidationError, parse_json_body
+from .limits import PAGE_DEFAULT_ITEMS, PAGE_MAX_BYTES, PAGE_MAX_ITEMS
 
-PAGE_ITEMS_DEFAULT = 100
-PAGE_ITEMS_MAX = 1000
-PAGE_BYTES_MAX = 4 * 1024 * 1024        # items per read-feed, change-feed or query page
 
 
 def encode_continuation(partition_index: int, key: tuple) -> str:
@@ -38,13 +36,13 @@ def decode_continuation(token: str) -> tuple[int, tuple]:
 
 def page_size(max_item_count: int | None) -> int:
     if max_item_count is None or max_item_count <= 0:
-        return PAGE_ITEMS_DEFAULT
-    return min(max_item_count, PAGE_ITEMS_MAX)
+        return PAGE_DEFAULT_ITEMS
+    return min(max_item_count, PAGE_MAX_ITEMS)
 
 
 def read_page(container, region: str, consistency: str, session: dict | None,
               continuation: str | None, max_items: int, partition_indexes=None,
-              pk_json: str | None = None, bytes_max: int = PAGE_BYTES_MAX, primary_ok: bool = True,
+              pk_json: str | None = None, bytes_max: int = PAGE_MAX_BYTES, primary_ok: bool = True,
               pins=None):
     """(versions, next continuation or None, [(replica set, the LSN it was read at), ...]);
     primary_ok and pins as in choose_replica."""

@@ -21,7 +21,7 @@ Invariants (checked by tests/unit/core/test_index.py):
   truncates, so memory stays at one entry per retained live version per indexed path;
 * an index is materialised for a path only on demand (`materialise`, called by the query
   planner when the container's indexing policy includes the path), at most
-  INDEXED_PATHS_MAX per store. A store with no index pays one `is None` test per write.
+  INDEXED_PATHS_PER_STORE_MAX per store. A store with no index pays one `is None` test per write.
 * building is bounded: a new index files the store's existing versions INDEX_BUILD_STEP_VERSIONS
   per `materialise` call (every query that wants it advances it; the gateway also finishes it
   a step per event-loop turn, gateway/queries.build_in_background), and is not `ready` until
@@ -39,8 +39,8 @@ from sortedcontainers import SortedDict
 
 from .query.evaluate import index_value
 from .query.values import UNDEFINED, sort_key
+from .limits import INDEXED_PATHS_PER_STORE_MAX
 
-INDEXED_PATHS_MAX = 16     # materialised paths per store; queries on further paths scan
 INDEX_BUILD_STEP_VERSIONS = 500   # versions a building index files per query (~5 ms of CPU here)
 
 
@@ -142,13 +142,13 @@ class SecondaryIndexes:
 
 def materialise(store, path: tuple, step_versions: int = INDEX_BUILD_STEP_VERSIONS) -> PathIndex | None:
     """The store's index of path, advanced by one build step if it is still building (see
-    `ready`); None when the store already indexes INDEXED_PATHS_MAX other paths."""
+    `ready`); None when the store already indexes INDEXED_PATHS_PER_STORE_MAX other paths."""
     indexes = store.indexes
     if indexes is None:
         indexes = store.indexes = SecondaryIndexes()
     index = indexes.paths.get(path)
     if index is None:
-        if len(indexes.paths) >= INDEXED_PATHS_MAX:
+        if len(indexes.paths) >= INDEXED_PATHS_PER_STORE_MAX:
             return None
         indexes.paths[path] = index = PathIndex(path)
         index.pending = store.retained_keys()

@@ -22,10 +22,10 @@ Pure: no state beyond those bounded caches.
 """
 from __future__ import annotations
 
+from .limits import INDEX_POLICIES_CACHE_MAX_ENTRIES, PATH_DECISIONS_CACHE_MAX_ENTRIES
+
 ARRAY_SEGMENT = "[]"
 ALWAYS_INDEXED = (("id",), ("_ts",))
-PATH_DECISIONS_MAX = 4096        # cached path decisions per policy
-POLICIES_MAX = 256               # compiled policies kept (one per live container definition)
 
 
 class Pattern:
@@ -101,7 +101,7 @@ class IndexPolicy:
         decision = self._decisions.get(path)
         if decision is None:
             decision = self._decide(path)
-            if len(self._decisions) >= PATH_DECISIONS_MAX:
+            if len(self._decisions) >= PATH_DECISIONS_CACHE_MAX_ENTRIES:
                 self._decisions.clear()
             self._decisions[path] = decision
         return decision
@@ -144,7 +144,7 @@ def policy_of(policy: dict | None) -> IndexPolicy:
     if entry is not None and entry[0] is policy:
         return entry[1]
     compiled = IndexPolicy(policy)
-    if len(_compiled) >= POLICIES_MAX:
+    if len(_compiled) >= INDEX_POLICIES_CACHE_MAX_ENTRIES:
         _compiled.clear()
     _compiled[id(policy)] = (policy, compiled)
     return compiled

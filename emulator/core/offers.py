@@ -4,12 +4,8 @@ An offer is addressed by its own rid (`offers/<rid>`) and names its resource by 
 RU budgets of the throughput issue read `throughput`; replacing an offer changes it at once.
 """
 from .errors import bad_request
+from .limits import AUTOSCALE_MAX_THROUGHPUT_MIN_RU_PER_S, THROUGHPUT_MAX_RU_PER_S, THROUGHPUT_MIN_RU_PER_S
 
-THROUGHPUT_MIN_RU = 400
-AUTOSCALE_MIN_MAX_RU = 1000
-# The service's default ceiling per container or database (support can raise it there): past
-# it, the partitions derived from the throughput would outgrow the key space's ranges.
-THROUGHPUT_MAX_RU = 1_000_000
 
 
 class Offer:
@@ -27,7 +23,7 @@ class Offer:
 
     def properties(self) -> dict:
         content = {"offerThroughput": self.throughput if self.autoscale_max is None
-                   else max(self.autoscale_max // 10, THROUGHPUT_MIN_RU)}
+                   else max(self.autoscale_max // 10, THROUGHPUT_MIN_RU_PER_S)}
         if self.autoscale_max is not None:
             content["offerAutopilotSettings"] = {"maxThroughput": self.autoscale_max}
         return {"id": self.rid, "_rid": self.rid, "_self": f"offers/{self.rid}/", "_etag": self.etag,
@@ -52,14 +48,13 @@ class Offer:
 
 def check_throughput(throughput, autoscale_max) -> None:
     """400 unless each given value is an integer within the service's range."""
-    if throughput is not None and (type(throughput) is not int
-                                   or not THROUGHPUT_MIN_RU <= throughput <= THROUGHPUT_MAX_RU):
-        raise bad_request(f"Throughput must be an integer from {THROUGHPUT_MIN_RU} to {THROUGHPUT_MAX_RU} "
-                          f"RU/s, got {_shown(throughput)}.")
-    if autoscale_max is not None and (type(autoscale_max) is not int
-                                      or not AUTOSCALE_MIN_MAX_RU <= autoscale_max <= THROUGHPUT_MAX_RU):
-        raise bad_request(f"Autoscale max throughput must be an integer from {AUTOSCALE_MIN_MAX_RU} to "
-                          f"{THROUGHPUT_MAX_RU} RU/s, got {_shown(autoscale_max)}.")
+    low, high = THROUGHPUT_MIN_RU_PER_S, THROUGHPUT_MAX_RU_PER_S
+    if throughput is not None and (type(throughput) is not int or not low <= throughput <= high):
+        raise bad_request(f"Throughput must be an integer from {low} to {high} RU/s, got {_shown(throughput)}.")
+    low = AUTOSCALE_MAX_THROUGHPUT_MIN_RU_PER_S
+    if autoscale_max is not None and (type(autoscale_max) is not int or not low <= autoscale_max <= high):
+        raise bad_request(f"Autoscale max throughput must be an integer from {low} to {high} RU/s, "
+                          f"got {_shown(autoscale_max)}.")
 
 
 def _shown(value) -> str:

@@ -18,7 +18,7 @@ shares nothing mutable with ``operations`` either. Semantics, per the service's 
            it at ``path``.
 
 Every operation needs the parent of its target to exist: paths are not created recursively.
-At most PATCH_OPERATIONS_MAX operations per request. ``id``, system properties (``_rid``,
+At most PATCH_MAX_OPERATIONS operations per request. ``id``, system properties (``_rid``,
 ``_ts``, ``_etag`` …) and, when the caller names them, the partition key paths cannot be
 touched: an item's identity never changes through a patch.
 """
@@ -28,7 +28,8 @@ import math
 import re
 from typing import Any, NamedTuple
 
-PATCH_OPERATIONS_MAX = 10
+from .limits import PATCH_MAX_OPERATIONS
+
 SYSTEM_PROPERTIES = frozenset({"_rid", "_self", "_etag", "_ts", "_attachments", "_lsn"})
 OPERATIONS = frozenset({"add", "set", "replace", "remove", "incr", "move"})
 _NEEDS_VALUE = frozenset({"add", "set", "replace", "incr"})
@@ -101,8 +102,8 @@ class _Op(NamedTuple):
 def _validated(operations: Any, pk_tokens: list[list[str]]) -> list[_Op]:
     if not isinstance(operations, list) or not operations:
         raise PatchError("A patch needs a non-empty list of operations.")
-    if len(operations) > PATCH_OPERATIONS_MAX:
-        raise PatchError(f"A patch may hold at most {PATCH_OPERATIONS_MAX} operations; "
+    if len(operations) > PATCH_MAX_OPERATIONS:
+        raise PatchError(f"A patch may hold at most {PATCH_MAX_OPERATIONS} operations; "
                          f"this one has {len(operations)}.")
     checked = []
     for i, op in enumerate(operations):

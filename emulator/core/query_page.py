@@ -10,21 +10,21 @@ Work is counted in units, not time, so a page is deterministic and the core stay
 one unit per document loaded, one more per DOC_BYTES_PER_UNIT of its JSON (a stored document
 is parsed from its body when a query loads it: store.Version), and one per row a FROM or JOIN
 makes, in subqueries too.
-QUERY_SLICE_WORK_MAX units take about 50 ms on the reference machine (bench/query_budget.py,
+QUERY_SLICE_MAX_WORK_UNITS units take about 50 ms on the reference machine (bench/query_budget.py,
 docs/performance.md); evaluating one row's own expressions is not interruptible.
 
 Streaming queries (no ORDER BY, aggregate, GROUP BY or DISTINCT: each result comes from one
 row, in input order) page by position. `stream_page` runs from its continuation's position
 and stops at max_items results, before a result that would take the page past
-QUERY_PAGE_BYTES_MAX (a page always holds at least one), or once it spent
-QUERY_SLICE_WORK_MAX units; its `StreamState` is where to resume, with the OFFSET still to
+PAGE_MAX_BYTES (a page always holds at least one), or once it spent
+QUERY_SLICE_MAX_WORK_UNITS units; its `StreamState` is where to resume, with the OFFSET still to
 skip and the TOP/LIMIT still to take. A page that ran out of work may hold no results at all,
 as the service's do; the SDKs follow the continuation.
 
 Blocking queries (the rest) must see every row before the first result is known. A
 `BlockingRun` reads all the inputs of one page in slices: `step` spends at most one slice
 and returns, and the caller lets others run between slices (the gateway yields to its event
-loop), stops when its client has gone, and refuses a page past QUERY_REQUEST_WORK_MAX.
+loop), stops when its client has gone, and refuses a page past QUERY_REQUEST_MAX_WORK_UNITS.
 ORDER BY pages resume after the last row returned in the total order (ORDER BY values, then
 position) and keep only the best rows the page needs; aggregate and DISTINCT pages resume at
 a count of results already returned.
@@ -42,15 +42,12 @@ import json
 from typing import Callable, NamedTuple
 
 from .errors import bad_request
-from .feed import PAGE_BYTES_MAX
 from .query.ordering import sort_rows
 from .query.sources import expand_rows
 from .query.values import UNDEFINED, canonical, sort_key
 from .validation import text_nests_at_most
+from .limits import PAGE_MAX_BYTES, QUERY_SLICE_MAX_WORK_UNITS
 
-QUERY_PAGE_BYTES_MAX = PAGE_BYTES_MAX      # results per page (4 MB), as the service caps them
-QUERY_SLICE_WORK_MAX = 16_000              # work units per page (streaming) or slice (blocking)
-QUERY_REQUEST_WORK_MAX = 2_000 * QUERY_SLICE_WORK_MAX   # one blocking page, all slices together
 # Parsing a stored document takes about as long as one unit of other work per 100 bytes of its
 # JSON (bench/query_budget.py: nested documents of ~350 bytes; flat 1 KB ones parse faster).
 DOC_BYTES_PER_UNIT = 100
@@ -106,7 +103,7 @@ _PAST_ROW = (1,)            # after it: a page whose work ran out right after it
 
 
 def stream_page(query, inputs, state: StreamState, max_items: int, encode: Encode, now_ms: int,
-                work_max: int = QUERY_SLICE_WORK_MAX, bytes_max: int = QUERY_PAGE_BYTES_MAX,
+                work_max: int = QUERY_SLICE_MAX_WORK_UNITS, bytes_max: int = PAGE_MAX_BYTES,
                 where_implied: bool = False) -> Page:
     """One page of a streaming query from inputs, which must start at state.at's document.
 
@@ -248,7 +245,7 @@ class BlockingRun:
                 if where is None or where(row) is True:
                     yield part, v, row, cursor
 
-    def step(self, now_ms: int, work_max: int = QUERY_SLICE_WORK_MAX) -> bool:
+    def step(self, now_ms: int, work_max: int = QUERY_SLICE_MAX_WORK_UNITS) -> bool:
         """Spend at most about work_max units; True once every input is read."""
         if self.done:
             return True
@@ -314,7 +311,7 @@ class BlockingRun:
             return len(self.distinct_found) >= self.page_items + 1      # enough: stop reading
         return False
 
-    def page(self, bytes_max: int = QUERY_PAGE_BYTES_MAX) -> Page:
+    def page(self, bytes_max: int = PAGE_MAX_BYTES) -> Page:
         """The page, once step() returned True."""
         plan = self.plan
         if self.by_position:

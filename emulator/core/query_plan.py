@@ -34,13 +34,13 @@ from typing import NamedTuple
 from .index import materialise
 from .index_policy import policy_of
 from .query.values import TAG_ARRAY, TAG_NULL, TAG_UNDEFINED, sort_key, tag_of
+from .limits import QUERY_SHAPES_CACHE_MAX_ENTRIES
 
 SCAN_SMALL_DOCS = 64        # documents in scope at or below which a scan is always chosen
 INDEX_COST_FACTOR = 2       # an index candidate costs about this many scanned documents
 RANGE_OPS = frozenset({"<", "<=", ">", ">="})
 FILTER_OPS = RANGE_OPS | {"=", "in"}
 UNLIMITED = float("inf")
-SHAPES_MAX = 1024           # query shapes remembered (the gateway caches as many queries)
 
 _shapes: dict = {}          # id(compiled query) -> (query, shape); see _shape_of
 
@@ -161,7 +161,7 @@ def _shape_of(query) -> tuple:
     order = query.leading_order
     if order is not None and order.path not in selectors:
         paths += (order.path,)
-    if len(_shapes) >= SHAPES_MAX:
+    if len(_shapes) >= QUERY_SHAPES_CACHE_MAX_ENTRIES:
         _shapes.clear()
     _shapes[id(query)] = (query, (selectors, paths))
     return selectors, paths

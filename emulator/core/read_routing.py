@@ -36,16 +36,13 @@ start with it (`weights_for`).
 """
 from .consistency import EVENTUAL, PREFIX
 from .replica import PRIMARY, UP, WEIGHT_DEFAULT, WEIGHT_MAX, Replica
+from .limits import PINS_PER_CONNECTION_MAX
 
 ACTIVE_REQUESTS = "active_requests"
 CONNECTIONS = "connections"
 STRATEGIES = (ACTIVE_REQUESTS, CONNECTIONS)
 PINNED_LEVELS = frozenset((EVENTUAL, PREFIX))   # the reads a connection's pin serves
 REPLICAS_PER_SET = 4
-# Replica sets one connection keeps pins in (each pin is one entry); past this many the
-# connection's pins are dropped and it pins afresh, so a long-lived client touching ever new
-# containers holds a bounded number of them.
-PINS_PER_CONNECTION_MAX = 1024
 
 
 class ReadRoutingPolicy:

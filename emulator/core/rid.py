@@ -26,6 +26,8 @@ import base64
 import binascii
 import struct
 
+from .limits import COLLECTION_RIDS_CACHE_MAX_ENTRIES
+
 OFFER_BYTES = 3
 DATABASE_BYTES = 4
 COLLECTION_BYTES = 8
@@ -77,14 +79,13 @@ def collection_rid(db_rid: str, n: int) -> str:
 
 
 _COLL_BYTES_CACHE: dict = {}
-COLL_BYTES_CACHE_MAX = 4096
 
 
 def _child_rid(coll_rid: str, n: int, kind: str) -> str:
     _check_counter(n, _CHILD_COUNTER_MAX, kind)
     coll = _COLL_BYTES_CACHE.get(coll_rid)
     if coll is None:                      # a container's rid is parsed once, not per document
-        if len(_COLL_BYTES_CACHE) >= COLL_BYTES_CACHE_MAX:
+        if len(_COLL_BYTES_CACHE) >= COLLECTION_RIDS_CACHE_MAX_ENTRIES:
             _COLL_BYTES_CACHE.clear()
         coll = _COLL_BYTES_CACHE[coll_rid] = _expect(coll_rid, "colls")
     value = n | (_CHILD_NIBBLE_BY_KIND[kind] << 60)

@@ -6,7 +6,7 @@ happen. ``parse_json_body`` (and ``parse_item_body``, its form for an item's bod
 says whether the body can be stored as sent) is the only way a body becomes a Python object, so
 every later stage may assume: the bytes were UTF-8; the value is plain JSON (dict, list, str,
 int, float, bool, None) with finite numbers, no lone surrogates and no duplicate member names;
-and it nests at most NESTING_DEPTH_MAX deep.
+and it nests at most ITEM_NESTING_MAX_LEVELS deep.
 
 Decisions where the service is vague:
 * Duplicate member names are rejected. Python would keep the last one silently, so the stored
@@ -29,9 +29,8 @@ import re
 from itertools import accumulate
 from typing import Any
 
-ITEM_BYTES_MAX = 2 * 1024 * 1024
-ID_BYTES_MAX = 1023
-NESTING_DEPTH_MAX = 128
+from .limits import ID_MAX_BYTES, ITEM_MAX_BYTES, ITEM_NESTING_MAX_LEVELS
+
 ID_FORBIDDEN_CHARS = ("/", "\\", "?", "#")
 ID_DOT_SEGMENTS = (".", "..")
 
@@ -69,8 +68,8 @@ def check_id(id_value: Any) -> None:
         raise _bad("The 'id' property must not be empty.")
     # An ASCII id is as long in UTF-8 as in characters (isascii needs no pass over the text).
     size = len(id_value) if id_value.isascii() else len(id_value.encode("utf-8", "surrogatepass"))
-    if size > ID_BYTES_MAX:
-        raise _bad(f"The 'id' is {size} bytes long in UTF-8; at most {ID_BYTES_MAX} are allowed.")
+    if size > ID_MAX_BYTES:
+        raise _bad(f"The 'id' is {size} bytes long in UTF-8; at most {ID_MAX_BYTES} are allowed.")
     if _ID_FORBIDDEN.search(id_value) is not None:
         _refuse_forbidden_char(id_value)
     if id_value in ID_DOT_SEGMENTS:
@@ -88,13 +87,13 @@ def _refuse_forbidden_char(id_value: str) -> None:
 
 
 def check_item_size(body_bytes_len: int) -> None:
-    if body_bytes_len > ITEM_BYTES_MAX:
+    if body_bytes_len > ITEM_MAX_BYTES:
         raise ValidationError(_TOO_LARGE, 0, f"Request size is too large: {body_bytes_len} bytes, "
-                                             f"the limit is {ITEM_BYTES_MAX}.")
+                                             f"the limit is {ITEM_MAX_BYTES}.")
 
 
 def _too_deep() -> ValidationError:
-    return _bad(f"The JSON nests deeper than the maximum of {NESTING_DEPTH_MAX} levels of "
+    return _bad(f"The JSON nests deeper than the maximum of {ITEM_NESTING_MAX_LEVELS} levels of "
                 f"objects and arrays.")
 
 
@@ -104,7 +103,7 @@ _BRACKET_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 BRACKETS_PER_STEP = 65_536          # brackets whose depths are summed at once (an early stop)
 
 
-def text_nests_at_most(text: str, limit: int = NESTING_DEPTH_MAX) -> bool:
+def text_nests_at_most(text: str, limit: int = ITEM_NESTING_MAX_LEVELS) -> bool:
     """Whether JSON text opens at most ``limit`` objects and arrays inside each other, found
     without parsing it (so without recursion); brackets inside strings do not count."""
     if text.count("[") + text.count("{") <= limit:
@@ -112,7 +111,7 @@ def text_nests_at_most(text: str, limit: int = NESTING_DEPTH_MAX) -> bool:
     return bytes_nest_at_most(text.encode("utf-8", "surrogatepass"), limit)
 
 
-def bytes_nest_at_most(raw: bytes, limit: int = NESTING_DEPTH_MAX) -> bool:
+def bytes_nest_at_most(raw: bytes, limit: int = ITEM_NESTING_MAX_LEVELS) -> bool:
     """text_nests_at_most of UTF-8 JSON text. The work is done by bytes methods and itertools,
     never a Python step per token: a batch body holds hundreds of objects, and a loop over its
     tokens cost more than parsing it (see outside_strings)."""
@@ -136,7 +135,7 @@ def outside_strings(raw: bytes) -> bytes:
     return b"".join(outside)
 
 
-def structure_nests_at_most(structure: bytes, limit: int = NESTING_DEPTH_MAX) -> bool:
+def structure_nests_at_most(structure: bytes, limit: int = ITEM_NESTING_MAX_LEVELS) -> bool:
     """bytes_nest_at_most of the structure outside_strings found."""
     if structure.count(b"[") + structure.count(b"{") <= limit:
         return True
@@ -151,7 +150,7 @@ def structure_nests_at_most(structure: bytes, limit: int = NESTING_DEPTH_MAX) ->
 
 
 def check_depth(obj: Any) -> None:
-    """Objects and arrays may nest at most NESTING_DEPTH_MAX deep (``{}`` is depth 1).
+    """Objects and arrays may nest at most ITEM_NESTING_MAX_LEVELS deep (``{}`` is depth 1).
 
     Iterative, so a hostile value cannot exhaust the stack; it stops at the first container
     past the limit, so it also terminates on self-referencing Python structures."""
@@ -164,7 +163,7 @@ def check_depth(obj: Any) -> None:
             children = node
         else:
             continue
-        if depth > NESTING_DEPTH_MAX:
+        if depth > ITEM_NESTING_MAX_LEVELS:
             raise _too_deep()
         stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
 
@@ -326,7 +325,7 @@ def parse_item_body(raw: bytes) -> tuple[Any, bool]:
         raise _bad(f"The request body is not valid UTF-8 (byte {e.start}).") from None
     escaped = "\\" in text                   # (a str's `in`: a bytes one costs an exception inside)
     structure = outside_strings(raw)
-    if len(structure) > NESTING_DEPTH_MAX and not structure_nests_at_most(structure):
+    if len(structure) > ITEM_NESTING_MAX_LEVELS and not structure_nests_at_most(structure):
         raise _too_deep()
     _FLOAT_RECAST[0] = False
     if structure[:1] == b"{" and structure[-1:] == b"}" and structure.count(b"{") == 1:

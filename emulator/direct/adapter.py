@@ -29,6 +29,7 @@ from regionlab.client.protocol import headers as H
 from ..core.errors import CosmosError, bad_request
 from ..service import partition_keys, responses, routes
 from ..service.call import Call
+from ..core.limits import DIRECT_REPLY_BODY_MAX_BYTES
 from . import point, replies
 
 _ACTIVITY_PREFIX = str(uuid.uuid4())[:24]     # the nodes' own, so their ids never equal the gateway's
@@ -161,7 +162,7 @@ async def _framed(call) -> responses.Reply:
     """A batch: the service's path dispatch, under the frame limit."""
     reply = await routes.dispatch(call)
     body = reply.body
-    if body and len(body) > replies.REPLY_BODY_BYTES_MAX:
+    if body and len(body) > DIRECT_REPLY_BODY_MAX_BYTES:
         return replies.too_large_reply(reply, len(body), call.activity_id)
     return reply
 

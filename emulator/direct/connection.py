@@ -36,11 +36,10 @@ from ..service.handoff import carry_on
 from . import adapter, replies
 from .session import CLOSED, HANDSHAKE_STATES, Session
 from .tls import HANDSHAKE_FAILURE_ALERT, TLS_HANDSHAKE_RECORD, TlsSession
+from ..core.limits import DIRECT_CLOSE_GRACE_S, DIRECT_WRITE_BUFFER_HIGH_BYTES
 
 log = logging.getLogger("regionlab.direct")
 
-WRITE_BUFFER_HIGH_BYTES = 1024 * 1024     # stop reading a peer that does not read its replies
-CLOSE_GRACE_S = 1.0                       # a closing connection gets this long to drain, then abort
 _LINGER_RESET = struct.pack("ii", 1, 0)    # SO_LINGER on, 0 s: abort sends RST, not FIN
 # No replica key equals this, not even a request's nil 'replica' (None would match a None here
 # and reuse a target never resolved).
@@ -69,7 +68,7 @@ class DirectConnection(asyncio.Protocol):
         loop = self.loop = asyncio.get_running_loop()
         node = self.node
         self.session = Session(node.limits, os.urandom(D.NONCE_BYTES), loop.time())
-        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES)
+        transport.set_write_buffer_limits(high=DIRECT_WRITE_BUFFER_HIGH_BYTES)
         if not node.slots.admit(self, loop.time()):      # the node's slots shed one for it if they can
             cap = node.plane.max_connections
             self.session.fail(503, D.SUB_BUSY, f"Node {node.index} of {node.region} has {cap} connections, its "
@@ -226,7 +225,7 @@ class DirectConnection(asyncio.Protocol):
 
     def _close(self) -> None:
         """Send what is queued (the session's last frame among it), then close; abort if it does
-        not drain within CLOSE_GRACE_S."""
+        not drain within DIRECT_CLOSE_GRACE_S."""
         if self.closed:
             return
         self._flush()
@@ -237,7 +236,7 @@ class DirectConnection(asyncio.Protocol):
         if self.tls is not None and self.tls.handshaken and not self.silenced:
             transport.write(self.tls.close())
         transport.close()
-        self.loop.call_later(CLOSE_GRACE_S, transport.abort)
+        self.loop.call_later(DIRECT_CLOSE_GRACE_S, transport.abort)
         self._cancel_in_flight()
 
     def _cancel_in_flight(self) -> None:

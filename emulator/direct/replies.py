@@ -17,9 +17,6 @@ from ..core.errors import CosmosError
 from ..service import responses
 
 RES = D.RESPONSE_CODE
-# A reply body above this cannot be framed with its envelope (the reply's other fields, well
-# under 64 KiB): it is answered 413/SUB_REPLY_TOO_LARGE (too_large_reply) before it is counted.
-REPLY_BODY_BYTES_MAX = D.FRAME_BYTES_MAX - 64 * 1024
 # What a request that failed inside regionlab (not the client's mistake) is answered, as the
 # service answers it (service/service.py).
 INTERNAL = CosmosError(500, 0, "Internal error in regionlab; see the server log.", definite=False)
@@ -92,7 +89,7 @@ def too_large_error(size: int) -> CosmosError:
     """What a reply of `size` bytes that cannot be framed is answered instead: it ran, only its
     reply cannot be framed (docs/direct-protocol.md)."""
     return CosmosError(413, D.SUB_REPLY_TOO_LARGE, (
-        f"The reply ({size} bytes) exceeds the direct protocol's frame limit ({D.FRAME_BYTES_MAX} bytes). "
+        f"The reply ({size} bytes) exceeds the direct protocol's frame limit ({D.FRAME_MAX_BYTES} bytes). "
         "The operation ran (a batch's writes are applied); read the items back in smaller requests, "
         "or send this one through the gateway."))
 

@@ -52,7 +52,7 @@ _N_CODES = len(D.OPERATION_CODES)
 _pack = D.pack
 _pack_length = D.pack_length
 _COMPACT_VERSION = D.COMPACT_VERSION
-_FRAME_BYTES_MAX = D.FRAME_BYTES_MAX
+_FRAME_MAX_BYTES = D.FRAME_MAX_BYTES
 
 
 class Limits:
@@ -61,7 +61,7 @@ class Limits:
                  "idle_timeout_s", "frame_timeout_s")
 
     def __init__(self, node: int, region: str, instance: str, key: str | None, *,
-                 max_in_flight: int = D.IN_FLIGHT_PER_CONNECTION_MAX, max_frame_bytes: int = D.FRAME_BYTES_MAX,
+                 max_in_flight: int = D.IN_FLIGHT_PER_CONNECTION_MAX, max_frame_bytes: int = D.FRAME_MAX_BYTES,
                  handshake_timeout_s: float = D.HANDSHAKE_TIMEOUT_S, idle_timeout_s: float = D.IDLE_TIMEOUT_S,
                  frame_timeout_s: float = D.FRAME_TIMEOUT_S):
         self.node = node
@@ -165,7 +165,7 @@ class Session:
             return
         self.fail(410, D.SUB_INSTANCE_MISMATCH,
                   f"This node belongs to emulator instance {self.limits.instance!r}, not "
-                  f"{stated[:D.INSTANCE_CHARS_MAX]!r} as the address said: the address is stale (its emulator "
+                  f"{stated[:D.INSTANCE_MAX_CHARS]!r} as the address said: the address is stale (its emulator "
                   "restarted, or another emulator now listens on its port); refresh the addresses.")
 
     def _auth(self, f: dict):
@@ -288,7 +288,7 @@ class Session:
         transport as they are: the frame is never copied into one piece."""
         if self.compact:
             body = _pack(res)
-            if len(body) <= _FRAME_BYTES_MAX:
+            if len(body) <= _FRAME_MAX_BYTES:
                 self.out += (_pack_length(len(body)), body)
                 return
         if self.state != CLOSED:

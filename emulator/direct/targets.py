@@ -16,9 +16,8 @@ from regionlab.client.protocol import direct as D
 from ..core.errors import CosmosError, bad_request
 from ..core.replica import PRIMARY, UP
 from ..service.call import Call
+from ..core.limits import REPLICA_KEYS_CACHE_MAX_ENTRIES, TARGETS_CACHE_MAX_ENTRIES
 
-REPLICA_KEYS_CACHE_MAX = 65_536
-TARGETS_CACHE_MAX = 65_536                # resolved replicas per node
 
 _replica_keys: dict = {}
 
@@ -34,7 +33,7 @@ def parse_replica_key(key) -> tuple | None:
     if len(parts) != 6 or parts[0] != "colls" or parts[2] != "pkranges" or parts[4] != "replicas" \
             or not parts[5].isdigit() or not 0 <= int(parts[5]) < 4:
         return None
-    if len(_replica_keys) >= REPLICA_KEYS_CACHE_MAX:
+    if len(_replica_keys) >= REPLICA_KEYS_CACHE_MAX_ENTRIES:
         _replica_keys.clear()
     hit = _replica_keys[key] = (parts[1], parts[3], int(parts[5]))
     return hit
@@ -89,7 +88,7 @@ class Targets:
             target = hit[1]
         else:
             target = self._resolve(key)
-            if len(self._cache) >= TARGETS_CACHE_MAX:
+            if len(self._cache) >= TARGETS_CACHE_MAX_ENTRIES:
                 self._cache.clear()
             self._cache[key] = (version, target)
         replica = target.replica

@@ -3,7 +3,7 @@
 Theory of operation: a node's port takes plain and TLS connections alike. The first byte a
 client sends tells them apart: a TLS ClientHello begins with a handshake record (0x16), while a
 plain connection begins with a frame's 4-byte length prefix, whose first byte is 0 for any
-frame of at most FRAME_BYTES_MAX (8 MiB = 0x00800000), so no legal plain frame starts with
+frame of at most FRAME_MAX_BYTES (8 MiB = 0x00800000), so no legal plain frame starts with
 0x16. A node with a certificate (`--direct-tls-cert`/`--direct-tls-key`) then runs TLS in
 memory (`TlsSession`: ssl.SSLObject over two MemoryBIOs): the ClientHello that was already read
 is fed in like every later byte, which asyncio's `loop.start_tls` cannot do (it only wraps a
@@ -15,8 +15,9 @@ certificate (a file on disk, the gateway's generated self-signed one) hands the 
 """
 import ssl
 
+from ..core.limits import DIRECT_TLS_READ_CHUNK_BYTES
+
 TLS_HANDSHAKE_RECORD = 0x16
-TLS_READ_CHUNK_BYTES = 64 * 1024
 # A fatal handshake_failure alert (TLS 1.0 record layer, as servers send before a version is agreed).
 HANDSHAKE_FAILURE_ALERT = bytes((0x15, 0x03, 0x01, 0x00, 0x02, 0x02, 0x28))
 
@@ -56,7 +57,7 @@ class TlsSession:
         chunks = []
         while True:
             try:
-                chunk = self._obj.read(TLS_READ_CHUNK_BYTES)
+                chunk = self._obj.read(DIRECT_TLS_READ_CHUNK_BYTES)
             except ssl.SSLWantReadError:
                 break
             except ssl.SSLZeroReturnError:       # the peer's close_notify: nothing more comes

@@ -8,12 +8,12 @@ body byte by byte costs the event loop no more than one sending it at once. (Re-
 buffer from the first chunk on every read made a 600 B/s trickle hold the loop at 94 % CPU.)
 
 `scanned` counts the bytes the decoder has examined or copied; tests hold it to a small multiple
-of the bytes fed. Malformed framing raises BadRequest (400, or 413 past BODY_BYTES_MAX).
+of the bytes fed. Malformed framing raises BadRequest (400, or 413 past REQUEST_BODY_MAX_BYTES).
 """
 import re
 
-CHUNK_LINE_BYTES_MAX = 1024           # a size line with its extensions, or one trailer line
-TRAILER_BYTES_MAX = 8 * 1024          # all trailer lines together
+from ..core.limits import CHUNK_LINE_MAX_BYTES, CHUNK_TRAILER_MAX_BYTES
+
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 
 _SIZE, _DATA, _DATA_END, _TRAILER, _DONE = range(5)
@@ -99,9 +99,9 @@ class ChunkedBody:
         self.line += rest
 
     def _check_length(self, n: int) -> None:
-        if n > CHUNK_LINE_BYTES_MAX:
+        if n > CHUNK_LINE_MAX_BYTES:
             what = "a chunk size line" if self.state == _SIZE else "a trailer line"
-            raise self.error(400, f"Malformed chunked body: {what} is longer than {CHUNK_LINE_BYTES_MAX} bytes.")
+            raise self.error(400, f"Malformed chunked body: {what} is longer than {CHUNK_LINE_MAX_BYTES} bytes.")
 
     def _size_line(self, line: bytes) -> None:
         # RFC 9112 7.1.1: whitespace may follow the size (before ';' or the line end), not lead it.
@@ -123,5 +123,5 @@ class ChunkedBody:
             self.state = _DONE          # the blank line that ends the message
             return
         self.trailer_bytes += len(line)
-        if self.trailer_bytes > TRAILER_BYTES_MAX:
-            raise self.error(400, f"Malformed chunked body: the trailers are longer than {TRAILER_BYTES_MAX} bytes.")
+        if self.trailer_bytes > CHUNK_TRAILER_MAX_BYTES:
+            raise self.error(400, f"Malformed chunked body: the trailers are longer than {CHUNK_TRAILER_MAX_BYTES} bytes.")

@@ -57,22 +57,19 @@ from ..core.connection_slots import ConnectionSlots
 from ..core.errors import CosmosError
 from ..core.faults import OUTAGE_BLACKHOLE, OUTAGE_RESET
 from ..core.request_faults import RESET
-from ..core.validation import ITEM_BYTES_MAX
 from ..service import responses
 from ..service.handoff import carry_on
 from . import wire
 from .chunked import ChunkedBody
 from .request_head import CONNECTION_CLOSE, BadRequest, HeadParser, Request
-from .refusal import CONNECTIONS_PER_LISTENER_MAX, Refusals, TurnedAway
+from .refusal import Refusals, TurnedAway
+from ..core.limits import (
+    BODY_DEADLINE_S, CONNECTIONS_PER_LISTENER_MAX, HEAD_DEADLINE_S, ITEM_MAX_BYTES, KEEPALIVE_TIMEOUT_S,
+    REFUSED_BODY_READ_MAX_BYTES, REQUEST_BODY_MAX_BYTES, REQUEST_HEAD_MAX_BYTES,
+)
 
 log = logging.getLogger("regionlab.http")
 
-HEAD_BYTES_MAX = 64 * 1024
-BODY_BYTES_MAX = ITEM_BYTES_MAX + 512 * 1024     # an item plus the JSON framing of a batch
-HEADER_TIMEOUT_S_DEFAULT = 10.0
-BODY_TIMEOUT_S_DEFAULT = 30.0
-KEEPALIVE_TIMEOUT_S_DEFAULT = 75.0
-DISCARD_BYTES_MAX = 64 * 1024 * 1024      # a refused body larger than this is not read: just close
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _LINGER_RESET = struct.pack("ii", 1, 0)     # SO_LINGER on, 0 s: close() sends RST, not FIN
 # What of an incomplete head its parser is fed: the method as it arrives, then whole lines.
@@ -82,9 +79,9 @@ _METHOD, _LINES = range(2)
 class HttpServer:
     """The protocol factory of one endpoint, and the registry of its open connections."""
 
-    def __init__(self, handler, *, header_timeout_s: float = HEADER_TIMEOUT_S_DEFAULT,
-                 body_timeout_s: float = BODY_TIMEOUT_S_DEFAULT,
-                 keepalive_timeout_s: float = KEEPALIVE_TIMEOUT_S_DEFAULT,
+    def __init__(self, handler, *, header_timeout_s: float = HEAD_DEADLINE_S,
+                 body_timeout_s: float = BODY_DEADLINE_S,
+                 keepalive_timeout_s: float = KEEPALIVE_TIMEOUT_S,
                  connections_max: int = CONNECTIONS_PER_LISTENER_MAX):
         self.handler = handler
         self.header_timeout_s = header_timeout_s
@@ -263,7 +260,7 @@ class Connection(asyncio.Protocol):
             self.body_parts.append(data)
             self.body_have += len(data)
         if self.busy or self.paused_writing:
-            if len(self.buf) + self.body_have > HEAD_BYTES_MAX + BODY_BYTES_MAX and not self.paused_reading:
+            if len(self.buf) + self.body_have > REQUEST_HEAD_MAX_BYTES + REQUEST_BODY_MAX_BYTES and not self.paused_reading:
                 self.paused_reading = True
                 self.transport.pause_reading()
             return
@@ -314,22 +311,22 @@ class Connection(asyncio.Protocol):
             self.head_scanned = len(buf)
             self._waiting()
             return None
-        if end > HEAD_BYTES_MAX:
-            raise BadRequest(431, f"The request head is larger than {HEAD_BYTES_MAX} bytes.",
-                             discard=DISCARD_BYTES_MAX)
+        if end > REQUEST_HEAD_MAX_BYTES:
+            raise BadRequest(431, f"The request head is larger than {REQUEST_HEAD_MAX_BYTES} bytes.",
+                             discard=REFUSED_BODY_READ_MAX_BYTES)
         req = self._parse_head(buf, end + 4)
         rest = bytes(buf[end + 4:])
         self.head_scanned = 0
-        if req.length > BODY_BYTES_MAX:
+        if req.length > REQUEST_BODY_MAX_BYTES:
             raise BadRequest(413, f"Request size is too large: {req.length} bytes; the limit is "
-                                  f"{BODY_BYTES_MAX} bytes (an item may be at most {ITEM_BYTES_MAX}).",
+                                  f"{REQUEST_BODY_MAX_BYTES} bytes (an item may be at most {ITEM_MAX_BYTES}).",
                              discard=req.length - len(rest))
         self.request = req
         self.server.slots.speaking(self)
         self.continued = False
         self.buf = b""
         if req.chunked:
-            self.chunks = ChunkedBody(BODY_BYTES_MAX, BadRequest)
+            self.chunks = ChunkedBody(REQUEST_BODY_MAX_BYTES, BadRequest)
             if rest:
                 self._take_chunks(rest)
         else:
@@ -351,9 +348,9 @@ class Connection(asyncio.Protocol):
         its parser has seen is wrong. The parser sees the method as it arrives (TLS or garbage
         is told at once), then every line once it has ended. Every search resumes where the last
         one stopped, so waiting for the rest of a head is linear in its size."""
-        if len(buf) > HEAD_BYTES_MAX:
-            raise BadRequest(431, f"The request head is larger than {HEAD_BYTES_MAX} bytes.",
-                             discard=DISCARD_BYTES_MAX)
+        if len(buf) > REQUEST_HEAD_MAX_BYTES:
+            raise BadRequest(431, f"The request head is larger than {REQUEST_HEAD_MAX_BYTES} bytes.",
+                             discard=REFUSED_BODY_READ_MAX_BYTES)
         fed = upto = self.head_fed
         if self.head_stage == _METHOD:
             space = buf.find(b" ", fed)
@@ -513,7 +510,7 @@ class Connection(asyncio.Protocol):
             return
         err = responses.error(CosmosError(status, 0, message), responses.activity_id())
         transport.write(wire.encode(err, CONNECTION_CLOSE, False))
-        if 0 < discard <= DISCARD_BYTES_MAX:
+        if 0 < discard <= REFUSED_BODY_READ_MAX_BYTES:
             # A lingering close: our side is done (the client sees EOF after the reply), but
             # what it still sends is read and dropped, so its writes don't fail before it reads.
             self.discard = discard

@@ -19,11 +19,8 @@ import asyncio
 from ..core.errors import CosmosError
 from ..service import responses
 from . import wire
+from ..core.limits import TURNED_AWAY_LINGERING_MAX, TURNED_AWAY_LINGER_S, TURNED_AWAY_RETRY_AFTER_MS
 
-CONNECTIONS_PER_LISTENER_MAX = 128
-TURNED_AWAY_LINGERING_MAX = 16
-TURNED_AWAY_LINGER_S = 2.0
-TURNED_AWAY_RETRY_AFTER_MS = 1000
 _CLOSE = "Connection: close\r\n"
 
 

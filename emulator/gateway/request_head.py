@@ -23,6 +23,8 @@ a body (it would wait for that body) or an upgrade, the next head gets a new par
 """
 import httptools
 
+from ..core.limits import HEADER_NAMES_CACHE_MAX_ENTRIES
+
 VERSIONS = ("1.1", "1.0")
 CONNECTION_CLOSE = "Connection: close\r\n"          # a reply's Connection line
 CONNECTION_KEEP_ALIVE = "Connection: keep-alive\r\n"
@@ -72,7 +74,6 @@ class Request:
 
 
 _NAMES: dict = {}        # header name as sent -> lower-case name (llhttp checked it is a token)
-_NAMES_MAX = 4096
 
 
 class _Head:
@@ -98,7 +99,7 @@ class _Head:
         key = _NAMES.get(name)
         if key is None:
             key = name.decode("ascii").lower()
-            if len(_NAMES) < _NAMES_MAX:
+            if len(_NAMES) < HEADER_NAMES_CACHE_MAX_ENTRIES:
                 _NAMES[name] = key
         # UTF-8 is what clients put in a value beyond ASCII (e.g. a partition key); anything
         # else is taken byte for byte. llhttp drops the whitespace before a value, not after it.

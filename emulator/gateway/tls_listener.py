@@ -13,9 +13,9 @@ first byte or finished its handshake it is silent, so a new connection at the ca
 oldest such one, and under pressure it must begin a request within
 SILENT_DEADLINE_UNDER_PRESSURE_S. Otherwise it must send its first byte within
 `first_byte_timeout_s` (the gateway's header timeout) and finish its handshake within
-HANDSHAKE_TIMEOUT_S. When every slot is busy with a request, a new connection is closed at once
-(before a handshake nothing can be said to it). A plain-HTTP refusal holds its slot while it
-lingers, too.
+TLS_HANDSHAKE_DEADLINE_S. When every slot is busy with a request, a new connection is closed at
+once (before a handshake nothing can be said to it). A plain-HTTP refusal holds its slot while
+it lingers, too.
 
 The object stands in for the asyncio.Server the runtime keeps per listener: close(),
 wait_closed(), is_serving().
@@ -29,14 +29,12 @@ import ssl
 from ..core.errors import CosmosError
 from ..gateway import wire
 from ..service import responses
-from ..gateway.http import HEAD_BYTES_MAX
+from ..core.limits import PLAIN_ON_TLS_LINGER_S, REQUEST_HEAD_MAX_BYTES, TLS_HANDSHAKE_DEADLINE_S
 
 log = logging.getLogger("regionlab.tls")
 
 TLS_HANDSHAKE_RECORD = 0x16
-HANDSHAKE_TIMEOUT_S = 10.0
 ACCEPT_RETRY_S = 0.05     # after a failed accept (e.g. out of file descriptors), before the next
-LINGER_S = 2.0            # after refusing plain HTTP: drop what the client still sends, then close
 _CLOSE = "Connection: close\r\n"
 
 
@@ -142,7 +140,7 @@ class TlsListener:
         """Run the TLS handshake, then conn serves HTTP on it (its connection_made)."""
         try:
             await self.loop.connect_accepted_socket(lambda: conn, sock, ssl=self.context,
-                                                    ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
+                                                    ssl_handshake_timeout=TLS_HANDSHAKE_DEADLINE_S)
         except asyncio.CancelledError:
             self.http.slots.gone(conn)       # shed (or the listener closed) during the handshake
             sock.close()
@@ -182,13 +180,13 @@ class PlainHttpRefusal(asyncio.Protocol):
         if self.shed:
             transport.close()
             return
-        self.timer = asyncio.get_running_loop().call_later(LINGER_S * 5, self.close)
+        self.timer = asyncio.get_running_loop().call_later(PLAIN_ON_TLS_LINGER_S * 5, self.close)
 
     def data_received(self, data: bytes) -> None:
         if self.answered:
             return                              # lingering: drop the rest of the request
         self.seen += data
-        if b"\r\n\r\n" in self.seen or len(self.seen) > HEAD_BYTES_MAX:
+        if b"\r\n\r\n" in self.seen or len(self.seen) > REQUEST_HEAD_MAX_BYTES:
             self._answer()
 
     def eof_received(self) -> bool:
@@ -210,7 +208,7 @@ class PlainHttpRefusal(asyncio.Protocol):
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self.timer.cancel()
-        self.timer = asyncio.get_running_loop().call_later(LINGER_S, self.close)
+        self.timer = asyncio.get_running_loop().call_later(PLAIN_ON_TLS_LINGER_S, self.close)
 
     def close(self) -> None:
         if self.transport is None:

@@ -36,7 +36,7 @@ def add_chaos_routes(app: web.Application, emu) -> None:
         return _json({"healed": healed})
 
     async def failover(request):
-        body = await _body(request)
+        body = await _body(request, ("region", "kind", "wait"))
         kind, region, wait = body.get("kind", "graceful"), body.get("region"), body.get("wait", True)
         if kind not in ("graceful", "forced"):
             raise CosmosError(400, 0, "kind must be 'graceful' or 'forced'.")
@@ -61,7 +61,7 @@ def add_chaos_routes(app: web.Application, emu) -> None:
         return _json({"count": len(lost), "writes": lost})
 
     async def region_add(request):
-        body = await _body(request)
+        body = await _body(request, ("name", "port"))
         name, port = body.get("name"), body.get("port", 0)
         if not isinstance(name, str) or type(port) is not int or not 0 <= port < 65536:
             raise CosmosError(400, 0, 'Add a region with {"name": "North Europe", "port": 0} '

@@ -7,15 +7,19 @@ reach it. Every request first passes control_access.py (Host, Origin, token, con
 HTTP error aiohttp raises (404, 405, 413) is answered as JSON like the routes' own errors.
 See docs/control-api.md.
 """
+import logging
+
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from ..core.consistency import BOUNDED
 from .chaos_api import add_chaos_routes
 from .control_access import ControlAccess
-from .control_json import CONTROL_BODY_BYTES_MAX, json_reply as _json
+from .control_json import json_reply as _json
 from .dashboard_page import dashboard_response
 from .routing_api import add_routing_routes
 from .throughput_api import add_throughput_routes, describe as describe_throttling
+from ..core.limits import CONTROL_BODY_MAX_BYTES
 
 # The index `GET /` serves to a JSON client: (method, path, what). A browser gets the dashboard.
 ROUTES = (
@@ -40,6 +44,26 @@ ROUTES = (
     ("GET", "/debug/gc", "garbage collector pauses, freezes and event-loop lag"),
 )
 DOCS = "docs/control-api.md"
+
+
+class _ClientMistakes(logging.Filter):
+    """aiohttp logs a request it cannot parse (HTTP/1.1 without Host, a bad request line) with
+    its traceback at ERROR, though the client has already been answered 400 and the server is
+    fine: the mistake is the client's, so it is a DEBUG line without the traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, HttpProcessingError):
+            return True
+        if not CONTROL_HTTP_LOG.isEnabledFor(logging.DEBUG):
+            return False
+        record.msg, record.args = "control port: refused a malformed request: %s", (exc.message,)
+        record.levelno, record.levelname, record.exc_info, record.exc_text = logging.DEBUG, "DEBUG", None, None
+        return True
+
+
+CONTROL_HTTP_LOG = logging.getLogger("regionlab.control.http")   # given to aiohttp's server
+CONTROL_HTTP_LOG.addFilter(_ClientMistakes())
 
 
 def topology(emu) -> dict:
@@ -143,14 +167,14 @@ def _http_error(request, e: web.HTTPException) -> str:
     if e.status == 405:
         return f"{request.method} is not allowed on {request.path} (allowed: {e.headers.get('Allow', '')})."
     if e.status == 413:
-        return f"The body is larger than {CONTROL_BODY_BYTES_MAX} bytes."
+        return f"The body is larger than {CONTROL_BODY_MAX_BYTES} bytes."
     return e.reason
 
 
 def control_app(emu) -> web.Application:
     cfg = emu.config
     access = ControlAccess(cfg.host, cfg.advertise_host, cfg.control_token)
-    app = web.Application(middlewares=[_access_middleware(access)], client_max_size=CONTROL_BODY_BYTES_MAX)
+    app = web.Application(middlewares=[_access_middleware(access)], client_max_size=CONTROL_BODY_MAX_BYTES)
 
     async def health_route(request):
         status, body = health(emu.account)

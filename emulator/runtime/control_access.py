@@ -12,16 +12,18 @@ host name. So, in this order:
   `http://` + its Host (the dashboard at `/` is same-origin). `Origin: null` is refused.
 * Token: with `--control-token`, every route but `GET /health` and `GET /` (the index) needs
   `Authorization: Bearer <token>`.
-* Content type: every mutating method (anything but GET, HEAD, OPTIONS) needs
-  `Content-Type: application/json`, which no page can send cross-site without a CORS preflight
-  that this port never grants.
+* Content type: a POST needs `Content-Type: application/json`. A page may send a cross-site
+  POST without a CORS preflight only as a "simple" request (a form's content types), and this
+  port never grants a preflight, so the JSON content type keeps pages out. PUT and DELETE are
+  never simple: a browser preflights them whatever their content type, so they need no header
+  (`curl -X DELETE .../faults/3` works), and a body they carry must still parse as JSON.
 
 A refused request gets a 4xx JSON error and reaches no route, so it changes nothing.
 """
 import hmac
 import ipaddress
 
-SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+JSON_ONLY_METHODS = frozenset({"POST"})      # the one mutating method a page can send unpreflighted
 OPEN_PATHS = frozenset({"/health", "/"})        # answer GET without the token
 LOCAL_NAMES = frozenset({"localhost", "localhost."})
 WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
@@ -85,7 +87,7 @@ class ControlAccess:
                 return 401, ("This control port needs its token: send 'Authorization: Bearer <token>' "
                              "(the CLI takes --control-token or $REGIONLAB_CONTROL_TOKEN)."), \
                     {"WWW-Authenticate": 'Bearer realm="regionlab control"'}
-        if method not in SAFE_METHODS:
+        if method in JSON_ONLY_METHODS:
             ctype = headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
             if ctype != JSON_TYPE:
                 return 415, (f"{method} {path} needs 'Content-Type: application/json' "

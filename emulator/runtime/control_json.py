@@ -11,9 +11,8 @@ import math
 from aiohttp import web
 
 from ..core.errors import CosmosError
+from ..core.limits import CONTROL_BODY_NESTING_MAX_LEVELS
 
-CONTROL_BODY_BYTES_MAX = 1024 * 1024      # a fault or knob body is a few hundred bytes
-CONTROL_JSON_DEPTH_MAX = 32               # the deepest real body is 2 levels
 
 BODY_HINT = "The body must be one JSON object, e.g. {\"name\": \"North Europe\"}."
 
@@ -34,13 +33,13 @@ def _finite(text: str) -> float:
 
 
 def _depth_ok(value) -> bool:
-    """Whether value nests at most CONTROL_JSON_DEPTH_MAX containers deep (iteratively: a check
+    """Whether value nests at most CONTROL_BODY_NESTING_MAX_LEVELS containers deep (iteratively: a check
     that recursed could itself overflow the stack)."""
     stack = [(value, 1)]
     while stack:
         v, depth = stack.pop()
         if isinstance(v, (dict, list)):
-            if depth > CONTROL_JSON_DEPTH_MAX:
+            if depth > CONTROL_BODY_NESTING_MAX_LEVELS:
                 return False
             children = v.values() if isinstance(v, dict) else v
             stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
@@ -54,18 +53,27 @@ def parse_body(raw: bytes) -> dict:
     try:
         body = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:
-        raise CosmosError(400, 0, f"The body nests too deeply (at most {CONTROL_JSON_DEPTH_MAX} levels).") from None
+        raise CosmosError(400, 0, f"The body nests too deeply (at most {CONTROL_BODY_NESTING_MAX_LEVELS} levels).") from None
     except ValueError as e:                # also bad UTF-8 and integers too long to convert
         raise CosmosError(400, 0, f"The body is not valid JSON ({e}). " + BODY_HINT) from None
     if not isinstance(body, dict):
         raise CosmosError(400, 0, BODY_HINT)
     if not _depth_ok(body):
-        raise CosmosError(400, 0, f"The body nests too deeply (at most {CONTROL_JSON_DEPTH_MAX} levels).")
+        raise CosmosError(400, 0, f"The body nests too deeply (at most {CONTROL_BODY_NESTING_MAX_LEVELS} levels).")
     return body
 
 
-async def json_body(request) -> dict:
-    return parse_body(await request.read())
+async def json_body(request, keys: tuple | None = None) -> dict:
+    """The request's JSON object; with `keys`, a body naming any other key is a 400 that lists
+    the keys the route takes (a misspelt option must not be silently ignored while the rest
+    acts)."""
+    body = parse_body(await request.read())
+    if keys is not None:
+        unknown = sorted(set(body) - set(keys))
+        if unknown:
+            raise CosmosError(400, 0, f"Unknown key(s) {unknown} for {request.method} {request.path}; "
+                                      f"it takes: {', '.join(keys)}.")
+    return body
 
 
 def guarded(fn):

@@ -18,8 +18,8 @@ import logging
 import msgpack
 
 from ..core import account_image
-from ..core.conflicts import CONFLICTS_KEPT_MAX
 from . import data_file as F
+from ..core.limits import CONFLICTS_KEPT_MAX
 
 log = logging.getLogger("regionlab.persistence")
 

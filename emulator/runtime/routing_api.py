@@ -27,7 +27,7 @@ def add_routing_routes(app: web.Application, emu) -> None:
             emu.account.region(name)
         except KeyError:
             raise CosmosError(404, 0, f"No region named '{name}'.") from None
-        body = await json_body(request) if request.can_read_body else {}
+        body = await json_body(request, ("port",)) if request.can_read_body else {}
         port = body.get("port", 0)
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 65536:
             raise CosmosError(400, 0, 'Open a read-only endpoint with {"port": N} (0 or none: a free port).')

@@ -208,7 +208,7 @@ def add_throughput_routes(app: web.Application, emu) -> None:
         return _json({"database": db.id, "offer": offer.properties() if offer else None})
 
     async def put_storm(request):
-        body = await _body(request)
+        body = await _body(request, ("share", "op", "retry_after_ms", "seed"))
         region = request.match_info["region"]
         try:
             storm = account().throttle.set_storm(

@@ -14,21 +14,20 @@ from regionlab.client.protocol import headers as H
 from ..core import charge, jsontext
 from ..core import throttle as th
 from ..core.errors import CosmosError, bad_request
-from ..core.validation import ITEM_BYTES_MAX
 from . import admission, partition_keys, responses
 from .documents import _check_item, _writer, patch_request
 from .sessions import session_headers
+from ..core.limits import BATCH_MAX_OPERATIONS, ITEM_MAX_BYTES
 
-BATCH_OPERATIONS_MAX = 100
 FAILED_DEPENDENCY = 424
 ID_OPERATIONS = frozenset(("Read", "Replace", "Delete", "Patch"))     # addressed by 'id'
 # How much longer JSON text can get when it is parsed and written again compactly: only a short
 # float grows ("1e15" is written 1000000000000000.0, 4.5x); whitespace goes, strings keep or
 # shorten their escapes, and every other token is written as it came. So no item of a request
-# body of up to ITEM_BYTES_MAX // REENCODED_GROWTH_MAX bytes can be over ITEM_BYTES_MAX once
+# body of up to ITEM_MAX_BYTES // REENCODED_GROWTH_MAX bytes can be over ITEM_MAX_BYTES once
 # re-encoded, and such a batch need not encode each item a second time to measure it.
 REENCODED_GROWTH_MAX = 5
-UNMEASURED_BODY_BYTES_MAX = ITEM_BYTES_MAX // REENCODED_GROWTH_MAX
+UNMEASURED_BODY_BYTES_MAX = ITEM_MAX_BYTES // REENCODED_GROWTH_MAX
 
 
 def _shown(value) -> str:
@@ -42,7 +41,7 @@ def _not_an_etag(name: str, value) -> CosmosError:
 
 def _run(writer, op: dict, measure: bool = True):
     """(status, version) of one operation staged into writer. measure=False: the request body
-    is too small for any item in it to exceed ITEM_BYTES_MAX (see REENCODED_GROWTH_MAX)."""
+    is too small for any item in it to exceed ITEM_MAX_BYTES (see REENCODED_GROWTH_MAX)."""
     kind = op.get("operationType")
     body = op.get("resourceBody")
     if_match = op.get("ifMatch")
@@ -112,12 +111,12 @@ def encode_results(results: list) -> bytes:
 
 
 def operations(call) -> list:
-    """The batch body: a non-empty array of at most BATCH_OPERATIONS_MAX operation objects."""
+    """The batch body: a non-empty array of at most BATCH_MAX_OPERATIONS operation objects."""
     ops = call.json_body()
     if not isinstance(ops, list) or not ops:
         raise bad_request("A batch body must be a non-empty JSON array of operations.")
-    if len(ops) > BATCH_OPERATIONS_MAX:
-        raise bad_request(f"A batch may hold at most {BATCH_OPERATIONS_MAX} operations; this one has {len(ops)}.")
+    if len(ops) > BATCH_MAX_OPERATIONS:
+        raise bad_request(f"A batch may hold at most {BATCH_MAX_OPERATIONS} operations; this one has {len(ops)}.")
     for i, op in enumerate(ops):
         if not isinstance(op, dict):
             raise bad_request(f"Batch operation {i} is not a JSON object.")

@@ -13,10 +13,11 @@ from ..core import feed as feeds
 from ..core import throttle as th
 from ..core.consistency import effective
 from ..core.errors import CosmosError, bad_request, not_found
-from ..core.validation import ITEM_BYTES_MAX, ValidationError, check_id, parse_item_body
+from ..core.validation import ValidationError, check_id, parse_item_body
 from . import admission, partition_keys, responses
 from .call import item_of
 from .sessions import parse_session, session_headers
+from ..core.limits import ITEM_MAX_BYTES
 
 WRITE_OPS = {"POST", "PUT", "PATCH", "DELETE"}
 
@@ -31,9 +32,9 @@ def _doc_headers(call, container, rs, lsn: int, version=None) -> dict:
 def _check_item(doc, raw_len: int) -> None:
     if not isinstance(doc, dict):
         raise bad_request("An item must be a JSON object.")
-    if raw_len > ITEM_BYTES_MAX:
+    if raw_len > ITEM_MAX_BYTES:
         raise CosmosError(413, 0, f"Request size is too large: the item is {raw_len} bytes; "
-                                  f"the limit is {ITEM_BYTES_MAX} bytes.")
+                                  f"the limit is {ITEM_MAX_BYTES} bytes.")
     try:
         check_id(doc.get("id"))
     except ValidationError as e:

@@ -14,8 +14,8 @@ from ..core.container import canonical_pk_json
 from ..core.epk import UNDEFINED
 from ..core.errors import bad_request
 from ..core.validation import ValidationError, check_numbers_in_double_range, parse_json_body
+from ..core.limits import PARTITION_KEYS_CACHE_MAX_ENTRIES
 
-PK_CACHE_MAX = 65_536
 _cache: dict = {}
 _SHAPE = ("A partition key must be a JSON array of one or more scalar values (strings, numbers, "
           "booleans, null or {} for undefined), such as [\"p1\"] or [\"tenant\", 5]")
@@ -32,7 +32,7 @@ def parse(raw: str) -> tuple[str, list]:
             raise bad_request(f"{_SHAPE}; got the component {_shown(v)}.")
     values = [UNDEFINED if v == {} else v for v in values]
     out = (canonical_pk_json(values), values)
-    if len(_cache) >= PK_CACHE_MAX:
+    if len(_cache) >= PARTITION_KEYS_CACHE_MAX_ENTRIES:
         _cache.clear()
     _cache[raw] = out
     return out

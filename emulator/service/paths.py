@@ -2,6 +2,7 @@
 from regionlab.client.protocol.auth import is_name_based
 
 from ..core.errors import CosmosError, not_found
+from ..core.limits import RID_PATHS_CACHE_MAX_ENTRIES
 
 # Resource kinds counted in a Service's `requests_served`; anything else (a garbage path) counts
 # as "other", so a client cannot grow the counter without bound.
@@ -9,7 +10,6 @@ COUNTED_KINDS = frozenset(("account", "dbs", "colls", "docs", "pkranges", "offer
                            "addresses"))
 UNSUPPORTED_CHILDREN = ("sprocs", "udfs", "triggers", "users", "permissions", "attachments",
                         "clientencryptionkeys", "schemas")
-RID_BASED_CACHE_MAX = 4096
 
 _RID_BASED: dict = {}
 
@@ -18,7 +18,7 @@ def rid_based(db_segment: str) -> bool:
     """Whether a path addresses resources by _rid (cosmos-wire §3: decided by the db segment)."""
     hit = _RID_BASED.get(db_segment)
     if hit is None:
-        if len(_RID_BASED) >= RID_BASED_CACHE_MAX:
+        if len(_RID_BASED) >= RID_PATHS_CACHE_MAX_ENTRIES:
             _RID_BASED.clear()
         hit = _RID_BASED[db_segment] = not is_name_based("dbs/" + db_segment)
     return hit

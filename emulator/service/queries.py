@@ -19,9 +19,9 @@ Each partition's documents come from its index planner (core/query_plan.py) when
 a hinted path beats a scan, and lazily, so a page stops loading documents once it has enough
 results; the charge counts the documents loaded. Compiled queries are cached by request body
 bytes (a repeated body is neither parsed nor compiled again) and by text and parameters
-(COMPILED_QUERIES_MAX queries each, oldest evicted first; queries over CACHED_QUERY_BYTES_MAX are
-compiled every time, so the cache stays small; the engine keeps parse trees by text, so a text
-sent with new parameter values is only compiled, not parsed). A query scoped to one partition
+(COMPILED_QUERIES_CACHE_MAX_ENTRIES queries each, oldest evicted first; queries over
+COMPILED_QUERY_TEXT_MAX_BYTES are compiled every time, so the cache stays small; the engine keeps
+parse trees by text, so a text sent with new parameter values is only compiled, not parsed). A query scoped to one partition
 key whose WHERE clause asks only for that key (`WHERE c.pk = @pk`) serves the stored bodies
 without parsing any (core/query_page.py `stream_page`, where_implied).
 """
@@ -33,6 +33,7 @@ from regionlab.client.protocol import headers as H
 
 from ..core import charge
 from ..core import feed as feeds
+from ..core import limits
 from ..core import query_page as qp
 from ..core import query_plan as planner
 from ..core import throttle as th
@@ -45,26 +46,23 @@ from ..core.validation import ValidationError, parse_json_body
 from . import admission, partition_keys, responses
 from .sessions import parse_session, token as session_token
 
-QUERY_TEXT_BYTES_MAX = 512 * 1024
 QUERY_SCAN_CHUNK_DOCS = 256               # keys one ordered walk of a store takes at a time, at most
 # The first walk takes this many and each next one twice as many, up to QUERY_SCAN_CHUNK_DOCS:
 # a page of 10 of a logical partition of 10,000 items then loads 16 versions, not 256 (the
 # walk's cost followed the partition's size up to the chunk: 2x the CPU of a 1k-item query).
 QUERY_SCAN_FIRST_CHUNK_DOCS = 16
-COMPILED_QUERIES_MAX = 1024
 PK_INT_EXACT_MAX = 2 ** 53                # integers a partition key keeps exactly (container.canonical_pk_json)
 _building: set = set()                    # stores whose new indexes the loop is building between requests
-CACHED_QUERY_BYTES_MAX = 8 * 1024
 
-# Two maps to one set of compiled queries, each bounded by COMPILED_QUERIES_MAX: one map for
-# both keys held only half as many queries, so a client cycling over 1,000 partition keys missed
+# Two maps to one set of compiled queries, each bounded by COMPILED_QUERIES_CACHE_MAX_ENTRIES: one
+# map for both keys held only half as many queries, so a client cycling over 1,000 partition keys missed
 # every time and compiled every query again (~275 µs each, and ~40 objects for the collector).
 _compiled: dict = {}        # (text, parameters JSON) -> CompiledQuery, oldest first
 _by_body: dict = {}         # request body bytes -> CompiledQuery, oldest first
 
 
 def _remember(cache: dict, key, q) -> None:
-    if len(cache) >= COMPILED_QUERIES_MAX:
+    if len(cache) >= limits.COMPILED_QUERIES_CACHE_MAX_ENTRIES:
         del cache[next(iter(cache))]
     cache[key] = q
 
@@ -81,7 +79,7 @@ def _query_of(call):
         except ValidationError as e:
             raise CosmosError(e.status, e.substatus, e.message) from None
         q = _compile(body)
-        if len(raw) <= CACHED_QUERY_BYTES_MAX:
+        if len(raw) <= limits.COMPILED_QUERY_TEXT_MAX_BYTES:
             _remember(_by_body, raw, q)
     return q
 
@@ -90,8 +88,8 @@ def _compile(body):
     from ..core.query import compile_query, QueryError
     if not isinstance(body, dict) or not isinstance(body.get("query"), str):
         raise bad_request('A query body must be {"query": "SELECT ...", "parameters": [...]}.')
-    if len(body["query"]) > QUERY_TEXT_BYTES_MAX:
-        raise bad_request(f"The query text is longer than {QUERY_TEXT_BYTES_MAX} bytes.")
+    if len(body["query"]) > limits.QUERY_TEXT_MAX_CHARS:
+        raise bad_request(f"The query text is longer than {limits.QUERY_TEXT_MAX_CHARS} characters.")
     params = body.get("parameters")
     if params is not None and not isinstance(params, list):
         raise bad_request("Query parameters must be a list of {\"name\":\"@x\",\"value\":...}.")
@@ -102,7 +100,7 @@ def _compile(body):
             q = compile_query(body["query"], params)
         except QueryError as e:
             raise bad_request(f"Syntax error in query: {e}") from None
-        if len(body["query"]) <= CACHED_QUERY_BYTES_MAX:
+        if len(body["query"]) <= limits.COMPILED_QUERY_TEXT_MAX_BYTES:
             _remember(_compiled, key, q)
     return q
 
@@ -315,8 +313,8 @@ async def _run_slices(call, run) -> bool:
         stats["slices"] += 1
         if done:
             return True
-        if run.work > qp.QUERY_REQUEST_WORK_MAX:
-            raise CosmosError(400, 0, f"The query needs more than {qp.QUERY_REQUEST_WORK_MAX} work units "
+        if run.work > limits.QUERY_REQUEST_MAX_WORK_UNITS:
+            raise CosmosError(400, 0, f"The query needs more than {limits.QUERY_REQUEST_MAX_WORK_UNITS} work units "
                                       "(documents read and JOIN rows made) for one page of ORDER BY, "
                                       "aggregate, GROUP BY or DISTINCT results; narrow it with a filter "
                                       "or a partition key.")

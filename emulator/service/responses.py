@@ -11,6 +11,7 @@ from regionlab.client.protocol.status import code_name
 
 from ..core import jsontext
 from ..core.errors import CosmosError
+from ..core.limits import CHARGE_TEXTS_CACHE_MAX_ENTRIES
 
 GATEWAY_VERSION = "2.0.0"
 SERVICE_VERSION = "version=2.14.0.0"
@@ -43,10 +44,9 @@ def activity_id() -> str:
 dumps = jsontext.dumps_bytes          # compact JSON as bytes, the same as stored items
 
 
-CHARGE_TEXTS_MAX = 4096
 
 
-@functools.lru_cache(maxsize=CHARGE_TEXTS_MAX)
+@functools.lru_cache(maxsize=CHARGE_TEXTS_CACHE_MAX_ENTRIES)
 def charge_text(charge: float) -> str:
     """x-ms-request-charge's value ("5.56"); the few distinct charges are formatted once."""
     return f"{charge:.2f}"

@@ -19,7 +19,7 @@ from its own region, a read-only endpoint from its region's secondaries.
 import logging
 
 from regionlab.client.protocol import headers as H
-from regionlab.client.protocol.auth import CLOCK_SKEW_S_MAX_DEFAULT, AuthError, MasterKeyVerifier, check_clock_skew, \
+from regionlab.client.protocol.auth import CLOCK_SKEW_MAX_S, AuthError, MasterKeyVerifier, check_clock_skew, \
     date_epoch_s
 
 from ..core.consistency import SESSION, STRONG
@@ -28,13 +28,10 @@ from ..core.errors import SUB_WRITE_FORBIDDEN, CosmosError
 from ..core.tally import Tally
 from . import request_faults, responses, routes
 from .paths import resource_kind
+from ..core.limits import DATES_CACHE_MAX_ENTRIES, SESSION_WAIT_MS, STRONG_WAIT_MS, WRITE_ACK_DEADLINE_MS
 
 log = logging.getLogger("regionlab.service")
 
-WRITE_ACK_TIMEOUT_MS = 30_000  # then a write is answered 408: it may or may not be applied
-SESSION_WAIT_MS = 200          # how long a read waits for its region to catch up with a session token
-STRONG_WAIT_MS = 2_000         # ... with the global committed LSN a Strong read needs
-DATES_CACHED_MAX = 4096        # parsed x-ms-date values kept (clients send each for about a second)
 
 
 class Service:
@@ -51,12 +48,12 @@ class Service:
         self.region = region
         self.verifier = MasterKeyVerifier(key) if key else None
         self._dates_s: dict = {}            # x-ms-date text -> epoch seconds (parsed once)
-        self.max_clock_skew_s = CLOCK_SKEW_S_MAX_DEFAULT    # ServerConfig may change it; 0 = off
+        self.max_clock_skew_s = CLOCK_SKEW_MAX_S    # ServerConfig may change it; 0 = off
         # (method, resource kind, status, substatus) -> replies sent: which region really served
         # what, for tests and the control port's topology. A call counted_as otherwise (call.py)
         # is counted under its own first two fields.
         self.requests_served = Tally()
-        self.write_ack_timeout_ms = WRITE_ACK_TIMEOUT_MS  # ServerConfig may shorten it (tests)
+        self.write_ack_timeout_ms = WRITE_ACK_DEADLINE_MS  # ServerConfig may shorten it (tests)
         self.query_mode = "whole"               # or "service" (service/queries.py)
         # Query execution (service/queries.py): work units spent, slices run (a streaming page is
         # one), and queries stopped because their client went away between slices.
@@ -131,7 +128,7 @@ class Service:
             date_s = self._dates_s.get(date)
             if date_s is None:
                 date_s = date_epoch_s(date)
-                if len(self._dates_s) >= DATES_CACHED_MAX:
+                if len(self._dates_s) >= DATES_CACHE_MAX_ENTRIES:
                     self._dates_s.clear()
                 self._dates_s[date] = date_s
         self.verifier.verify(call.method, call.path.split("?", 1)[0], call.header(H.AUTHORIZATION), date)

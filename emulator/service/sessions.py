@@ -9,9 +9,9 @@ from regionlab.client.protocol import headers as H
 from regionlab.client.protocol.session_token import parse_session_header
 
 from ..core.errors import bad_request
+from ..core.limits import SESSION_TOKENS_CACHE_MAX_ENTRIES
 
 
-SESSION_CACHE_MAX = 16_384
 _parsed: dict = {}            # raw header -> parsed tokens (never mutated by readers)
 
 
@@ -32,7 +32,7 @@ def parse_session_text(raw: str) -> dict:
     except ValueError as e:
         raise bad_request(f"The session token '{raw[:120]}' is malformed: {e}. Expected "
                           "<pkRangeId>:<version>#<globalLSN>[#<regionId>=<localLSN>...].") from None
-    if len(_parsed) >= SESSION_CACHE_MAX:
+    if len(_parsed) >= SESSION_TOKENS_CACHE_MAX_ENTRIES:
         _parsed.clear()
     _parsed[raw] = tokens
     return tokens

@@ -23,13 +23,13 @@ from .. import config as checks
 from ..config import ConfigError
 from ..core.account import AccountConfig
 from ..core.consistency import BOUNDED, EVENTUAL, PREFIX, SESSION, STRONG, canonical
-from ..core.feed import PAGE_ITEMS_MAX
 from ..core.replica_set import LOG_RETAINED_COMMITS_MAX
 from . import checker
 from .nemesis import Nemesis
 from .scenario import ScenarioError, parse
 from .world import World, dumps
 from .workload import Workload
+from ..core.limits import PAGE_MAX_ITEMS
 
 REGIONS = ("East US", "East US 2", "West US")
 SETTLE_MS = 1_000                 # clients keep going this long after a scenario's last step
@@ -40,7 +40,7 @@ LEVEL_WEIGHTS = ((SESSION, 5), (STRONG, 3), (BOUNDED, 1), (PREFIX, 1), (EVENTUAL
 STEPS_MAX = 1_000_000
 CLIENTS_MAX = 100
 CONTAINERS_MAX = 8
-KEYS_MAX = PAGE_ITEMS_MAX         # per container: a snapshot read is one read-feed page of a partition
+KEYS_MAX = PAGE_MAX_ITEMS         # per container: a snapshot read is one read-feed page of a partition
 _ACCOUNT = AccountConfig()
 # Short retained logs make regions lag past them within a run, so failovers backfill by snapshot.
 LOG_RETAINED_CHOICES = (4, 16, 64, LOG_RETAINED_COMMITS_MAX)

@@ -30,7 +30,6 @@ from regionlab.client.protocol.session_token import format_session_header, merge
 
 from ..core.account import Account, AccountConfig
 from ..core.container import canonical_pk_json
-from ..core.feed import PAGE_ITEMS_MAX
 from ..core.request_faults import DROP_AFTER_APPLY
 from ..core.scheduler import ManualClock, Scheduler
 from .. import interpreter
@@ -38,6 +37,7 @@ from ..service.call import Call
 from ..service.service import Service
 from .driver import Driver
 from .history import History
+from ..core.limits import PAGE_MAX_ITEMS
 
 INVARIANT_CHECK_MS = 10
 DATABASE = "simdb"
@@ -214,7 +214,7 @@ class World:
             headers[H.SESSION_TOKEN] = format_session_header(session)
         if op["f"] == "snapshot":
             headers[H.PK_RANGE_ID] = op["partition"]
-            headers[H.MAX_ITEM_COUNT] = str(PAGE_ITEMS_MAX)
+            headers[H.MAX_ITEM_COUNT] = str(PAGE_MAX_ITEMS)
             path = docs
         else:
             headers[H.PARTITION_KEY] = canonical_pk_json([op["key"]])
@@ -319,7 +319,7 @@ def answer(req: Request, reply) -> tuple:
     else:
         if H.CONTINUATION in hdrs:
             raise RuntimeError(f"snapshot {op['id']} took more than one page: a partition holds more items "
-                               f"than a page ({PAGE_ITEMS_MAX})")
+                               f"than a page ({PAGE_MAX_ITEMS})")
         docs = json.loads(reply.body)["Documents"]
         fields.update(lsn=lsn, epoch=epoch, items={d["id"]: d.get("w") for d in docs})
     return "ok", fields, tokens

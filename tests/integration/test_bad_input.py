@@ -379,7 +379,7 @@ def test_a_patch_that_would_nest_past_128_is_400_and_nothing_is_applied(regionla
 
 # ---- SQL: nesting and long chains ----------------------------------------------------------------
 QUERY = {"x-ms-documentdb-isquery": "True", "content-type": "application/query+json"}
-QUERY_NESTING_DEPTH_MAX = 64          # emulator/core/query/expression_parser.py; restated as the contract
+QUERY_NESTING_MAX_LEVELS = 64          # emulator/core/limits.py; restated as the contract
 
 
 def _query(emu, sql: str) -> "RawReply":
@@ -405,16 +405,16 @@ def _nested_sql(depth: int) -> dict:
 def test_sql_nested_to_the_limit_works_and_past_it_is_400_naming_the_limit(regionlab, coll, sdk_client, form, caplog):
     caplog.set_level(logging.WARNING)
     coll.create_item({"id": "a", "pk": "p", "n": 7, "t": True})
-    for depth in (57, QUERY_NESTING_DEPTH_MAX):
+    for depth in (57, QUERY_NESTING_MAX_LEVELS):
         sql, expected = _nested_sql(depth)[form]
         reply = _query(regionlab, sql)
         assert reply.status == 200, (depth, reply)
         if expected is not None:
             assert reply.json()["Documents"] == expected, reply
-    sql, _ = _nested_sql(QUERY_NESTING_DEPTH_MAX + 2)[form]
+    sql, _ = _nested_sql(QUERY_NESTING_MAX_LEVELS + 2)[form]
     reply = _query(regionlab, sql)
     assert reply.status == 400, reply
-    assert f"more than {QUERY_NESTING_DEPTH_MAX} levels deep" in reply.message, reply.message
+    assert f"more than {QUERY_NESTING_MAX_LEVELS} levels deep" in reply.message, reply.message
     far = _query(regionlab, "SELECT VALUE " + "(" * 20_000 + "1" + ")" * 20_000 + " FROM c")
     assert far.status == 400, far
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text[:2000]

@@ -145,3 +145,37 @@ def test_a_fault_of_zero_duration_is_answered(emu):
                                                         "duration_ms": 0}, JSON)
     assert status == 201 and reply["duration_ms"] == 0
     _assert_serving(emu)
+
+
+def test_http11_without_host_is_a_400_and_no_traceback(emu, caplog):
+    """aiohttp answers it 400 itself and logged the client's mistake at ERROR with a traceback."""
+    caplog.set_level(logging.DEBUG, logger="regionlab")
+    port = int(emu.control_endpoint.rsplit(":", 1)[1].rstrip("/"))
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", port), timeout=WAIT_S) as s:
+            s.sendall(b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n")
+            head = s.recv(4096)
+        assert head.startswith(b"HTTP/1.") and b" 400 " in head.split(b"\r\n", 1)[0], head
+    _assert_serving(emu)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info], caplog.text
+    assert "refused a malformed request: Missing 'Host'" in caplog.text
+
+
+REAL_KEYS = {"region", "kind", "name", "share", "port"}
+
+
+@pytest.mark.parametrize("method, path, body", [
+    ("POST", "/failover", {"region": "East US 2", "kind": "graceful", "wiat": False}),
+    ("POST", "/regions", {"name": "North Europe", "prot": 0}),
+    ("PUT", "/throttle/storms/West%20US", {"share": 0.5, "operation": "read"}),
+    ("POST", "/regions/West%20US/read-only-endpoint", {"port": 0, "tls": True}),
+], ids=["failover", "region", "storm", "read-only-endpoint"])
+def test_a_body_with_an_unknown_key_is_refused_and_changes_nothing(emu, method, path, body):
+    before = snapshot(emu)
+    status, reply, _ = request(emu, method, path, body, JSON)
+    unknown = sorted(set(body) - REAL_KEYS)
+    assert status == 400 and f"Unknown key(s) {unknown}" in reply["error"], (status, reply)
+    assert snapshot(emu) == before          # /topology lists read-only endpoints too
+    status, reply, _ = request(emu, method, path, {k: v for k, v in body.items() if k in REAL_KEYS}, JSON)
+    assert status in (200, 201, 202), (status, reply)        # the control: without it, it acts
+    assert snapshot(emu) != before

@@ -395,7 +395,7 @@ def test_the_challenge_states_the_limits_and_versions_are_negotiated(regionlab):
     probe = Probe(host, port, emu.key)
     c = probe.challenge
     assert c["version"] == max(D.PROTOCOL_VERSIONS) and len(c["nonce"]) == D.NONCE_BYTES
-    assert c["max_in_flight"] == D.IN_FLIGHT_PER_CONNECTION_MAX and c["max_frame_bytes"] == D.FRAME_BYTES_MAX
+    assert c["max_in_flight"] == D.IN_FLIGHT_PER_CONNECTION_MAX and c["max_frame_bytes"] == D.FRAME_MAX_BYTES
     assert c["idle_timeout_ms"] == D.IDLE_TIMEOUT_S * 1000 and c["heartbeat_ms"] == D.HEARTBEAT_INTERVAL_S * 1000
     assert (c["region"], c["node"]) == (EAST, replicas(emu.endpoint, emu.key)[0]["node"])
     assert Probe(host, port, emu.key, versions=[2, 99]).version == 2
@@ -734,7 +734,7 @@ def test_a_busy_sender_whose_reads_end_mid_frame_is_not_taken_for_a_trickler(reg
 def test_a_batch_whose_reply_exceeds_the_frame_limit_is_answered_413_and_the_connection_lives_on(regionlab,
                                                                                                   versions):
     """Found by probing: a transactional batch reading five items of 1.9 MB has an 9.5 MB reply
-    (the gateway sends it), over FRAME_BYTES_MAX; the node's encoder raised and the connection
+    (the gateway sends it), over FRAME_MAX_BYTES; the node's encoder raised and the connection
     died with no frame ('Fatal error on transport' in the log)."""
     emu = regionlab
     setup(emu.endpoint, emu.key)
@@ -746,7 +746,7 @@ def test_a_batch_whose_reply_exceeds_the_frame_limit_is_answered_413_and_the_con
     reads = json.dumps([{"operationType": "Read", "id": f"big{n}"} for n in range(5)]).encode()
     r = probe.call("batch", key, pk=PK, body=reads)
     assert (r["status"], r["sub"]) == (413, D.SUB_REPLY_TOO_LARGE)
-    assert str(D.FRAME_BYTES_MAX) in body(r)["message"] and r["session"] and r["charge"] > 0
+    assert str(D.FRAME_MAX_BYTES) in body(r)["message"] and r["session"] and r["charge"] > 0
     assert topology(emu)["direct_requests"][EAST].get(f"batch 413/{D.SUB_REPLY_TOO_LARGE}") == 1
     one = json.dumps([{"operationType": "Read", "id": "big0"}]).encode()
     assert probe.call("batch", key, pk=PK, body=one)["status"] == 200        # a reply that fits

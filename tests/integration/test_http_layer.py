@@ -29,7 +29,7 @@ from tiers import examples
 DOCS = "/dbs/db/colls/items/docs"
 PK_P = {"x-ms-documentdb-partitionkey": '["p"]'}
 PIPELINE_READ_TIMEOUT_S = 2.0        # a pipelined reply that is coming at all comes within this
-HEAD_BYTES_MAX = 64 * 1024           # emulator/gateway/http.py; restated: the test states the contract
+REQUEST_HEAD_MAX_BYTES = 64 * 1024   # emulator/core/limits.py; restated: the test states the contract
 
 
 # ---- raw HTTP on a bare socket -------------------------------------------------------------------
@@ -320,13 +320,13 @@ def test_http_1_0_keep_alive_is_announced_in_the_reply(regionlab):
 # ---- 6. oversized head -----------------------------------------------------------------------------
 def test_a_head_over_64_kb_is_431_then_closed_and_the_server_keeps_serving(regionlab, sdk_client):
     with raw_socket(regionlab) as sock:
-        near = signed_headers(regionlab.key, "GET", "/", {"x-padding": "a" * (HEAD_BYTES_MAX - 2048)})
+        near = signed_headers(regionlab.key, "GET", "/", {"x-padding": "a" * (REQUEST_HEAD_MAX_BYTES - 2048)})
         sock.sendall(_head("GET", "/", near))
         replies = _Replies(sock)
         assert replies.next().status == 200          # just under the limit: served
-        over = signed_headers(regionlab.key, "GET", "/", {"x-padding": "a" * (HEAD_BYTES_MAX + 4096)})
+        over = signed_headers(regionlab.key, "GET", "/", {"x-padding": "a" * (REQUEST_HEAD_MAX_BYTES + 4096)})
         sock.sendall(_head("GET", "/", over))
-        _refused_then_closed(replies, 431, str(HEAD_BYTES_MAX))
+        _refused_then_closed(replies, 431, str(REQUEST_HEAD_MAX_BYTES))
     assert_serves(sdk_client)
 
 

@@ -16,12 +16,13 @@ import threading
 
 import pytest
 
+from regionlab.emulator.core import limits
 from regionlab.emulator.core import query_page as qp
 from regionlab.emulator.core.store import versions_of
 from sdk_harness import host_port, make_aio_client, make_client, raw_socket, signed_headers
 
 ONE_REGION = dict(regions=("East US",), ru_limits=False)
-PAGE_BYTES_MAX = 4 * 1024 * 1024          # the service's page cap, restated: the test states it
+PAGE_MAX_BYTES = 4 * 1024 * 1024          # the service's page cap, restated: the test states it
 FIVE_JOINS = ("SELECT VALUE [c.id, a, b, d, e, f] FROM c JOIN a IN c.arr JOIN b IN c.arr JOIN d IN c.arr "
               "JOIN e IN c.arr JOIN f IN c.arr WHERE c.hit AND a + b + d + e + f = 24")
 HEAVY = ("SELECT VALUE COUNT(1) FROM c JOIN a IN c.arr JOIN b IN c.arr JOIN d IN c.arr "
@@ -71,7 +72,7 @@ def test_a_five_join_query_pages_at_its_budget_and_the_sdk_gets_the_whole_result
                  .encode()) // qp.DOC_BYTES_PER_UNIT for d in docs]
     units = 30 * (1 + sum(6 ** k for k in range(6))) + sum(parse)
     served = after["slices"] - before.get("slices", 0)   # pages the server answered (one slice each)
-    assert served >= units // qp.QUERY_SLICE_WORK_MAX    # the budget ended them, not the item count
+    assert served >= units // limits.QUERY_SLICE_MAX_WORK_UNITS    # the budget ended them, not the item count
     assert served > len(pages) == 3                      # the SDK followed the empty ones through
     spent = after["work"] - before.get("work", 0)
     assert spent <= units + (7 + max(parse)) * served    # each page resumed at its cursor, none redone
@@ -91,7 +92,7 @@ def _assert_capped(pages: list, ids: list) -> None:
     assert [d["id"] for p in pages for d in p] == ids
     assert len(pages) > 1
     for p in pages:
-        assert sum(len(json.dumps(d, separators=(",", ":"))) for d in p) <= PAGE_BYTES_MAX
+        assert sum(len(json.dumps(d, separators=(",", ":"))) for d in p) <= PAGE_MAX_BYTES
 
 
 @pytest.mark.regionlab_config(**ONE_REGION)
@@ -183,7 +184,7 @@ def _raw_query(emu, text: str) -> bytes:
 @pytest.mark.regionlab_config(**ONE_REGION)
 def test_a_query_whose_client_disconnects_stops(regionlab, container):
     _heavy_docs(container)
-    full_slices = HEAVY_DOCS * sum(HEAVY_ARR ** k for k in range(6)) // qp.QUERY_SLICE_WORK_MAX
+    full_slices = HEAVY_DOCS * sum(HEAVY_ARR ** k for k in range(6)) // limits.QUERY_SLICE_MAX_WORK_UNITS
     start = _query_work(regionlab)
     with raw_socket(regionlab) as sock:
         sock.sendall(_raw_query(regionlab, HEAVY))
@@ -216,7 +217,7 @@ def test_a_blocking_page_past_its_total_budget_is_a_clear_400(container, monkeyp
     thousand times this size without spending minutes of CPU on it."""
     from azure.cosmos.exceptions import CosmosHttpResponseError
     _heavy_docs(container)
-    monkeypatch.setattr(qp, "QUERY_REQUEST_WORK_MAX", 5 * qp.QUERY_SLICE_WORK_MAX)
+    monkeypatch.setattr(limits, "QUERY_REQUEST_MAX_WORK_UNITS", 5 * limits.QUERY_SLICE_MAX_WORK_UNITS)
     with pytest.raises(CosmosHttpResponseError) as e:
         list(container.query_items(HEAVY, enable_cross_partition_query=True))
     assert e.value.status_code == 400 and "work units" in e.value.message

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 
 from regionlab.emulator.core.query.values import NUMBER_TYPES, UNDEFINED, canonical
+from regionlab.emulator.core.limits import FUNCTION_MAX_ARGS
 
-ARRAY_ARGS_MAX = 256
 
 
 def _matches(element, wanted, partial: bool) -> bool:
@@ -106,12 +106,12 @@ def choose(index, *values):
 
 TABLE = {
     "ARRAY_CONTAINS": (array_contains, 2, 3),
-    "ARRAY_CONTAINS_ANY": (array_contains_any, 2, ARRAY_ARGS_MAX),
-    "ARRAY_CONTAINS_ALL": (array_contains_all, 2, ARRAY_ARGS_MAX),
+    "ARRAY_CONTAINS_ANY": (array_contains_any, 2, FUNCTION_MAX_ARGS),
+    "ARRAY_CONTAINS_ALL": (array_contains_all, 2, FUNCTION_MAX_ARGS),
     "ARRAY_LENGTH": (array_length, 1, 1),
     "ARRAY_SLICE": (array_slice, 2, 3),
-    "ARRAY_CONCAT": (array_concat, 2, ARRAY_ARGS_MAX),
+    "ARRAY_CONCAT": (array_concat, 2, FUNCTION_MAX_ARGS),
     "SETINTERSECT": (_set_op(_intersect), 2, 2),
     "SETUNION": (_set_op(lambda a, b: _distinct(a + b)), 2, 2),
-    "CHOOSE": (choose, 2, ARRAY_ARGS_MAX),
+    "CHOOSE": (choose, 2, FUNCTION_MAX_ARGS),
 }

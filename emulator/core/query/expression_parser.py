@@ -8,7 +8,7 @@ precedence-climbing loop; binary levels are left-associative, the ternary is
 right-associative. Prefix operators (NOT, `- + ~`) are collected in a loop.
 So a long operator chain costs no stack, and only nesting (brackets, calls,
 subqueries, a ternary's middle branch, comparison chains) goes deeper, which `enter`
-bounds at QUERY_NESTING_DEPTH_MAX. BETWEEN bounds are parsed one level above the
+bounds at QUERY_NESTING_MAX_LEVELS. BETWEEN bounds are parsed one level above the
 comparisons so that `x BETWEEN 1 AND 2 AND y` splits as expected.
 The parser owns a cursor over the token list and nothing else; subqueries call
 back into the clause parser (`parse_query_body`, provided by the subclass).
@@ -19,18 +19,13 @@ from __future__ import annotations
 from regionlab.emulator.core.query import nodes as n
 from regionlab.emulator.core.query.errors import QueryError
 from regionlab.emulator.core.query.lexer import Token
+from regionlab.emulator.core.limits import QUERY_NESTING_MAX_LEVELS
 
 COMPARISON_OPS = frozenset({"=", "!=", "<>", "<", "<=", ">", ">="})
 # Binary levels from loosest to tightest, after comparison.
 BINARY_LEVELS = (("||",), ("|",), ("^",), ("&",), ("<<", ">>", ">>>"), ("+", "-"), ("*", "/", "%"))
 _BINARY_LEVEL = {op: level for level, ops in enumerate(BINARY_LEVELS) for op in ops}
 _LOGICAL_KEYWORDS = {"OR": 1, "AND": 2}      # `??` is level 0, the loosest
-# How deep expressions may nest: brackets, calls, subqueries (two levels), the middle branch of
-# a ternary and links of a comparison chain each count one level. Chains of AND/OR/arithmetic
-# operators, prefix operators, member accesses and ternary else-branches do not count: they
-# are parsed, compiled and evaluated in loops, at any length.
-# The service documents no such limit; this one keeps every stage far from Python's stack limit.
-QUERY_NESTING_DEPTH_MAX = 64
 
 
 class ExpressionParser:
@@ -80,12 +75,12 @@ class ExpressionParser:
     # -------------------------------------------------------- expressions
     def enter(self) -> None:
         """One level deeper into nested expressions: brackets, calls, subqueries, the branches
-        of a ternary. Past QUERY_NESTING_DEPTH_MAX the query is refused with a message rather
+        of a ternary. Past QUERY_NESTING_MAX_LEVELS the query is refused with a message rather
         than allowed to exhaust the interpreter's stack in any later stage."""
         self.depth += 1
-        if self.depth > QUERY_NESTING_DEPTH_MAX:
+        if self.depth > QUERY_NESTING_MAX_LEVELS:
             raise QueryError.at(self.text, self.token.pos, f"the query nests expressions more than "
-                                f"{QUERY_NESTING_DEPTH_MAX} levels deep (parentheses, arrays, objects, "
+                                f"{QUERY_NESTING_MAX_LEVELS} levels deep (parentheses, arrays, objects, "
                                 "function calls, subqueries, the middle of a ternary or chained comparisons)")
 
     def parse_expression(self) -> n.Node:

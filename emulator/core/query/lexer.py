@@ -15,9 +15,8 @@ import math
 from typing import NamedTuple
 
 from regionlab.emulator.core.query.errors import QueryError
+from regionlab.emulator.core.limits import QUERY_INTEGER_MAX_DIGITS, QUERY_TEXT_MAX_CHARS
 
-QUERY_CHARS_MAX = 512 * 1024  # the service caps query text at 512 KiB
-INTEGER_DIGITS_MAX = 309      # an integer literal with more digits is beyond a double's range
 _ASCII_DIGITS = frozenset("0123456789")
 
 KEYWORDS = frozenset(
@@ -41,8 +40,8 @@ class Token(NamedTuple):
 
 def tokenize(text: str) -> list[Token]:
     """All tokens of text, ending with one 'eof' token."""
-    if len(text) > QUERY_CHARS_MAX:
-        raise QueryError.at(text, QUERY_CHARS_MAX, f"query text is longer than {QUERY_CHARS_MAX} characters")
+    if len(text) > QUERY_TEXT_MAX_CHARS:
+        raise QueryError.at(text, QUERY_TEXT_MAX_CHARS, f"query text is longer than {QUERY_TEXT_MAX_CHARS} characters")
     tokens: list[Token] = []
     pos = 0
     while True:
@@ -130,7 +129,7 @@ def _scan_number(text: str, pos: int) -> Token:
 
 
 def _integer(text: str, pos: int, literal: str) -> int:
-    if len(literal) > INTEGER_DIGITS_MAX:       # past a double's range (and int()'s digit limit)
+    if len(literal) > QUERY_INTEGER_MAX_DIGITS:       # past a double's range (and int()'s digit limit)
         raise QueryError.at(text, pos, f"the number {literal[:40]}... ({len(literal)} digits) is "
                                        "beyond the range of a double")
     value = int(literal)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 
 from regionlab.emulator.core.query.values import UNDEFINED
+from regionlab.emulator.core.limits import LIKE_PATTERNS_CACHE_MAX_ENTRIES
 
-LIKE_CACHE_ENTRIES_MAX = 256
 
 
 _ANY_RUN = object()          # a `%` token
@@ -117,7 +117,7 @@ def _compiled(pattern: str, escape: str | None):
     key = (pattern, escape)
     matcher = _cache.get(key)
     if matcher is None:
-        if len(_cache) >= LIKE_CACHE_ENTRIES_MAX:
+        if len(_cache) >= LIKE_PATTERNS_CACHE_MAX_ENTRIES:
             _cache.clear()
         matcher = _cache[key] = _matcher(pattern, escape)
     return matcher

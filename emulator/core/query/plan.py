@@ -24,8 +24,8 @@ from regionlab.emulator.core.query.ordering import sort_rows
 from regionlab.emulator.core.query.projection import compile_projection
 from regionlab.emulator.core.query.sources import compile_sources
 from regionlab.emulator.core.query.values import UNDEFINED, canonical
+from regionlab.emulator.core.limits import QUERY_COUNT_MAX
 
-COUNT_MAX = 2 ** 31 - 1  # largest TOP / OFFSET / LIMIT accepted
 
 
 @dataclass
@@ -130,7 +130,7 @@ def _paging(query: n.Query, ctx: Context) -> tuple[int, int | None]:
 
 def _count(node: n.Node, ctx: Context, word: str) -> int:
     _, value = constant_of(node, ctx)
-    if type(value) is not int or not 0 <= value <= COUNT_MAX:
+    if type(value) is not int or not 0 <= value <= QUERY_COUNT_MAX:
         raise ctx.error(node, f"{word} expects a non-negative integer, got {value!r}")
     return value
 

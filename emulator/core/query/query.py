@@ -20,12 +20,11 @@ from regionlab.emulator.core.query.evaluate import Context, Scope
 from regionlab.emulator.core.query.hints import index_hints, leading_order_hint, where_equalities
 from regionlab.emulator.core.query.parser import parse
 from regionlab.emulator.core.query.plan import compile_plan, subquery_compiler
+from regionlab.emulator.core.limits import PARSED_QUERIES_CACHE_MAX_ENTRIES, PARSED_QUERY_TEXT_MAX_CHARS
 
 # Parse trees are immutable and do not depend on the parameters, so one text (a query sent
 # with many parameter values: a partition-key query per user) is parsed once: parsing is ~75 %
 # of compiling `SELECT * FROM c WHERE c.pk = @pk` (~200 of ~275 µs here).
-PARSED_TEXTS_MAX = 256
-PARSED_TEXT_CHARS_MAX = 8 * 1024
 _parsed: dict = {}          # text -> its tree, oldest first
 
 
@@ -33,8 +32,8 @@ def _parse(text: str):
     tree = _parsed.get(text)
     if tree is None:
         tree = parse(text)
-        if len(text) <= PARSED_TEXT_CHARS_MAX:
-            if len(_parsed) >= PARSED_TEXTS_MAX:
+        if len(text) <= PARSED_QUERY_TEXT_MAX_CHARS:
+            if len(_parsed) >= PARSED_QUERIES_CACHE_MAX_ENTRIES:
                 del _parsed[next(iter(_parsed))]
             _parsed[text] = tree
     return tree

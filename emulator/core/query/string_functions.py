@@ -16,9 +16,8 @@ import math
 from regionlab.emulator.core import jsontext
 from regionlab.emulator.core.validation import text_nests_at_most
 from regionlab.emulator.core.query.values import NUMBER_TYPES, UNDEFINED
+from regionlab.emulator.core.limits import FUNCTION_MAX_ARGS, REPLICATE_MAX_CHARS
 
-REPLICATE_CHARS_MAX = 10_000  # the service refuses to build longer strings
-CONCAT_ARGS_MAX = 256
 
 
 def _int_arg(value):
@@ -95,7 +94,7 @@ def replace(s, find, replacement):
 
 def replicate(s, count):
     count = _int_arg(count)
-    if type(s) is not str or count is None or count < 0 or len(s) * count > REPLICATE_CHARS_MAX:
+    if type(s) is not str or count is None or count < 0 or len(s) * count > REPLICATE_MAX_CHARS:
         return UNDEFINED
     return s * count
 
@@ -165,7 +164,7 @@ _IS = {
 
 TABLE = {name: (fn, 1, 1) for name, fn in _IS.items()}
 TABLE.update({
-    "CONCAT": (concat, 2, CONCAT_ARGS_MAX),
+    "CONCAT": (concat, 2, FUNCTION_MAX_ARGS),
     "CONTAINS": (_string_test(lambda s, sub: sub in s), 2, 3),
     "STARTSWITH": (_string_test(lambda s, sub: s.startswith(sub)), 2, 3),
     "ENDSWITH": (_string_test(lambda s, sub: s.endswith(sub)), 2, 3),

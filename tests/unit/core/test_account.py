@@ -5,8 +5,9 @@ accept writes (403/3), and database/container metadata answers 201/409/404 like 
 import pytest
 
 from core_world import PK_DEF, World
-from regionlab.emulator.core.account import (LAG_CROSS_CONTINENT_MS, LAG_SAME_AREA_MS, LAG_SAME_CONTINENT_MS,
-                                   Account, AccountConfig, default_lag_ms)
+from regionlab.emulator.core.account import Account, AccountConfig
+from regionlab.emulator.core.geography import (LAG_CROSS_CONTINENT_MS, LAG_SAME_AREA_MS, LAG_SAME_CONTINENT_MS,
+                                               default_lag_ms)
 from regionlab.emulator.core.container import RU_PER_PARTITION
 from regionlab.emulator.core.epk import EPK_MAX, EPK_MIN
 from regionlab.emulator.core.errors import CosmosError

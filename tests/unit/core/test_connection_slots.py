@@ -10,8 +10,8 @@ import pytest
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from regionlab.emulator.core.connection_slots import (PRESSURE_OCCUPANCY_FRACTION,
-                                                      SILENT_DEADLINE_UNDER_PRESSURE_S, ConnectionSlots)
+from regionlab.emulator.core.connection_slots import ConnectionSlots
+from regionlab.emulator.core.limits import PRESSURE_OCCUPANCY_FRACTION, SILENT_DEADLINE_UNDER_PRESSURE_S
 from tiers import examples
 
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core_world import World, session_of
-from regionlab.emulator.core.account import LAG_SAME_CONTINENT_MS
+from regionlab.emulator.core.geography import LAG_SAME_CONTINENT_MS
 from regionlab.emulator.core.container import canonical_pk_json
 from regionlab.emulator.core.errors import CosmosError
 from regionlab.emulator.core.feed import read_page

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from regionlab.emulator.core.epk import (
-    EPK_MAX, EPK_MIN, UNDEFINED, PartitionKeyDef, effective_partition_key, epk_successor,
-    split_ranges,
+    EPK_MAX, EPK_MIN, UNDEFINED, PartitionKeyDef, effective_partition_key, split_ranges,
 )
+from regionlab.client.protocol.partition_key_hash import epk_successor
 from tiers import examples
 
 HASH_V1 = PartitionKeyDef(("/pk",), "Hash", 1)

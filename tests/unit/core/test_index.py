@@ -16,12 +16,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from regionlab.emulator.core import query_plan
-from regionlab.emulator.core.index import INDEX_BUILD_STEP_VERSIONS, INDEXED_PATHS_MAX, materialise, value_at
+from regionlab.emulator.core.index import INDEX_BUILD_STEP_VERSIONS, materialise, value_at
 from regionlab.emulator.core.query import QueryError, compile_query
 from regionlab.emulator.core.query.values import UNDEFINED
 from regionlab.emulator.core.query_plan import ALWAYS_INDEX, PlanTuning, candidates
 from regionlab.emulator.core.store import Version, VersionStore
 from tiers import examples
+from regionlab.emulator.core.limits import INDEXED_PATHS_PER_STORE_MAX
 
 MISSING = object()
 PKS = ('["a"]', '["b"]')
@@ -368,7 +369,7 @@ def test_small_scopes_scan_without_building_an_index():
 
 def test_materialised_paths_are_capped():
     store = big_store()
-    for i in range(INDEXED_PATHS_MAX):
+    for i in range(INDEXED_PATHS_PER_STORE_MAX):
         assert materialise(store, (f"f{i}",)) is not None
     assert materialise(store, ("one_more",)) is None
     assert materialise(store, ("f0",)) is not None

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from regionlab.emulator.core.patch import PATCH_OPERATIONS_MAX, PatchError, apply_patch, parse_pointer
+from regionlab.emulator.core.patch import PatchError, apply_patch, parse_pointer
 from tiers import examples
+from regionlab.emulator.core.limits import PATCH_MAX_OPERATIONS
 
 DOC = {
     "id": "e1",
@@ -148,9 +149,9 @@ def test_identity_and_system_properties_are_protected():
 
 def test_shape_errors():
     fails(match="non-empty")
-    fails(*[{"op": "set", "path": f"/k{i}", "value": i} for i in range(PATCH_OPERATIONS_MAX + 1)],
+    fails(*[{"op": "set", "path": f"/k{i}", "value": i} for i in range(PATCH_MAX_OPERATIONS + 1)],
           match="at most 10")
-    assert len(patched(*[{"op": "set", "path": f"/k{i}", "value": i} for i in range(PATCH_OPERATIONS_MAX)])) == len(DOC) + 10
+    assert len(patched(*[{"op": "set", "path": f"/k{i}", "value": i} for i in range(PATCH_MAX_OPERATIONS)])) == len(DOC) + 10
     fails({"op": "copy", "from": "/a", "path": "/b"}, match="unknown op")
     fails({"op": "Set", "path": "/a", "value": 1}, match="unknown op")
     fails({"op": "set", "path": "/a"}, match="needs a 'value'")

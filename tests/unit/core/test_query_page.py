@@ -10,6 +10,7 @@ import random
 
 import pytest
 
+from regionlab.emulator.core import limits
 from regionlab.emulator.core import query_page as qp
 from regionlab.emulator.core.account import Account, AccountConfig
 from regionlab.emulator.core.documents import Writer
@@ -53,7 +54,7 @@ def _encode(value, v) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
-def _stream_all(q, parts, size=100, work_max=qp.QUERY_SLICE_WORK_MAX, bytes_max=qp.QUERY_PAGE_BYTES_MAX):
+def _stream_all(q, parts, size=100, work_max=limits.QUERY_SLICE_MAX_WORK_UNITS, bytes_max=limits.PAGE_MAX_BYTES):
     """Every page of a streaming query, following continuations through the encoded token."""
     state, pages = qp.decode_state(q, None, len(parts)), []
     while True:
@@ -126,17 +127,17 @@ def test_a_page_stops_before_its_byte_cap_but_always_holds_one_result():
 
 
 def test_the_default_byte_cap_is_four_megabytes():
-    assert qp.QUERY_PAGE_BYTES_MAX == 4 * 1024 * 1024
+    assert limits.PAGE_MAX_BYTES == 4 * 1024 * 1024
 
 
-def _blocking(q, parts, state, size=10, work_max=qp.QUERY_SLICE_WORK_MAX):
+def _blocking(q, parts, state, size=10, work_max=limits.QUERY_SLICE_MAX_WORK_UNITS):
     run = qp.BlockingRun(q, _inputs(parts, None), state, size, _encode)
     while not run.step(0, work_max):
         pass
     return run, run.page()
 
 
-def _blocking_all(q, parts, size=10, work_max=qp.QUERY_SLICE_WORK_MAX, between=None):
+def _blocking_all(q, parts, size=10, work_max=limits.QUERY_SLICE_MAX_WORK_UNITS, between=None):
     state, out, pages = qp.decode_state(q, None, len(parts)), [], 0
     while True:
         _, page = _blocking(q, parts, state, size, work_max)
@@ -269,8 +270,8 @@ def _stream_implied(q, parts, size, work_max, bytes_max):
 
 @pytest.mark.parametrize("text", ["SELECT * FROM c WHERE c.pk = 'p0'",
                                   "SELECT * FROM c WHERE c.pk = 'p0' OFFSET 13 LIMIT 40"])
-@pytest.mark.parametrize("size,work_max,bytes_max", [(10, qp.QUERY_SLICE_WORK_MAX, qp.QUERY_PAGE_BYTES_MAX),
-                                                     (1000, 40, qp.QUERY_PAGE_BYTES_MAX), (25, 10 ** 6, 3000)])
+@pytest.mark.parametrize("size,work_max,bytes_max", [(10, limits.QUERY_SLICE_MAX_WORK_UNITS, limits.PAGE_MAX_BYTES),
+                                                     (1000, 40, limits.PAGE_MAX_BYTES), (25, 10 ** 6, 3000)])
 def test_a_filter_the_scope_implies_serves_stored_bodies_unparsed_in_the_same_pages(text, size, work_max, bytes_max):
     """A partition-key query scoped to that key (`WHERE c.pk = @pk` with its header) parsed
     every document it returned only to find the filter true (11 json.loads per page of 10, a

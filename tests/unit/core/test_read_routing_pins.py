@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from core_world import World
+from regionlab.emulator.core import limits
 from regionlab.emulator.core import read_routing
 from regionlab.emulator.core.consistency import EVENTUAL, PREFIX, SESSION, STRONG
 from regionlab.emulator.core.documents import choose_replica
@@ -98,7 +99,7 @@ def test_release_unpins_everything_once():
 def test_pins_per_connection_are_bounded():
     policy = ReadRoutingPolicy(primary_accepts_reads=False, strategy=CONNECTIONS)
     sets = [ReplicaSet(EAST, str(i), Scheduler(), ManualClock(), routing=policy)
-            for i in range(read_routing.PINS_PER_CONNECTION_MAX + 1)]
+            for i in range(limits.PINS_PER_CONNECTION_MAX + 1)]
     c = ConnectionPins()
     for rs in sets:
         c.replica_for(rs)

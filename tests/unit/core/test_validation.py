@@ -10,18 +10,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from regionlab.emulator.core.validation import (
-    check_numbers_in_double_range,
-    text_nests_at_most,
-    ID_BYTES_MAX,
-    ITEM_BYTES_MAX,
-    NESTING_DEPTH_MAX,
-    ValidationError,
-    check_depth,
-    check_id,
-    check_item_size,
-    parse_json_body,
+    check_numbers_in_double_range, text_nests_at_most, ValidationError, check_depth, check_id,
+    check_item_size, parse_json_body,
 )
 from tiers import examples
+from regionlab.emulator.core.limits import ID_MAX_BYTES, ITEM_MAX_BYTES, ITEM_NESTING_MAX_LEVELS
 
 
 def rejects(fn, *args, status=400, match=None):
@@ -31,7 +24,7 @@ def rejects(fn, *args, status=400, match=None):
     return e.value
 
 
-@pytest.mark.parametrize("good", ["a", "item 1", "ünï 😀", "x" * ID_BYTES_MAX, "a.b-c_d~e%20"])
+@pytest.mark.parametrize("good", ["a", "item 1", "ünï 😀", "x" * ID_MAX_BYTES, "a.b-c_d~e%20"])
 def test_good_ids(good):
     check_id(good)
 
@@ -44,7 +37,7 @@ def test_missing_or_non_string_id_uses_the_service_message():
 
 def test_bad_ids():
     rejects(check_id, "", match="empty")
-    rejects(check_id, "x" * (ID_BYTES_MAX + 1), match="1024 bytes")
+    rejects(check_id, "x" * (ID_MAX_BYTES + 1), match="1024 bytes")
     rejects(check_id, "é" * 512, match="1024 bytes")     # 512 characters but 1024 bytes
     for ch in "/\\?#":
         err = rejects(check_id, f"a{ch}b")
@@ -52,8 +45,8 @@ def test_bad_ids():
 
 
 def test_item_size():
-    check_item_size(ITEM_BYTES_MAX)
-    err = rejects(check_item_size, ITEM_BYTES_MAX + 1, status=413)
+    check_item_size(ITEM_MAX_BYTES)
+    err = rejects(check_item_size, ITEM_MAX_BYTES + 1, status=413)
     assert err.message.startswith("Request size is too large")
 
 
@@ -65,11 +58,11 @@ def nested(depth: int, kind: str = "list"):
 
 
 def test_depth():
-    check_depth(nested(NESTING_DEPTH_MAX))
-    check_depth(nested(NESTING_DEPTH_MAX, "dict"))
+    check_depth(nested(ITEM_NESTING_MAX_LEVELS))
+    check_depth(nested(ITEM_NESTING_MAX_LEVELS, "dict"))
     check_depth(42)
-    rejects(check_depth, nested(NESTING_DEPTH_MAX + 1), match="128")
-    rejects(check_depth, nested(NESTING_DEPTH_MAX + 1, "dict"))
+    rejects(check_depth, nested(ITEM_NESTING_MAX_LEVELS + 1), match="128")
+    rejects(check_depth, nested(ITEM_NESTING_MAX_LEVELS + 1, "dict"))
     rejects(check_depth, nested(100_000))        # iterative: no RecursionError
     loop: list = []
     loop.append(loop)
@@ -80,7 +73,7 @@ def test_parse_accepts_plain_json():
     assert parse_json_body(b'{"id":"a","n":[1,2.5,null,true,"\\u00e9\\ud83d\\ude00"]}') == {
         "id": "a", "n": [1, 2.5, None, True, "é😀"]}
     assert parse_json_body("{\"id\":\"ü\"}".encode()) == {"id": "ü"}
-    assert parse_json_body(json.dumps(nested(NESTING_DEPTH_MAX)).encode()) == nested(NESTING_DEPTH_MAX)
+    assert parse_json_body(json.dumps(nested(ITEM_NESTING_MAX_LEVELS)).encode()) == nested(ITEM_NESTING_MAX_LEVELS)
 
 
 @pytest.mark.parametrize("raw,needle", [
@@ -97,7 +90,7 @@ def test_parse_accepts_plain_json():
     (b'{"\\udc00": 1}', "surrogate"),
     (b"[" * 100_000, "nests deeper"),
     (b"[" * 100_000 + b"]" * 100_000, "nests deeper"),
-    (b"[" * (NESTING_DEPTH_MAX + 1) + b"]" * (NESTING_DEPTH_MAX + 1), "nests deeper"),
+    (b"[" * (ITEM_NESTING_MAX_LEVELS + 1) + b"]" * (ITEM_NESTING_MAX_LEVELS + 1), "nests deeper"),
     (b"1" * 5000, "not valid JSON"),       # more digits than int() accepts
 ])
 def test_parse_rejects(raw, needle):
@@ -228,8 +221,8 @@ def test_escaped_quotes_and_backslashes_inside_strings(text, deep_enough):
 
 
 def test_text_nests_at_most_counts_brackets_outside_strings_without_parsing():
-    assert text_nests_at_most("[" * NESTING_DEPTH_MAX + "]" * NESTING_DEPTH_MAX)
-    assert not text_nests_at_most("[" * (NESTING_DEPTH_MAX + 1) + "]" * (NESTING_DEPTH_MAX + 1))
+    assert text_nests_at_most("[" * ITEM_NESTING_MAX_LEVELS + "]" * ITEM_NESTING_MAX_LEVELS)
+    assert not text_nests_at_most("[" * (ITEM_NESTING_MAX_LEVELS + 1) + "]" * (ITEM_NESTING_MAX_LEVELS + 1))
     assert not text_nests_at_most("[" * 1_000_000)
     assert text_nests_at_most('["' + "[" * 1000 + '\\"[{"]')
     assert text_nests_at_most('{"a":' * 3 + "1" + "}" * 3, limit=3) and not text_nests_at_most("[[[[]]]]", limit=3)

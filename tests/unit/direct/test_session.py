@@ -249,7 +249,7 @@ def test_a_reply_goes_out_in_the_sessions_version(version):
 def test_a_reply_too_large_to_frame_goes_out_as_413():
     s = ready()
     res = reply(5)
-    res[4] = b"x" * (D.FRAME_BYTES_MAX - 10)
+    res[4] = b"x" * (D.FRAME_MAX_BYTES - 10)
     s.send_reply(res)
     fields = D.reply_fields(said(s)[0])
     assert (fields["id"], fields["status"], fields["sub"]) == (5, 413, D.SUB_REPLY_TOO_LARGE)

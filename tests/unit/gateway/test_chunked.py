@@ -6,9 +6,12 @@ Pure: no sockets, no loop."""
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from regionlab.emulator.gateway.chunked import CHUNK_LINE_BYTES_MAX, TRAILER_BYTES_MAX, ChunkedBody
-from regionlab.emulator.gateway.http import BODY_BYTES_MAX, BadRequest
+from regionlab.emulator.gateway.chunked import ChunkedBody
+from regionlab.emulator.gateway.http import BadRequest
 from tiers import examples
+from regionlab.emulator.core.limits import (
+    CHUNK_LINE_MAX_BYTES, CHUNK_TRAILER_MAX_BYTES, REQUEST_BODY_MAX_BYTES,
+)
 
 SCANS_PER_BYTE_MAX = 2       # a byte is searched once, and copied at most once into a line
 
@@ -19,7 +22,7 @@ def _encode(*pieces: bytes, trailers: bytes = b"") -> bytes:
 
 def _feed(data: bytes, sizes) -> tuple[ChunkedBody, int | None, int]:
     """Feed data cut into pieces of the given sizes (cycled); (decoder, end offset in data, fed)."""
-    dec = ChunkedBody(BODY_BYTES_MAX, BadRequest)
+    dec = ChunkedBody(REQUEST_BODY_MAX_BYTES, BadRequest)
     pos, i = 0, 0
     while pos < len(data):
         n = sizes[i % len(sizes)]
@@ -55,7 +58,7 @@ def test_a_large_chunk_trickled_keeps_no_copy_of_what_came_before():
        st.lists(st.integers(min_value=1, max_value=17), min_size=1, max_size=5))
 def test_any_split_decodes_the_same_body_and_end(pieces, sizes):
     wire = _encode(*pieces)
-    whole = ChunkedBody(BODY_BYTES_MAX, BadRequest)
+    whole = ChunkedBody(REQUEST_BODY_MAX_BYTES, BadRequest)
     assert whole.feed(wire + b"next") == len(wire)
     dec, end, fed = _feed(wire + b"next", sizes)
     assert end == len(wire)
@@ -78,8 +81,8 @@ def test_garbage_either_decodes_or_raises_bad_request(garbage, size):
     (b"0x1a\r\n", "bad chunk size"),
     (b"2\r\nabc\r\n0\r\n\r\n", "does not end with CRLF"),
     (b"2\nab\r\n0\r\n\r\n", "CRLF"),
-    (b"1" * (CHUNK_LINE_BYTES_MAX + 1), "size line is longer"),
-    (b"0\r\n" + b"X: y\r\n" * (TRAILER_BYTES_MAX // 6 + 1), "trailers are longer"),
+    (b"1" * (CHUNK_LINE_MAX_BYTES + 1), "size line is longer"),
+    (b"0\r\n" + b"X: y\r\n" * (CHUNK_TRAILER_MAX_BYTES // 6 + 1), "trailers are longer"),
 ])
 def test_malformed_framing_is_400_with_a_reason_whole_and_byte_by_byte(wire, needle):
     for sizes in ([len(wire)], [1]):

@@ -218,7 +218,7 @@ def test_with_only_idle_and_busy_connections_the_longest_idle_is_shed():
 
 
 def test_under_pressure_the_sweep_sheds_connections_silent_past_the_short_deadline():
-    from regionlab.emulator.core.connection_slots import SILENT_DEADLINE_UNDER_PRESSURE_S
+    from regionlab.emulator.core.limits import SILENT_DEADLINE_UNDER_PRESSURE_S
 
     def run():
         calm, _ = _server(connections_max=8)

@@ -20,7 +20,8 @@ from tiers import examples
 from hypothesis import given, settings, strategies as st
 
 from regionlab.emulator.service import responses
-from regionlab.emulator.gateway.http import HEAD_BYTES_MAX, HttpServer
+from regionlab.emulator.gateway.http import HttpServer
+from regionlab.emulator.core.limits import REQUEST_HEAD_MAX_BYTES
 
 REFUSED = "refused"
 
@@ -323,7 +324,7 @@ def gateway(pieces: list) -> list:
 
 def reference(pieces: list) -> list:
     """What h11 made of the same bytes, in the same form."""
-    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=HEAD_BYTES_MAX)
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=REQUEST_HEAD_MAX_BYTES)
     seen, request, body = [], None, []
     for piece in pieces:
         conn.receive_data(piece)

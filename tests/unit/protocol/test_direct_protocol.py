@@ -36,7 +36,7 @@ def test_frames_round_trip_whole_and_split():
     assert out == frames and not dec.pending
 
 
-@pytest.mark.parametrize("prefix,sub", [(0, D.SUB_BAD_FRAME), (D.FRAME_BYTES_MAX + 1, D.SUB_FRAME_TOO_LARGE),
+@pytest.mark.parametrize("prefix,sub", [(0, D.SUB_BAD_FRAME), (D.FRAME_MAX_BYTES + 1, D.SUB_FRAME_TOO_LARGE),
                                         (2 ** 32 - 1, D.SUB_FRAME_TOO_LARGE)])
 def test_bad_length_prefix_is_refused_before_any_body_arrives(prefix, sub):
     dec = D.FrameDecoder()
@@ -114,7 +114,7 @@ def test_an_address_names_its_emulator_instance_and_one_that_names_none_still_pa
     assert D.parse_uri(uri) == ("h", 10001, key)         # the replica key a request names: no instance
     assert D.parse_address(D.replica_uri("h", 1, key, primary=False)) == ("h", 1, key, None)
     for bad in ("rlmp://h:1/apps//" + key + "/", "rlmp://h:1/apps/a%2Fb/" + key + "/",
-                "rlmp://h:1/apps/" + "x" * (D.INSTANCE_CHARS_MAX + 1) + "/" + key + "/"):
+                "rlmp://h:1/apps/" + "x" * (D.INSTANCE_MAX_CHARS + 1) + "/" + key + "/"):
         with pytest.raises(ValueError, match="instance"):
             D.parse_address(bad)
 
@@ -131,7 +131,7 @@ def test_the_hello_names_the_instance_only_when_given_and_the_refusal_is_recogni
 
 def test_encode_refuses_oversized_frames():
     with pytest.raises(ValueError):
-        D.encode({"t": "req", "body": b"x" * (D.FRAME_BYTES_MAX + 1)})
+        D.encode({"t": "req", "body": b"x" * (D.FRAME_MAX_BYTES + 1)})
 
 
 def _decode_all(chunks):

@@ -11,7 +11,8 @@ from regionlab.emulator.core.container import canonical_pk_json
 from regionlab.emulator.core.errors import CosmosError
 from regionlab.emulator.core.query import compile_query
 from regionlab.emulator.service import queries
-from regionlab.emulator.service.queries import COMPILED_QUERIES_MAX, _fixed_by_key, _query_of
+from regionlab.emulator.service.queries import _fixed_by_key, _query_of
+from regionlab.emulator.core.limits import COMPILED_QUERIES_CACHE_MAX_ENTRIES
 
 TEXT = "SELECT * FROM c WHERE c.pk = @pk"
 
@@ -29,7 +30,7 @@ def test_a_thousand_partition_keys_cycled_are_compiled_once_each(monkeypatch):
     monkeypatch.setattr(queries, "_compiled", {})
     monkeypatch.setattr(queries, "_by_body", {})
     keys = 1000
-    assert keys <= COMPILED_QUERIES_MAX
+    assert keys <= COMPILED_QUERIES_CACHE_MAX_ENTRIES
     first = [_query_of(Call(_body(k))) for k in range(keys)]
     again = [_query_of(Call(_body(k))) for k in range(keys)]
     assert all(a is b for a, b in zip(first, again))
@@ -39,9 +40,9 @@ def test_a_thousand_partition_keys_cycled_are_compiled_once_each(monkeypatch):
 def test_the_cache_stays_bounded(monkeypatch):
     monkeypatch.setattr(queries, "_compiled", {})
     monkeypatch.setattr(queries, "_by_body", {})
-    for k in range(COMPILED_QUERIES_MAX + 50):
+    for k in range(COMPILED_QUERIES_CACHE_MAX_ENTRIES + 50):
         _query_of(Call(_body(k)))
-    assert len(queries._by_body) == len(queries._compiled) == COMPILED_QUERIES_MAX
+    assert len(queries._by_body) == len(queries._compiled) == COMPILED_QUERIES_CACHE_MAX_ENTRIES
 
 
 def test_new_parameter_values_reuse_the_parse_tree_and_answer_their_own():

@@ -2,13 +2,13 @@
 what the reply said: every request is counted by its region's Service, a write's and a read's
 history entries carry the reply's status and position, a point read of a missing item is an
 answer (404, value None), a Strong write that no majority acknowledges waits the service's
-WRITE_ACK_TIMEOUT_MS and ends indefinite (408), an error fault's 408 is definite, and a region
+WRITE_ACK_DEADLINE_MS and ends indefinite (408), an error fault's 408 is definite, and a region
 outage drops the requests still open there while the service runs them to the end. Driven by
 hand: one world, operations invoked one at a time, virtual time run until idle."""
 from regionlab.emulator.core.account import AccountConfig
-from regionlab.emulator.service.service import WRITE_ACK_TIMEOUT_MS
 from regionlab.emulator.sim.run import REGIONS
 from regionlab.emulator.sim.world import World
+from regionlab.emulator.core.limits import WRITE_ACK_DEADLINE_MS
 
 EAST, EAST2, WEST = REGIONS
 
@@ -64,7 +64,7 @@ def test_an_unacknowledged_strong_write_waits_the_services_timeout_and_is_indefi
     o = write(w, "upsert", "k1")
     w.run_idle()
     assert (o["outcome"], o["status"], o["fate"]) == ("info", 408, "committed")
-    assert o["complete_ms"] - o["invoke_ms"] == WRITE_ACK_TIMEOUT_MS
+    assert o["complete_ms"] - o["invoke_ms"] == WRITE_ACK_DEADLINE_MS
 
 
 def test_an_error_faults_408_is_definite():

@@ -1,5 +1,5 @@
 """Proves the query engine's stack stays bounded whatever the text: nesting up to
-QUERY_NESTING_DEPTH_MAX compiles and runs within a fixed frame budget (measured with a profile
+QUERY_NESTING_MAX_LEVELS compiles and runs within a fixed frame budget (measured with a profile
 hook counting Python frames), one level more is a QueryError naming the limit, long operator
 chains of any length work, and a chain compiled into one loop (past CHAIN_NESTED_MAX links)
 gives exactly what the nested closures give (hypothesis, on random chains of every operator
@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from regionlab.emulator.core.query import QueryError, compile_query
 from regionlab.emulator.core.query import evaluate
-from regionlab.emulator.core.query.expression_parser import QUERY_NESTING_DEPTH_MAX
 from tiers import examples
+from regionlab.emulator.core.limits import QUERY_NESTING_MAX_LEVELS
 
 # What one query may cost in Python frames at the nesting limit. Python's default recursion
 # limit is 1000 and the gateway calls the engine about 60 frames deep: this leaves room.
@@ -70,13 +70,13 @@ def _frames_used(sql: str) -> int:
 
 @pytest.mark.parametrize("form", _forms(2).keys())
 def test_nesting_at_the_limit_runs_within_the_frame_budget(form):
-    assert _frames_used(_forms(QUERY_NESTING_DEPTH_MAX)[form]) <= QUERY_FRAMES_MAX
+    assert _frames_used(_forms(QUERY_NESTING_MAX_LEVELS)[form]) <= QUERY_FRAMES_MAX
 
 
 @pytest.mark.parametrize("form", _forms(2).keys())
 def test_nesting_past_the_limit_is_a_query_error_naming_it(form):
-    with pytest.raises(QueryError, match=f"more than {QUERY_NESTING_DEPTH_MAX} levels deep"):
-        compile_query(_forms(QUERY_NESTING_DEPTH_MAX + 2)[form])
+    with pytest.raises(QueryError, match=f"more than {QUERY_NESTING_MAX_LEVELS} levels deep"):
+        compile_query(_forms(QUERY_NESTING_MAX_LEVELS + 2)[form])
 
 
 def test_nesting_far_past_the_limit_stops_at_the_limit():
