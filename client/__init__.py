@@ -12,6 +12,8 @@ _EXPORTS = {
     "CosmosHttpResponseError": "regionlab.client.exceptions", "CosmosResourceNotFoundError": "regionlab.client.exceptions",
     "CosmosResourceExistsError": "regionlab.client.exceptions", "CosmosAccessConditionFailedError": "regionlab.client.exceptions",
     "CosmosBatchOperationError": "regionlab.client.exceptions", "CosmosClientTimeoutError": "regionlab.client.exceptions",
+    "CosmosDict": "regionlab.client.aio.responses", "CosmosList": "regionlab.client.aio.responses",
+    "DatabaseAccount": "regionlab.client.aio.client", "ConsistencyLevel": "regionlab.client.aio.client",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -56,6 +56,12 @@ class CosmosBatchOperationError(CosmosHttpResponseError):
         super().__init__(**kwargs)
 
 
+# azure.cosmos.exceptions re-exports azure-core's classes, which its errors derive from; here the
+# names stand for this client's classes, so `except ResourceNotFoundError` catches its 404s.
+AzureError = HttpResponseError = CosmosHttpResponseError
+ResourceNotFoundError = CosmosResourceNotFoundError
+ResourceExistsError = CosmosResourceExistsError
+
 _BY_STATUS = {S.NOT_FOUND: CosmosResourceNotFoundError, S.CONFLICT: CosmosResourceExistsError,
               S.PRECONDITION_FAILED: CosmosAccessConditionFailedError}
 

@@ -118,6 +118,10 @@ class ContainerProxy(_Proxy):
     def feed_range_from_partition_key(self, partition_key):
         return self._call("feed_range_from_partition_key", partition_key)
     def read_items(self, items, **kw): return self._call("read_items", items, **kw)
+    def list_conflicts(self, **kw): return self._call("list_conflicts", **kw)
+    def query_conflicts(self, query, parameters=None, **kw):
+        return self._call("query_conflicts", query, parameters, **kw)
+    is_feed_range_subset = staticmethod(aio.ContainerProxy.is_feed_range_subset)
     def execute_item_batch(self, batch_operations, partition_key, **kw):
         return self._call("execute_item_batch", batch_operations, partition_key, **kw)
     def execute_bulk_operations(self, operations, **kw):
@@ -127,6 +131,14 @@ class ContainerProxy(_Proxy):
     def replace_throughput(self, throughput, **kw): return self._call("replace_throughput", throughput, **kw)
 
 
+def _wrapped(kind, run, answer):
+    """A create's or replace's answer as sync objects: the proxy, or (proxy, properties) when the
+    caller asked for return_properties=True."""
+    if isinstance(answer, tuple):
+        return kind(run, answer[0]), answer[1]
+    return kind(run, answer)
+
+
 class DatabaseProxy(_Proxy):
     def read(self, **kw): return self._call("read", **kw)
 
@@ -134,10 +146,11 @@ class DatabaseProxy(_Proxy):
         return ContainerProxy(self._run, self._inner.get_container_client(container))
 
     def create_container(self, id, partition_key, **kw) -> ContainerProxy:
-        return ContainerProxy(self._run, self._call("create_container", id, partition_key, **kw))
+        return _wrapped(ContainerProxy, self._run, self._call("create_container", id, partition_key, **kw))
 
     def create_container_if_not_exists(self, id, partition_key, **kw) -> ContainerProxy:
-        return ContainerProxy(self._run, self._call("create_container_if_not_exists", id, partition_key, **kw))
+        return _wrapped(ContainerProxy, self._run,
+                        self._call("create_container_if_not_exists", id, partition_key, **kw))
 
     def delete_container(self, container, **kw):
         inner = container._inner if isinstance(container, ContainerProxy) else container
@@ -149,7 +162,7 @@ class DatabaseProxy(_Proxy):
 
     def replace_container(self, container, partition_key, **kw) -> ContainerProxy:
         inner = container._inner if isinstance(container, ContainerProxy) else container
-        return ContainerProxy(self._run, self._call("replace_container", inner, partition_key, **kw))
+        return _wrapped(ContainerProxy, self._run, self._call("replace_container", inner, partition_key, **kw))
 
     def execute_bulk_operations(self, operations, **kw):
         return self._call("execute_bulk_operations", operations, **kw)
@@ -232,10 +245,10 @@ class CosmosClient:
         return DatabaseProxy(self._run, self._inner.get_database_client(database))
 
     def create_database(self, id, **kw) -> DatabaseProxy:
-        return DatabaseProxy(self._run, self._run(self._inner.create_database(id, **kw)))
+        return _wrapped(DatabaseProxy, self._run, self._run(self._inner.create_database(id, **kw)))
 
     def create_database_if_not_exists(self, id, **kw) -> DatabaseProxy:
-        return DatabaseProxy(self._run, self._run(self._inner.create_database_if_not_exists(id, **kw)))
+        return _wrapped(DatabaseProxy, self._run, self._run(self._inner.create_database_if_not_exists(id, **kw)))
 
     def delete_database(self, database, **kw):
         inner = database._inner if isinstance(database, DatabaseProxy) else database

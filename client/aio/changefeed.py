@@ -15,7 +15,7 @@ from regionlab.client.protocol.partition_key_hash import epk_successor
 
 from .feed import AsyncItemPaged, decode_token, encode_token
 from .links import link_path
-from .request import Request
+from .request import Request, request_options
 from .responses import body_json
 
 BEGINNING, NOW = "Beginning", "Now"
@@ -82,7 +82,7 @@ class ChangeFeed:
         self.mode = mode or "LatestVersion"
         self.max_item_count = max_item_count
         self.continuation = continuation
-        self.options = kwargs
+        self.options = request_options(kwargs, "query_items_change_feed")
 
     def pages(self) -> AsyncItemPaged:
         return AsyncItemPaged(self._fetch, self.continuation)
@@ -129,5 +129,5 @@ class ChangeFeed:
         elif state["start"] != BEGINNING:
             headers[H.IF_MODIFIED_SINCE] = state["start"]
         req = Request("GET", link_path(c.link, "docs"), "change_feed", headers, is_document=True,
-                      is_feed=True, collection=c.link, **c._request_options(self.options))
+                      is_feed=True, collection=c.link, **self.options)
         return await c.client._pipeline.execute(req)

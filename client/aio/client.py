@@ -14,6 +14,7 @@ mode's pool (connection_mode="direct": client/aio/direct.py; docs/client.md). A 
 `transport=` (anything with the GatewayTransport interface) replaces the gateway one.
 """
 import asyncio
+import inspect
 
 from regionlab.client.exceptions import CosmosResourceExistsError, CosmosResourceNotFoundError
 from regionlab.client.policies import direct_pool as pool
@@ -22,6 +23,7 @@ from regionlab.client.policies.regions import ACCOUNT_REFRESH_MS, RegionRouter
 from regionlab.client.policies.retry import RetryOptions
 from regionlab.client.policies.session import BLOOM_EXPECTED_INSERTIONS, BLOOM_FALSE_POSITIVE_RATE, SessionContainer
 
+from . import options
 from .database import DatabaseProxy, metadata_feed, offer_headers
 from .feed import AsyncItemPaged
 from .links import link_path
@@ -39,15 +41,16 @@ WARMUP_AGGRESSIVE_S = 1.0
 _RETRY_NAMES = {"throttle_retries_max": "throttle_retries_max", "throttle_wait_ms_max": "throttle_wait_ms_max",
                 "local_retries_max": "local_retries_max", "local_retry_wait_ms": "local_retry_wait_ms",
                 "credits_wait_ms_max": "credits_wait_ms_max",
-                "non_idempotent_write_retry": "non_idempotent_write_retry",
                 # azure-cosmos's names for the 429 limits: a count, and seconds of waiting
                 "retry_total": "throttle_retries_max", "retry_throttle_total": "throttle_retries_max"}
 _RETRY_SECONDS = {"retry_backoff_max": "throttle_wait_ms_max", "retry_throttle_backoff_max": "throttle_wait_ms_max"}
 _RETRY_GENERIC = ("retry_total", "retry_backoff_max")     # the throttle-specific names win, as in the SDK
 
 
-def _retry_options(kwargs) -> RetryOptions:
-    chosen = {}
+def _retry_options(kwargs, non_idempotent_write_retry: bool, endpoint_discovery: bool) -> RetryOptions:
+    chosen = {"non_idempotent_write_retry": bool(non_idempotent_write_retry)}
+    if not endpoint_discovery:           # as the SDK's endpoint discovery retry policy: 403/3 is raised
+        chosen["write_forbidden_retries_max"] = 0
     for name in sorted(kwargs, key=lambda k: k not in _RETRY_GENERIC):
         value = kwargs[name]
         if value is None:
@@ -67,6 +70,15 @@ def parse_connection_string(conn_str: str, credential=None) -> tuple[str, object
     if not credential and "AccountKey" not in settings:
         raise ValueError("Connection string missing setting 'AccountKey'.")
     return settings["AccountEndpoint"], credential or settings["AccountKey"]
+
+
+class ConsistencyLevel:
+    """The consistency_level= values, as azure.cosmos.ConsistencyLevel names them."""
+    Strong = "Strong"
+    BoundedStaleness = "BoundedStaleness"
+    Session = "Session"
+    Eventual = "Eventual"
+    ConsistentPrefix = "ConsistentPrefix"
 
 
 class DatabaseAccount:
@@ -93,6 +105,9 @@ def _master_key(credential) -> str:
                     f"{type(credential).__name__}; resource tokens and AAD credentials are not supported")
 
 
+_CONNECTION_MODES = {0: GATEWAY, "Gateway": GATEWAY, "Direct": DIRECT}     # documents.ConnectionMode.Gateway is 0
+
+
 class CosmosClient:
     @classmethod
     def from_connection_string(cls, conn_str: str, credential=None, consistency_level=None, **kwargs):
@@ -113,15 +128,24 @@ class CosmosClient:
                  idle_connection_timeout_s=pool.IDLE_CONNECTION_TIMEOUT_S,
                  idle_endpoint_timeout_s=pool.IDLE_ENDPOINT_TIMEOUT_S,
                  connect_timeout_s=pool.CONNECT_TIMEOUT_S, request_timeout_s=None,
-                 connection_verify=True, ssl_context=None,
+                 connection_verify=True, ssl_context=None, enable_endpoint_discovery=True,
+                 no_response_on_write=False, non_idempotent_write_retry=False,
                  **kwargs):
+        sdk = options.client_keywords(kwargs, _CONSTRUCTOR_KEYWORDS)
+        connect_timeout_s = sdk.pop("connect_timeout_s", connect_timeout_s)
+        request_timeout_s = sdk.pop("request_timeout_s", request_timeout_s)
+        non_idempotent_write_retry = sdk.pop("non_idempotent_write_retry", non_idempotent_write_retry)
+        connection_mode = _CONNECTION_MODES.get(connection_mode, connection_mode)
         if connection_mode not in (GATEWAY, DIRECT):
             raise ValueError(f"connection_mode must be 'gateway' or 'direct', not {connection_mode!r}")
         key = _master_key(credential)
         self.url = url if url.endswith("/") else url + "/"
         self.connection_mode = connection_mode
+        self.no_response_on_write = bool(no_response_on_write)
+        # enable_endpoint_discovery=False: the given endpoint only, for reads and writes, no failover
         self._router = RegionRouter(preferred_locations, excluded_locations, multiple_write_locations,
-                                    account_refresh_interval_ms)
+                                    account_refresh_interval_ms,
+                                    only_endpoint=None if enable_endpoint_discovery else self.url)
         if transport is None:
             # request_timeout_s: None keeps each transport's own (gateway 65 s, direct 5 s)
             transport = GatewayTransport(pool_connections_max, idle_timeout_s, connect_timeout_s,
@@ -135,7 +159,8 @@ class CosmosClient:
                                      connect_timeout_s, request_timeout_s or pool.REQUEST_TIMEOUT_S), clock)
         self._pipeline = Pipeline(
             self.url, key, transport,
-            self._router, retry_options=_retry_options(kwargs), consistency_level=consistency_level,
+            self._router, retry_options=_retry_options(sdk, non_idempotent_write_retry, enable_endpoint_discovery),
+            consistency_level=consistency_level,
             availability_strategy=availability_strategy, timeout_s=timeout,
             breaker=PartitionCircuitBreaker.of(circuit_breaker),
             sessions=SessionContainer(region_scoped_session_capturing, session_bloom_expected_insertions,
@@ -210,37 +235,47 @@ class CosmosClient:
     def get_database_client(self, database) -> DatabaseProxy:
         return DatabaseProxy(self, database if isinstance(database, str) else database["id"])
 
-    async def create_database(self, id: str, *, offer_throughput=None, **kwargs) -> DatabaseProxy:
+    async def create_database(self, id: str, *, offer_throughput=None, return_properties=False, **kwargs):
+        """The database's proxy, or (proxy, properties) with return_properties=True."""
         req = Request("POST", "/dbs", "create_database", offer_headers(offer_throughput),
-                      dumps({"id": id}), is_write=True, idempotent=False, **request_options(kwargs))
+                      dumps({"id": id}), is_write=True, idempotent=False,
+                      **request_options(kwargs, "create_database"))
         reply, diag = await self._pipeline.execute(req)
         proxy = self.get_database_client(id)
         proxy._props = as_dict(reply, diag)
-        return proxy
+        return (proxy, proxy._props) if return_properties else proxy
 
-    async def create_database_if_not_exists(self, id: str, **kwargs) -> DatabaseProxy:
+    async def create_database_if_not_exists(self, id: str, *, offer_throughput=None, return_properties=False,
+                                            **kwargs):
+        request_options(kwargs, "create_database_if_not_exists")      # checks them before any request
         proxy = self.get_database_client(id)
         try:
             await proxy.read(**kwargs)
-            return proxy
         except CosmosResourceNotFoundError:
-            pass
-        try:
-            return await self.create_database(id, **kwargs)
-        except CosmosResourceExistsError:
-            await proxy.read(**kwargs)
-            return proxy
+            try:
+                return await self.create_database(id, offer_throughput=offer_throughput,
+                                                  return_properties=return_properties, **kwargs)
+            except CosmosResourceExistsError:
+                await proxy.read(**kwargs)
+        return (proxy, proxy._props) if return_properties else proxy
 
     async def delete_database(self, database, **kwargs):
         """An empty dict (falsy, like the SDK's None) that carries the diagnostics and charge."""
         did = database if isinstance(database, str) else database.id
         reply, diag = await self._pipeline.execute(Request("DELETE", link_path("dbs", did), "delete_database",
-                                                           is_write=True, **request_options(kwargs)))
+                                                           is_write=True, **request_options(kwargs, "delete_database")))
         return as_dict(reply, diag)
 
     def list_databases(self, max_item_count=None, **kwargs) -> AsyncItemPaged:
         return metadata_feed(self._pipeline, "/dbs", "list_databases", "Databases", max_item_count, kwargs)
 
-    def query_databases(self, query=None, parameters=None, max_item_count=None, **kwargs) -> AsyncItemPaged:
+    def query_databases(self, query=None, parameters=None, enable_cross_partition_query=None, max_item_count=None,
+                        **kwargs) -> AsyncItemPaged:
+        """enable_cross_partition_query= is taken as the SDK takes it; the databases feed has no
+        partitions, so it changes nothing."""
         return metadata_feed(self._pipeline, "/dbs", "query_databases", "Databases", max_item_count, kwargs,
                              query or "SELECT * FROM root r", parameters)
+
+
+_CONSTRUCTOR_KEYWORDS = frozenset(p for p in inspect.signature(CosmosClient.__init__).parameters
+                                  if p not in ("self", "url", "credential", "kwargs"))

@@ -6,7 +6,10 @@ A feed is a `fetch(continuation) -> (items, next_continuation, diagnostics, head
 import base64
 import json
 
-from .responses import CosmosList
+from regionlab.client.protocol import headers as H
+
+from .request import Request, request_options
+from .responses import CosmosList, body_json, dumps
 
 
 def encode_token(state: dict) -> str:
@@ -68,3 +71,22 @@ class AsyncItemPaged:
             self.last_page = page
             for item in page:
                 yield item
+
+
+def metadata_feed(pipeline, path: str, operation: str, key: str, max_item_count, kwargs,
+                  query=None, parameters=None) -> AsyncItemPaged:
+    """The pages of a databases or containers feed (`key`: "Databases", "DocumentCollections"):
+    read whole (GET), or a SQL query over it (POST application/query+json)."""
+    fields = request_options(kwargs, operation)
+    body = None if query is None else dumps({"query": query, "parameters": list(parameters or [])})
+
+    async def fetch(continuation):
+        h = {H.MAX_ITEM_COUNT: str(max_item_count)} if max_item_count else {}
+        if body is not None:
+            h.update({H.CONTENT_TYPE: "application/query+json", H.IS_QUERY: "True"})
+        if continuation:
+            h[H.CONTINUATION] = continuation
+        req = Request("GET" if body is None else "POST", path, operation, h, body, is_feed=True, **fields)
+        reply, diag = await pipeline.execute(req)
+        return (body_json(reply) or {}).get(key, []), reply.headers.get(H.CONTINUATION), diag, reply.headers
+    return AsyncItemPaged(fetch)

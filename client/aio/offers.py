@@ -94,7 +94,7 @@ class Throughput:
                       "parameters": [{"name": "@link", "value": resource}]})
         req = Request("POST", "/offers", "read_offer",
                       {"content-type": "application/query+json", "x-ms-documentdb-isquery": "True"}, body,
-                      **request_options(kwargs))
+                      **request_options(kwargs, "get_throughput"))
         reply, diag = await self.client._pipeline.execute(req)
         offers = (body_json(reply) or {}).get("Offers", [])
         if not offers:
@@ -114,7 +114,8 @@ class Throughput:
         offer = dict(offer)
         offer["content"] = _replaced_content(offer.get("content") or {}, throughput)
         req = Request("PUT", link_path("offers", offer["_rid"]), "replace_offer",
-                      {"content-type": "application/json"}, dumps(offer), is_write=True, **request_options(kwargs))
+                      {"content-type": "application/json"}, dumps(offer), is_write=True,
+                      **request_options(kwargs, "replace_throughput"))
         reply, diag = await self.client._pipeline.execute(req)
         # As azure-cosmos's replace_throughput: the offer's current RU/s (an autoscale offer's
         # too), with the offer in `properties` (its autoscale settings are there).

@@ -6,24 +6,22 @@ from dataclasses import dataclass, field
 
 from regionlab.client.protocol import auth
 
+from . import options
+
 API_VERSION = "2020-07-15"
 USE_CLIENT_DEFAULT = object()
+NOT_GIVEN = object()                 # a keyword the caller did not pass (None may be a value)
 
 _date_cache = [0, ""]
 
 
-def request_options(kwargs) -> dict:
+def request_options(kwargs, where: str, known=frozenset()) -> dict:
     """A call's per-request options as Request fields: excluded_locations= (replaces the
-    client's), availability_strategy=, timeout= (end-to-end seconds). Every operation takes them,
-    metadata ones included, as azure-cosmos's do."""
-    out = {}
-    if "excluded_locations" in kwargs:
-        out["excluded_locations"] = kwargs["excluded_locations"]
-    if "availability_strategy" in kwargs:
-        out["availability_strategy"] = kwargs["availability_strategy"]
-    if "timeout" in kwargs:
-        out["timeout_s"] = kwargs["timeout"]
-    return out
+    client's), availability_strategy=, timeout= (end-to-end seconds), and the headers and
+    conditions of options.REQUEST_OPTIONS. Every operation takes them, metadata ones included, as
+    azure-cosmos's do; any other keyword but the operation's own (`known`) raises (options.check)."""
+    options.check(where, kwargs, known)
+    return options.request_fields(kwargs)
 
 
 def http_date() -> str:
@@ -52,8 +50,17 @@ class Request:
     timeout_s: object = USE_CLIENT_DEFAULT
     resource_type: str | None = None     # what is signed; derived from the path when not given
     resource_link: str | None = None
+    retry_write: bool = False            # the caller's retry_write=: retry this write as an idempotent one
+    initial_headers: dict | None = None  # the caller's initial_headers=, under the operation's own
+    option_headers: dict | None = None   # the headers of the caller's options, over the operation's
 
     def __post_init__(self):
+        if self.retry_write:
+            self.idempotent = True
+        if self.initial_headers:
+            self.headers = {**self.initial_headers, **self.headers}
+        if self.option_headers:
+            self.headers.update(self.option_headers)
         if self.resource_type is None:
             self.resource_type, self.resource_link = auth.resource_type_and_link(self.path)
         if self.partition_key is not None:

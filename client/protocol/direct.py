@@ -31,6 +31,15 @@ COMPACT_VERSION = 2                      # from this version on, requests and re
 # ---- limits (units last) ------------------------------------------------------------------
 LENGTH_PREFIX_BYTES = 4
 FRAME_MAX_BYTES = 8 * 1024 * 1024        # an item is <= 2 MB, a page <= 4 MB, plus the envelope
+# Before `ready` the peer is not authenticated and its frames (hello, auth) are a few hundred
+# bytes: a node refuses a longer one from its length prefix, before reading it.
+PRE_READY_FRAME_MAX_BYTES = 4 * 1024
+# What one frame may hold, whatever its size: no array or map of a frame has more elements (a
+# request is 8, an options map at most 12 names), so a frame of a million tiny entries is refused
+# by the decoder instead of built. A node also caps every string of a request (replica key, item,
+# pk, session, continuation...) as the gateway caps a request's head; bodies are bins.
+CONTAINER_MAX_ELEMENTS = 64
+STRING_MAX_BYTES = 64 * 1024             # the gateway's request-head limit (gateway/http.py HEAD_BYTES_MAX)
 NONCE_BYTES = 32
 IN_FLIGHT_PER_CONNECTION_MAX = 256
 CONNECTIONS_PER_NODE_MAX = 512
@@ -156,14 +165,23 @@ def encode(frame: dict) -> bytes:
     return _pack_length(n) + body
 
 
-def decode_body(body: bytes):
+def decode_body(body: bytes, string_max_bytes: int = FRAME_MAX_BYTES):
     """The frame held by one frame's body (a map with a string "t", or a version 2 array that
-    starts with its integer frame code), or ProtocolError."""
+    starts with its integer frame code), or ProtocolError. No array or map in it may have more
+    than CONTAINER_MAX_ELEMENTS elements, nor a string more than string_max_bytes bytes."""
     try:
-        frame = _unpackb(body)           # msgpack's defaults: str keys and values, lists, strict map keys
+        # msgpack's defaults otherwise: str keys and values, lists, strict map keys.
+        frame = _unpackb(body, max_str_len=string_max_bytes, max_array_len=CONTAINER_MAX_ELEMENTS,
+                         max_map_len=CONTAINER_MAX_ELEMENTS)
     except msgpack.ExtraData:
         raise ProtocolError(400, SUB_BAD_FRAME, "A frame holds more than one msgpack value.") from None
-    except (ValueError, TypeError, msgpack.UnpackException, OverflowError, RecursionError) as e:
+    except ValueError as e:
+        if "exceeds max_" in str(e):     # msgpack's "<n> exceeds max_array_len(<limit>)"
+            raise ProtocolError(400, SUB_BAD_FRAME, f"A frame holds a value past the protocol's limits ({e}): "
+                                f"arrays and maps hold at most {CONTAINER_MAX_ELEMENTS} elements, strings at "
+                                f"most {string_max_bytes} bytes; send data in 'body'.") from None
+        raise ProtocolError(400, SUB_BAD_FRAME, f"A frame is not valid msgpack ({type(e).__name__}).") from None
+    except (TypeError, msgpack.UnpackException, OverflowError, RecursionError) as e:
         raise ProtocolError(400, SUB_BAD_FRAME, f"A frame is not valid msgpack ({type(e).__name__}).") from None
     kind = type(frame)
     if kind is list:
@@ -180,13 +198,16 @@ class FrameDecoder:
     caller's frame timer runs while it is).
 
     Every whole frame in the bytes at hand is decoded in one pass by offset (no copying of what
-    follows); only an incomplete tail is kept, in a bytearray that grows until its frame is whole."""
-    __slots__ = ("_buf", "_need", "max_frame_bytes", "failed", "pending")
+    follows); only an incomplete tail is kept, in a bytearray that grows until its frame is whole.
+    `feed_first` decodes at most one frame under a smaller limit and keeps the rest: a server in
+    its handshake, whose next frame's limit depends on what the first said."""
+    __slots__ = ("_buf", "_need", "max_frame_bytes", "string_max_bytes", "failed", "pending")
 
-    def __init__(self, max_frame_bytes: int = FRAME_MAX_BYTES):
+    def __init__(self, max_frame_bytes: int = FRAME_MAX_BYTES, string_max_bytes: int = FRAME_MAX_BYTES):
         self._buf = bytearray()
         self._need = 0                   # bytes the kept tail needs before it can be decoded further
         self.max_frame_bytes = max_frame_bytes
+        self.string_max_bytes = string_max_bytes
         self.failed = False
         # Whether _buf holds an incomplete frame: a plain attribute kept by feed, not a property,
         # since a server asks after every read.
@@ -207,19 +228,17 @@ class FrameDecoder:
         frames = []
         pos = 0
         limit = self.max_frame_bytes
+        strings = self.string_max_bytes
         try:
             while size - pos >= LENGTH_PREFIX_BYTES:
                 n = _unpack_length(data, pos)[0]
-                if n == 0:
-                    raise ProtocolError(400, SUB_BAD_FRAME, "A frame's length prefix is 0.")
-                if n > limit:
-                    raise ProtocolError(400, SUB_FRAME_TOO_LARGE,
-                                        f"A frame of {n} bytes exceeds the limit of {limit} bytes.")
+                if n == 0 or n > limit:
+                    _refuse_length(n, limit)
                 start = pos + LENGTH_PREFIX_BYTES
                 end = start + n
                 if end > size:
                     break
-                frames.append(decode_body(data[start:end]))
+                frames.append(decode_body(data[start:end], strings))
                 pos = end
         except ProtocolError as e:
             self.failed = True
@@ -227,10 +246,47 @@ class FrameDecoder:
             raise
         if pos < size:
             buf += data[pos:]
-            self.pending = True
-            self._need = (LENGTH_PREFIX_BYTES + _unpack_length(data, pos)[0]) if size - pos >= LENGTH_PREFIX_BYTES \
-                else LENGTH_PREFIX_BYTES
+            self._keep_tail()
         return frames
+
+    def feed_first(self, data: bytes, limit: int) -> list:
+        """The first whole frame of what was fed so far, if one is (at most `limit` bytes, checked
+        from its length prefix as soon as that arrived); the rest is kept for the next feed."""
+        if self.failed:
+            raise ProtocolError(400, SUB_BAD_FRAME, "The connection already broke the protocol.")
+        buf = self._buf
+        buf += data
+        frames = []
+        if len(buf) >= LENGTH_PREFIX_BYTES:
+            n = _unpack_length(buf, 0)[0]
+            end = LENGTH_PREFIX_BYTES + n
+            try:
+                if n == 0 or n > limit:
+                    _refuse_length(n, limit)
+                if len(buf) >= end:
+                    frames.append(decode_body(bytes(buf[LENGTH_PREFIX_BYTES:end]), self.string_max_bytes))
+                    del buf[:end]
+            except ProtocolError:
+                self.failed = True
+                raise
+        self.pending = False
+        if buf:
+            self._keep_tail()
+        return frames
+
+    def _keep_tail(self) -> None:
+        """_buf starts with an incomplete frame: how many bytes it needs before decoding goes on."""
+        buf = self._buf
+        self.pending = True
+        self._need = (LENGTH_PREFIX_BYTES + _unpack_length(buf, 0)[0]) if len(buf) >= LENGTH_PREFIX_BYTES \
+            else LENGTH_PREFIX_BYTES
+
+
+def _refuse_length(n: int, limit: int):
+    """The ProtocolError of a length prefix outside 1..limit."""
+    if n == 0:
+        raise ProtocolError(400, SUB_BAD_FRAME, "A frame's length prefix is 0.")
+    raise ProtocolError(400, SUB_FRAME_TOO_LARGE, f"A frame of {n} bytes exceeds the limit of {limit} bytes.")
 
 
 # ---- version 2 requests and replies ------------------------------------------------------------

@@ -30,6 +30,7 @@ INTENDED_COLLECTION_RID = "x-ms-cosmos-intended-collection-rid"
 CORRELATED_ACTIVITY_ID = "x-ms-cosmos-correlated-activityid"
 PRIORITY_LEVEL = "x-ms-cosmos-priority-level"
 THROUGHPUT_BUCKET = "x-ms-cosmos-throughput-bucket"
+DEDICATED_GATEWAY_MAX_AGE = "x-ms-dedicatedgateway-max-age"
 
 # --- Request headers by operation (§4) ----------------------------------------------------------
 PARTITION_KEY = "x-ms-documentdb-partitionkey"
@@ -58,6 +59,9 @@ SESSION_TOKEN = "x-ms-session-token"
 PRE_TRIGGER_INCLUDE = "x-ms-documentdb-pre-trigger-include"
 POST_TRIGGER_INCLUDE = "x-ms-documentdb-post-trigger-include"
 INDEXING_DIRECTIVE = "x-ms-indexing-directive"
+ENABLE_SCAN_IN_QUERY = "x-ms-documentdb-query-enable-scan"
+POPULATE_QUOTA_INFO = "x-ms-documentdb-populatequotainfo"
+POPULATE_PARTITION_STATISTICS = "x-ms-documentdb-populatepartitionstatistics"
 ALLOW_TENTATIVE_WRITES = "x-ms-cosmos-allow-tentative-writes"
 
 # Change feed and EPK-scoped reads (§4, §7).

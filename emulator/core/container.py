@@ -13,11 +13,13 @@ import json
 
 from . import epk as epks
 from . import jsontext
+from .cache import Cache, text_bytes
 from .errors import bad_request
 from .store import TrackedDict
-from .limits import EPK_CACHE_MAX_ENTRIES
+from .limits import EPK_CACHE_MAX_BYTES
 
 RU_PER_PARTITION = 10_000
+_EPK_BYTES = 200                           # an EPK's text: 32 hex digits per path, up to 3 paths
 
 
 class Database:
@@ -64,7 +66,7 @@ class Container:
         # next insert: every collection after a full one walked its million entries again (30-60
         # ms each). A TrackedDict never leaves the generation it reached (store.py).
         self.rid_index = TrackedDict()
-        self._epk_cache: dict[str, str] = {}
+        self._epk_cache = Cache(EPK_CACHE_MAX_BYTES)    # canonical pk JSON -> EPK
         self.pkranges_etag = f'"{rid}-{len(partitions)}"'
         self.conflicts = None                       # ConflictLog (multi-write losers)
         self.docs_link = f"{self.self_link}docs/"    # a document's _self is this + its rid + "/"
@@ -89,10 +91,8 @@ class Container:
         """EPK of a partition key, cached by its canonical JSON."""
         cached = self._epk_cache.get(pk_json)
         if cached is None:
-            cached = epks.effective_partition_key(self.pk_def, values)
-            if len(self._epk_cache) >= EPK_CACHE_MAX_ENTRIES:
-                self._epk_cache.clear()
-            self._epk_cache[pk_json] = cached
+            cached = self._epk_cache.put(pk_json, epks.effective_partition_key(self.pk_def, values),
+                                         text_bytes(pk_json) + _EPK_BYTES)
         return cached
 
     def partition_index(self, epk: str) -> int:

@@ -25,8 +25,9 @@ this module.
 # Re-exported: the wire contract's limits, listed here with the rest.
 from regionlab.client.protocol.auth import CLOCK_SKEW_MAX_S, VERIFIED_CACHE_MAX_ENTRIES
 from regionlab.client.protocol.direct import (
-    CONNECTIONS_PER_NODE_MAX, FRAME_MAX_BYTES, FRAME_TIMEOUT_S, HANDSHAKE_TIMEOUT_S, IDLE_TIMEOUT_S,
-    IN_FLIGHT_PER_CONNECTION_MAX, INSTANCE_MAX_CHARS, REQUEST_ID_MAX,
+    CONNECTIONS_PER_NODE_MAX, CONTAINER_MAX_ELEMENTS, FRAME_MAX_BYTES, FRAME_TIMEOUT_S, HANDSHAKE_TIMEOUT_S,
+    IDLE_TIMEOUT_S, IN_FLIGHT_PER_CONNECTION_MAX, INSTANCE_MAX_CHARS, PRE_READY_FRAME_MAX_BYTES, REQUEST_ID_MAX,
+    STRING_MAX_BYTES,
 )
 
 # ---- items and JSON bodies (core/validation.py) ------------------------------------------------
@@ -118,17 +119,21 @@ SESSION_WAIT_MS = 200                        # a read waits this long for its re
 STRONG_WAIT_MS = 2_000                       # ... for the global committed LSN a Strong read needs
 
 # ---- direct mode (direct/) ---------------------------------------------------------------------
-# FRAME_MAX_BYTES, REQUEST_ID_MAX, IN_FLIGHT_PER_CONNECTION_MAX, CONNECTIONS_PER_NODE_MAX,
-# HANDSHAKE_TIMEOUT_S, IDLE_TIMEOUT_S, FRAME_TIMEOUT_S and INSTANCE_MAX_CHARS are the wire
-# contract's (client/protocol/direct.py), re-exported above.
+# FRAME_MAX_BYTES, PRE_READY_FRAME_MAX_BYTES, CONTAINER_MAX_ELEMENTS, STRING_MAX_BYTES,
+# REQUEST_ID_MAX, IN_FLIGHT_PER_CONNECTION_MAX, CONNECTIONS_PER_NODE_MAX, HANDSHAKE_TIMEOUT_S,
+# IDLE_TIMEOUT_S, FRAME_TIMEOUT_S and INSTANCE_MAX_CHARS are the wire contract's
+# (client/protocol/direct.py), re-exported above.
 # A reply body above this cannot be framed with its envelope (the reply's other fields, well
 # under 64 KiB): it is answered 413/SUB_REPLY_TOO_LARGE before it is counted.
 DIRECT_REPLY_BODY_MAX_BYTES = FRAME_MAX_BYTES - 64 * 1024
-DIRECT_WRITE_BUFFER_HIGH_BYTES = 1024 * 1024  # stop reading a peer that does not read its replies
+# A peer that does not read its replies: once the replies queued pass this and the transport is
+# past it too, the frames left of the read wait, unread, until the transport drains.
+DIRECT_WRITE_BUFFER_HIGH_BYTES = 1024 * 1024
 DIRECT_CLOSE_GRACE_S = 1.0                   # a closing connection gets this long to drain, then abort
 DIRECT_TLS_READ_CHUNK_BYTES = 64 * 1024      # ciphertext read from a TLS peer at once
-REPLICA_KEYS_CACHE_MAX_ENTRIES = 65_536      # parsed replica keys per node
-TARGETS_CACHE_MAX_ENTRIES = 65_536           # resolved replicas per node
+# Resolved replicas per node: only a canonical key resolves, so a node holds one per replica it
+# serves, far fewer.
+TARGETS_CACHE_MAX_ENTRIES = 65_536
 # Replica sets one connection keeps read pins in (each pin is one entry); past this many the
 # connection's pins are dropped and it pins afresh, so a long-lived client touching ever new
 # containers holds a bounded number of them.
@@ -144,14 +149,19 @@ REGION_NAME_MAX_CHARS = 64                   # a runtime-added region's display 
 CONFLICTS_KEPT_MAX = 10_000                  # a conflicts feed keeps the newest this many losers
 
 # ---- caches: what a client's requests can fill is bounded, the oldest entries go first ---------
-HEADER_NAMES_CACHE_MAX_ENTRIES = 4096        # header name as sent -> lower case (gateway/request_head.py)
-DATES_CACHE_MAX_ENTRIES = 4096               # parsed x-ms-date values (clients send each for about a second)
-SESSION_TOKENS_CACHE_MAX_ENTRIES = 16_384    # parsed session-token headers (service/sessions.py)
-RID_PATHS_CACHE_MAX_ENTRIES = 4096           # parsed rid-based paths (service/paths.py)
 CHARGE_TEXTS_CACHE_MAX_ENTRIES = 4096        # request charges as header text (service/responses.py)
-PARTITION_KEYS_CACHE_MAX_ENTRIES = 65_536    # parsed partition-key headers (service/partition_keys.py)
-# Compiled queries, by body and by text + parameters (service/queries.py); a query text over
-# COMPILED_QUERY_TEXT_MAX_BYTES is compiled each time, not kept.
+# Caches keyed by a client's text (up to a 64 KiB head or direct string each) are bounded in
+# bytes (core/cache.py: emptied when the next entry would pass the budget).
+PARTITION_KEYS_CACHE_MAX_BYTES = 8 * 1024 * 1024     # parsed partition-key headers (service/partition_keys.py)
+SESSION_TOKENS_CACHE_MAX_BYTES = 4 * 1024 * 1024     # parsed session-token headers (service/sessions.py)
+EPK_CACHE_MAX_BYTES = 2 * 1024 * 1024                # EPKs by canonical key, per container (core/container.py)
+# Parsed x-ms-date values per service (clients send each for about a second): parsed before the
+# signature is checked, and a valid date may carry any text after its fields.
+DATES_CACHE_MAX_BYTES = 1024 * 1024
+RID_PATHS_CACHE_MAX_BYTES = 1024 * 1024              # parsed rid-based paths (service/paths.py)
+HEADER_NAMES_CACHE_MAX_BYTES = 256 * 1024            # header name as sent -> lower case (gateway/request_head.py)
+# Compiled queries, by body and by text + parameters (service/queries.py); a body, or a text with
+# its parameters, over COMPILED_QUERY_TEXT_MAX_BYTES is compiled each time, not kept.
 COMPILED_QUERIES_CACHE_MAX_ENTRIES = 1024
 COMPILED_QUERY_TEXT_MAX_BYTES = 8 * 1024
 # Parse trees by query text (core/query/query.py): a text sent with many parameter values is
@@ -160,7 +170,6 @@ PARSED_QUERIES_CACHE_MAX_ENTRIES = 256
 PARSED_QUERY_TEXT_MAX_CHARS = 8 * 1024
 LIKE_PATTERNS_CACHE_MAX_ENTRIES = 256        # compiled LIKE patterns (core/query/like.py)
 QUERY_SHAPES_CACHE_MAX_ENTRIES = 1024        # query shapes' plans (core/query_plan.py), as many as compiled queries
-EPK_CACHE_MAX_ENTRIES = 65_536               # partition key -> effective partition key (core/container.py)
 EPK_MEMO_MAX_ENTRIES = 16384                 # string components whose V2 hash is remembered (~4 MB; core/epk.py)
 CHARGES_CACHE_MAX_ENTRIES = 65_536           # point-operation charges by their arguments (core/charge.py)
 CHARGE_POLICIES_CACHE_MAX_ENTRIES = 256      # indexing-policy shapes the charge reads (core/charge.py)

@@ -6,7 +6,8 @@ accepts is served (adapter.py: through the service, its first step inline); near
 request finishes in that step and is answered at once, and one that waits (a write's quorum, a
 latency fault's hold) is handed to a task (service/handoff.py) and answered when it finishes. Replies made while one buffer is handled go out in one write; those
 made later, on the next loop turn. What the shell owns is what the session cannot:
-the transport and its flow control (a peer that does not read its replies is not read either),
+the transport and its flow control (a peer that does not read its replies is not read either,
+and the frames left of its last read wait until it drains: `_serve`),
 TLS, the tasks of requests in flight (cancelled when the connection ends, so none is left
 behind), the grace a closing connection gets to drain, and a region outage's modes on this
 node (node.py: `reset` resets a connection that sends anything, `blackhole` reads and answers
@@ -57,6 +58,8 @@ class DirectConnection(asyncio.Protocol):
         self.tls = None                      # a TlsSession once the client started TLS
         self._plain = False                  # the first bytes were looked at, and were not TLS
         self._flush_scheduled = False        # a flush is due on the next loop turn
+        self.writing_paused = False          # the transport is past its write buffer mark
+        self._held = None                    # the frames left unserved while it is (an iterator)
         # [key, target] of the replica the last read of the bytes being handled resolved to
         # (adapter.serve): the reads after it in the same bytes reuse it.
         self._last = [_NO_KEY, None]
@@ -79,16 +82,27 @@ class DirectConnection(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self.closed = True
+        self._held = None
         self.node.connections.discard(self)
         self.node.slots.gone(self)
         self._cancel_in_flight()
 
     def pause_writing(self) -> None:
+        self.writing_paused = True
         self.transport.pause_reading()       # a peer that does not read gets no more served
 
     def resume_writing(self) -> None:
-        if not self.closed:
-            self.transport.resume_reading()
+        self.writing_paused = False
+        if self.closed:
+            return
+        held = self._held
+        if held is not None:
+            self._held = None
+            if not self.node.silent:         # a region outage that answers nothing: dropped
+                self._serve(held)
+            if self._held is not None or self.closed:
+                return                       # paused again, or closed by what it served
+        self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -100,12 +114,20 @@ class DirectConnection(asyncio.Protocol):
             data = self._unwrap(data)
             if not data:
                 return
+        self._serve(iter(self.session.receive(data)))
+
+    def _serve(self, frames) -> None:
+        """Take the frames in order and answer them. Once the replies queued pass
+        DIRECT_WRITE_BUFFER_HIGH_BYTES they are written, and if that fills the transport past its mark
+        (the peer does not read), the frames left are held, unread, until it drains
+        (resume_writing): one read of pipelined requests cannot queue more than about one mark
+        of replies beyond the transport's."""
         session = self.session
         node = self.node
         fast = not self.faults.by_region      # no request fault is on: point reads and creates take point.py
         last = self._last
         try:
-            for f in session.receive(data):
+            for f in frames:
                 got = session.frame(f)
                 if type(got) is list:             # a request: its reply now, or later
                     got = adapter.serve(node, got, fast, last)
@@ -114,6 +136,11 @@ class DirectConnection(asyncio.Protocol):
                 elif got is not None:
                     self._other(got)
                     if self.closed:               # a lost reply closed it: what follows is not served
+                        break
+                if session.out_bytes > DIRECT_WRITE_BUFFER_HIGH_BYTES:
+                    self._flush()
+                    if self.writing_paused:
+                        self._held = frames
                         break
         finally:
             if last[1] is not None:             # a read of these bytes resolved one
@@ -221,7 +248,7 @@ class DirectConnection(asyncio.Protocol):
                     self.transport.writelines(out)
                 elif self.tls.handshaken:    # before the TLS handshake, nothing can be sent
                     self.transport.write(self.tls.send(b"".join(out)))
-            out.clear()
+            self.session.sent()
 
     def _close(self) -> None:
         """Send what is queued (the session's last frame among it), then close; abort if it does
@@ -283,7 +310,7 @@ class DirectConnection(asyncio.Protocol):
     def silence(self) -> None:
         """A blackhole: drop what was queued and send nothing more; the heal closes it."""
         self.silenced = True
-        self.session.out.clear()
+        self.session.sent()
 
     def reset_now(self) -> None:
         """Reset the connection (RST: SO_LINGER 0, then abort); whatever was in flight on it is lost."""
@@ -292,7 +319,7 @@ class DirectConnection(asyncio.Protocol):
         self.closed = True
         self.node.connections.discard(self)
         self.node.slots.gone(self)
-        self.session.out.clear()
+        self.session.sent()
         sock = self.transport.get_extra_info("socket")
         if sock is not None:
             try:

@@ -24,6 +24,20 @@ _EXTRA_HEADERS = ((H.CONTINUATION, "continuation"), (H.ITEM_COUNT, "item_count")
                   (H.RETRY_AFTER_MS, "retry_after_ms"))
 
 
+def shown(value, chars: int) -> str:
+    """A client's value as an error message quotes it: a scalar's repr cut to `chars`, an array or
+    map by its kind and size only. A decoded frame may nest 1,024 deep (msgpack's own limit), past
+    Python's recursion limit for repr, and a repr of a long string or list costs its whole length
+    before it is cut."""
+    kind = type(value)
+    if kind is str or kind is bytes:
+        text = repr(value[:chars])
+        return text if len(value) <= chars else text + "..."
+    if kind is list or kind is dict:
+        return f"{'an array' if kind is list else 'a map'} of {len(value)} element(s)"
+    return repr(value)[:chars]
+
+
 class Lost:
     """A reply a request fault lost (core/request_faults.py `drop`): the request ran, its client
     never gets `res`; `fault` says how (DROP_AFTER_APPLY or RESET)."""

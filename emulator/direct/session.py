@@ -3,7 +3,9 @@
 Theory of operation (docs/direct-protocol.md): a `Session` owns everything the protocol says
 about one connection and nothing about sockets, loops, clocks or the service, as h11 does for
 HTTP. Its caller (connection.py) hands it the bytes that arrived (`receive`: the frames they
-complete, in order, and the ProtocolError that ended them if they went bad), then each frame
+complete, in order, and the ProtocolError that ended them if they went bad; before `ready`, one
+frame at a time, each at most PRE_READY_FRAME_MAX_BYTES, so the handshake's state decides how the
+next is read), then each frame
 (`frame`), whose transition answers control frames itself and hands back the requests it accepts.
 What the session says goes to `out` (encoded frames) for the caller to send; once `state` is
 CLOSED it has said its last frame (an error or a bye) and the caller closes.
@@ -28,7 +30,7 @@ from regionlab.client.protocol import direct as D
 
 from ..core.errors import CosmosError, bad_request
 from . import replies
-from .replies import Refusal
+from .replies import Refusal, shown
 
 HELLO = "hello"                    # waiting for the client's hello
 AUTH = "auth"                      # the challenge went out; waiting for the client's auth
@@ -53,6 +55,7 @@ _pack = D.pack
 _pack_length = D.pack_length
 _COMPACT_VERSION = D.COMPACT_VERSION
 _FRAME_MAX_BYTES = D.FRAME_MAX_BYTES
+_PRE_READY_FRAME_MAX_BYTES = D.PRE_READY_FRAME_MAX_BYTES
 
 
 class Limits:
@@ -79,12 +82,13 @@ class Session:
     def __init__(self, limits: Limits, nonce: bytes, now: float):
         self.limits = limits
         self.nonce = nonce                   # the challenge's: the caller draws it (os.urandom)
-        self.decoder = D.FrameDecoder(limits.max_frame_bytes)
+        self.decoder = D.FrameDecoder(limits.max_frame_bytes, D.STRING_MAX_BYTES)
         self.state = HELLO
         self._table = _TRANSITIONS[HELLO]    # the current state's transitions (_to keeps them)
         self.version = 0                     # the version the challenge named
         self.compact = False
         self.out: list = []                  # encoded frames to send, in order
+        self.out_bytes = 0                   # bytes of the replies in `out` (the caller's flow control)
         self.in_flight: dict = {}            # request id -> the caller's handle, for requests not yet answered
         self.opened = self.last_rx = now
         self.received = False                # bytes came since the last tick
@@ -98,25 +102,53 @@ class Session:
         self.compact = state in _REPLYING and self.version >= _COMPACT_VERSION
 
     # ---- bytes in -----------------------------------------------------------------------------
-    def receive(self, data: bytes) -> list:
+    def receive(self, data: bytes):
         """The frames `data` completes, in order; if the bytes went bad, the ProtocolError last
         (frame() ends the connection on it, after the frames before it were served)."""
         self.received = True
+        if self.state in HANDSHAKE_STATES:
+            return self._handshake_frames(data)
         decoder = self.decoder
         try:
             frames = decoder.feed(data)
         except D.ProtocolError as e:
             return [*e.frames, e]
-        if decoder.pending:
-            # The frame timer times the frame incomplete now: one that began in these bytes
-            # (after a frame they completed) starts it again, so a busy sender whose reads end
-            # mid-frame is not taken for a trickler; a trickler completes nothing.
-            if frames or not self.frame_since:
+        if decoder.pending or self.frame_since or self.frame_began:
+            self._time_frame(bool(frames))
+        return frames
+
+    def _handshake_frames(self, data: bytes):
+        """Before ready, one frame at a time, each at most PRE_READY_FRAME_MAX_BYTES: the peer is
+        not authenticated, so a longer frame is refused from its length prefix, before it is read
+        or decoded. The caller takes each frame before the next is decoded, so what follows the
+        auth in the same bytes is decoded under the ready limits."""
+        decoder = self.decoder
+        completed = False
+        while self.state in HANDSHAKE_STATES:
+            try:
+                got = decoder.feed_first(data, _PRE_READY_FRAME_MAX_BYTES)
+            except D.ProtocolError as e:
+                yield e
+                return
+            if not got:
+                self._time_frame(completed)
+                return
+            data = b""
+            completed = True
+            yield got[0]
+        if self.state != CLOSED:
+            yield from self.receive(b"")
+
+    def _time_frame(self, completed: bool) -> None:
+        """The frame timer times the frame incomplete now: one that began in these bytes (after
+        a frame they completed) starts it again, so a busy sender whose reads end mid-frame is
+        not taken for a trickler; a trickler completes nothing."""
+        if self.decoder.pending:
+            if completed or not self.frame_since:
                 self.frame_began = True
-        elif self.frame_since or self.frame_began:      # no frame is incomplete now
+        else:                                # no frame is incomplete now
             self.frame_since = 0.0
             self.frame_began = False
-        return frames
 
     def frame(self, f):
         """Take one frame (or the ProtocolError that ended the bytes) in the current state: None
@@ -143,7 +175,7 @@ class Session:
         version = D.choose_version(f.get("versions"))
         if version is None:
             self.fail(400, D.SUB_VERSION, f"No protocol version in common: the node speaks "
-                                          f"{list(D.PROTOCOL_VERSIONS)}, the client offered {str(f.get('versions'))[:60]}.")
+                                          f"{list(D.PROTOCOL_VERSIONS)}, the client offered {shown(f.get('versions'), 60)}.")
             return None
         self.version = version
         self._to(AUTH)
@@ -200,7 +232,7 @@ class Session:
                                         "(docs/direct-protocol.md), not maps.")
 
     def _array_not_request(self, f):
-        self.fail(400, D.SUB_BAD_FRAME, f"An array frame with code {str(f[0])[:20]} is not a request of "
+        self.fail(400, D.SUB_BAD_FRAME, f"An array frame with code {shown(f[0], 20)} is not a request of "
                                         f"protocol version {self.version}.")
 
     def _ignored(self, f):
@@ -230,7 +262,7 @@ class Session:
             op = f[2] = _CODES[op]
         elif type(op) is not str or op not in _OPERATIONS:
             if options is None or type(options) is dict:
-                message = f"Unknown operation {str(op)[:40]!r}; one of {', '.join(D.OPERATIONS)}."
+                message = f"Unknown operation {shown(op, 40)}; one of {', '.join(D.OPERATIONS)}."
                 return Refusal(rid, op, options, CosmosError(400, D.SUB_BAD_REQUEST_FRAME, message), fatal=True)
         if options is not None and type(options) is not dict:
             return Refusal(rid, op, None, bad_request("A request's options must be a map or nil."))
@@ -288,11 +320,20 @@ class Session:
         transport as they are: the frame is never copied into one piece."""
         if self.compact:
             body = _pack(res)
-            if len(body) <= _FRAME_MAX_BYTES:
-                self.out += (_pack_length(len(body)), body)
+            n = len(body)
+            if n <= _FRAME_MAX_BYTES:
+                self.out += (_pack_length(n), body)
+                self.out_bytes += n
                 return
         if self.state != CLOSED:
-            self.out.append(self.reply_bytes(res))
+            data = self.reply_bytes(res)
+            self.out.append(data)
+            self.out_bytes += len(data)
+
+    def sent(self) -> None:
+        """The caller took what was queued in `out` (sent or dropped it)."""
+        self.out.clear()
+        self.out_bytes = 0
 
     def reply_bytes(self, res: list) -> bytes:
         """A reply array's frame as this version frames it; one too large to frame is its

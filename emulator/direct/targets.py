@@ -10,33 +10,29 @@ Targets are cached per node by key, each with the placement version it was resol
 version moves with every replica move, node state change, container or region that comes or goes
 (core/placement.py `layout_changed`), so a hit of the current version is still placed here, in
 the same container and replica set: a steady stream of requests resolves with one comparison.
+Only a key that resolved is kept, and only one spelling resolves (the index is one digit), so
+the cache holds at most one entry per replica on the node, whatever clients send.
 """
 from regionlab.client.protocol import direct as D
 
 from ..core.errors import CosmosError, bad_request
 from ..core.replica import PRIMARY, UP
 from ..service.call import Call
-from ..core.limits import REPLICA_KEYS_CACHE_MAX_ENTRIES, TARGETS_CACHE_MAX_ENTRIES
+from ..core.limits import TARGETS_CACHE_MAX_ENTRIES
+from .replies import shown
 
-
-_replica_keys: dict = {}
+_INDEXES = {"0": 0, "1": 1, "2": 2, "3": 3}
 
 
 def parse_replica_key(key) -> tuple | None:
     """(coll rid, range id, index) of a replica key, or None when it is not one."""
     if type(key) is not str:         # first: a list or map is not even hashable
         return None
-    hit = _replica_keys.get(key)
-    if hit is not None:
-        return hit
     parts = key.split("/")
     if len(parts) != 6 or parts[0] != "colls" or parts[2] != "pkranges" or parts[4] != "replicas" \
-            or not parts[5].isdigit() or not 0 <= int(parts[5]) < 4:
+            or parts[5] not in _INDEXES:
         return None
-    if len(_replica_keys) >= REPLICA_KEYS_CACHE_MAX_ENTRIES:
-        _replica_keys.clear()
-    hit = _replica_keys[key] = (parts[1], parts[3], int(parts[5]))
-    return hit
+    return parts[1], parts[3], _INDEXES[parts[5]]
 
 
 class Target:
@@ -103,7 +99,7 @@ class Targets:
         parsed = parse_replica_key(key)
         if parsed is None:
             raise bad_request(f"'replica' must be a replica key colls/<rid>/pkranges/<range>/replicas/<0-3> "
-                              f"from the address feed; got {str(key)[:120]!r}.")
+                              f"from the address feed; got {shown(key, 120)}.")
         coll_rid, range_id, index = parsed
         account = self.account
         container = account.colls_by_rid.get(coll_rid)

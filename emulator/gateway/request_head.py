@@ -23,7 +23,8 @@ a body (it would wait for that body) or an upgrade, the next head gets a new par
 """
 import httptools
 
-from ..core.limits import HEADER_NAMES_CACHE_MAX_ENTRIES
+from ..core.cache import Cache
+from ..core.limits import HEADER_NAMES_CACHE_MAX_BYTES
 
 VERSIONS = ("1.1", "1.0")
 CONNECTION_CLOSE = "Connection: close\r\n"          # a reply's Connection line
@@ -73,7 +74,7 @@ class Request:
         return self.length if "content-length" in self.headers else None
 
 
-_NAMES: dict = {}        # header name as sent -> lower-case name (llhttp checked it is a token)
+_NAMES = Cache(HEADER_NAMES_CACHE_MAX_BYTES)    # header name as sent -> lower-case name (llhttp checked it is a token)
 
 
 class _Head:
@@ -98,9 +99,7 @@ class _Head:
     def on_header(self, name: bytes, value: bytes) -> None:
         key = _NAMES.get(name)
         if key is None:
-            key = name.decode("ascii").lower()
-            if len(_NAMES) < HEADER_NAMES_CACHE_MAX_ENTRIES:
-                _NAMES[name] = key
+            key = _NAMES.put(name, name.decode("ascii").lower(), 2 * len(name))
         # UTF-8 is what clients put in a value beyond ASCII (e.g. a partition key); anything
         # else is taken byte for byte. llhttp drops the whitespace before a value, not after it.
         try:

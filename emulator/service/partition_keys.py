@@ -4,19 +4,22 @@ The header is a JSON array (cosmos-wire §9): `["p1"]`, `[5]`, `[null]`, `[{}]` 
 or several values for a hierarchical key. Anything else is a 400 saying that shape, never a
 500: the header is decoded like a body (core/validation.py), so deep nesting, lone
 surrogates and numbers beyond a double's range are refused with a message. Parsed results
-are cached by the raw header text, since clients send the same few keys again and again.
+are cached by the raw header text, since clients send the same few keys again and again
+(bounded in bytes: core/cache.py; a header that is refused is not kept).
 """
 import json
 
 from regionlab.client.protocol import headers as H
 
+from ..core.cache import Cache, text_bytes
 from ..core.container import canonical_pk_json
 from ..core.epk import UNDEFINED
 from ..core.errors import bad_request
 from ..core.validation import ValidationError, check_numbers_in_double_range, parse_json_body
-from ..core.limits import PARTITION_KEYS_CACHE_MAX_ENTRIES
+from ..core.limits import PARTITION_KEYS_CACHE_MAX_BYTES
 
-_cache: dict = {}
+_VALUE_BYTES = 64                           # a value's slot in its list, beyond its own object
+_cache = Cache(PARTITION_KEYS_CACHE_MAX_BYTES)
 _SHAPE = ("A partition key must be a JSON array of one or more scalar values (strings, numbers, "
           "booleans, null or {} for undefined), such as [\"p1\"] or [\"tenant\", 5]")
 parsed = _cache.get          # raw header -> what parse() returned for it, or None (a caller's inlined hit)
@@ -31,11 +34,12 @@ def parse(raw: str) -> tuple[str, list]:
         if isinstance(v, list) or (isinstance(v, dict) and v):
             raise bad_request(f"{_SHAPE}; got the component {_shown(v)}.")
     values = [UNDEFINED if v == {} else v for v in values]
-    out = (canonical_pk_json(values), values)
-    if len(_cache) >= PARTITION_KEYS_CACHE_MAX_ENTRIES:
-        _cache.clear()
-    _cache[raw] = out
-    return out
+    pk_json = canonical_pk_json(values)
+    nbytes = text_bytes(raw, pk_json) + _VALUE_BYTES * len(values)
+    for v in values:
+        if type(v) is str:
+            nbytes += text_bytes(v)
+    return _cache.put(raw, (pk_json, values), nbytes)
 
 
 def _decode(raw: str) -> list:

@@ -1,8 +1,9 @@
 """What a request's path addresses: names or rids, and the resource family it counts under."""
 from regionlab.client.protocol.auth import is_name_based
 
+from ..core.cache import Cache, text_bytes
 from ..core.errors import CosmosError, not_found
-from ..core.limits import RID_PATHS_CACHE_MAX_ENTRIES
+from ..core.limits import RID_PATHS_CACHE_MAX_BYTES
 
 # Resource kinds counted in a Service's `requests_served`; anything else (a garbage path) counts
 # as "other", so a client cannot grow the counter without bound.
@@ -11,16 +12,14 @@ COUNTED_KINDS = frozenset(("account", "dbs", "colls", "docs", "pkranges", "offer
 UNSUPPORTED_CHILDREN = ("sprocs", "udfs", "triggers", "users", "permissions", "attachments",
                         "clientencryptionkeys", "schemas")
 
-_RID_BASED: dict = {}
+_RID_BASED = Cache(RID_PATHS_CACHE_MAX_BYTES)
 
 
 def rid_based(db_segment: str) -> bool:
     """Whether a path addresses resources by _rid (cosmos-wire §3: decided by the db segment)."""
     hit = _RID_BASED.get(db_segment)
     if hit is None:
-        if len(_RID_BASED) >= RID_PATHS_CACHE_MAX_ENTRIES:
-            _RID_BASED.clear()
-        hit = _RID_BASED[db_segment] = not is_name_based("dbs/" + db_segment)
+        hit = _RID_BASED.put(db_segment, not is_name_based("dbs/" + db_segment), text_bytes(db_segment))
     return hit
 
 

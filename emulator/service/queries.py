@@ -19,9 +19,10 @@ Each partition's documents come from its index planner (core/query_plan.py) when
 a hinted path beats a scan, and lazily, so a page stops loading documents once it has enough
 results; the charge counts the documents loaded. Compiled queries are cached by request body
 bytes (a repeated body is neither parsed nor compiled again) and by text and parameters
-(COMPILED_QUERIES_CACHE_MAX_ENTRIES queries each, oldest evicted first; queries over
-COMPILED_QUERY_TEXT_MAX_BYTES are compiled every time, so the cache stays small; the engine keeps
-parse trees by text, so a text sent with new parameter values is only compiled, not parsed). A query scoped to one partition
+(COMPILED_QUERIES_CACHE_MAX_ENTRIES queries each, oldest evicted first; a body, or a text with
+its parameters, over COMPILED_QUERY_TEXT_MAX_BYTES is compiled every time, so the cache stays
+small; the engine keeps parse trees by text, so a text sent with new parameter values is only
+compiled, not parsed). A query scoped to one partition
 key whose WHERE clause asks only for that key (`WHERE c.pk = @pk`) serves the stored bodies
 without parsing any (core/query_page.py `stream_page`, where_implied).
 """
@@ -100,7 +101,7 @@ def _compile(body):
             q = compile_query(body["query"], params)
         except QueryError as e:
             raise bad_request(f"Syntax error in query: {e}") from None
-        if len(body["query"]) <= limits.COMPILED_QUERY_TEXT_MAX_BYTES:
+        if len(key[0]) + len(key[1]) <= limits.COMPILED_QUERY_TEXT_MAX_BYTES:   # the parameters count too
             _remember(_compiled, key, q)
     return q
 

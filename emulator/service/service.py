@@ -22,13 +22,14 @@ from regionlab.client.protocol import headers as H
 from regionlab.client.protocol.auth import CLOCK_SKEW_MAX_S, AuthError, MasterKeyVerifier, check_clock_skew, \
     date_epoch_s
 
+from ..core.cache import Cache, text_bytes
 from ..core.consistency import SESSION, STRONG
 from ..core.documents import min_lsn_for
 from ..core.errors import SUB_WRITE_FORBIDDEN, CosmosError
 from ..core.tally import Tally
 from . import request_faults, responses, routes
 from .paths import resource_kind
-from ..core.limits import DATES_CACHE_MAX_ENTRIES, SESSION_WAIT_MS, STRONG_WAIT_MS, WRITE_ACK_DEADLINE_MS
+from ..core.limits import DATES_CACHE_MAX_BYTES, SESSION_WAIT_MS, STRONG_WAIT_MS, WRITE_ACK_DEADLINE_MS
 
 log = logging.getLogger("regionlab.service")
 
@@ -47,7 +48,7 @@ class Service:
         self._skews = account.faults.requests.skews     # region -> its clock_skew faults (the same dict always)
         self.region = region
         self.verifier = MasterKeyVerifier(key) if key else None
-        self._dates_s: dict = {}            # x-ms-date text -> epoch seconds (parsed once)
+        self._dates_s = Cache(DATES_CACHE_MAX_BYTES)     # x-ms-date text -> epoch seconds (parsed once)
         self.max_clock_skew_s = CLOCK_SKEW_MAX_S    # ServerConfig may change it; 0 = off
         # (method, resource kind, status, substatus) -> replies sent: which region really served
         # what, for tests and the control port's topology. A call counted_as otherwise (call.py)
@@ -127,10 +128,7 @@ class Service:
         if date:
             date_s = self._dates_s.get(date)
             if date_s is None:
-                date_s = date_epoch_s(date)
-                if len(self._dates_s) >= DATES_CACHE_MAX_ENTRIES:
-                    self._dates_s.clear()
-                self._dates_s[date] = date_s
+                date_s = self._dates_s.put(date, date_epoch_s(date), text_bytes(date))
         self.verifier.verify(call.method, call.path.split("?", 1)[0], call.header(H.AUTHORIZATION), date)
         # After the signature: a request signed with another key is told that, not its date.
         # The region's clock judges the date: a clock_skew fault moves it (core/request_faults.py).

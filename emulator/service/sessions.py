@@ -8,11 +8,12 @@ the container's `_rid` (`x-ms-content-path`, cosmos-wire §10.2), so every reply
 from regionlab.client.protocol import headers as H
 from regionlab.client.protocol.session_token import parse_session_header
 
+from ..core.cache import Cache, text_bytes
 from ..core.errors import bad_request
-from ..core.limits import SESSION_TOKENS_CACHE_MAX_ENTRIES
+from ..core.limits import SESSION_TOKENS_CACHE_MAX_BYTES
 
-
-_parsed: dict = {}            # raw header -> parsed tokens (never mutated by readers)
+TOKEN_BYTES = 400             # one parsed range token (a VectorToken and its dict slot), measured ~330
+_parsed = Cache(SESSION_TOKENS_CACHE_MAX_BYTES)     # raw header -> parsed tokens (never mutated by readers)
 
 
 def parse_session(call) -> dict | None:
@@ -32,10 +33,7 @@ def parse_session_text(raw: str) -> dict:
     except ValueError as e:
         raise bad_request(f"The session token '{raw[:120]}' is malformed: {e}. Expected "
                           "<pkRangeId>:<version>#<globalLSN>[#<regionId>=<localLSN>...].") from None
-    if len(_parsed) >= SESSION_TOKENS_CACHE_MAX_ENTRIES:
-        _parsed.clear()
-    _parsed[raw] = tokens
-    return tokens
+    return _parsed.put(raw, tokens, text_bytes(raw) + TOKEN_BYTES * len(tokens))
 
 
 def token(rs, lsn: int) -> str:
