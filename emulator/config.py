@@ -345,8 +345,9 @@ OPTIONS = (
            NODES_PER_REGION_DEFAULT, "--nodes-per-region", "NODES_PER_REGION",
            "backend nodes per region, each a TCP listener", group=DIRECT),
     Option("direct_ports", optional(direct_ports), None, "--direct-ports", "DIRECT_PORTS",
-           f"port range the nodes listen on, MIN-MAX, or 0 for free ports (default "
-           f"{defaults.DIRECT_PORT_MIN}-{defaults.DIRECT_PORT_MAX}; free ports with --port 0)",
+           f"port range the nodes listen on, MIN-MAX (each node takes exactly its port), or 0 for free "
+           f"ports (default: the first free ports of {defaults.DIRECT_PORT_MIN}-{defaults.DIRECT_PORT_MAX}; "
+           f"free ports with --port 0)",
            group=DIRECT, metavar="MIN-MAX"),
     Option("query_mode", query_mode, "whole", "--query-mode", "QUERY_MODE",
            "whole: the gateway runs every query whole and returns final results; service: as the service, "
@@ -541,6 +542,7 @@ def _tls(v: dict) -> dict:
 
 def _build(v: dict):
     from .server import ServerConfig
+    direct_ports_given = v["direct_ports"] is not None
     if v["direct_ports"] is None:          # the nodes follow the region ports: free with --port 0
         v["direct_ports"] = (0, 0) if v["port"] == 0 else (defaults.DIRECT_PORT_MIN, defaults.DIRECT_PORT_MAX)
     _cross_check(v)
@@ -562,7 +564,8 @@ def _build(v: dict):
     return ServerConfig(account=account, host=host, advertise_host=advertise, global_port=v["port"],
                         control_port=v["control_port"], key=v["key"] if v["auth"] else None, seed=v["seed"],
                         header_timeout_s=v["header_timeout_s"], write_ack_timeout_s=v["write_ack_timeout_s"],
-                        direct_port_range=v["direct_ports"], direct_limits=v["direct_limits"],
+                        direct_port_range=v["direct_ports"], direct_ports_given=direct_ports_given,
+                        direct_limits=v["direct_limits"],
                         control_token=v["control_token"], connections_max=v["connections_max"],
                         read_only_endpoints=v["read_only_endpoints"], max_clock_skew_s=v["max_clock_skew_s"],
                         query_mode=v["query_mode"], direct_tls_cert=v["direct_tls_cert"],
