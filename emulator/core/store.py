@@ -164,6 +164,7 @@ class Version:
 
 
 _ETAG_MEMBER = b'"_etag":"\\"'          # the _etag member as the body holds it: "_etag":"\"...\""
+_ETAG_VALUE_OFFSET = len(_ETAG_MEMBER) - 1     # where the etag's opening quote is, after its backslash
 
 
 def etag_in(body: bytes) -> str | None:
@@ -171,8 +172,10 @@ def etag_in(body: bytes) -> str | None:
     start = body.rfind(_ETAG_MEMBER)
     if start < 0:
         return None
-    start += len(_ETAG_MEMBER)
-    return '"' + body[start:body.index(b'\\"', start)].decode() + '"'
+    start += _ETAG_VALUE_OFFSET
+    # From the escaped opening quote (its backslash left out) to the closing one's backslash:
+    # the etag but for its closing quote, one concatenation (every read of a settled version).
+    return body[start:body.index(b'\\"', start + 1)].decode() + '"'
 
 
 
