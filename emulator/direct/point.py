@@ -15,6 +15,11 @@ the array it goes out as.
   for), then 201/200 with or without the body (Prefer: return=minimal), as
   documents.create answers.
 
+Neither makes a Call of its own: each runs under its target's reader or writer call (targets.py),
+which carries what those steps take of a call (the service, the region, the serving replica);
+the request's own fields (its key, options, body and activity id) are passed as they are. A
+create that must wait gets a Call of its own then, for its task (replies.Waiting).
+
 What they leave out of Service.handle is what cannot apply here or is done before: the region's
 state (a node of a region that is out answers before any request runs: node.py), authentication
 (done in the handshake), request faults (none is on) and the envelope of Call, Reply and header
