@@ -27,12 +27,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gateway_bench import BENCH_RU_PER_S, lua_creates, lua_reads, measured, wrk  # noqa: E402
+from gateway_bench import BENCH_RU_PER_S, WRK_IDS, lua_creates, lua_reads, measured, wrk  # noqa: E402
 from rest_load import run, setup  # noqa: E402
 from server_proc import ServerProcess  # noqa: E402
 
 DB, COLL = "bench", "items"
-SEED_ITEMS = 1000                 # gateway_bench.WRK_IDS: the read script cycles over these
 
 
 def _server(python: str, module: str, tree: Path) -> ServerProcess:
@@ -44,9 +43,10 @@ def _server(python: str, module: str, tree: Path) -> ServerProcess:
 def _prepare(server: ServerProcess) -> str:
     base, key = server.ready["account_endpoint"], server.ready["key"]
     asyncio.run(setup(base, key, DB, COLL, BENCH_RU_PER_S))
-    seeded = asyncio.run(run(base, key, DB, COLL, "create", 16, SEED_ITEMS, id_prefix="c64-"))
+    # The items the read script cycles over (gateway_bench.lua_reads: ids c64-0 ... c64-999).
+    seeded = asyncio.run(run(base, key, DB, COLL, "create", 16, WRK_IDS, id_prefix="c64-"))
     if seeded["errors"]:
-        raise RuntimeError(f"seeding {SEED_ITEMS} items failed {seeded['errors']} times")
+        raise RuntimeError(f"seeding {WRK_IDS} items failed {seeded['errors']} times")
     return base
 
 
