@@ -245,7 +245,10 @@ class DirectConnection(asyncio.Protocol):
         if out:
             if not self.closed and not self.silenced:
                 if self.tls is None:
-                    self.transport.writelines(out)
+                    # Joined, not writelines(out): uvloop writes one buffer with one write(), but
+                    # several (a reply is two: its length prefix and its body) through a writev
+                    # context made per call, which costs more than copying a few replies.
+                    self.transport.write(b"".join(out))
                 elif self.tls.handshaken:    # before the TLS handshake, nothing can be sent
                     self.transport.write(self.tls.send(b"".join(out)))
             self.session.sent()
