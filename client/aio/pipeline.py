@@ -28,6 +28,7 @@ from regionlab.client.protocol import headers as H, status as S
 from regionlab.client.protocol.auth import MasterKeySigner
 
 from .hedged import RUN, FirstChainFailed, HedgeWatch, running_loop, task_of
+from .partition_ranges import PartitionRanges
 from .request import API_VERSION, USE_CLIENT_DEFAULT, Request, http_date
 from .transport import TransportError
 
@@ -66,6 +67,7 @@ class Pipeline:
         self.availability_strategy = hedging.AvailabilityStrategy.of(availability_strategy)
         self.timeout_s = timeout_s
         self.breaker = breaker            # None: no circuit breaker (the client's circuit_breaker=False)
+        self.ranges = PartitionRanges(self)   # the breaker's key: a request's partition key range
         self.sessions = sessions or SessionContainer()
         self.latency_threshold_ms = latency_threshold_ms
         # perf_counter, not the loop's clock: uvloop's ticks in whole milliseconds
@@ -98,13 +100,16 @@ class Pipeline:
             delay_ms = short + LOOP_TICK_MS
 
     # ---- the account ---------------------------------------------------------------------
-    async def ensure_account(self, diag: Diagnostics | None = None) -> None:
+    async def ensure_account(self, diag: Diagnostics | None = None, write: bool = False) -> None:
         """The account must be known before a request; a periodic refresh of a known one runs in
-        the background (as the SDKs'), so no request waits for it. An account that cannot be
-        read raises its error with `diag` (a fresh one when not given) saying so."""
+        the background (as the SDKs'), so no request waits for it — but a write waits for the
+        refresh that is due while the write region does not answer: the answer says where it
+        goes. An account that cannot be read raises its error with `diag` (a fresh one when not
+        given) saying so."""
         if not self.router.needs_refresh(self.now_ms()):
             return
-        if self.router.account is None or self.router.refresh_reason is not None:
+        if self.router.account is None or self.router.refresh_reason is not None or \
+                (write and self.router.write_down):
             own = diag is None
             diag = diag or Diagnostics("account_discovery", self.global_endpoint, self.now())
             try:
@@ -140,7 +145,8 @@ class Pipeline:
                        f"{[r.name for r in self.router.account.write_regions]}")
 
     async def _refresh(self) -> str:
-        reason = self.router.refresh_reason or "periodic"
+        reason = self.router.refresh_reason or ("the write region is not answering" if self.router.write_down
+                                                else "periodic")
         doc = await self._fetch_account()
         self.router.update(parse_account(doc), self.now_ms())
         self.account_document = doc
@@ -187,26 +193,46 @@ class Pipeline:
                 self._finish(diag, req, e.status_code, e.sub_status)
             raise
         except TimeoutError:
+            self._timed_out(req, diag)
             self._finish(diag, req, S.REQUEST_TIMEOUT, 0)
             raise CosmosClientTimeoutError(
                 f"the end-to-end timeout of {timeout_s} s passed; every attempt was cancelled",
                 diagnostics=diag, request_charge=diag.request_charge) from None
         self._finish(diag, req, result.status, result.sub_status)
         if result.reply is None:
+            self._forget_lost_session(req, diag, result)
             unknown = any(a.outcome_unknown for a in diag.attempts)
             raise CosmosHttpResponseError(S.SERVICE_UNAVAILABLE, f"no region answered: {result.error}" + (
                 "; the write was sent and not answered: it may have been applied (outcome unknown)"
                 if unknown else ""),
                                           diagnostics=diag, request_charge=diag.request_charge)
         if result.reply.status >= 400:
-            if (result.status, result.sub_status) == (S.NOT_FOUND, S.SUB_READ_SESSION_NOT_AVAILABLE) \
-                    and req.collection:
-                # The session names writes no region has (a forced failover lost them): as the
-                # SDKs do, forget the container's tokens so the next read is served again.
-                self.sessions.clear(req.collection)
-                diag.event(self.now(), "session", f"404/1002 after every retry: {req.collection}'s tokens dropped")
+            self._forget_lost_session(req, diag, result)
             raise self._error(result.reply, diag)
         return result.reply, diag
+
+    def _forget_lost_session(self, req, diag, result) -> None:
+        """A read that ended in 404/1002, or (single-write) failed after a 404/1002 sent it to a
+        write region that did not serve it either: the session names writes no reachable region
+        has (a forced failover lost them, or their region is out). As the SDKs do (Python's
+        should_clear_session_token_on_session_read_failure), forget the container's tokens so
+        the next read is served again."""
+        if not req.collection:
+            return
+        lost = (S.NOT_FOUND, S.SUB_READ_SESSION_NOT_AVAILABLE)
+        if (result.status, result.sub_status) != lost and (
+                req.is_write or self.router.multi_write
+                or not any((a.status, a.sub_status) == lost for a in diag.attempts)):
+            return
+        self.sessions.clear(req.collection)
+        diag.event(self.now(), "session", f"404/1002 after every retry: {req.collection}'s tokens dropped")
+
+    def _timed_out(self, req, diag) -> None:
+        """The end-to-end timeout cut a write off with no reply from its region: a write region
+        that does not answer (a blackhole) is followed as one that refuses (see regions.py)."""
+        last = diag.attempts[-1] if diag.attempts else None
+        if req.is_write and last is not None and last.status is None:
+            self.router.mark_write_unavailable(last.endpoint, self.now_ms())
 
     def _finish(self, diag, req, status, sub_status) -> None:
         diag.latency_ms = diag.elapsed_ms(self.now())
@@ -228,7 +254,9 @@ class Pipeline:
                          body=body)
 
     async def _run(self, req: Request, diag: Diagnostics) -> Result:
-        await self.ensure_account(diag)
+        await self.ensure_account(diag, req.is_write)
+        if self.breaker is not None and self.breaker.tracking:
+            await self._place(req)               # the breaker's order for its range
         regions = self._regions(req)             # once: the first region of either path
         hedges = (self._client_hedges if req.availability_strategy is USE_CLIENT_DEFAULT
                   else self._hedge_watch(hedging.AvailabilityStrategy.of(req.availability_strategy)))
@@ -263,11 +291,21 @@ class Pipeline:
         return hedges
 
     # ---- routing ---------------------------------------------------------------------------
+    def _breaker_applies(self, req) -> bool:
+        return self.breaker is not None and req.is_document and req.collection is not None and \
+            self.router.multi_write and (req.partition_key is not None or H.PK_RANGE_ID in req.headers)
+
+    async def _place(self, req) -> None:
+        """Find the request's partition key range for the breaker, once per request."""
+        if req.range_id is None and self._breaker_applies(req):
+            req.range_id = await self.ranges.range_of(req)
+
     def _partition(self, req):
-        """The breaker's key of a request, or None when the breaker does not apply to it."""
-        if self.breaker is None or not (req.is_document and req.partition_key is not None and self.router.multi_write):
+        """The breaker's key of a request, (container, partition key range id), or None when the
+        breaker does not apply to it or its range is not known."""
+        if req.range_id is None or not self._breaker_applies(req):
             return None
-        return req.collection, req.partition_key
+        return req.collection, req.range_id
 
     def _regions(self, req) -> list:
         regions = self.router.applicable(req.is_write, self.now_ms(), req.excluded_locations)
@@ -290,26 +328,34 @@ class Pipeline:
             if outcome.status is not None and outcome.status < 400:
                 return result
             kind = retry.RequestKind(req.is_write, req.idempotent, self.router.multi_write,
-                                     len(self._regions(req)))
+                                     len(self._regions(req)), len(self.router.account.read_regions))
             decision = retry.decide(self.retry_options, state, outcome, kind)
-            if not decision.retry or (pinned and decision.route != "same"):
+            # What the attempt said about its region holds whether or not this chain goes on.
+            if decision.write_region_down and not self.router.multi_write:
+                self.router.mark_write_unavailable(region.endpoint, self.now_ms())
+            if decision.mark_unavailable:
+                self.router.mark_unavailable(region.endpoint, self.now_ms())
+            if decision.refresh_account:
+                self.router.request_refresh(decision.reason)
+            # A pinned chain keeps to its region, but a session goes where it can be served.
+            target = self._session_region(req, tried) if decision.route == "session" else region
+            if not decision.retry or (pinned and decision.route == "next") or target is None:
                 if pinned and not hedge:         # a hedged operation's inline chain: the race decides
                     raise FirstChainFailed(result)
                 return result
             reason = decision.reason
-            if decision.mark_unavailable:
-                self.router.mark_unavailable(region.endpoint, self.now_ms())
-            if decision.refresh_account:
-                self.router.request_refresh(reason)
             if decision.delay_ms:
                 await self.wait_ms(decision.delay_ms)
             if decision.refresh_account:
                 await self._refresh_quietly(diag)
-            if not pinned:
-                region = self.router.primary() if decision.route == "write" else \
-                    self._pick(req, None if decision.route == "next" else region, tried)
-                if region.name not in tried:
-                    tried.append(region.name)
+            if decision.route == "write":
+                region = self.router.primary()
+            elif decision.route == "session":
+                region = target
+            elif not pinned:
+                region = self._pick(req, None if decision.route == "next" else region, tried)
+            if region.name not in tried:
+                tried.append(region.name)
 
     def _pick(self, req, current, tried):
         """The region for the next attempt: `current` again (a local retry), or, after a move
@@ -322,6 +368,13 @@ class Pipeline:
             if r.name not in tried:
                 return r
         return regions[0]
+
+    def _session_region(self, req, tried):
+        """A read region of the account this chain has not tried (preferred ones first), or None."""
+        for r in self.router.every_read_region(self.now_ms(), req.excluded_locations):
+            if r.name not in tried:
+                return r
+        return None
 
     async def _refresh_quietly(self, diag) -> None:
         try:
@@ -341,20 +394,30 @@ class Pipeline:
             attempt.latency_ms = (self.now() - started) * 1000.0
             attempt.error = str(e)
             attempt.outcome_unknown = req.is_write and e.kind != retry.CONNECT_ERROR
-            self._record_breaker(req, diag, region, None, e.kind)
+            if self.breaker is not None:
+                await self._record_breaker(req, diag, region, True)
             return Result(None, str(e), region), retry.Outcome(None, transport_error=e.kind)
         except asyncio.CancelledError:
             attempt.latency_ms = (self.now() - started) * 1000.0
             attempt.error = "cancelled"
             raise
         attempt.latency_ms = (self.now() - started) * 1000.0
+        if self.router.write_down and reply.status != S.SERVICE_UNAVAILABLE:
+            self.router.mark_write_available(region.endpoint)
         attempt.direct = getattr(reply, "direct", None)
         h = reply.headers
         attempt.status = reply.status
         attempt.sub_status = int(h.get(H.SUBSTATUS) or 0)
         attempt.request_charge = float(h.get(H.REQUEST_CHARGE) or 0.0)
         self._capture_session(req, region, reply)
-        self._record_breaker(req, diag, region, reply.status, None)
+        if reply.status == S.GONE and attempt.sub_status == S.SUB_PARTITION_KEY_RANGE_GONE and req.collection:
+            self.ranges.forget(req.collection)   # a split or merge: the ranges are read again
+            req.range_id = None
+        if self.breaker is not None:
+            failed = cb.is_failure(reply.status, None)
+            # a 429 says nothing of the region's health
+            if (failed or self.breaker.tracking) and reply.status != S.TOO_MANY_REQUESTS:
+                await self._record_breaker(req, diag, region, failed)
         retry_after = h.get(H.RETRY_AFTER_MS)
         return (Result(reply, None, region),
                 retry.Outcome(reply.status, attempt.sub_status, int(retry_after) if retry_after else None))
@@ -392,18 +455,17 @@ class Pipeline:
         return partition is not None and \
             self.breaker.state(partition, region.name, self.now_ms()) == cb.UNAVAILABLE
 
-    def _record_breaker(self, req, diag, region, status, transport_error) -> None:
-        if self.breaker is None:
-            return
-        failed = cb.is_failure(status, transport_error)
-        if not failed and not self.breaker.tracking:
-            return                       # a success with no failure counted anywhere: nothing to reset
+    async def _record_breaker(self, req, diag, region, failed: bool) -> None:
+        """Count an attempt's outcome. Called for every failure and, while the breaker tracks
+        something, every success (with nothing counted anywhere a success has nothing to reset)."""
+        await self._place(req)
         partition = self._partition(req)
-        if partition is None or status == S.TOO_MANY_REQUESTS:
+        if partition is None:
             return
         changed = self.breaker.record(partition, region.name, req.is_write, failed, self.now_ms())
         if changed is not None:
-            diag.event(self.now(), "breaker", f"partition {partition[1]} in {region.name}: {changed}")
+            diag.event(self.now(), "breaker", f"partition key range {partition[1]} of {partition[0]} "
+                       f"in {region.name}: {changed}")
         if failed and self._breaker_task is None:
             self._breaker_task = asyncio.get_running_loop().create_task(self._breaker_sweep())
 
@@ -420,4 +482,5 @@ class Pipeline:
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+        await self.ranges.close()
         await self.transport.close()

@@ -22,11 +22,21 @@ else after the primary): every request goes there, and nothing fails over, as in
 
 Refresh: every `refresh_interval_ms` (5 min by default), and at once after `request_refresh`
 (403/3, 403/1008, a regional 503). The pipeline asks `needs_refresh(now_ms)` before a request.
+
+Following a failover. A single-write account's writes have nowhere to go but the write region
+until the service fails over, and nothing tells a client that it did but the account document:
+the old write region answers 503, resets, refuses or stays silent. So when the write region does
+not answer (`mark_write_unavailable`: a 503 to a write, a transport error, a write the end-to-end
+timeout cut off), the account is re-read every FAILOVER_REFRESH_MS instead of every 5 minutes,
+until the account names another write region (writes go there from then on), the region answers
+again, or UNAVAILABLE_MS pass. The SDKs re-read it only on their 5-minute timer or after a 403/3,
+which a region that does not answer never sends.
 """
 from dataclasses import dataclass
 
 ACCOUNT_REFRESH_MS = 5 * 60 * 1000
 UNAVAILABLE_MS = 5 * 60 * 1000           # as the SDK's location cache expiry
+FAILOVER_REFRESH_MS = 1_000              # the account, while the write region does not answer
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,7 @@ class RegionRouter:
         self.refreshed_ms: float | None = None
         self.refresh_reason: str | None = "start"
         self._unavailable: dict[str, float] = {}     # endpoint -> until_ms
+        self.write_down: dict[str, float] = {}       # write region endpoint -> until_ms: not answering
         self._plain: dict[bool, list[Region]] = {}    # the order without exclusions or marks
 
     # ---- excluded locations: a list, or a callable that returns one, changeable at any time ----
@@ -101,6 +112,9 @@ class RegionRouter:
         self._plain = {}
         self.refreshed_ms = now_ms
         self.refresh_reason = None
+        if self.write_down:                  # a region that is no longer a write region is done with
+            writes = {r.endpoint for r in account.write_regions}
+            self.write_down = {e: until for e, until in self.write_down.items() if e in writes}
 
     def request_refresh(self, reason: str) -> None:
         self.refresh_reason = reason
@@ -108,7 +122,29 @@ class RegionRouter:
     def needs_refresh(self, now_ms: float) -> bool:
         if self.refresh_reason is not None or self.refreshed_ms is None:
             return True
-        return now_ms - self.refreshed_ms >= self.refresh_interval_ms
+        elapsed_ms = now_ms - self.refreshed_ms
+        if elapsed_ms >= self.refresh_interval_ms:
+            return True
+        return bool(self.write_down) and elapsed_ms >= FAILOVER_REFRESH_MS and self._write_region_down(now_ms)
+
+    # ---- a write region that does not answer ------------------------------------------------
+    def mark_write_unavailable(self, endpoint: str, now_ms: float) -> bool:
+        """`endpoint` did not answer; if it is a write region, re-read the account every
+        FAILOVER_REFRESH_MS from now on (see the theory above). Whether it was one."""
+        if self.account is None or not any(r.endpoint == endpoint for r in self.account.write_regions):
+            return False
+        self.write_down[endpoint] = now_ms + UNAVAILABLE_MS
+        return True
+
+    def mark_write_available(self, endpoint: str) -> None:
+        """`endpoint` answered: back to the periodic refresh."""
+        self.write_down.pop(endpoint, None)
+
+    def _write_region_down(self, now_ms: float) -> bool:
+        for endpoint, until in list(self.write_down.items()):
+            if now_ms >= until:
+                del self.write_down[endpoint]
+        return bool(self.write_down)
 
     @property
     def multi_write(self) -> bool:
@@ -160,6 +196,15 @@ class RegionRouter:
             return [self.primary()]
         up = [r for r in kept if not self.is_unavailable(r.endpoint, now_ms)]
         return up + [r for r in kept if r not in up]
+
+    def every_read_region(self, now_ms: float, excluded=None) -> list[Region]:
+        """Every read region of the account a request may use: `applicable(False)`'s order, then
+        the account's read regions outside the preference (a session retry looks there too)."""
+        order = self.applicable(False, now_ms, excluded)
+        names = self.excluded_locations if excluded is None else [excluded] if isinstance(excluded, str) else excluded
+        dropped = {normalise(n) for n in names}
+        return order + [r for r in self.account.read_regions
+                        if r not in order and normalise(r.name) not in dropped]
 
     def _preferred_order(self, candidates) -> list[Region]:
         if not self.preferred:

@@ -14,19 +14,26 @@ unavailable, and gives the reason that diagnostics record. The rules, with their
 * 403/3: the region no longer takes writes: refresh the account and retry in the new write
   region (at once the first time, then every second, as the SDK; bounded);
 * 403/1008: the region no longer serves the account: mark it unavailable, refresh, next region;
-* 404/1002: the replica is behind the session: single-write → once in the write region;
-  multi-write → the next preferred region, once per region;
+* 404/1002: the replica is behind the session: single-write → once in the write region (and
+  when the write region does not answer that retry, the account's other read regions not yet
+  tried, once each: one of them may have the session); multi-write → the next preferred region,
+  once per region;
 * 503: the next region at once while regions are left (as the SDKs: the service said this
   region cannot serve it), refreshing the account; in the last region (or a single one) the
   local retry below;
 * 408, connection refused/reset/timeout (and a 503 with no region left): retry in the same
   region LOCAL_RETRIES_MAX times after LOCAL_RETRY_WAIT_MS, then the next region, while regions
-  are left. Reads always; writes only when they cannot have happened (not sent), or on a
+  are left, marking the region unavailable after a transport error. Reads always; writes only when they cannot have happened (not sent), or on a
   multi-write account when the write is idempotent or the caller opted in with
   `non_idempotent_write_retry`.
 * everything else (400, 401, 404/0, 409, 412, 413, 449, 410 in gateway mode) is raised.
+
+A region that did not answer — a transport error of any request, or a 503 to a write of a
+single-write account — is reported with `write_region_down`, retried or not: if it is the write
+region, the router re-reads the account every second until the service has failed over
+(client/policies/regions.py), so the writes after it go to the new write region.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from regionlab.client.protocol import status as S
 
@@ -74,6 +81,7 @@ class RequestKind:
     idempotent: bool = True              # reads, upserts and replaces; not creates, deletes, patches
     multi_write: bool = False
     regions: int = 1                     # how many applicable regions the request has
+    read_regions: int = 1                # how many read regions the account has
 
 
 @dataclass(frozen=True)
@@ -81,9 +89,10 @@ class Decision:
     retry: bool
     reason: str = ""
     delay_ms: int = 0
-    route: str = "same"                  # "same", "next", "write"
+    route: str = "same"                  # "same", "next", "write", "session" (a read region not tried)
     refresh_account: bool = False
     mark_unavailable: bool = False
+    write_region_down: bool = False      # the region did not answer: if a write region, follow the account
 
 
 RAISE = Decision(False)
@@ -97,6 +106,7 @@ class RetryState:
     credits_waited_ms: int = 0
     forbidden_retries: int = 0
     session_retries: int = 0
+    session_rescues: int = 0
     local_retries: int = 0
     region_moves: int = 0
 
@@ -167,11 +177,24 @@ def _may_retry_unavailable(options, outcome, kind) -> bool:
 
 
 def _unavailable(options, state, outcome, kind) -> Decision:
+    down = outcome.transport_error is not None or (
+        outcome.status == S.SERVICE_UNAVAILABLE and kind.is_write and not kind.multi_write)
+    decision = _unavailable_retry(options, state, outcome, kind)
+    return replace(decision, write_region_down=True) if down else decision
+
+
+def _unavailable_retry(options, state, outcome, kind) -> Decision:
     if not _may_retry_unavailable(options, outcome, kind):
         return RAISE
     what = outcome.transport_error or f"{outcome.status}/{outcome.sub_status}"
     regional = outcome.status == S.SERVICE_UNAVAILABLE or outcome.transport_error == CONNECT_ERROR
     crosses = not kind.is_write or kind.multi_write
+    if state.session_retries and not kind.multi_write and state.session_rescues < kind.read_regions - 2:
+        # The write region did not answer the session retry (404/1002 elsewhere before it): the
+        # session may still be readable in a read region this request has not tried.
+        state.session_rescues += 1
+        return Decision(True, f"{what} in the write region: the session from a read region not tried",
+                        0, "session", refresh_account=regional)
     if outcome.status == S.SERVICE_UNAVAILABLE and crosses and state.region_moves < kind.regions - 1:
         # The service said it cannot serve here: as the SDKs (Java's ClientRetryPolicy, Python's
         # _ServiceUnavailableRetryPolicy), the next preferred region at once, no local retry.
@@ -183,8 +206,11 @@ def _unavailable(options, state, outcome, kind) -> Decision:
                         refresh_account=regional)
     if not crosses:
         return RAISE
+    # Twice no answer at the transport level (refused, reset, timed out): the endpoint is down,
+    # not one partition; later requests go elsewhere first (as the SDKs mark it on connection
+    # errors) instead of each paying the failed attempts again.
     return _next_region(state, kind, f"{what}: next region", refresh=regional,
-                        mark=outcome.transport_error == CONNECT_ERROR)
+                        mark=outcome.transport_error is not None)
 
 
 def _next_region(state, kind, reason, refresh=False, mark=False) -> Decision:

@@ -42,6 +42,29 @@ OUTAGE_BLACKHOLE = "blackhole"
 OUTAGE_MODES = (OUTAGE_REFUSE, OUTAGE_RESET, OUTAGE_UNAVAILABLE, OUTAGE_BLACKHOLE)
 OUTAGE_MODE_DEFAULT = OUTAGE_UNAVAILABLE
 FAULT_TYPES += DIRECT_FAULT_TYPES              # replica_move, node_crash, direct_ports_blocked
+# The fields each fault type takes (beyond "type" and "duration_ms"), and which of them name
+# regions: what a scenario file is checked against before a run starts (scenario_steps.py). The
+# registry reads what it needs of a spec; this table is the catalogue's list of all of it.
+_SELECTORS = ("database", "container", "partition")
+FAULT_FIELDS = {
+    "region_outage": ("region", "mode"),
+    "link_cut": ("from", "to", "one_way"),
+    "link_lag": ("from", "to", "one_way", "lag_ms", "jitter_ms"),
+    "primary_crash": ("region",) + _SELECTORS,
+    "replica_crash": ("region", "replica") + _SELECTORS,
+    "replica_slow": ("region", "replica", "delay_ms") + _SELECTORS,
+    "throttle_storm": ("region", "share", "op", "retry_after_ms", "seed"),
+    "latency": ("region", "delay_ms", "jitter_ms", "op", "share", "seed") + _SELECTORS,
+    "error": ("region", "status", "substatus", "share", "count", "op", "seed") + _SELECTORS,
+    "timeout_after_apply": ("region", "share", "op", "seed") + _SELECTORS,
+    "tcp_reset": ("region", "share", "seed"),
+    "clock_skew": ("region", "offset_ms"),
+    "replica_move": ("region", "replica", "to") + _SELECTORS,
+    "node_crash": ("region", "node"),
+    "direct_ports_blocked": ("region",),
+}
+FAULT_REGION_FIELDS = {t: tuple(f for f in fields if f == "region" or f in ("from", "to") and t.startswith("link_"))
+                       for t, fields in FAULT_FIELDS.items()}
 # The faults a durable account keeps across a restart (account_image.py): the links' state.
 # The others (outages, crashes, request faults) are what a process restart itself ends.
 KEPT_FAULT_TYPES = ("link_cut", "link_lag")

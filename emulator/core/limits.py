@@ -70,12 +70,22 @@ QUERY_COUNT_MAX = 2 ** 31 - 1                # largest TOP / OFFSET / LIMIT acce
 FUNCTION_MAX_ARGS = 256                      # of CONCAT, ARRAY_CONCAT, SETUNION, CHOOSE, ...
 REPLICATE_MAX_CHARS = 10_000                 # the service refuses to build longer strings (undefined)
 # A query page's execution budget, counted in work units (one per document loaded, one per row
-# a FROM or JOIN makes) so the core stays clock-free: 16,000 units are at most about 40 ms of CPU
-# for every query shape in bench/query_budget.py. A streaming page ends (with a continuation)
-# when it has spent one slice; a blocking page (ORDER BY, aggregates, DISTINCT) runs in slices
-# and is 400 with advice to narrow it past QUERY_REQUEST_MAX_WORK_UNITS.
-QUERY_SLICE_MAX_WORK_UNITS = 16_000
-QUERY_REQUEST_MAX_WORK_UNITS = 2_000 * QUERY_SLICE_MAX_WORK_UNITS
+# a FROM or JOIN makes) so the core stays clock-free (core/query_page.py). Every page runs in
+# slices, and the event loop serves every other request between two: a slice is about a
+# millisecond of CPU for every query shape in bench/query_budget.py. A streaming page ends
+# (with a continuation) after QUERY_PAGE_MAX_WORK_UNITS (at most about 40 ms of CPU); a page of
+# aggregates that carries its partials in its continuation after
+# QUERY_AGGREGATE_PAGE_MAX_WORK_UNITS (about a third of a second here, a few seconds on a loaded
+# machine: well inside the clients' request timeouts; the service's pages stop at about 5 s);
+# a GROUP BY, ORDER BY or DISTINCT page reads all its inputs and is 400 with advice to narrow it
+# past QUERY_REQUEST_MAX_WORK_UNITS.
+QUERY_SLICE_MAX_WORK_UNITS = 500
+QUERY_PAGE_MAX_WORK_UNITS = 16_000
+QUERY_AGGREGATE_PAGE_MAX_WORK_UNITS = 16 * QUERY_PAGE_MAX_WORK_UNITS
+QUERY_REQUEST_MAX_WORK_UNITS = 2_000 * QUERY_PAGE_MAX_WORK_UNITS
+# An aggregate page's partials ride its continuation, a header the client sends back: past this
+# (a MAX over long strings) the page runs on to its end instead.
+QUERY_PARTIALS_MAX_BYTES = 8 * 1024
 
 # ---- the gateway's HTTP requests (gateway/http.py, gateway/chunked.py) -------------------------
 REQUEST_HEAD_MAX_BYTES = 64 * 1024           # request line and headers; past it 431, then close
@@ -92,13 +102,19 @@ KEEPALIVE_TIMEOUT_S = 75.0
 # A signed request's x-ms-date may be this far from the server's clock (CLOCK_SKEW_MAX_S, the
 # default of --max-clock-skew-s), else 401: re-exported from client/protocol/auth.py.
 
-# ---- connections (gateway/refusal.py, gateway/tls_listener.py) --------------------------------
-# Per listener (each gateway port and the control port): one more connection is answered 503
-# with TURNED_AWAY_RETRY_AFTER_MS and closed; its request is read and dropped for
-# TURNED_AWAY_LINGER_S so the client reads the answer, and at most TURNED_AWAY_LINGERING_MAX such
-# refusals linger per listener (later ones are closed at once). Five listeners at the cap stay
-# below the common 1,024 open-files default.
+# ---- connections (core/connection_slots.py, gateway/refusal.py, gateway/tls_listener.py) ---------
+# Per listener (each gateway port and the control port). At the cap a new connection sheds a
+# silent or idle one (core/connection_slots.py); only when every one has a request in progress
+# is it answered 503 with TURNED_AWAY_RETRY_AFTER_MS and closed; its request is read and dropped
+# for TURNED_AWAY_LINGER_S so the client reads the answer, and at most TURNED_AWAY_LINGERING_MAX
+# such refusals linger per listener (later ones are closed at once). Five listeners at the cap
+# stay below the common 1,024 open-files default.
 CONNECTIONS_PER_LISTENER_MAX = 128
+# A listener (a direct node too) with this share of its cap taken is under pressure: a connection
+# must then begin a request (first byte, any TLS or direct handshake, and a whole first head)
+# within SILENT_DEADLINE_UNDER_PRESSURE_S of connecting, or it is closed.
+PRESSURE_OCCUPANCY_FRACTION = 0.75
+SILENT_DEADLINE_UNDER_PRESSURE_S = 2.0
 TURNED_AWAY_LINGERING_MAX = 16
 TURNED_AWAY_LINGER_S = 2.0
 TURNED_AWAY_RETRY_AFTER_MS = 1000

@@ -13,7 +13,7 @@ import os
 from importlib import resources
 
 from . import html, runner, table
-from .scenario import Drill, DrillError, load, parse
+from .scenario import Drill, DrillError, check_regions, load, parse
 
 SHORT_SCALE = 0.3                  # `--short`: every time of the drill times this
 
@@ -33,6 +33,11 @@ class Report(dict):
     @property
     def phases(self) -> list[dict]:
         return self["phases"]
+
+    @property
+    def ended(self) -> str:
+        """completed, aborted (a stop condition, or the steady state before the first fault) or interrupted."""
+        return self["ended"]["kind"]
 
 
 def builtin_names() -> list[str]:
@@ -61,18 +66,20 @@ def resolve(file_or_name) -> Drill:
 
 
 def run(file_or_name, *, target=None, scale: float = 1.0, seed: int = 0, out=None,
-        report_dir: str | None = None) -> "Report":
+        report_dir: str | None = None, handle_signals: bool = False) -> "Report":
     """Run a drill and return its report (a dict, as report.json has it). Without a target it
     starts its own emulator of the drill's account; with report_dir it writes report.json and
-    report.html there."""
+    report.html there. handle_signals: SIGINT/SIGTERM end the run early, reported as interrupted."""
     drill = resolve(file_or_name)
     if scale != 1.0:
         drill = drill.scaled(scale)
+    if target is not None and target.regions:
+        check_regions(drill, target.regions)
     if target is None:
         with runner.own_emulator(drill) as own:
-            report = runner.run(drill, own, out, seed)
+            report = runner.run(drill, own, out, seed, handle_signals)
     else:
-        report = runner.run(drill, target, out, seed)
+        report = runner.run(drill, target, out, seed, handle_signals)
     if report_dir is not None:
         write(report, report_dir)
     return Report(report)

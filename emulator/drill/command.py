@@ -1,9 +1,12 @@
 """`regionlab drill NAME | run FILE | list`: the command line of drills (docs/drills.md).
 
-Exit status: 0 when every assertion held, 1 when one failed (so a drill can gate CI), 2 for a
-usage error or a scenario that cannot run (one line on stderr)."""
+Exit status: 0 when every assertion held, 1 when one failed or the run was aborted (so a drill
+can gate CI), 2 for a usage error or a scenario that cannot run (one line on stderr), 128 + the
+signal's number (130 for Ctrl-C, 143 for SIGTERM) when a signal ended it: the report of what ran
+is written all the same."""
 import argparse
 import logging
+import signal
 import sys
 
 from . import SHORT_SCALE, builtin, builtin_names, resolve, run, table
@@ -59,9 +62,23 @@ def main(argv: list, out=None) -> int:
         target = None
         if args.control:
             target = remote(args.control, control_token(args.control_token), args.endpoint, args.key)
-        report = run(drill, target=target, scale=scale, seed=args.seed, out=out, report_dir=args.out)
+        report = run(drill, target=target, scale=scale, seed=args.seed, out=out, report_dir=args.out,
+                     handle_signals=True)
     except (ConfigError, ControlError) as e:
         print(f"regionlab drill: error: {getattr(e, 'message', None) or e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:       # a second Ctrl-C, or one before the run began: no report
+        print("regionlab drill: interrupted before a report could be written", file=sys.stderr)
+        return 128 + signal.SIGINT
     print_reply(table.render(report) + f"\nreport: {args.out}/report.json, {args.out}/report.html", out)
+    return exit_status(report)
+
+
+def exit_status(report: dict) -> int:
+    ended = report["ended"]
+    if ended["kind"] == "interrupted":
+        return 128 + ended["signal"]
+    if ended.get("refused"):
+        print(f"regionlab drill: error: {ended['reason']}", file=sys.stderr)
+        return 2
     return 0 if report["passed"] else 1

@@ -13,10 +13,12 @@ of every setup, named "[setup] ..."; `lost_writes` summed; `assertions` of every
 the same way), adds `setups` (each setup's own report, its timeline included) and `comparison`
 (one row per setup), and has no top-level `timeline`: each setup has its own.
 """
+from . import judge
 from .report import in_window, summarize
 
-SETUP_FIGURES = ("total", "outside_fault_windows", "in_fault_windows", "phases", "faults", "client_changes",
-                 "lost_writes", "failovers", "timeline", "history_check", "assertions", "passed")
+SETUP_FIGURES = ("total", "outside_fault_windows", "in_fault_windows", "steady_state", "phases", "faults",
+                 "client_changes", "lost_writes", "failovers", "timeline", "history_check", "assertions", "passed",
+                 "ended")
 
 
 def row(name: str, report: dict) -> dict:
@@ -55,7 +57,11 @@ def combine(drill, runs: list) -> dict:
     span_all = drill.duration_ms * len(runs)
     first = runs[0][1]
     assertions = [a for setup, r, _ in runs for a in _named(r["assertions"], setup["name"], "name")]
+    ended = next(({**r["ended"], "reason": f"[{setup['name']}] {r['ended']['reason']}"} for setup, r, _ in runs
+                  if r["ended"]["kind"] != "completed"), {"kind": "completed"})
     return {"drill": drill.name, "description": drill.description, "duration_ms": drill.duration_ms,
+            "duration_scale": first["duration_scale"], "duration_scale_min": first["duration_scale_min"],
+            "ended": ended,
             "account": first["account"], "workload": dict(first["workload"], client_options=drill.client_options),
             "total": summarize(all_ops, span_all),
             "outside_fault_windows": summarize(outside, max(span_all - span_in, 1)),
@@ -68,4 +74,5 @@ def combine(drill, runs: list) -> dict:
             "setups": [{"name": setup["name"], "client_options": r["workload"]["client_options"],
                         **{k: r[k] for k in SETUP_FIGURES}} for setup, r, _ in runs],
             "comparison": [row(setup["name"], r) for setup, r, _ in runs],
-            "assertions": assertions, "passed": all(a["held"] for a in assertions)}
+            "assertions": assertions,
+            "passed": judge.passed(assertions) and ended["kind"] == "completed" and len(runs) == len(drill.setups)}

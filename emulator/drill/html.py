@@ -170,11 +170,15 @@ def render(report: dict) -> str:
     phase_rows = [(p["name"], p["ops"], p["ops_per_s"], _fmt(p["errors_by_status"]), p["p50_ms"], p["p99_ms"],
                    _fmt(p["retries_by_reason"]), p["request_charge"], p["hedged_extra_charge"], _fmt(p["served_by"]))
                   for p in report["phases"] + [dict(report["total"], name="total")]]
-    fault_rows = [(w["label"], w["start_ms"], w["end_ms"], "not recovered" if w["rto_ms"] is None else w["rto_ms"],
+    fault_rows = [(w["label"], w["start_ms"], w["end_ms"], w["ops"], f"{w['availability']:.2%}" if w["ops"] else "-",
+                   w["p99_ms"], _fmt(w["errors_by_status"]),
+                   "not recovered" if w["rto_ms"] is None else f"{w['rto_ms']:.0f} ±{w['rto_bin_ms']}",
                    w["rpo_writes"]) for w in report["faults"]]
     lost = report["lost_writes"]
     lost_rows = [(w["id"], w["partition"], w["lsn"], w["operation"], w["region"], w["reason"]) for w in lost["writes"]]
-    verdicts = [("PASS" if a["held"] else "FAIL", a["name"], a["value"], f"{a['op']} {a['limit']}")
+    verdicts = [({True: "PASS", False: "FAIL", None: "not judged"}[a["held"]],
+                 a["name"] + (f" ({a['detail']})" if a.get("detail") else ""),
+                 "nothing to judge" if a["held"] is None else a["value"], f"{a['op']} {a['limit']}")
                 for a in report["assertions"]]
     if plt is None:
         figures = (f"<p class=note>Plots need matplotlib: <code>{INSTALL_HINT}</code>, then run the drill "
@@ -183,7 +187,13 @@ def render(report: dict) -> str:
         drawn = comparison_plots(report, plt) if "setups" in report else plots(report, plt)
         figures = "".join(f"<figure><img alt='{html.escape(t)}' src='{src}'><figcaption>{html.escape(t)}"
                           f"</figcaption></figure>" for t, src in drawn)
-    result = "passed" if report["passed"] else "FAILED"
+    ended = report.get("ended", {"kind": "completed"})
+    result = ended["kind"].upper() if ended["kind"] != "completed" else "passed" if report["passed"] else "FAILED"
+    stopped = "" if ended["kind"] == "completed" else (
+        f"<p class=note>The run was {ended['kind']} at {ended['at_ms'] / 1000:.1f} s: {html.escape(ended['reason'])}. "
+        "Every fault it injected was healed; this is the report of what ran.</p>")
+    scale = report.get("duration_scale", 1.0)
+    scaled = "" if scale == 1.0 else f"<p>Every time of the timeline x{scale:g} (--duration-scale).</p>"
     compared = ""
     if "comparison" in report:
         rows = [(r["setup"], json.dumps(s["client_options"]), r["ops"], r["availability"],
@@ -202,15 +212,15 @@ def render(report: dict) -> str:
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>regionlab drill {html.escape(report['drill'])}</title>
 <style>body{{font:14px system-ui,sans-serif;margin:2em;color:#222}}table{{border-collapse:collapse;margin:.5em 0 1.5em}}
 td,th{{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left}}th{{background:#f0f0f0}}
-.passed{{color:#070}}.FAILED{{color:#b00}}.note{{background:#fff8dc;padding:.6em}}figure{{margin:0 0 1em}}</style></head><body>
+.passed{{color:#070}}.FAILED,.ABORTED,.INTERRUPTED{{color:#b00}}.note{{background:#fff8dc;padding:.6em}}figure{{margin:0 0 1em}}</style></head><body>
 <h1>regionlab drill <code>{html.escape(report['drill'])}</code>: <span class="{result}">{result}</span></h1>
-<p>{html.escape(report['description'])}</p>
+{stopped}<p>{html.escape(report['description'])}</p>{scaled}
 <p>Account: {html.escape(', '.join(report['account']['regions']))}; {report['account']['consistency']};
 multi-write {report['account']['multi_write']}. Workload: {html.escape(json.dumps(report['workload']))}</p>
 <h2>Assertions</h2>{_table(('', 'assertion', 'value', 'limit'), verdicts) if verdicts else '<p>none</p>'}
 {compared}{changes}<h2>Plots</h2>{figures}
 <h2>Phases</h2>{_table(('phase', 'ops', 'ops/s', 'errors', 'p50 ms', 'p99 ms', 'retries', 'RU', 'hedged extra RU', 'served by'), phase_rows)}
-<h2>Faults: recovery (RTO) and lost writes (RPO)</h2>{_table(('fault / failover', 'from ms', 'to ms', 'RTO ms', 'lost writes'), fault_rows)}
+<h2>Faults: availability, recovery (RTO) and lost writes (RPO) of each window</h2>{_table(('fault / failover', 'from ms', 'to ms', 'ops', 'availability', 'p99 ms', 'errors', 'RTO ms', 'lost writes'), fault_rows)}
 <h2>Lost writes</h2><p>{lost['listed']} listed by GET /lost-writes; {lost['acknowledged_unreadable']} of
 {lost['acknowledged_writes']} acknowledged writes no longer readable; every unreadable one listed: {lost['match']}.</p>
 {_table(('id', 'partition', 'lsn', 'operation', 'region', 'reason'), lost_rows) if lost_rows else ''}

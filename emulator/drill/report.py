@@ -1,17 +1,22 @@
 """From a drill's operations and the emulator's counters to its report: phases (the spans between
-schedule steps), fault windows, per-fault RTO and RPO, a per-second timeline, and the assertions.
+schedule steps), fault windows with their own availability, p99, RTO and RPO, the steady state
+before the first fault and after the last, a per-second timeline, and the assertions' verdicts
+(judge.py).
 
 Pure functions of recorded data (no I/O), so the arithmetic is unit-tested on hand-made ops.
-Availability counts operations *started outside* every fault window; a read of an absent key
-(404/0) is a served read. p99 for the assertion is over the same operations.
+`outside_fault_windows` counts operations *started outside* every fault window; a fault window's
+own figures count every operation in flight during it. A read of an absent key (404/0) is a
+served read.
 """
 from dataclasses import dataclass, field
 
+from . import judge
 from .scenario import FAILOVER_WINDOW_MS
 from .workload import Op
 
 TIMELINE_BUCKETS = 60           # points of the timeline plots, whatever the drill's length
 TIMELINE_BUCKET_MS_MIN = 100
+RTO_BIN_MS = 100           # RTO's resolution
 CLOCK_SLACK_MS = 50       # the control port stamps failovers on the wall clock, the drill on its own
 
 
@@ -35,7 +40,9 @@ def describe(step: dict) -> str:
     if "failover" in step:
         return f"{step['failover'].get('kind', 'graceful')} failover -> {step['failover']['region']}"
     if "client" in step:
-        return "client: " + ", ".join(f"{k} {v}" for k, v in step["client"].items())
+        changes = [f"{k} {v}" for k, v in step["client"].items() if k != "restart"]
+        return ", ".join((["client restart"] if step["client"].get("restart") else []) + (
+            ["client: " + ", ".join(changes)] if changes else []))
     if "throttle" in step:
         return "throttle " + ", ".join(f"{k}={v}" for k, v in step["throttle"].items())
     return f"heal {step['heal']}"
@@ -107,15 +114,59 @@ def summarize(ops: list[Op], span_ms: float) -> dict:
             "breaker_opened": opened}
 
 
-def recovery(ops: list[Op], window: dict) -> float | None:
-    """RTO: ms from the window's start until the first success after the last failure that
-    started in the window; 0 when nothing failed; None when nothing succeeded afterwards."""
-    failed = [op for op in ops if not op.ok and window["start_ms"] <= op.start_ms < window["end_ms"]]
-    if not failed:
-        return 0.0
-    last_fail_ms = max(op.start_ms + op.latency_ms for op in failed)
-    after = [op.start_ms + op.latency_ms for op in ops if op.ok and op.start_ms + op.latency_ms >= last_fail_ms]
-    return round(min(after) - window["start_ms"], 1) if after else None
+def stalled_bins(ops: list[Op], start_ms: float, n: int, bin_ms: int, stall_ms: float) -> list[bool]:
+    """Which of the n bins after start_ms lie in a stall: longer than stall_ms in which an
+    operation waited for its answer and none completed. An idle span (a rate-limited workload
+    between operations) is no stall: a gap counts from the start of the operation that ends it,
+    if that is later than the completion before."""
+    until = start_ms + n * bin_ms
+    stalled = [False] * n
+
+    def mark(a: float, b: float) -> None:
+        for k in range(max(0, int((a - start_ms) // bin_ms)), min(n, int(-(-(b - start_ms) // bin_ms)))):
+            stalled[k] = True
+    prev, waiting_at_end = float("-inf"), []
+    for end, began in sorted((op.start_ms + op.latency_ms, op.start_ms) for op in ops):
+        if end >= until:
+            waiting_at_end.append(began)
+            continue
+        if end - max(prev, began) > stall_ms:
+            mark(max(prev, began), end)
+        prev = end
+    if waiting_at_end and until - max(prev, min(waiting_at_end)) > stall_ms:
+        mark(max(prev, min(waiting_at_end)), until)
+    return stalled
+
+
+def recovery(ops: list[Op], start_ms: float, until_ms: float, rule: dict, bin_ms: int = RTO_BIN_MS) -> float | None:
+    """RTO: ms from start_ms until the workload is back, by completion time: the first run of
+    bins, rule["hold_ms"] long, with no stall in it (operations waiting longer than
+    rule["stall_ms"] with none completing counts as down, failed or not), with completions, and a success rate of
+    rule["availability_min"] or better over the run and in its first bin with completions. 0
+    when that holds from the start; None when it never does before until_ms (the drill's end)."""
+    n = int((until_ms - start_ms) // bin_ms)
+    ok, total = [0] * n, [0] * n
+    for op in ops:
+        k = int((op.start_ms + op.latency_ms - start_ms) // bin_ms)
+        if 0 <= k < n:
+            total[k] += 1
+            ok[k] += op.ok
+    stalled = stalled_bins(ops, start_ms, n, bin_ms, rule["stall_ms"])
+    need, level = max(1, -(-rule["hold_ms"] // bin_ms)), rule["availability_min"]
+    for k in range(n - need + 1):
+        run = range(k, k + need)
+        first = next((i for i in run if total[i]), None)
+        if first is None or any(stalled[i] for i in run) or ok[first] < level * total[first]:
+            continue
+        if sum(ok[i] for i in run) >= level * sum(total[i] for i in run):
+            return float(k * bin_ms)
+    return None
+
+
+def window_ops(ops: list[Op], w: dict) -> list[Op]:
+    """The operations in flight at some moment of the window: started before its end, ended
+    after its start (so a request stalled across the whole window counts in it)."""
+    return [op for op in ops if op.start_ms < w["end_ms"] and op.start_ms + op.latency_ms >= w["start_ms"]]
 
 
 def timeline(ops: list[Op], duration_ms: int) -> list[dict]:
@@ -169,32 +220,29 @@ def client_changes(schedule: list, per_phase: list) -> list[dict]:
     return out
 
 
-def check_assertions(assertions: dict, outside: dict, lost: dict, consistency: dict | None = None) -> list[dict]:
-    out = []
-    if "availability_min" in assertions:
-        out.append(_verdict("availability outside fault windows", outside["availability"], ">=",
-                            assertions["availability_min"]))
-    if "p99_ms_max" in assertions:
-        out.append(_verdict("p99 latency outside fault windows (ms)", outside["p99_ms"], "<=", assertions["p99_ms_max"]))
-    if "lost_writes_max" in assertions:
-        out.append(_verdict("lost writes (listed)", lost["listed"], "<=", assertions["lost_writes_max"]))
-    if assertions.get("lost_writes_match"):
-        out.append({"name": "every acknowledged unreadable write is listed", "value": lost["match"],
-                    "op": "==", "limit": True, "held": bool(lost["match"])})
-    if assertions.get("consistency_valid") and consistency is not None:
-        out.append({"name": f"history checker ({consistency['level']}): no violation",
-                    "value": consistency["violation_count"], "op": "==", "limit": 0,
-                    "held": consistency["valid"]})
-    return out
+WINDOW_FIGURES = ("ops", "errors", "availability", "p50_ms", "p99_ms", "errors_by_status")
 
 
-def _verdict(name: str, value, op: str, limit) -> dict:
-    held = value >= limit if op == ">=" else value <= limit
-    return {"name": name, "value": value, "op": op, "limit": limit, "held": bool(held)}
+def _steady_spans(schedule: list, windows: list, duration_ms: int) -> tuple[tuple, tuple]:
+    """(start, end) before the first step, and after the last fault window (or step) ended."""
+    first = schedule[0]["at_ms"] if schedule else duration_ms
+    last = max([w["end_ms"] for w in windows] + [s["at_ms"] for s in schedule] + [0])
+    return (0, first), (last, duration_ms)
+
+
+def _judge_windows(drill, ops: list[Op], windows: list) -> None:
+    for w in windows:
+        figures = summarize(window_ops(ops, w), w["end_ms"] - w["start_ms"])
+        w.update({k: figures[k] for k in WINDOW_FIGURES})
+        w["rto_ms"] = recovery(ops, w["start_ms"], drill.duration_ms, drill.recovery)
+        w["rto_bin_ms"] = RTO_BIN_MS
+        w["rpo_writes"] = 0
 
 
 def build(drill, ops: list[Op], lost: LostWrites, failovers: list, started_epoch_ms: float,
-          consistency: dict | None = None) -> dict:
+          consistency: dict | None = None, ended: dict | None = None) -> dict:
+    """The report of one run. ended: {"kind": "aborted"|"interrupted", "reason", "at_ms"} when
+    the run stopped early (drill is then as far as it ran: its duration ends there)."""
     windows = fault_windows(drill.schedule, drill.duration_ms)
     per_phase = []
     for p in phases(drill.schedule, drill.duration_ms):
@@ -204,23 +252,32 @@ def build(drill, ops: list[Op], lost: LostWrites, failovers: list, started_epoch
     outside_span = drill.duration_ms - sum(w["end_ms"] - w["start_ms"] for w in windows)
     outside = summarize(outside_ops, max(outside_span, 1))
     inside = summarize([op for op in ops if in_window(op.start_ms, windows)], max(drill.duration_ms - outside_span, 1))
+    total = summarize(ops, drill.duration_ms)
     lost_d = lost.to_dict()
-    for w in windows:
-        w["rto_ms"] = recovery(ops, w)
-        w["rpo_writes"] = 0
+    _judge_windows(drill, ops, windows)
     _attribute_rpo(windows, failovers, started_epoch_ms)
-    results = check_assertions(drill.assertions, outside, lost_d, consistency)
+    before, after = _steady_spans(drill.schedule, windows, drill.duration_ms)
+    steady = {"before_first_fault": summarize([op for op in ops if before[0] <= op.start_ms < before[1]],
+                                              before[1] - before[0]),
+              "after_last_fault": summarize([op for op in ops if after[0] <= op.start_ms < after[1]],
+                                            after[1] - after[0])}
+    results = judge.check(drill.assertions, drill.schedule, {
+        "outside": outside, "total": total, "steady_before": steady["before_first_fault"],
+        "steady_after": steady["after_last_fault"], "windows": windows, "lost": lost_d, "consistency": consistency})
     return {"drill": drill.name, "description": drill.description, "duration_ms": drill.duration_ms,
+            "duration_scale": drill.scale, "duration_scale_min": drill.scale_min,
+            "ended": ended or {"kind": "completed"},
             "account": {"regions": list(drill.regions), "consistency": drill.consistency,
                         "multi_write": drill.multi_write},
             "workload": {"client": drill.client, "mix": drill.mix, "concurrency": drill.concurrency,
                          "rate_per_s": drill.rate_per_s, "keys": drill.keys, "client_options": drill.client_options},
-            "total": summarize(ops, drill.duration_ms), "outside_fault_windows": outside,
-            "in_fault_windows": inside, "phases": per_phase, "faults": windows,
+            "total": total, "outside_fault_windows": outside,
+            "in_fault_windows": inside, "steady_state": steady, "phases": per_phase, "faults": windows,
+            "recovery": drill.recovery, "stop": drill.stop,
             "client_changes": client_changes(drill.schedule, per_phase), "lost_writes": lost_d, "failovers": failovers,
             "history_check": consistency,
             "timeline": timeline(ops, drill.duration_ms),
-            "assertions": results, "passed": all(r["held"] for r in results)}
+            "assertions": results, "passed": judge.passed(results) and ended is None}
 
 
 def _attribute_rpo(windows: list, failovers: list, started_epoch_ms: float) -> None:

@@ -10,6 +10,7 @@ before the next begins, and comparison.py puts the runs side by side.
 """
 import asyncio
 import importlib.util
+import signal
 import sys
 import time
 from contextlib import contextmanager
@@ -18,8 +19,9 @@ from .. import config, defaults
 from ..control_client import ControlError, call
 from ..embedded import EmbeddedEmulator
 from . import comparison, report as reports, verdict
+from .guard import Guard, Interrupt
 from .progress import Progress
-from .scenario import DrillError
+from .scenario import DrillError, account_options
 from .workload import CONTAINER, DATABASE, Workload
 
 HEAL_TIMEOUT_S = 30.0
@@ -28,18 +30,12 @@ HEAL_TIMEOUT_S = 30.0
 class Target:
     """Where the drill runs: the account endpoint and key, and the control port."""
 
-    def __init__(self, endpoint: str, key: str, control: str, token: str | None = None):
+    def __init__(self, endpoint: str, key: str, control: str, token: str | None = None, regions: tuple = ()):
         self.endpoint, self.key, self.control, self.token = endpoint, key, control.rstrip("/"), token
+        self.regions = regions             # a running emulator's (its account, not the drill's)
 
     def call(self, method: str, path: str, body=None):
         return call(self.control, method, path, body, token=self.token)
-
-
-def account_options(drill) -> dict:
-    opts = {"regions": drill.regions, "consistency": drill.consistency, "multi_write": drill.multi_write}
-    if drill.lag_ms is not None:
-        opts["lag_ms"] = {(a, b): drill.lag_ms for a in drill.regions for b in drill.regions if a != b}
-    return {**opts, **drill.account_options}
 
 
 @contextmanager
@@ -54,13 +50,17 @@ def own_emulator(drill):
 
 def remote(control: str, token: str | None = None, endpoint: str | None = None, key: str | None = None) -> Target:
     topology = call(control.rstrip("/"), "GET", "/topology", token=token)
-    return Target(endpoint or topology["account_endpoint"], key or defaults.EMULATOR_KEY, control, token)
+    return Target(endpoint or topology["account_endpoint"], key or defaults.EMULATOR_KEY, control, token,
+                  tuple(r["name"] for r in topology["regions"]))
 
 
-def run(drill, target: Target, out=None, seed: int = 0) -> dict:
+def run(drill, target: Target, out=None, seed: int = 0, handle_signals: bool = False) -> dict:
+    """The drill's report. handle_signals: the first SIGINT/SIGTERM ends the run early (healed,
+    reported, marked interrupted) instead of raising (the command line's choice; a library
+    caller keeps its own Ctrl-C)."""
     if drill.client == "azure-cosmos":
         _sdk_installed()
-    return asyncio.run(_run_setups(drill, target, out or sys.stdout, seed))
+    return asyncio.run(_run_setups(drill, target, out or sys.stdout, seed, handle_signals))
 
 
 def _sdk_installed() -> None:
@@ -74,16 +74,24 @@ def _sdk_installed() -> None:
                          "not installed: pip install 'regionlab[sdk]' (azure-cosmos 4.17.1)") from None
 
 
-async def _run_setups(drill, target: Target, out, seed: int) -> dict:
-    if not drill.setups:
-        report, _ = await _run(drill, target, out, seed)
-        return report
-    runs = []
-    for setup in drill.setups:
-        out.write(f"setup {setup['name']}: client options {setup['client_options']}\n")
-        report, ops = await _run(drill.for_setup(setup), target, out, seed)
-        runs.append((setup, report, ops))
-    return comparison.combine(drill, runs)
+async def _run_setups(drill, target: Target, out, seed: int, handle_signals: bool) -> dict:
+    interrupt = Interrupt()
+    if handle_signals:
+        interrupt.install()
+    try:
+        if not drill.setups:
+            report, _ = await _run(drill, target, out, seed, interrupt)
+            return report
+        runs = []
+        for setup in drill.setups:
+            out.write(f"setup {setup['name']}: client options {setup['client_options']}\n")
+            report, ops = await _run(drill.for_setup(setup), target, out, seed, interrupt)
+            runs.append((setup, report, ops))
+            if report["ended"]["kind"] != "completed":
+                break                      # the setups after an early end do not run
+        return comparison.combine(drill, runs)
+    finally:
+        interrupt.uninstall()
 
 
 def workload_for(drill, target: Target, seed: int):
@@ -94,55 +102,84 @@ def workload_for(drill, target: Target, seed: int):
     return Workload(drill, target.endpoint, target.key, seed)
 
 
-async def _run(drill, target: Target, out, seed: int) -> tuple[dict, list]:
+async def _run(drill, target: Target, out, seed: int, interrupt: Interrupt) -> tuple[dict, list]:
     workload = workload_for(drill, target, seed)
     progress = Progress(out, drill)
+    guard = Guard(drill, workload, interrupt)
     lost_before = {_lost_key(w) for w in (await _control(target, "GET", "/lost-writes"))["writes"]}
-    await workload.setup()
+    if not await _prefill(workload, interrupt):
+        await workload.close()
+        guard.ended = {"kind": "interrupted", "at_ms": 0.0, "signal": interrupt.signum,
+                       "reason": f"{signal.Signals(interrupt.signum).name} received while the keys were written"}
     started_epoch_ms = time.time() * 1000.0
     workload.start_clock()
-    runner = asyncio.ensure_future(workload.run())
-    try:
-        await _schedule(drill, target, workload, progress)
-    finally:
-        workload.stop()
-        await _heal_own(target, workload)    # first: a blackholed request returns once healed
-        await runner
-        await workload.close()
-        progress.finish(workload)
-    return await _report(drill, target, workload, lost_before, started_epoch_ms), workload.ops
+    if guard.ended is None:
+        runner = asyncio.ensure_future(workload.run())
+        watcher = asyncio.ensure_future(guard.watch())
+        try:
+            await _schedule(drill, target, workload, progress, guard)
+        finally:
+            watcher.cancel()
+            workload.stop()
+            await _heal_own(target, workload)    # first: a blackholed request returns once healed
+            await runner
+            await workload.close()
+            progress.finish(workload)
+    if guard.ended is not None:
+        out.write(f"{guard.ended['kind']} at {guard.ended['at_ms'] / 1000:.1f} s: {guard.ended['reason']}; "
+                  "every fault the drill injected is healed\n")
+    return await _report(drill, target, workload, lost_before, started_epoch_ms, guard.ended), workload.ops
 
 
-def as_run(drill, started_at_ms: list):
+async def _prefill(workload, interrupt: Interrupt) -> bool:
+    """The workload's setup, unless a signal comes first (then False: nothing was injected yet)."""
+    setup = asyncio.ensure_future(workload.setup())
+    stopped = asyncio.ensure_future(interrupt.event.wait())
+    await asyncio.wait([setup, stopped], return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    if setup.done():
+        setup.result()
+        return True
+    setup.cancel()
+    await asyncio.gather(setup, return_exceptions=True)
+    return False
+
+
+def as_run(drill, started_at_ms: list, ended: dict | None = None):
     """The drill with each step at the time it actually ran (a graceful failover's drain can
     hold the next step back), so phases and windows match what the workload saw. Steps planned
-    for the same time stay together, at the time the first of them ran."""
+    for the same time stay together, at the time the first of them ran. A run that ended early
+    lasted until then, and the steps it did not reach are not in it."""
     first_at: dict = {}            # steps planned for one time are one phase: the first one's time
     for s, t in zip(drill.schedule, started_at_ms):
         first_at.setdefault(s["at_ms"], int(round(t)))
     steps = [dict(s, at_ms=first_at[s["at_ms"]]) for s in drill.schedule[:len(started_at_ms)]]
+    if ended is not None:
+        return drill.__class__(**{**drill.__dict__, "schedule": steps,
+                                  "duration_ms": max(int(ended["at_ms"]), *(s["at_ms"] for s in steps), 0)})
     return drill.__class__(**{**drill.__dict__, "schedule": steps + drill.schedule[len(steps):]})
 
 
-async def _schedule(drill, target, workload, progress) -> None:
+async def _schedule(drill, target, workload, progress, guard) -> None:
+    """The steps at their times, until the end or the guard ends the run (between steps)."""
     named = {}
     steps = list(drill.schedule)
     ticker = asyncio.ensure_future(progress.tick_forever(workload))
     try:
         for i, step in enumerate(steps):
-            await _until(workload, step["at_ms"])
+            await guard.wait((step["at_ms"] - workload.now_ms()) / 1000.0)
+            if guard.ended is not None or i == 0 and not guard.steady_state_holds(step["at_ms"]):
+                return
             workload.step_started_ms.append(max(step["at_ms"], workload.now_ms()))
             progress.phase(workload, reports.describe(step))
-            await _apply(target, step, named, workload)
-        await _until(workload, drill.duration_ms)
+            try:
+                await _apply(target, step, named, workload)
+            except ControlError as e:          # what only the account as it is now could refuse
+                guard.refused(i, reports.describe(step), getattr(e, "message", None) or str(e))
+                return
+        await guard.wait((drill.duration_ms - workload.now_ms()) / 1000.0)
     finally:
         ticker.cancel()
-
-
-async def _until(workload, at_ms: float) -> None:
-    wait_s = (at_ms - workload.now_ms()) / 1000.0
-    if wait_s > 0:
-        await asyncio.sleep(wait_s)
 
 
 async def _apply(target, step: dict, named: dict, workload) -> None:
@@ -155,7 +192,7 @@ async def _apply(target, step: dict, named: dict, workload) -> None:
     elif "failover" in step:
         await _control(target, "POST", "/failover", {"wait": True, **step["failover"]})
     elif "client" in step:
-        workload.change_client(step["client"])
+        await workload.change_client(step["client"])
     elif "throttle" in step:
         before = await _control(target, "GET", "/throttle")
         await _control(target, "PUT", "/throttle", step["throttle"])
@@ -207,7 +244,7 @@ def _lost_key(w: dict) -> tuple:
     return (w["database"], w["container"], w["partition"], w["lsn"], w["id"])
 
 
-async def _report(drill, target, workload, lost_before: set, started_epoch_ms: float) -> dict:
+async def _report(drill, target, workload, lost_before: set, started_epoch_ms: float, ended: dict | None) -> dict:
     topology = await _control(target, "GET", "/topology")
     listed = [w for w in (await _control(target, "GET", "/lost-writes"))["writes"]
               if _lost_key(w) not in lost_before and w["database"] == DATABASE and w["container"] == CONTAINER]
@@ -218,5 +255,5 @@ async def _report(drill, target, workload, lost_before: set, started_epoch_ms: f
     lost = reports.LostWrites(listed=listed, acked=len(acked), acked_unreadable=sorted(acked - present),
                               listed_acked=sorted({w["id"] for w in listed} & acked))
     consistency = verdict.check(drill, workload.ops, present, {w["id"] for w in listed})
-    return reports.build(as_run(drill, workload.step_started_ms), workload.ops, lost, failovers, started_epoch_ms,
-                         consistency)
+    return reports.build(as_run(drill, workload.step_started_ms, ended), workload.ops, lost, failovers,
+                         started_epoch_ms, consistency, ended)

@@ -17,8 +17,13 @@ The schedule is the simulator's (scenario_steps.py): "fault" is the body of POST
 FAILOVER_WINDOW_MS; a fault's window lasts until it is healed or its duration_ms ends).
 Two step kinds are the drill's own (the simulator has no live client and does not meter):
 "client" changes the running client's options (CLIENT_STEP_FIELDS: what the client can change
-while it runs), and "throttle" is the body of PUT /throttle (credits, RU limits), undone by a
-"heal" naming its "as".
+while it runs, or "restart": a new client), and "throttle" is the body of PUT /throttle
+(credits, RU limits), undone by a "heal" naming its "as". A fault, failover or throttle step may
+carry "expect": what must hold in its own window (judge.py gives the verdicts).
+
+Everything that can be judged before a run is checked here, so a bad file never starts an
+emulator: unknown fields (a fault's too, core/faults.py FAULT_FIELDS), fault types, heals naming
+nothing named earlier, regions, and the account's options (as the emulator would take them).
 
 "setups" runs the same workload and schedule once per client setup, one after another against
 the same account (every fault healed and every knob restored between them), and the report
@@ -28,14 +33,18 @@ Every error is a DrillError (a ConfigError): one line naming the field and what 
 import json
 from dataclasses import dataclass, field
 
-from ..config import ConfigError
+from ..config import ConfigError, from_keywords
+from ..core.account import AccountConfig
 from ..core.consistency import LEVELS, canonical
-from ..scenario_steps import check_step
+from ..core.faults import FAULT_REGION_FIELDS
+from ..defaults import CROSS_REGION_LAG_MS_DEFAULT
+from ..scenario_steps import check_heals, check_step
 
 CLIENTS = ("regionlab", "azure-cosmos")
 OPERATIONS = ("read", "write", "query")
 CONNECTION_MODES = ("gateway", "direct")
-TOP_FIELDS = ("name", "description", "duration_ms", "account", "workload", "setups", "schedule", "assertions")
+TOP_FIELDS = ("name", "description", "duration_ms", "account", "workload", "setups", "schedule", "assertions",
+              "stop", "duration_scale_min")
 ACCOUNT_FIELDS = ("regions", "consistency", "multi_write", "lag_ms", "options")
 WORKLOAD_FIELDS = ("client", "mix", "concurrency", "rate_per_s", "keys", "client_options")
 CLIENT_OPTION_FIELDS = ("preferred_locations", "excluded_locations", "connection_mode",
@@ -45,12 +54,21 @@ REGIONLAB_ONLY_OPTIONS = {
     "circuit_breaker": "the SDK's partition-level circuit breaker is the process-wide environment variable "
                        "AZURE_COSMOS_ENABLE_CIRCUIT_BREAKER, not a client option",
     "connection_mode": "the Python SDK speaks only gateway mode"}
-CLIENT_STEP_FIELDS = ("excluded_locations",)        # what a running client can change (docs/client.md)
+CLIENT_STEP_FIELDS = ("excluded_locations", "restart")   # what a running client can change (docs/client.md)
 THROTTLE_KNOBS = ("credits_per_s", "ru", "burst", "serverless", "serverless_ru_per_s")   # PUT /throttle
-STEP_FIELDS = ("at_ms", "fault", "heal", "failover", "client", "throttle", "as", "window_ms", "label")
+STEP_FIELDS = ("at_ms", "fault", "heal", "failover", "client", "throttle", "as", "window_ms", "label", "expect")
 SETUP_FIELDS = ("name", "client_options")
 SETUPS_MAX = 8
-ASSERTION_FIELDS = ("availability_min", "lost_writes_max", "p99_ms_max", "lost_writes_match", "consistency_valid")
+ASSERTION_FIELDS = ("availability_min", "lost_writes_max", "p99_ms_max", "lost_writes_match", "consistency_valid",
+                    "error_rate_max", "steady_state", "faults", "recovery")
+WINDOW_FIELDS = ("availability_min", "p99_ms_max", "rto_ms_max", "lost_writes_max",   # "faults", "expect"
+                 "recovered_in_window")
+STEADY_FIELDS = ("availability_min", "p99_ms_max")
+RECOVERY_FIELDS = ("availability_min", "hold_ms", "stall_ms")
+STOP_FIELDS = ("error_rate_above", "over_ms")
+RECOVERY_DEFAULT = {"availability_min": 0.95, "hold_ms": 1000, "stall_ms": 500}   # what RTO waits for (report.py)
+STOP_OVER_MS_DEFAULT = 2000
+COUNT_MAX = 10**9
 DURATION_MS_MAX = 3_600_000               # an hour: a drill, not a soak
 CONCURRENCY_MAX = 256
 KEYS_MAX = 1_000_000
@@ -83,6 +101,14 @@ class Drill:
     schedule: list
     assertions: dict = field(default_factory=dict)
     setups: list = field(default_factory=list)      # [{"name", "client_options"}]; [] for one run
+    stop: dict | None = None                        # {"error_rate_above", "over_ms"}: abort the run
+    scale: float = 1.0                              # the --duration-scale it was scaled by
+    scale_min: float = 0.0                          # "duration_scale_min": the smallest that keeps its conclusions
+
+    @property
+    def recovery(self) -> dict:
+        """When a fault counts as recovered (report.py's RTO): success rate and how long it holds."""
+        return {**RECOVERY_DEFAULT, **self.assertions.get("recovery", {})}
 
     def for_setup(self, setup: dict) -> "Drill":
         """The one-run drill of a setup: its client options laid over the workload's."""
@@ -90,17 +116,26 @@ class Drill:
                         "client_options": {**self.client_options, **setup["client_options"]}})
 
     def scaled(self, scale: float) -> "Drill":
-        """The same drill with every time (duration, at_ms, duration_ms, window_ms) times scale:
-        the short form tests and `--short` run."""
-        steps = []
-        for s in self.schedule:
-            s = dict(s, at_ms=int(s["at_ms"] * scale))
-            if "window_ms" in s or "failover" in s:  # client and throttle steps scale as faults do
-                s["window_ms"] = int(s.get("window_ms", FAILOVER_WINDOW_MS) * scale)
-            if "fault" in s and "duration_ms" in s["fault"]:
-                s["fault"] = dict(s["fault"], duration_ms=max(1, int(s["fault"]["duration_ms"] * scale)))
-            steps.append(s)
-        return Drill(**{**self.__dict__, "duration_ms": int(self.duration_ms * scale), "schedule": steps})
+        """The same drill with every time of the scenario times scale (scaled() below): the
+        short form tests and `--short` run."""
+        return scaled(self, scale)
+
+
+def account_options(drill: Drill) -> dict:
+    """The running_emulator() keyword options of the drill's account (an own emulator's)."""
+    opts = {"regions": drill.regions, "consistency": drill.consistency, "multi_write": drill.multi_write}
+    if drill.lag_ms is not None:
+        opts["lag_ms"] = {(a, b): drill.lag_ms for a in drill.regions for b in drill.regions if a != b}
+    return {**opts, **drill.account_options}
+
+
+def _check_account(drill: Drill) -> Drill:
+    """The account an own emulator would start with, checked now (an unknown option, a bad value)."""
+    try:
+        from_keywords(account_options(drill))
+    except ConfigError as e:
+        raise DrillError(f"account.options: {e}") from None
+    return drill
 
 
 def load(path: str) -> Drill:
@@ -130,7 +165,7 @@ def parse(data, default_name: str = "drill") -> Drill:
     client = _client(workload.get("client", "regionlab"))
     client_options = _client_options(workload.get("client_options", {}), regions, client, "workload.client_options")
     setups = _setups(data.get("setups", []), regions, client)
-    return Drill(name=_text(data.get("name", default_name), "name"),
+    return _check_account(Drill(name=_text(data.get("name", default_name), "name"),
                  description=_text(data.get("description", ""), "description"),
                  duration_ms=duration, regions=regions, consistency=consistency,
                  multi_write=_bool(account.get("multi_write", False), "account.multi_write"),
@@ -143,7 +178,9 @@ def parse(data, default_name: str = "drill") -> Drill:
                  rate_per_s=_rate(workload.get("rate_per_s")),
                  keys=_int(workload.get("keys", 100), "workload.keys", 1, KEYS_MAX),
                  client_options=client_options,
-                 schedule=schedule, assertions=_assertions(data.get("assertions", {})), setups=setups)
+                 schedule=schedule, assertions=_assertions(data.get("assertions", {})), setups=setups,
+                 stop=_stop(data.get("stop")),
+                 scale_min=_number(data.get("duration_scale_min", 0.0), "duration_scale_min", 0, 1)))
 
 
 # ---- checks ----------------------------------------------------------------------------------
@@ -273,17 +310,45 @@ def _schedule(steps, duration_ms: int, regions: tuple) -> list:
         raise DrillError("schedule must be a list of steps")
     parsed = [_step(i, s, regions) for i, s in enumerate(steps)]
     parsed.sort(key=lambda s: s["at_ms"])    # stable: steps at one time keep their order
+    try:
+        check_heals(parsed)
+    except ConfigError as e:
+        raise DrillError(f"schedule: {e}") from None
     for i, s in enumerate(parsed):
         _known(s, STEP_FIELDS, f"step {i}")
         if s["at_ms"] >= duration_ms:
             raise DrillError(f"step {i}: at_ms {s['at_ms']} is not before the end of the drill (duration_ms {duration_ms})")
         if "window_ms" in s:
             _int(s["window_ms"], f"step {i}: window_ms", 0, DURATION_MS_MAX)
-        named = [v for k, v in (s.get("fault") or s.get("failover") or {}).items() if k in ("region", "from", "to")]
-        for region in named:
+        if "expect" in s:
+            if not any(k in s for k in ("fault", "failover", "throttle")):
+                raise DrillError(f"step {i}: expect judges a fault, failover or throttle step's window; "
+                                 "this step has none")
+            s["expect"] = _limits(s["expect"], f"step {i}: expect", WINDOW_FIELDS)
+        for region in _regions_named(s):
             if region not in regions:
                 raise DrillError(f"step {i} names region {region!r}; the account's regions are {', '.join(regions)}")
     return parsed
+
+
+def check_regions(drill: Drill, regions: tuple) -> None:
+    """Before a run against a running emulator: every region the drill names is one it has."""
+    for i, s in enumerate(drill.schedule):
+        for region in _regions_named(s) + list((s.get("client") or {}).get("excluded_locations", [])):
+            if region not in regions:
+                raise DrillError(f"step {i} names region {region!r}; the running emulator's regions are "
+                                 f"{', '.join(regions)}")
+    for where, opts in [("workload.client_options", drill.client_options)] + [
+            (f"setups[{k}].client_options", s["client_options"]) for k, s in enumerate(drill.setups)]:
+        for name in ("preferred_locations", "excluded_locations"):
+            _locations(opts, name, regions, where)
+
+
+def _regions_named(step: dict) -> list:
+    if "failover" in step:
+        return [step["failover"]["region"]]
+    fault = step.get("fault") or {}
+    return [fault[k] for k in FAULT_REGION_FIELDS.get(fault.get("type"), ()) if k in fault]
 
 
 def _step(i: int, step, regions: tuple) -> dict:
@@ -304,6 +369,8 @@ def _step(i: int, step, regions: tuple) -> dict:
         if not body:
             raise DrillError(f"step {i}: a client step changes one of {', '.join(CLIENT_STEP_FIELDS)}")
         _locations(body, "excluded_locations", regions, f"step {i}: client")
+        if "restart" in body and body["restart"] is not True:
+            raise DrillError(f"step {i}: client.restart must be true (a new client, as an application restart makes)")
     else:
         body = _object(step["throttle"], f"step {i}: throttle", THROTTLE_KNOBS)
         if not body:
@@ -319,23 +386,111 @@ def _step(i: int, step, regions: tuple) -> dict:
     return dict(step, at_ms=at)
 
 
+def _limits(value, where: str, allowed: tuple) -> dict:
+    out = dict(_object(value, where, allowed))
+    for k, v in out.items():
+        _LIMIT_CHECKS[k](v, f"{where}.{k}")
+    return out
+
+
+_LIMIT_CHECKS = {"availability_min": lambda v, w: _number(v, w, 0, 1),
+                 "p99_ms_max": lambda v, w: _number(v, w, 0, DURATION_MS_MAX),
+                 "rto_ms_max": lambda v, w: _number(v, w, 0, DURATION_MS_MAX),
+                 "lost_writes_max": lambda v, w: _int(v, w, 0, COUNT_MAX),
+                 "lost_writes_match": _bool, "consistency_valid": _bool, "recovered_in_window": _bool,
+                 "error_rate_max": lambda v, w: _number(v, w, 0, 1),
+                 "hold_ms": lambda v, w: _int(v, w, 1, DURATION_MS_MAX),
+                 "stall_ms": lambda v, w: _int(v, w, 1, DURATION_MS_MAX),
+                 "error_rate_above": lambda v, w: _number(v, w, 0, 1),
+                 "over_ms": lambda v, w: _int(v, w, 1, DURATION_MS_MAX)}
+_NESTED = {"steady_state": STEADY_FIELDS, "faults": WINDOW_FIELDS, "recovery": RECOVERY_FIELDS}
+
+
 def _assertions(value) -> dict:
+    """The assertions (judge.py gives their verdicts): limits outside fault windows, on the
+    whole run, on the steady state, on every fault window, and what recovery means."""
     a = dict(_object(value, "assertions", ASSERTION_FIELDS))
-    if "availability_min" in a:
-        _number(a["availability_min"], "assertions.availability_min", 0, 1)
-    if "lost_writes_max" in a:
-        _int(a["lost_writes_max"], "assertions.lost_writes_max", 0, 10**9)
-    if "p99_ms_max" in a:
-        _number(a["p99_ms_max"], "assertions.p99_ms_max", 0, 3_600_000)
-    if "lost_writes_match" in a:
-        _bool(a["lost_writes_match"], "assertions.lost_writes_match")
-    if "consistency_valid" in a:
-        _bool(a["consistency_valid"], "assertions.consistency_valid")
+    for k, v in a.items():
+        a[k] = _limits(v, f"assertions.{k}", _NESTED[k]) if k in _NESTED else _LIMIT_CHECKS[k](v, f"assertions.{k}")
     return a
 
 
+def _stop(value) -> dict | None:
+    """The stop condition: abort the run when this share of the operations that ended in the
+    last over_ms failed (a span with none ended counts as all failed)."""
+    if value is None:
+        return None
+    stop = _limits(value, "stop", STOP_FIELDS)
+    if "error_rate_above" not in stop:
+        raise DrillError('stop needs "error_rate_above" (0-1): the share of failed operations over the last '
+                         f'"over_ms" (default {STOP_OVER_MS_DEFAULT}) at which the drill is aborted')
+    return {"over_ms": STOP_OVER_MS_DEFAULT, **stop}
+
+
+# ---- scaling: --duration-scale and --short ---------------------------------------------------
+# `--duration-scale F` (and `--short`, F = 0.3): every time of the scenario's timeline, times F:
+#     duration_ms, each step's at_ms and window_ms (a failover's default window too), a fault's
+#     duration_ms; the replication lags (account.lag_ms, a link_lag fault's lag_ms and
+#     jitter_ms) and the account's detection_delay_ms and election_ms (the emulator's defaults
+#     when the scenario leaves them out); the recovery's hold_ms and the stop condition's over_ms.
+# Not scaled: what is measured against the client's own timers, which the drill cannot scale
+# without fixed costs (a request's few ms) taking over: the delays request faults add (latency,
+# replica_slow) and the client options (timeout_s, hedging thresholds); the client's built-in
+# counts and timers (a breaker opens after 10 failures in a row, backoffs, account refresh); the
+# service's (retry-after, the credit window and its "wait 2 seconds"); the recovery's stall_ms
+# (a gap between completions is judged against request latency); and the assertions' limits (a
+# p99 or RTO bound is a promise to users, not a time of the scenario). So a drill
+# whose conclusions need its windows long against those (hedging-vs-breaker: the breaker's 10
+# failures per key) states "duration_scale_min", and a smaller scale is raised to it. A time
+# that was positive stays at least 1 ms. The scaled drill records its scale; the report states it.
+SCALED_ACCOUNT_OPTIONS = ("detection_delay_ms", "election_ms")
+SCALED_FAULT_FIELDS = {"link_lag": ("lag_ms", "jitter_ms")}
+
+
+def _ms(value: int, scale: float) -> int:
+    return max(1, int(value * scale)) if value > 0 else 0
+
+
+def _scaled_step(s: dict, scale: float) -> dict:
+    s = dict(s, at_ms=int(s["at_ms"] * scale))
+    if "window_ms" in s or "failover" in s:
+        s["window_ms"] = int(s.get("window_ms", FAILOVER_WINDOW_MS) * scale)
+    if "fault" in s:
+        fault = dict(s["fault"])
+        if "duration_ms" in fault:
+            fault["duration_ms"] = _ms(fault["duration_ms"], scale)
+        fault.update({k: _ms(fault[k], scale) for k in SCALED_FAULT_FIELDS.get(fault.get("type"), ())
+                      if isinstance(fault.get(k), int) and not isinstance(fault[k], bool)})
+        s["fault"] = fault
+    return s
+
+
+def scaled(drill, scale: float):
+    """The drill with every time of its timeline (above) times scale, or its duration_scale_min."""
+    scale = max(scale, drill.scale_min)
+    if scale == 1.0:
+        return drill
+    options = dict(drill.account_options)
+    for k in SCALED_ACCOUNT_OPTIONS:         # the emulator's own default when the scenario has none
+        value = options.get(k, getattr(AccountConfig, k))
+        if isinstance(value, int) and not isinstance(value, bool):
+            options[k] = _ms(value, scale)
+    assertions = dict(drill.assertions)
+    if "hold_ms" in assertions.get("recovery", {}):
+        assertions["recovery"] = dict(assertions["recovery"], hold_ms=_ms(assertions["recovery"]["hold_ms"], scale))
+    else:
+        assertions["recovery"] = dict(assertions.get("recovery", {}), hold_ms=_ms(drill.recovery["hold_ms"], scale))
+    stop = None if drill.stop is None else dict(drill.stop, over_ms=_ms(drill.stop["over_ms"], scale))
+    return drill.__class__(**{
+        **drill.__dict__, "duration_ms": int(drill.duration_ms * scale),
+        "schedule": [_scaled_step(s, scale) for s in drill.schedule],
+        "lag_ms": _ms(CROSS_REGION_LAG_MS_DEFAULT if drill.lag_ms is None else drill.lag_ms, scale),
+        "account_options": options, "assertions": assertions, "stop": stop, "scale": drill.scale * scale})
+
+
 # ---- the same file in the simulator ----------------------------------------------------------
-DRILL_ONLY_FIELDS = ("name", "description", "duration_ms", "account", "workload", "setups", "assertions")
+DRILL_ONLY_FIELDS = ("name", "description", "duration_ms", "account", "workload", "setups", "assertions", "stop",
+                     "duration_scale_min")
 SIM_ACCOUNT_OPTIONS = ("detection_delay_ms", "election_ms", "nodes_per_region", "partitions",
                        "intra_region_delay_ms", "max_staleness_prefix", "max_interval_s")
 
@@ -361,6 +516,6 @@ def sim_scenario(data, sim_regions: tuple, clients_max: int, keys_max: int) -> d
         settings["lag_ms"] = [[a, b, drill.lag_ms] for a in sim_regions for b in sim_regions if a != b]
     settings.update({k: v for k, v in drill.account_options.items() if k in SIM_ACCOUNT_OPTIONS})
     live_only = {s["as"] for s in drill.schedule if "throttle" in s and "as" in s}
-    steps = [{k: v for k, v in s.items() if k not in ("window_ms", "label")} for s in drill.schedule
+    steps = [{k: v for k, v in s.items() if k not in ("window_ms", "label", "expect")} for s in drill.schedule
              if not ("client" in s or "throttle" in s or s.get("heal") in live_only)]
     return {"schedule": steps, **settings}

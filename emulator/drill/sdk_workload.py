@@ -99,7 +99,6 @@ class SdkWorkload(Workload):
     def __init__(self, drill, endpoint: str, key: str, seed: int = 0):
         super().__init__(drill, endpoint, key, seed)
         self._regions: dict = {}
-        self._excluded = None            # set by a client step: sent with every request
 
     def _sdk_kwargs(self) -> dict:
         opts = self.drill.client_options
@@ -118,13 +117,13 @@ class SdkWorkload(Workload):
 
     async def setup(self) -> None:
         self._regions = await self._locations()
-        self._client = SdkClient(self.endpoint, self.key, **self._sdk_kwargs())
-        await self._client.__aenter__()
-        await self.prefill()
+        await super().setup()
 
-    def change_client(self, options: dict) -> None:
-        if "excluded_locations" in options:
-            self._excluded = list(options["excluded_locations"])
+    def _new_client(self):
+        return SdkClient(self.endpoint, self.key, **self._sdk_kwargs())
+
+    def _apply_excluded(self) -> None:
+        """The SDK takes excluded regions per request: _request_kwargs sends them from now on."""
 
     def _request_kwargs(self, attempts: Attempts) -> dict:
         kw = {"raw_request_hook": attempts.on_request, "raw_response_hook": attempts.on_response}

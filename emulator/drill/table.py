@@ -6,8 +6,10 @@ PHASE_COLUMNS = (("phase", 34), ("ops", 7), ("ops/s", 8), ("errors", 7), ("p50 m
                  ("retries", 8), ("RU", 9), ("served by", 0))
 
 
-def _row(values) -> str:
-    return "  ".join(str(v)[:w].ljust(w) if w else str(v) for v, (_, w) in zip(values, PHASE_COLUMNS)).rstrip()
+def _phase_columns(report: dict) -> tuple:
+    """The phase column as wide as the longest name: labels are never cut."""
+    width = max([PHASE_COLUMNS[0][1]] + [len(p["name"]) for p in report["phases"]])
+    return (("phase", width),) + PHASE_COLUMNS[1:]
 
 
 COMPARISON_COLUMNS = (("setup", 18), ("ops", 7), ("avail", 8), ("avail (faults)", 15), ("p99 ms", 9),
@@ -46,18 +48,56 @@ def history_check(report: dict) -> list[str]:
     return [line] + [f"  {x['check']}: {x['message']}" for x in h["violations"][:5]]
 
 
+def faults(report: dict) -> list[str]:
+    if not report["faults"]:
+        return []
+    width = max(len(w["label"]) for w in report["faults"])
+    lines = ["", f"{'fault / failover':{width}}  window (ms)      ops    avail     p99 ms    RTO (ms)       lost writes"]
+    for w in report["faults"]:
+        rto = "not recovered" if w["rto_ms"] is None else f"{w['rto_ms']:.0f} ±{w['rto_bin_ms']}"
+        avail = f"{w['availability']:.2%}" if w["ops"] else "-"
+        lines.append(f"{w['label']:{width}}  {w['start_ms']:>6}-{w['end_ms']:<9} {w['ops']:>6}  {avail:>7}  "
+                     f"{w['p99_ms']:>9}  {rto:>13}  {w['rpo_writes']}")
+    return lines
+
+
+VERDICT_WORDS = {True: "PASS", False: "FAIL", None: "n/a "}
+
+
+def verdicts(report: dict) -> list[str]:
+    lines = []
+    for a in report["assertions"]:
+        what = "not judged: nothing to judge" if a["held"] is None else f"{a['value']} {a['op']} {a['limit']}"
+        detail = f" ({a['detail']})" if a.get("detail") else ""
+        lines.append(f"{VERDICT_WORDS[a['held']]}  {a['name']}: {what}{detail}")
+    ended = report.get("ended", {"kind": "completed"})
+    unjudged = sum(1 for a in report["assertions"] if a["held"] is None)
+    notes = []
+    if not report["assertions"]:
+        notes.append("no assertions")
+    elif unjudged:
+        notes.append(f"{unjudged} not judged")
+    if ended["kind"] != "completed":
+        lines.append(f"{ended['kind'].upper()} at {ended['at_ms'] / 1000:.1f} s: {ended['reason']}")
+        word = ended["kind"].upper()
+    else:
+        word = "passed" if report["passed"] else "FAILED"
+    lines.append(f"result: {word}" + (f" ({'; '.join(notes)})" if notes else ""))
+    return lines
+
+
 def render(report: dict) -> str:
-    lines = [f"drill {report['drill']}: {report['description']}".rstrip(": "), "",
-             _row(name for name, _ in PHASE_COLUMNS)]
+    scale, floor = report.get("duration_scale", 1.0), report.get("duration_scale_min", 0.0)
+    scaled = f" [every time of the timeline x{scale:g}" + (
+        f", at least the drill's duration_scale_min x{floor:g}]" if scale == floor else "]")
+    columns = _phase_columns(report)
+    lines = [f"drill {report['drill']}: {report['description']}".rstrip(": ") + (scaled if scale != 1.0 else ""), "",
+             _cols((name for name, _ in columns), columns)]
     for p in report["phases"] + [dict(report["total"], name="total")]:
         served = ", ".join(f"{r} {n}" for r, n in sorted(p["served_by"].items(), key=lambda kv: -kv[1]))
-        lines.append(_row((p["name"], p["ops"], p["ops_per_s"], p["errors"], p["p50_ms"], p["p99_ms"],
-                           sum(p["retries_by_reason"].values()), p["request_charge"], served)))
-    if report["faults"]:
-        lines += ["", "fault / failover                    window (ms)       RTO (ms)  lost writes (RPO)"]
-        for w in report["faults"]:
-            rto = "not recovered" if w["rto_ms"] is None else w["rto_ms"]
-            lines.append(f"{w['label'][:34]:34}  {w['start_ms']:>6}-{w['end_ms']:<9} {rto!s:>9}  {w['rpo_writes']}")
+        lines.append(_cols((p["name"], p["ops"], p["ops_per_s"], p["errors"], p["p50_ms"], p["p99_ms"],
+                            sum(p["retries_by_reason"].values()), p["request_charge"], served), columns))
+    lines += faults(report)
     lines += comparison(report)
     changes = client_changes(report)
     lines += [""] + changes if changes else []
@@ -68,8 +108,5 @@ def render(report: dict) -> str:
     lines += history_check(report)
     outside = report["outside_fault_windows"]
     lines.append(f"outside fault windows: availability {outside['availability']:.4f}, p99 {outside['p99_ms']} ms")
-    for a in report["assertions"]:
-        lines.append(f"{'PASS' if a['held'] else 'FAIL'}  {a['name']}: {a['value']} {a['op']} {a['limit']}")
-    lines.append(f"result: {'passed' if report['passed'] else 'FAILED'}"
-                 + ("" if report["assertions"] else " (no assertions)"))
+    lines += verdicts(report)
     return "\n".join(lines)

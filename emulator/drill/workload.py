@@ -94,6 +94,9 @@ class Workload:
         self._stop = asyncio.Event()
         self._client = None
         self._container = None
+        self.in_flight: dict = {}         # worker -> when its operation in flight started (guard.py)
+        self._excluded = None             # excluded regions a client step set
+        self._retired: list = []          # clients a restart step replaced
 
     def now_ms(self) -> float:
         return (time.monotonic() - self.started_s) * 1000.0
@@ -112,13 +115,31 @@ class Workload:
             kw["timeout"] = opts["timeout_s"]
         return kw
 
-    def change_client(self, options: dict) -> None:
-        """A client step: the running client's excluded regions (docs/client.md)."""
+    def _new_client(self):
+        client = CosmosClient(self.endpoint, self.key, **self._client_kwargs())
+        if self._excluded is not None:
+            client.excluded_locations = list(self._excluded)
+        return client
+
+    async def change_client(self, options: dict) -> None:
+        """A client step: the running client's excluded regions (docs/client.md), or a restart:
+        a new client, as an application restart makes one (no caches, sessions, or regions it
+        had sidelined). The old one finishes its operations in flight and is closed at the end."""
         if "excluded_locations" in options:
-            self._client.excluded_locations = list(options["excluded_locations"])
+            self._excluded = list(options["excluded_locations"])
+            self._apply_excluded()
+        if options.get("restart"):
+            client = self._new_client()
+            await client.__aenter__()
+            self._retired.append(self._client)
+            self._client = client
+            self._container = client.get_database_client(DATABASE).get_container_client(CONTAINER)
+
+    def _apply_excluded(self) -> None:
+        self._client.excluded_locations = list(self._excluded)
 
     async def setup(self) -> None:
-        self._client = CosmosClient(self.endpoint, self.key, **self._client_kwargs())
+        self._client = self._new_client()
         await self._client.__aenter__()
         await self.prefill()
 
@@ -150,7 +171,9 @@ class Workload:
         while not self._stop.is_set():
             began = time.monotonic()
             kind = self.rng.choices(kinds, weights)[0]
+            self.in_flight[worker] = self.now_ms()
             self.ops.append(await self._one(kind, worker, n))
+            del self.in_flight[worker]
             n += 1
             wait_s = interval_s - (time.monotonic() - began)
             if wait_s > 0:
@@ -207,5 +230,6 @@ class Workload:
         return present
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.close()
+        for client in self._retired + [self._client]:
+            if client is not None:
+                await client.close()

@@ -36,18 +36,21 @@ def describe(account) -> dict:
     for db in account.databases.values():
         for c in db.containers.values():
             budget = t.partition_budget(c)
+            # Sharing the database's offer: the window's use is the pool's, for all its sharers.
+            shared = budget is not None and not cfg.serverless and c.offer_rid is None
             parts = []
             for p in c.partitions:
                 usage = {}
                 for region in (r.name for r in account.regions):
                     b = t.buckets.get((region, c.rid, p.range_id))
                     if b is not None:
-                        _, used, reserve = _now(t, b, budget)
+                        meter = t.pools.get((region, db.offer_rid), b) if shared else b
+                        _, used, reserve = _now(t, meter, budget)
                         usage[region] = {"accepted": b.accepted, "charged_ru": round(b.charged_ru, 2),
                                          "window_used_ru": round(used, 2), "burst_reserve_ru": round(reserve, 2)}
                 parts.append({"id": p.range_id, "regions": usage})
             containers.append({"database": db.id, "container": c.id,
-                               "ru_per_s": None if budget is None else budget * len(c.partitions),
+                               "ru_per_s": None if budget is None else budget if shared else budget * len(c.partitions),
                                "partition_ru_per_s": budget, "partitions": parts})
     throttled = []
     for (region, rid, range_id, reason), n in sorted(t.throttled.items(), key=str):
@@ -131,11 +134,13 @@ def metrics(emu) -> str:
         family("regionlab_direct_requests_total", "counter", "Replies sent by the direct-mode nodes, by region.",
                [(_labels(region=r, op=op, status=st, substatus=sub), n) for r, op, st, sub, n in emu.direct.counts()])
     query_work = [(kind, [(_labels(endpoint=name or "global"), getattr(gw, "query_work", {}).get(kind, 0))
-                          for name, gw in emu.services.items()]) for kind in ("work", "slices", "abandoned")]
+                          for name, gw in emu.services.items()]) for kind in ("work", "slices", "abandoned", "pages")]
     family("regionlab_query_work_units_total", "counter",
            "Query work units spent (documents loaded and FROM/JOIN rows made).", query_work[0][1])
     family("regionlab_query_slices_total", "counter",
-           "Query slices run: a streaming page is one, a blocking page one per work budget.", query_work[1][1])
+           "Query slices run (each at most QUERY_SLICE_MAX_WORK_UNITS; the event loop serves other requests "
+           "between two).", query_work[1][1])
+    family("regionlab_query_pages_total", "counter", "Query pages answered.", query_work[3][1])
     family("regionlab_queries_abandoned_total", "counter",
            "Queries stopped between slices because their client closed the connection.", query_work[2][1])
     out.extend(replica_metrics(emu))

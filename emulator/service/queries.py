@@ -262,9 +262,9 @@ async def query_documents(call, container):
         if q.plan.levels is None:
             page = qp.constant_page(q, _encoder(q), call.svc.clock.now_ms())
         elif q.streams:
-            page = qp.stream_page(q, inputs.documents(state.at), state, size, _encoder(q), call.svc.clock.now_ms(),
-                                  where_implied=inputs.where_implied)
-            stats["slices"] += 1
+            run = qp.StreamRun(q, inputs.documents(state.at), state, size, _encoder(q),
+                               where_implied=inputs.where_implied)
+            page = run.page() if await _run_slices(call, run) else None
         else:
             page = await _blocking_page(call, q, inputs, state, size)
     except QueryError as e:
@@ -272,6 +272,7 @@ async def query_documents(call, container):
     if page is None:
         return responses.reply(499, None, call.activity_id)     # nobody is listening any more
     stats["work"] += page.work
+    stats["pages"] += 1
     reads = inputs.reads
     touched = [rs for rs, _ in reads]
     hdrs = {H.ITEM_COUNT: str(len(page.raw))}
@@ -289,13 +290,14 @@ async def query_documents(call, container):
 
 
 async def _blocking_page(call, q, inputs, state, size):
-    """A page of a query that must read all its inputs, in slices of the core's work budget,
-    yielding to the event loop between them; None when the client went away meanwhile."""
-    returned = state.returned if isinstance(state, qp.OrderState) else state
+    """A page of a query that must read all its inputs (or, for aggregates that carry their
+    partials, up to the page's work budget); None when the client went away meanwhile."""
+    at = state.at if isinstance(state, qp.PartialState) else None
+    returned = state.returned if isinstance(state, qp.OrderState) else 0 if at is not None else state
     cap = returned + size + 1
     planned = True
     while True:
-        run = qp.BlockingRun(q, inputs.documents(None, cap, planned), state, size, _encoder(q))
+        run = qp.BlockingRun(q, inputs.documents(at, cap, planned), state, size, _encoder(q))
         if not await _run_slices(call, run):
             return None
         # An ORDER BY walk narrowed each partition to the rows that decide the first `cap`
@@ -308,6 +310,8 @@ async def _blocking_page(call, q, inputs, state, size):
 
 
 async def _run_slices(call, run) -> bool:
+    """Run a page (core/query_page.py) one slice at a time, letting every other request in
+    between; False when its client went away meanwhile."""
     stats = call.svc.query_work
     while True:
         done = run.step(call.svc.clock.now_ms())

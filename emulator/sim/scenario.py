@@ -15,7 +15,7 @@ to it.
 """
 import json
 
-from ..scenario_steps import ScenarioError, check_step
+from ..scenario_steps import ScenarioError, check_heals, check_step
 
 
 def parse(data) -> tuple[list, dict]:
@@ -33,4 +33,5 @@ def parse(data) -> tuple[list, dict]:
         raise ScenarioError('a scenario is a list of steps, or {"schedule": [steps...], ...settings}')
     steps = [check_step(i, s) for i, s in enumerate(data)]
     steps.sort(key=lambda s: s["at_ms"])       # stable: steps at one time keep their order
+    check_heals(steps)
     return steps, settings

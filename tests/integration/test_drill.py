@@ -7,8 +7,9 @@ served; the 410s of a moved replica are the address refreshes the client made; t
 client backed off from are the credit refusals the emulator counted; hedged extra RU appears only
 in the setups that hedge, the breaker opens only where it is on; after the playbook's client step
 every read East US 2 served is one the emulator counted there; the exit status is 0 exactly when
-every assertion held. Also: the in-process emulator (no --control), `drill list` (all nine), a
-bad scenario file (exit 2, one line), and `emu.drill(...)`."""
+no assertion failed; region-outage's four modes each show their own behaviour (503s retried,
+refused connects, reset responses, a blackhole's stall). Also: the in-process emulator (no
+--control), `drill list` (all nine), a bad scenario file (exit 2, one line), and `emu.drill(...)`."""
 import json
 import os
 import subprocess
@@ -89,7 +90,9 @@ def test_builtin_drill_short_form_agrees_with_the_emulator(name, tmp_path):
     lost = report["lost_writes"]
     assert sorted(w["id"] for w in lost["writes"]) == listed_by_emulator
     assert lost["acknowledged_unreadable"] == lost["listed_acknowledged"] and lost["match"]
-    assert report["total"]["ops"] > 0 and report["duration_ms"] == int(drill.duration_ms * SHORT_SCALE)
+    scale = max(SHORT_SCALE, drill.scale_min)          # hedging-vs-breaker: its duration_scale_min
+    assert report["total"]["ops"] > 0 and report["duration_ms"] == int(drill.duration_ms * scale)
+    assert report["duration_scale"] == scale and report["ended"] == {"kind": "completed"}
     for run in report.get("setups") or [report]:      # the history checker judged every write it issued
         check = run["history_check"]
         assert check["valid"], check["violations"]
@@ -131,6 +134,14 @@ def test_builtin_drill_short_form_agrees_with_the_emulator(name, tmp_path):
         assert change["availability_before"] < 0.9 and change["availability_after"] >= 0.99
         assert report["total"]["served_by"].get("East US 2", 0) == east2_after - east2_before > 0
         assert report["phases"][0]["served_by"] == {"East US": report["phases"][0]["ops"]}
+    if name == "region-outage":             # each mode meets a client that has not sidelined East US 2
+        mode = {p["name"].split("(")[1].rstrip(")"): p for p in report["phases"] if p["name"].startswith("region_outage")}
+        windows = {w["label"].split("(")[1].rstrip(")"): w for w in report["faults"]}
+        assert mode["unavailable"]["retries_by_reason"].get("503/0", 0) > 0            # a 503, then East US
+        assert mode["refuse"]["retries_by_reason"].get("connect", 0) > 0                # refused at connect
+        assert mode["reset"]["retries_by_reason"].get("response", 0) > 0 and "503/0" not in mode["reset"]["retries_by_reason"]
+        assert windows["blackhole"]["p99_ms"] >= 500 > windows["refuse"]["p99_ms"]      # held until the client gives up
+        assert windows["blackhole"]["rto_ms"] > 0 and all(w["availability"] >= 0.99 for w in windows.values())
     if name == "primary-crash":
         crash = report["faults"][0]
         assert crash["rto_ms"] is not None and report["phases"][1]["errors"] > 0

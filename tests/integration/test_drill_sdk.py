@@ -2,7 +2,8 @@
 "azure-cosmos"`) against a real emulator, and that the report's figures, read off the SDK's HTTP
 attempts, agree with the emulator's own counters: the 429/50009s it retried are the credit
 refusals the emulator counted; the reads East US 2 served are the successes East US 2 answered;
-after a client step excluding East US 2 no read goes there; hedged extra RU appears only in the
+after a client step excluding East US 2 no read goes there, also from a client restarted by a
+later step (a new SDK client, the exclusion kept); hedged extra RU appears only in the
 setup whose SDK client hedges (availability_strategy), and hedging cuts the p99 under a slow
 region. No mocks: the SDK's own retry and hedging policies run unchanged."""
 import pytest
@@ -23,7 +24,8 @@ def test_sdk_workload_report_agrees_with_the_emulator():
              "workload": dict(SDK_WORKLOAD, mix={"read": 0.6, "write": 0.2, "query": 0.2}),
              "schedule": [{"at_ms": 800, "throttle": {"credits_per_s": 20}, "as": "credits"},
                           {"at_ms": 1200, "heal": "credits"},
-                          {"at_ms": 3300, "client": {"excluded_locations": ["East US 2"]}, "label": "exclude"}],
+                          {"at_ms": 3300, "client": {"excluded_locations": ["East US 2"]}, "label": "exclude"},
+                          {"at_ms": 3300, "client": {"restart": True}}],
              "assertions": {"lost_writes_match": True}}
     with running_emulator(regions=REGIONS) as emu:
         refused, east2, docs = credit_refusals(emu), served_2xx(emu, "East US 2"), docs_status_counts(emu)
@@ -39,6 +41,7 @@ def test_sdk_workload_report_agrees_with_the_emulator():
     steady, squeezed, healed, excluded = report.phases
     assert squeezed["retries_by_reason"].get("429/50009 credits spent", 0) > 0
     assert excluded["ok"] > 0 and excluded["served_by"] == {"East US": excluded["ok"]}
+    assert [c["label"] for c in report["client_changes"]] == ["exclude", "client restart"]
     assert total["hedged_extra_charge"] == 0 and total["breaker_opened"] == 0
 
 

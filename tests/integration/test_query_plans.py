@@ -8,6 +8,7 @@ query that needs client-side work answers 400/1004 with its plan in `additionalE
 while partition-scoped and plain cross-partition queries are served, and the default mode
 never answers 1004. Real emulator, signed raw HTTP (the SDK paths are in the corpus tests)."""
 import json
+import logging
 
 import pytest
 from azure.cosmos import PartitionKey, exceptions
@@ -239,3 +240,34 @@ def test_the_python_sdk_runs_group_by_whole_and_meets_the_service_refusal_when_i
         with pytest.raises(CosmosHttpResponseError, match="Query contained GroupBy, NonValueAggregate") as e:
             list(c.query_items(sql, enable_cross_partition_query=True))
         assert e.value.status_code == 400
+
+
+# Operator and member chains nest as deep as they are long; docs/limits.md promises them at any
+# length. Each sits in a select item, which the plan path walks (features, plannability).
+CHAINS = {
+    "1+1+... x990": ("1" + "+1" * 990, [991] * 12),
+    "?? x1000": ("c.missing ?? " * 1000 + "c.n", list(range(12))),
+    "NOT NOT ... x1000": ("NOT " * 1000 + "(c.n > 5)", [n > 5 for n in range(12)]),
+    "c.a.a... x1000": ("IS_DEFINED(c" + ".a" * 1000 + ")", [False] * 12),
+}
+
+
+@pytest.mark.parametrize("chain", CHAINS)
+def test_a_long_chain_is_planned_on_every_path(emu, chain, caplog):
+    caplog.set_level(logging.WARNING)
+    expression, expected = CHAINS[chain]
+    sql = f"SELECT TOP 100 VALUE {expression} FROM c"
+    r = plan_request(emu, sql)
+    assert r.status == 200, r
+    assert r.json()["queryInfo"]["top"] == 100
+    r = plan_request(emu, sql, features=PYTHON_FEATURES)
+    assert r.status == 200, r
+    wire = WireLog()
+    with make_client(emu, raw_response_hook=wire) as client:
+        c = client.get_database_client("db").get_container_client("items")
+        assert sorted(c.query_items(sql, enable_cross_partition_query=True)) == sorted(expected)
+    plans = [e.status for e in wire.entries if e.request_headers.get("x-ms-cosmos-is-query-plan-request")]
+    assert plans == ([200] if emu.mode == "service" else [])      # the SDK's own plan request
+    # The emulator's log (the SDK's own background health checks log as azure.*).
+    assert not [rec for rec in caplog.records if rec.levelno >= logging.ERROR and rec.name.startswith("regionlab")], \
+        caplog.text[:2000]

@@ -8,6 +8,11 @@ undefined. SUM of nothing is 0; AVG, MIN and MAX of nothing are undefined.
 SUM keeps ints exact; AVG is always a float. MIN and MAX order mixed types as
 null < boolean < number < string (the service's documented priority) and give
 undefined when they meet an array or an object.
+
+A query page that stops before the last row hands its accumulators on: `partial()` is an
+accumulator's state as a JSON list, `resumed(calls, partials)` rebuilds the accumulators
+from such lists (raising ValueError for anything an accumulator could not have produced,
+since they come back from a client in a continuation).
 """
 
 from __future__ import annotations
@@ -28,6 +33,14 @@ class Count:
     def result(self):
         return self.count
 
+    def partial(self) -> list:
+        return [self.count]
+
+    def resume(self, state: list) -> None:
+        (self.count,) = state
+        if not _is_count(self.count):
+            raise ValueError("not a count")
+
 
 class Sum:
     __slots__ = ("total", "count", "poisoned")
@@ -46,6 +59,14 @@ class Sum:
 
     def result(self):
         return UNDEFINED if self.poisoned else self.total
+
+    def partial(self) -> list:
+        return [self.total, self.count, self.poisoned]
+
+    def resume(self, state: list) -> None:
+        self.total, self.count, self.poisoned = state
+        if type(self.total) not in NUMBER_TYPES or not _is_count(self.count) or type(self.poisoned) is not bool:
+            raise ValueError("not a sum")
 
 
 class Avg(Sum):
@@ -78,6 +99,19 @@ class _Extreme:
     def result(self):
         return UNDEFINED if self.poisoned else self.best
 
+    def partial(self) -> list:
+        return [[] if self.best is UNDEFINED else [self.best], self.poisoned]
+
+    def resume(self, state: list) -> None:
+        best, self.poisoned = state
+        if type(self.poisoned) is not bool or type(best) is not list or len(best) > 1:
+            raise ValueError("not an extreme")
+        if best:
+            tag = TYPE_TAGS.get(type(best[0]), TAG_UNDEFINED)
+            if tag == TAG_UNDEFINED or tag >= TAG_ARRAY:
+                raise ValueError("not a scalar")
+            self.best, self.best_key = best[0], sort_key(best[0])
+
 
 class Max(_Extreme):
     __slots__ = ()
@@ -95,3 +129,19 @@ ACCUMULATORS = {"COUNT": Count, "SUM": Sum, "AVG": Avg, "MIN": Min, "MAX": Max}
 def new_accumulators(calls) -> list:
     """Fresh accumulators for a list of (aggregate name, argument closure)."""
     return [ACCUMULATORS[name]() for name, _ in calls]
+
+
+def resumed(calls, partials) -> list:
+    """The accumulators of calls in the states `partial()` gave (ValueError if they are not)."""
+    accumulators = new_accumulators(calls)
+    if type(partials) is not list or len(partials) != len(accumulators):
+        raise ValueError("not the partials of this query")
+    for accumulator, state in zip(accumulators, partials):
+        if type(state) is not list:
+            raise ValueError("not a partial")
+        accumulator.resume(state)
+    return accumulators
+
+
+def _is_count(n) -> bool:
+    return type(n) is int and n >= 0

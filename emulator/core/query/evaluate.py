@@ -374,14 +374,12 @@ def _aggregate_call(node, name, scope, ctx, aggs):
 
 
 def _holds_aggregate_or_subquery(node: n.Node) -> bool:
-    stack = [node]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, n.Subquery) or (isinstance(node, n.Call) and not node.udf
-                                            and node.name.upper() in AGGREGATE_NAMES):
-            return True
-        stack.extend(n.children(node))
-    return False
+    return n.first(node, _is_aggregate_or_subquery) is not None
+
+
+def _is_aggregate_or_subquery(node: n.Node) -> bool:
+    return isinstance(node, n.Subquery) or (isinstance(node, n.Call) and not node.udf
+                                            and node.name.upper() in AGGREGATE_NAMES)
 
 
 def _array(node, scope, ctx, aggs):

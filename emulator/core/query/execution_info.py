@@ -43,7 +43,6 @@ spelling (parameters included: the SDKs send the parameters with the rewritten q
 from __future__ import annotations
 
 import json
-from dataclasses import fields
 
 from regionlab.emulator.core.query import nodes as n
 from regionlab.emulator.core.query.lexer import tokenize
@@ -75,19 +74,7 @@ def _aggregate_name(expr) -> str | None:
 
 def _holds_aggregate(node) -> bool:
     """Whether an aggregate call appears anywhere in node (a subquery's own aggregates aside)."""
-    if _aggregate_name(node) is not None:
-        return True
-    if isinstance(node, n.Subquery) or not isinstance(node, n.Node):
-        return False
-    for field in fields(node):
-        value = getattr(node, field.name)
-        parts = value if isinstance(value, tuple) else (value,)
-        for part in parts:
-            if isinstance(part, tuple):         # ObjectCtor pairs: (name, node)
-                part = part[1]
-            if isinstance(part, n.Node) and _holds_aggregate(part):
-                return True
-    return False
+    return n.first(node, _aggregate_name) is not None
 
 
 def _value_aggregate(tree) -> str | None:

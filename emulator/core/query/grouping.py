@@ -47,10 +47,10 @@ def check_grouped(query: n.Query, ctx: Context) -> None:
 
 
 def _check_key(key: n.Node, ctx: Context) -> None:
-    subquery = _first(key, lambda node: isinstance(node, n.Subquery))
+    subquery = n.first(key, lambda node: isinstance(node, n.Subquery))
     if subquery is not None:
         raise ctx.error(subquery, "a GROUP BY expression cannot contain a subquery.")
-    if _first(key, lambda node: isinstance(node, n.Name)) is None:
+    if n.first(key, lambda node: isinstance(node, n.Name)) is None:
         raise ctx.error(key, "a GROUP BY expression must contain at least one property reference.")
 
 
@@ -100,18 +100,6 @@ def _path_text(node: n.Node) -> str:
             parts.append(f'["{value}"]')
         node = node.target
     return node.name + "".join(reversed(parts))
-
-
-def _first(node: n.Node, wanted) -> n.Node | None:
-    """The first node of the tree (pre-order) for which wanted(node) holds, else None."""
-    stack = [node]
-    while stack:
-        node = stack.pop()
-        if wanted(node):
-            return node
-        if not isinstance(node, n.Subquery):
-            stack.extend(reversed(n.children(node)))
-    return None
 
 
 def same(a: n.Node, b: n.Node) -> bool:

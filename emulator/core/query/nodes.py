@@ -33,6 +33,20 @@ def children(node: Node) -> list:
     return out
 
 
+def first(node: Node, wanted) -> Node | None:
+    """The first node of the tree (pre-order) for which wanted(node) holds, else None; a
+    subquery is tested but not entered (its nodes belong to its own query). A loop with its
+    own stack: operator and member chains nest as deep as they are long (docs/limits.md)."""
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        if wanted(node):
+            return node
+        if not isinstance(node, Subquery):
+            stack.extend(reversed(children(node)))
+    return None
+
+
 # ----------------------------------------------------------------- expressions
 @dataclass(frozen=True)
 class Literal(Node):

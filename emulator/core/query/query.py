@@ -16,7 +16,7 @@ from typing import Iterable
 
 from regionlab.emulator.core.query import nodes as n
 from regionlab.emulator.core.query.errors import QueryError
-from regionlab.emulator.core.query.evaluate import Context, Scope
+from regionlab.emulator.core.query.evaluate import AGGREGATE_NAMES, Context, Scope
 from regionlab.emulator.core.query.hints import index_hints, leading_order_hint, where_equalities
 from regionlab.emulator.core.query.parser import parse
 from regionlab.emulator.core.query.plan import compile_plan, subquery_compiler
@@ -72,6 +72,9 @@ class CompiledQuery:
         # anywhere and resume at a row's position (core/query_page.py); otherwise every input
         # row may matter to the first result.
         self.streams = not (self.is_aggregate or self.has_order_by or self._tree.select.distinct)
+        # Aggregates over all rows (no GROUP BY) whose select list reads nothing but those
+        # aggregates: a page may stop at any row and hand the accumulators to the next page.
+        self.carries_partials = self._plan.group_keys == [] and _reads_only_aggregates(self._tree.select)
 
     @property
     def plan(self):
@@ -122,6 +125,19 @@ class CompiledQuery:
 
     def __repr__(self) -> str:
         return f"CompiledQuery({self.text!r})"
+
+
+def _reads_only_aggregates(select: n.Select) -> bool:
+    """Whether the select list reads the row only inside aggregate calls (no property
+    reference or subquery elsewhere)."""
+    stack = [item.expr for item in select.items]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (n.Name, n.Subquery)):
+            return False
+        if not (isinstance(node, n.Call) and not node.udf and node.name.upper() in AGGREGATE_NAMES):
+            stack.extend(n.children(node))
+    return True
 
 
 def compile_query(text: str, parameters: list | None = None) -> CompiledQuery:

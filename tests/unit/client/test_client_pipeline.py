@@ -9,7 +9,9 @@ cancels the inline chain and every copy); the end-to-end timeout cancels the att
 region; per-request exclusions route reads; repeated 503s open the circuit breaker so the next
 read of that partition goes elsewhere first (and with circuit_breaker=False never do); reads carry the region-scoped session token; the
 periodic account refresh runs in the background without holding a request, and a caller
-cancelled during a shared refresh leaves it to the others; every
+cancelled during a shared refresh leaves it to the others; while the write region does not
+answer writes (503, or a write the end-to-end timeout cut off) the account is read once a second
+and writes go to the new write region within a second of the failover; every
 attempt, hedge and decision is in the diagnostics with its charge."""
 import asyncio
 
@@ -17,18 +19,22 @@ import pytest
 
 from regionlab.client.aio import CosmosClient, CosmosClientTimeoutError, CosmosHttpResponseError
 from regionlab.client.aio.transport import TransportError
+from regionlab.client.policies.regions import FAILOVER_REFRESH_MS
 from regionlab.client.policies.retry import CONNECT_ERROR
 
-from client_world import (CONTAINER, GLOBAL, KEY, ScriptedTransport, VirtualTimeLoop, account_doc, container,
+from client_world import (CONTAINER, GLOBAL, TWO_RANGES, KEY, ScriptedTransport, VirtualTimeLoop, account_doc, container,
                           reply, run)
 
 
 
 def serve(items):
-    """A script: container reads answer CONTAINER; item requests answer items(region, method, headers)."""
+    """A script: container reads answer CONTAINER, its partition key ranges TWO_RANGES; item
+    requests answer items(region, method, headers)."""
     def script(region, method, path, headers):
         if path.endswith("/colls/c"):
             return 0.001, reply(body=CONTAINER)
+        if path.endswith("/colls/c/pkranges"):
+            return 0.001, reply(body={"PartitionKeyRanges": TWO_RANGES})
         return items(region, method, headers)
     return script
 
@@ -384,3 +390,56 @@ def test_a_retry_after_is_a_floor_by_the_clients_clock_even_when_a_timer_ends_ea
     gaps = [b.started_ms - a.started_ms for a, b in zip(d.attempts, d.attempts[1:])]
     # At least the 20 ms asked for, and no more than one loop tick beyond it.
     assert all(20 <= g <= 21 for g in gaps), gaps
+
+
+def test_writes_follow_the_account_within_a_second_once_the_write_region_stops_answering():
+    # East US answers every write 503 (a region outage); the service fails over to West US at 2.5 s.
+    t = ScriptedTransport(None)
+    failover_s = 2.5
+
+    def items(region, method, headers):
+        if asyncio.get_running_loop().time() >= failover_s:
+            t.account = account_doc(write=("West US",), read=("West US", "East US", "North"))
+        return 0.001, reply(503 if region == "East US" else 201)
+    t.script = serve(items)
+
+    async def main():
+        client, c = await container(t)
+        reads_before = t.account_reads
+        first = None
+        for i in range(100):                    # the application writes every 50 ms
+            try:
+                first = await c.create_item({"id": str(i), "pk": "a"})
+                break
+            except CosmosHttpResponseError as e:
+                assert e.status_code == 503
+            await asyncio.sleep(0.05)
+        await client.close()
+        return first, t.account_reads - reads_before, asyncio.get_running_loop().time()
+    first, account_reads, at_s = run(main())
+    assert [(a.region, a.status) for a in first.diagnostics.attempts] == [("West US", 201)]
+    assert failover_s <= at_s <= failover_s + FAILOVER_REFRESH_MS / 1000 + 0.06
+    assert account_reads <= failover_s / (FAILOVER_REFRESH_MS / 1000) + 2      # once a second, not per write
+
+
+def test_a_write_the_end_to_end_timeout_cut_off_in_the_write_region_starts_the_failover_refresh():
+    t = ScriptedTransport(serve(lambda r, m, h: (100.0, reply(201)) if r == "East US" else (0.001, reply(201))))
+
+    async def main():
+        client, c = await container(t)
+        with pytest.raises(CosmosClientTimeoutError):
+            await c.create_item({"id": "1", "pk": "a"}, timeout=0.5)       # a blackhole
+        t.account = account_doc(write=("West US",), read=("West US", "East US"))
+        reads, loop = t.account_reads, asyncio.get_running_loop()
+        # The account was read at t = 0; the next read is due a FAILOVER_REFRESH_MS later.
+        await asyncio.sleep(FAILOVER_REFRESH_MS / 1000 * 0.9 - loop.time())
+        with pytest.raises(CosmosClientTimeoutError):
+            await c.create_item({"id": "2", "pk": "a"}, timeout=0.05)      # no refresh due yet
+        assert t.account_reads == reads
+        await asyncio.sleep(FAILOVER_REFRESH_MS / 1000 - loop.time())
+        item = await c.create_item({"id": "3", "pk": "a"})     # waits for the refresh now due
+        await client.close()
+        return item
+    item = run(main())
+    assert [(a.region, a.status) for a in item.diagnostics.attempts] == [("West US", 201)]
+    assert any(e.kind == "account" and "not answering" in e.detail for e in item.diagnostics.events)

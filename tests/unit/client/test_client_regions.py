@@ -3,8 +3,9 @@ sockets): preferred ∩ account regions in preference order with the primary as 
 names compared as the SDK compares them, a preferred region the account gains used after a
 refresh, single-write writes pinned to the write region, exclusions (list, supplier callable,
 per request, which replaces the client's as in the SDK) with every-region-excluded going to the
-primary, unavailable endpoints last until they expire, and the 5-minute refresh clock."""
-from regionlab.client.policies.regions import RegionRouter, UNAVAILABLE_MS, parse_account
+primary, unavailable endpoints last until they expire, and the 5-minute refresh clock, which
+turns to one second while the write region does not answer, until the account names another."""
+from regionlab.client.policies.regions import FAILOVER_REFRESH_MS, RegionRouter, UNAVAILABLE_MS, parse_account
 
 from client_world import account_doc
 
@@ -101,3 +102,34 @@ def test_a_region_given_as_a_string_is_one_region_not_its_letters():
     r = router(preferred="West US", excluded="North")
     assert names(r.applicable(False, 0)) == [W, E]
     assert names(r.applicable(False, 0, excluded="West US")) == [E]
+
+
+def test_a_write_region_not_answering_has_the_account_read_every_second_until_it_moves():
+    r = router(now_ms=0)
+    assert not r.mark_write_unavailable("http://west/", 10)      # a read region: nothing to follow
+    assert not r.needs_refresh(5_000)
+    assert r.mark_write_unavailable("http://east/", 10)
+    assert not r.needs_refresh(FAILOVER_REFRESH_MS - 1) and r.needs_refresh(FAILOVER_REFRESH_MS)
+    r.update(parse_account(account_doc()), 2_000)                 # the service has not failed over yet
+    assert not r.needs_refresh(2_999) and r.needs_refresh(3_000)
+    r.update(parse_account(account_doc(write=(W,), read=(W, E, N))), 3_000)     # it has
+    assert r.write_down == {} and names(r.applicable(True, 3_000)) == [W]
+    assert not r.needs_refresh(4_000) and r.needs_refresh(3_000 + 300_000)
+
+
+def test_the_failover_refresh_ends_when_the_region_answers_or_after_the_unavailable_time():
+    r = router(now_ms=0)
+    r.mark_write_unavailable("http://east/", 0)
+    r.mark_write_available("http://east/")
+    assert not r.needs_refresh(5_000)
+    r.mark_write_unavailable("http://east/", 0)
+    r.update(parse_account(account_doc()), UNAVAILABLE_MS)
+    assert not r.needs_refresh(UNAVAILABLE_MS + FAILOVER_REFRESH_MS) and r.write_down == {}
+
+
+def test_every_read_region_puts_the_ones_outside_the_preference_last_and_drops_the_excluded():
+    r = router(preferred=["West US"])
+    assert names(r.every_read_region(0)) == [W, E, N]
+    assert names(r.every_read_region(0, excluded=["North"])) == [W, E]
+    r.excluded_locations = ["West US"]
+    assert names(r.every_read_region(0)) == [E, N]

@@ -4,11 +4,13 @@ clock): 429/3200 waits the retry-after for at most 9 retries and never more than
 and moves on; 404/1002 goes to the write region once (single-write) or through the regions
 (multi-write); a 503 moves to the next region at once (a local retry only in the last or only
 region); 408/connection errors retry locally then move region for reads, while writes retry
-only when unsent, or on multi-write accounts when idempotent or opted in."""
+only when unsent, or on multi-write accounts when idempotent or opted in; a write region that
+does not answer a write (503, transport error) is reported whether or not the write is retried;
+a session retry the write region does not answer goes to a read region not tried."""
 import pytest
 
-from regionlab.client.policies.retry import (CONNECT_ERROR, RESPONSE_ERROR, Outcome, RequestKind, RetryOptions,
-                                   RetryState, decide)
+from regionlab.client.policies.retry import (CONNECT_ERROR, RESPONSE_ERROR, TIMEOUT_ERROR, Outcome, RequestKind,
+                                             RetryOptions, RetryState, decide)
 
 READ = RequestKind(is_write=False, regions=3)
 CREATE = RequestKind(is_write=True, idempotent=False, regions=1)
@@ -118,3 +120,45 @@ def test_multi_write_crosses_regions_for_idempotent_writes_and_opted_in_creates(
                                          (449, 0), (410, 1002), (403, 0)])
 def test_errors_about_the_request_are_raised(status, sub):
     assert schedule(Outcome(status, sub)) == []
+
+
+SESSION_READ = RequestKind(is_write=False, regions=2, read_regions=3)
+
+
+@pytest.mark.parametrize("outcome", [Outcome(503), Outcome(None, transport_error=RESPONSE_ERROR),
+                                     Outcome(None, transport_error=TIMEOUT_ERROR),
+                                     Outcome(None, transport_error=CONNECT_ERROR)])
+def test_a_single_write_write_the_region_did_not_answer_reports_it_retried_or_not(outcome):
+    d = decide(RetryOptions(), RetryState(), outcome, CREATE)
+    assert d.write_region_down
+    assert d.retry == (outcome.transport_error == CONNECT_ERROR)      # only an unsent write is retried
+
+
+def test_what_reports_a_region_not_answering():
+    down = lambda outcome, kind: decide(RetryOptions(), RetryState(), outcome, kind).write_region_down
+    assert down(Outcome(None, transport_error=RESPONSE_ERROR), READ)          # any request's transport error
+    assert not down(Outcome(503), READ)                 # a read's 503 may be one partition's
+    assert not down(Outcome(503), MW_UPSERT)            # multi-write writes move region instead
+    assert not down(Outcome(408), CREATE) and not down(Outcome(429, 3200, 10), CREATE)
+
+
+def test_a_session_retry_the_write_region_does_not_answer_goes_to_a_read_region_not_tried():
+    state = RetryState()
+    first = decide(RetryOptions(), state, Outcome(404, 1002), SESSION_READ)
+    rescue = decide(RetryOptions(), state, Outcome(503), SESSION_READ)
+    assert (first.route, rescue.route, rescue.delay_ms) == ("write", "session", 0)
+    assert "session from a read region not tried" in rescue.reason
+    again = decide(RetryOptions(), state, Outcome(404, 1002), SESSION_READ)
+    assert not again.retry                              # that region lacks it too: the 404/1002 stands
+    # with only two read regions (the one that lacked it and the write region) there is none to try
+    state = RetryState()
+    decide(RetryOptions(), state, Outcome(404, 1002), RequestKind(is_write=False, regions=2, read_regions=2))
+    assert decide(RetryOptions(), state, Outcome(503), RequestKind(is_write=False, regions=2,
+                                                                  read_regions=2)).route != "session"
+
+
+@pytest.mark.parametrize("error", [CONNECT_ERROR, RESPONSE_ERROR, TIMEOUT_ERROR])
+def test_a_region_that_fails_twice_at_the_transport_level_is_marked_when_the_read_moves_on(error):
+    ds = schedule(Outcome(None, transport_error=error))
+    assert [(d.route, d.mark_unavailable) for d in ds[:2]] == [("same", False), ("next", True)]
+    assert not any(d.mark_unavailable for d in schedule(Outcome(408)))       # the service answered

@@ -54,7 +54,7 @@ def _encode(value, v) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
-def _stream_all(q, parts, size=100, work_max=limits.QUERY_SLICE_MAX_WORK_UNITS, bytes_max=limits.PAGE_MAX_BYTES):
+def _stream_all(q, parts, size=100, work_max=limits.QUERY_PAGE_MAX_WORK_UNITS, bytes_max=limits.PAGE_MAX_BYTES):
     """Every page of a streaming query, following continuations through the encoded token."""
     state, pages = qp.decode_state(q, None, len(parts)), []
     while True:
@@ -270,7 +270,7 @@ def _stream_implied(q, parts, size, work_max, bytes_max):
 
 @pytest.mark.parametrize("text", ["SELECT * FROM c WHERE c.pk = 'p0'",
                                   "SELECT * FROM c WHERE c.pk = 'p0' OFFSET 13 LIMIT 40"])
-@pytest.mark.parametrize("size,work_max,bytes_max", [(10, limits.QUERY_SLICE_MAX_WORK_UNITS, limits.PAGE_MAX_BYTES),
+@pytest.mark.parametrize("size,work_max,bytes_max", [(10, limits.QUERY_PAGE_MAX_WORK_UNITS, limits.PAGE_MAX_BYTES),
                                                      (1000, 40, limits.PAGE_MAX_BYTES), (25, 10 ** 6, 3000)])
 def test_a_filter_the_scope_implies_serves_stored_bodies_unparsed_in_the_same_pages(text, size, work_max, bytes_max):
     """A partition-key query scoped to that key (`WHERE c.pk = @pk` with its header) parsed
@@ -284,3 +284,102 @@ def test_a_filter_the_scope_implies_serves_stored_bodies_unparsed_in_the_same_pa
     implied = _stream_implied(q, parts, size, work_max, bytes_max)
     assert [(p.raw, p.loaded, p.state, p.work) for p in implied] == [(p.raw, p.loaded, p.state, p.work) for p in plain]
     assert _results(implied) == _everything(q, parts) and len(plain) > 1
+
+
+# ---- aggregates carry their partials across pages -------------------------------------------
+def _aggregate_pages(q, parts, page_work_max: int) -> list:
+    """Every page of an aggregate query, each ending at page_work_max units, following the
+    continuations through their encoded tokens."""
+    state, pages = qp.decode_state(q, None, len(parts)), []
+    while True:
+        at = state.at if isinstance(state, qp.PartialState) else None
+        run = qp.BlockingRun(q, _inputs(parts, at), state, 10, _encode, page_work_max)
+        while not run.step(0, 7):
+            pass
+        pages.append(run.page())
+        if pages[-1].state is None:
+            return pages
+        state = qp.decode_state(q, qp.encode_state(pages[-1].state), len(parts))
+
+
+@pytest.mark.parametrize("text", [
+    "SELECT VALUE COUNT(1) FROM c JOIN t IN c.arr",
+    "SELECT VALUE SUM(t * c.n) FROM c JOIN t IN c.arr WHERE c.n % 3 = 1",
+    "SELECT AVG(c.n) AS mean, MIN(c.id) AS lo, MAX(t) AS hi, COUNT(c.missing) AS none FROM c JOIN t IN c.arr",
+    'SELECT VALUE {"n": COUNT(1), "s": SUM(c.n), "x": MAX(c.n > 5 ? "big" : null)} FROM c',
+    "SELECT VALUE SUM(c.id) FROM c",                         # poisoned: undefined
+    "SELECT VALUE MAX(c.arr) FROM c",                        # an array: undefined
+    "SELECT VALUE MIN(c.n) FROM c WHERE c.n < 0",            # no row at all
+])
+def test_an_aggregate_page_ends_at_its_budget_and_the_last_gives_the_whole_result(text):
+    q = compile_query(text)
+    assert q.carries_partials
+    parts = _parts(_docs(120))
+    pages = _aggregate_pages(q, parts, page_work_max=50)
+    assert len(pages) >= 240 // 50                           # the budget ended them
+    assert all(p.raw == [] and isinstance(p.state, qp.PartialState) for p in pages[:-1])
+    assert _results(pages) == _everything(q, parts)
+    # Each document is read by one page, or by two when a page ended inside its JOIN rows.
+    assert sum(p.loaded for p in pages) <= 120 + len(pages)
+
+
+def test_partials_past_their_byte_cap_stay_in_the_page():
+    q = compile_query("SELECT VALUE MAX(c.s) FROM c")
+    docs = [{"id": f"d{i:02d}", "pk": "p0", "s": f"{i:02d}" + "x" * limits.QUERY_PARTIALS_MAX_BYTES} for i in range(20)]
+    pages = _aggregate_pages(q, _parts(docs, 1), page_work_max=1)
+    assert len(pages) == 1 and _results(pages) == [docs[-1]["s"]]
+    short = compile_query("SELECT VALUE MIN(c.s) FROM c")        # "00xxx...": then shorter ones
+    docs = [{"id": f"d{i:02d}", "pk": "p0", "s": f"{i:02d}" + "x" * (limits.QUERY_PARTIALS_MAX_BYTES >> i)}
+            for i in range(20)]
+    pages = _aggregate_pages(short, _parts(docs, 1), page_work_max=1)
+    assert len(pages) == 1 and _results(pages) == [docs[0]["s"]]
+    docs = [{**d, "id": f"d{19 - i:02d}"} for i, d in enumerate(docs)]    # the short ones first: they ride
+    pages = _aggregate_pages(short, _parts(docs, 1), page_work_max=1)
+    assert len(pages) > 20 and _results(pages) == [docs[0]["s"]]
+
+
+@pytest.mark.parametrize("partials", ['[[-1]]', '[[true]]', '[["1"]]', '[[1], [2]]', '[1]', '{"a": 1}', '[[1, 2]]'])
+def test_a_forged_partial_continuation_is_400(partials):
+    import base64
+    q = compile_query("SELECT VALUE COUNT(1) FROM c")
+    token = base64.urlsafe_b64encode(f'{{"p":[{partials},0,"[\\"p0\\"]","d000",null]}}'.encode()).decode()
+    with pytest.raises(CosmosError) as e:
+        qp.decode_state(q, token, 1)
+    assert e.value.status == 400
+    good = base64.urlsafe_b64encode(b'{"p":[[[3]],0,"[\\"p0\\"]","d000",null]}').decode()
+    assert qp.decode_state(q, good, 1) == qp.PartialState(qp.Position(0, ('["p0"]', "d000"), None), [[3]])
+    grouped = compile_query("SELECT VALUE COUNT(1) FROM c GROUP BY c.pk")     # its groups never ride
+    with pytest.raises(CosmosError):
+        qp.decode_state(grouped, good, 1)
+
+
+@pytest.mark.parametrize("text", ["SELECT VALUE COUNT(1) FROM c GROUP BY c.pk",
+                                  "SELECT c.id, COUNT(1) AS n FROM c",      # reads a row besides its aggregates
+                                  "SELECT VALUE c.n FROM c ORDER BY c.n", "SELECT DISTINCT VALUE c.n FROM c"])
+def test_other_blocking_queries_never_end_a_page_at_the_work_budget(text):
+    q = compile_query(text)
+    assert not q.carries_partials
+    parts = _parts(_docs(120))
+    pages = _aggregate_pages(q, parts, page_work_max=50)
+    assert not any(isinstance(p.state, qp.PartialState) for p in pages) and max(p.work for p in pages) > 50
+    assert _results(pages) == _everything(q, parts)
+
+
+def test_a_blocking_slice_ends_at_its_budget_even_when_no_row_passes_where():
+    q = compile_query("SELECT VALUE COUNT(1) FROM c JOIN t IN c.arr WHERE t < 0")
+    parts = _parts(_docs(300))
+    run, page = _blocking(q, parts, 0, work_max=100)
+    assert run.slices >= (300 + 300 + 900) // 100 and json.loads(page.raw[0]) == 0
+
+
+def test_a_streaming_page_run_in_slices_is_the_page_run_at_once():
+    q = compile_query("SELECT VALUE [c.id, t] FROM c JOIN t IN c.arr WHERE c.n % 5 = 1")
+    parts = _parts(_docs(300))
+    state = qp.first_state(q)
+    run = qp.StreamRun(q, _inputs(parts, None), state, 1000, _encode, page_work_max=700)
+    slices = 1
+    while not run.step(0, 13):
+        slices += 1
+    sliced = run.page()
+    whole = qp.stream_page(q, _inputs(parts, None), state, 1000, _encode, 0, 700)
+    assert slices > 10 and sliced == whole and sliced.state is not None

@@ -4,7 +4,7 @@ step), availability outside the windows, RTO, RPO attributed to the causing step
 reason, hedged charge, breaker openings, throttle steps' windows, client steps' before/after, the
 side-by-side comparison of setups, and the assertions' verdicts."""
 from regionlab.emulator.drill.report import (LostWrites, build, fault_windows, percentile, phases, recovery,
-                                   summarize, timeline)
+                                             summarize, timeline)
 from regionlab.emulator.drill.scenario import parse
 from regionlab.emulator.drill.workload import Op, reason_class
 
@@ -52,12 +52,47 @@ def test_reason_class_drops_the_details():
     assert reason_class("hedge after 500 ms") == "hedge after 500 ms"
 
 
-def test_recovery_is_from_window_start_to_first_success_after_last_failure():
-    w = {"start_ms": 1000, "end_ms": 3000}
-    ops = [op(1100, ok=False, latency=50), op(1500, ok=False, latency=100), op(1550, latency=10), op(1700)]
-    assert recovery(ops, w) == 710.0        # last failure ends at 1600; first success ending after: 1710
-    assert recovery([op(1200)], w) == 0.0
-    assert recovery([op(1200, ok=False)], w) is None
+RULE = {"availability_min": 0.95, "hold_ms": 500, "stall_ms": 300}
+
+
+def steady(t0, t1, ok=True, every=20):
+    return [op(t, ok=ok, latency=5.0) for t in range(t0, t1, every)]
+
+
+def test_rto_counts_a_stall_with_no_completions_as_down():
+    # Every operation from 1000 ms is held until 1800 ms and then succeeds: nothing failed, but
+    # nothing completed for 800 ms (a graceful failover's drain).
+    held = [op(t, latency=1800.0 - t) for t in range(1000, 1800, 20)]
+    assert recovery(steady(0, 1000) + held + steady(1800, 4000), 1000, 4000, RULE, 100) == 800.0
+
+
+def test_rto_waits_until_the_success_rate_holds():
+    ops = steady(0, 1000) + steady(1000, 1500, ok=False) + steady(1500, 4000)
+    assert recovery(ops, 1000, 4000, RULE, 100) == 500.0
+    dotted = steady(0, 1000) + [op(t, ok=t % 200 == 0, latency=5.0) for t in range(1000, 2000, 20)] + steady(2000, 4000)
+    assert recovery(dotted, 1000, 4000, RULE, 100) == 1000.0    # a success now and then is not recovery
+
+
+def test_rto_is_zero_when_nothing_changed_and_none_when_never_back_within_the_drill():
+    assert recovery(steady(0, 4000), 1000, 4000, RULE, 100) == 0.0
+    assert recovery(steady(0, 1000) + steady(1000, 4000, ok=False), 1000, 4000, RULE, 100) is None
+    late = steady(0, 1000) + steady(1000, 3700, ok=False) + steady(3700, 4000)
+    assert recovery(late, 1000, 4000, RULE, 100) is None        # back for 300 ms < hold_ms at the end
+
+
+def test_an_idle_workload_between_operations_is_no_stall():
+    # One operation a second (a rate-limited workload): long gaps, but nothing was waiting.
+    idle = [op(t) for t in range(0, 6000, 1000)]
+    assert recovery(idle, 1000, 6000, RULE, 100) == 0.0
+    held = idle[:1] + [op(1000, latency=900.0)] + idle[2:]       # one waits 900 ms for its answer
+    assert recovery(held, 1000, 6000, RULE, 100) == 900.0
+
+
+def test_slow_but_steady_completions_are_no_stall():
+    # Four workers, each operation 250 ms (under stall_ms) and successful: bins without a
+    # completion, but no gap longer than stall_ms, so nothing is down.
+    slow = [op(t + w * 60, latency=250.0) for t in range(1000, 4000, 250) for w in range(4)]
+    assert recovery(steady(0, 1000) + slow, 1000, 4000, RULE, 100) == 0.0
 
 
 def test_timeline_rates_per_second():
@@ -140,3 +175,72 @@ def test_comparison_puts_each_setup_side_by_side():
     assert [a["name"] for a in r["assertions"]] == ["[plain] availability outside fault windows",
                                                     "[hedged] availability outside fault windows"]
     assert r["passed"] and r["lost_writes"]["acknowledged_writes"] == 6 and "timeline" not in r
+
+
+def test_each_fault_window_has_its_own_figures_and_verdicts_and_a_step_expect_overrides():
+    drill = parse({"duration_ms": 6000, "account": {"regions": ["East US", "East US 2"]},
+                   "schedule": [{"at_ms": 1000, "fault": {"type": "region_outage", "region": "East US"}, "as": "o",
+                                 "expect": {"availability_min": 0.1}},
+                                {"at_ms": 3000, "heal": "o"},
+                                {"at_ms": 4000, "failover": {"region": "East US 2"}, "window_ms": 1000}],
+                   "assertions": {"faults": {"availability_min": 0.9, "rto_ms_max": 1500, "p99_ms_max": 100},
+                                  "recovery": {"availability_min": 0.95, "hold_ms": 300, "stall_ms": 300},
+                                  "steady_state": {"availability_min": 0.99}, "error_rate_max": 0.5}})
+    ops = steady(0, 1000) + steady(1000, 3000, ok=False) + steady(3000, 6000)
+    ops.append(op(900, latency=300.0))          # in flight when the outage began: counted in its window
+    r = build(drill, ops, LostWrites([], 0, []), [], 0.0)
+    outage, failover = r["faults"]
+    assert outage["ops"] == 101 and outage["errors"] == 100 and outage["availability"] == round(1 / 101, 6)
+    assert outage["rto_ms"] == 2000.0 and outage["rto_bin_ms"] == 100 and outage["p99_ms"] == 5.0
+    assert failover["availability"] == 1.0 and failover["rto_ms"] == 0.0
+    v = {a["name"]: a for a in r["assertions"]}
+    assert v["availability in [region_outage East US]"]["limit"] == 0.1          # the step's own expect
+    assert v["availability in [region_outage East US]"]["held"] is False
+    assert v["RTO of [region_outage East US] (ms)"]["held"] is False
+    assert v["availability in [graceful failover -> East US 2]"]["held"] is True
+    assert v["availability before the first fault"]["held"] is True
+    assert v["availability after the last fault window"]["held"] is True
+    assert r["steady_state"]["after_last_fault"]["ops"] == 50                     # from 5000 ms
+    assert v["error rate of the whole run"]["value"] == round(1 - r["total"]["availability"], 6)
+    assert r["passed"] is False and r["ended"] == {"kind": "completed"}
+
+
+def test_nothing_to_judge_is_not_judged_never_a_pass():
+    drill = parse({"duration_ms": 2000, "account": {"regions": ["East US", "East US 2"]},
+                   "schedule": [{"at_ms": 1000, "fault": {"type": "region_outage", "region": "East US"}}],
+                   "assertions": {"lost_writes_max": 0, "lost_writes_match": True, "consistency_valid": True,
+                                  "steady_state": {"availability_min": 0.99}}})
+    reads = steady(0, 2000)
+    checked = {"level": "Session", "valid": True, "writes": {}, "violation_count": 0, "violations": [],
+               "unknown_writes": 0, "unknown_applied": 0}
+    r = build(drill, reads, LostWrites([], 0, []), [], 0.0, checked)
+    v = {a["name"]: a["held"] for a in r["assertions"]}
+    assert v == {"lost writes (listed)": None, "every acknowledged unreadable write is listed": None,
+                 "history checker (Session): no violation": None, "availability before the first fault": True,
+                 "availability after the last fault window": None}    # the outage lasts to the end
+    assert r["passed"] is True
+    from regionlab.emulator.drill.table import render
+    text = render(r)
+    assert "n/a   lost writes (listed): not judged" in text and "PASS  lost writes" not in text
+    assert "result: passed (4 not judged)" in text
+
+
+def test_a_run_that_ended_early_does_not_pass():
+    drill = parse({"duration_ms": 2000, "account": {"regions": ["East US", "East US 2"]}})
+    ended = {"kind": "aborted", "reason": "stop condition: ...", "at_ms": 1500.0}
+    r = build(drill, steady(0, 1500), LostWrites([], 0, []), [], 0.0, None, ended)
+    assert r["passed"] is False and r["ended"] == ended
+
+
+def test_recovered_in_window_means_back_before_the_fault_ended():
+    drill = parse({"duration_ms": 6000, "account": {"regions": ["East US", "East US 2"]},
+                   "schedule": [{"at_ms": 1000, "fault": {"type": "region_outage", "region": "East US"}, "as": "o",
+                                 "expect": {"recovered_in_window": True, "rto_ms_max": 8000}},
+                                {"at_ms": 3000, "heal": "o"}],
+                   "assertions": {"recovery": {"availability_min": 0.95, "hold_ms": 300, "stall_ms": 300}}})
+    outlasted = steady(0, 1000) + steady(1000, 3000, ok=False) + steady(3000, 6000)     # back only at the heal
+    survived = steady(0, 1000) + steady(1000, 1500, ok=False) + steady(1500, 6000)      # back 500 ms in
+    for ops, held in ((outlasted, False), (survived, True)):
+        v = {a["name"]: a for a in build(drill, ops, LostWrites([], 0, []), [], 0.0)["assertions"]}
+        assert v["[region_outage East US] recovered before its window ended"]["held"] is held
+        assert v["RTO of [region_outage East US] (ms)"]["held"] is True

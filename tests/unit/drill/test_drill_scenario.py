@@ -163,3 +163,72 @@ def test_the_simulators_form_drops_client_and_throttle_steps_and_their_heals():
     steps = sim_scenario(data, ("East US", "East US 2", "West US"), 100, 1000)["schedule"]
     assert steps == [{"at_ms": 300, "fault": {"type": "region_outage", "region": "East US 2"}, "as": "o"},
                      {"at_ms": 500, "heal": "o"}]
+
+
+# ---- issue #24: what a drill asserts, and what is refused before anything starts ------------------
+@pytest.mark.parametrize("path,value,words", [
+    ("assertions.faults", {"rto": 1}, "assertions.faults: unknown field 'rto'"),
+    ("assertions.faults", {"rto_ms_max": -1}, "assertions.faults.rto_ms_max must be a number"),
+    ("assertions.steady_state", {"rto_ms_max": 1}, "assertions.steady_state: unknown field 'rto_ms_max'"),
+    ("assertions.recovery", {"hold_ms": 0}, "assertions.recovery.hold_ms must be an integer from 1"),
+    ("assertions.error_rate_max", 1.5, "assertions.error_rate_max must be a number from 0 to 1"),
+    ("stop", {"over_ms": 100}, 'stop needs "error_rate_above"'),
+    ("stop", {"error_rate_above": 0.5, "when": 1}, "stop: unknown field 'when'"),
+    ("account.options", {"detection_delay": 5}, "account.options: unknown regionlab option 'detection_delay'"),
+    ("account.options", {"election_ms": "soon"}, "account.options: election_ms="),
+])
+def test_new_assertion_stop_and_account_fields_are_checked(path, value, words):
+    with pytest.raises(DrillError) as e:
+        parse(with_(path, value))
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("schedule,words", [
+    ([{"at_ms": 1, "fault": {"type": "region_outgae", "region": "East US"}}],
+     "step 0: unknown fault type 'region_outgae'; the catalogue has: region_outage"),
+    ([{"at_ms": 1, "fault": {"type": "region_outage", "region": "East US", "mod": "refuse"}}],
+     "step 0: a region_outage fault takes no field 'mod'; its fields are: type, duration_ms, region, mode"),
+    ([{"at_ms": 1, "fault": {"type": "link_cut", "from": "East US", "to": "Mars"}}], "names region 'Mars'"),
+    ([{"at_ms": 1, "fault": {"type": "region_outage", "region": "East US"}, "as": "o"}, {"at_ms": 2, "heal": "out"}],
+     "step 1 heals 'out', which no earlier step names with \"as\" (the names before it: 'o')"),
+    ([{"at_ms": 2, "fault": {"type": "region_outage", "region": "East US"}, "as": "o"}, {"at_ms": 1, "heal": "o"}],
+     "step 0 heals 'o', which no earlier step names"),
+    ([{"at_ms": 1, "heal": "all", "expect": {"rto_ms_max": 5}}], "expect judges a fault, failover or throttle"),
+    ([{"at_ms": 1, "failover": {"region": "East US 2"}, "expect": {"rto": 5}}], "step 0: expect: unknown field 'rto'"),
+])
+def test_bad_fault_types_fields_references_and_expectations_are_refused(schedule, words):
+    with pytest.raises(DrillError) as e:
+        parse(with_("schedule", schedule))
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_good_expectations_stop_and_references_parse():
+    d = parse(with_("schedule", [
+        {"at_ms": 1, "throttle": {"credits_per_s": 5}, "as": "c", "expect": {"availability_min": 0.5}},
+        {"at_ms": 2, "fault": {"type": "replica_move", "region": "East US", "replica": 0, "to": 3}, "as": "m"},
+        {"at_ms": 3, "heal": "c"}, {"at_ms": 4, "heal": "m"}, {"at_ms": 5, "heal": 7}]))
+    assert d.schedule[0]["expect"] == {"availability_min": 0.5}
+    d = parse(with_("stop", {"error_rate_above": 0.9}))
+    assert d.stop == {"error_rate_above": 0.9, "over_ms": 2000}
+    assert d.recovery == {"availability_min": 0.95, "hold_ms": 1000, "stall_ms": 500}
+
+
+def test_scaling_scales_the_accounts_times_and_lags_but_not_delays_client_timers_or_limits():
+    d = parse({"duration_ms": 10000, "account": {"regions": ["East US", "East US 2"], "lag_ms": 300,
+                                                 "options": {"detection_delay_ms": 5000}},
+               "workload": {"client_options": {"timeout_s": 0.5}},
+               "schedule": [{"at_ms": 1000, "fault": {"type": "link_lag", "from": "East US", "to": "East US 2",
+                                                      "lag_ms": 2000}},
+                            {"at_ms": 2000, "fault": {"type": "latency", "region": "East US", "delay_ms": 300}}],
+               "assertions": {"p99_ms_max": 250, "faults": {"rto_ms_max": 8000}},
+               "stop": {"error_rate_above": 0.5, "over_ms": 1000}})
+    s = d.scaled(0.3)
+    assert s.scale == 0.3 and s.lag_ms == 90
+    assert s.account_options == {"detection_delay_ms": 1500, "election_ms": 150}     # the default 500 too
+    assert s.schedule[0]["fault"]["lag_ms"] == 600 and s.schedule[1]["fault"]["delay_ms"] == 300
+    assert s.client_options == {"timeout_s": 0.5}
+    assert s.assertions["p99_ms_max"] == 250 and s.assertions["faults"] == {"rto_ms_max": 8000}
+    assert s.recovery["hold_ms"] == 300 and s.recovery["stall_ms"] == 500 and s.stop["over_ms"] == 300
+    assert d.scaled(1.0) is d
+    floored = parse(dict(GOOD, duration_scale_min=0.6)).scaled(0.3)
+    assert floored.scale == 0.6 and floored.duration_ms == 6000

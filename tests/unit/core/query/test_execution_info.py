@@ -222,3 +222,17 @@ def test_a_group_by_plan_names_its_expressions_aliases_and_aggregates():
     assert info["rewrittenQuery"] == (          # every group from every partition: no TOP, OFFSET or LIMIT
         'SELECT [{"item": c.k}] AS groupByItems, {"kind": c.k, "$1": {"item": COUNT(1)}, '
         '"mean": {"item": {"sum": SUM(c.n), "count": COUNT(c.n)}}} AS payload FROM c WHERE c.n > @n GROUP BY c.k')
+
+
+
+CHAIN_EXPRESSIONS = ["c.n" + "+1" * 20_000, "c.a ?? " * 20_000 + "c.n", "NOT " * 20_000 + "c.t", "c" + ".a" * 20_000]
+
+
+@pytest.mark.parametrize("expression", CHAIN_EXPRESSIONS)
+def test_planning_walks_a_chain_of_any_length_in_a_loop(expression):
+    """An operator or member chain nests as deep as it is long: no walk may recurse over it."""
+    q = compile_query(f"SELECT TOP 5 {expression} AS x FROM c")
+    assert features_needed(q) == ["Top"] and plannable(q)
+    assert plan_of(q)["queryInfo"]["top"] == 5
+    composed = compile_query(f"SELECT [{expression}, COUNT(1)] AS x FROM c")    # found past the chain
+    assert features_needed(composed) == ["NonValueAggregate"] and not plannable(composed)
