@@ -14,7 +14,7 @@ import pytest
 from azure.core import MatchConditions
 from azure.cosmos import PartitionKey, ThroughputProperties, exceptions
 
-from sdk_harness import make_client
+from sdk_harness import make_client, wait_replicated
 
 
 def served(emu, method: str, kind: str, status: int, substatus: int = 0) -> int:
@@ -69,6 +69,7 @@ def test_a_point_read_names_the_serving_region_in_content_location(regionlab, co
     location = read.get_response_headers()["Content-Location"]
     east = regionlab.region_endpoints["East US"]
     assert location == east + "dbs/db/colls/items/docs/a%20b"
+    wait_replicated(regionlab, "db", "items", "West US")     # a new client has no session to wait for
     with make_client(regionlab, preferred_locations=["West US"]) as west_client:
         west = west_client.get_database_client("db").get_container_client("items")
         location = west.read_item("a b", partition_key="p").get_response_headers()["Content-Location"]
