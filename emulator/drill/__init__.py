@@ -75,6 +75,9 @@ def run(file_or_name, *, target=None, scale: float = 1.0, seed: int = 0, out=Non
         drill = drill.scaled(scale)
     if target is not None and target.regions:
         check_regions(drill, target.regions)
+    if drill.served and target is None:
+        raise DrillError("a scenario without a `workload` section watches your own application drive a running "
+                         "emulator: give its control port (--control URL), or add a workload")
     if target is None:
         with runner.own_emulator(drill) as own:
             report = runner.run(drill, own, out, seed, handle_signals)
