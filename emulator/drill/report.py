@@ -241,8 +241,22 @@ def _judge_windows(drill, ops: list[Op], windows: list, expected_per_bin: float)
         w.update({k: figures[k] for k in WINDOW_FIGURES})
         w["rto_ms"] = recovery(ops, w["start_ms"], drill.duration_ms, drill.recovery,
                                expected_per_bin=expected_per_bin)
+        if expected_per_bin:
+            _count_missing(w, ops, expected_per_bin)
         w["rto_bin_ms"] = RTO_BIN_MS
         w["rpo_writes"] = 0
+
+
+def _count_missing(w: dict, ops: list[Op], expected_per_bin: float, bin_ms: int = RTO_BIN_MS) -> None:
+    """A server-side window (served.py): each whole bin of it in which nothing completed while
+    requests were expected adds expected_per_bin requests that were not served, so an outage
+    the application stops sending into reads as one. availability = served / (requests + missing)."""
+    n = int((w["end_ms"] - w["start_ms"]) // bin_ms)
+    busy = {int((op.start_ms + op.latency_ms - w["start_ms"]) // bin_ms) for op in ops}
+    missing = round(sum(1 for k in range(n) if k not in busy) * expected_per_bin)
+    w["missing_requests"] = missing
+    if w["ops"] + missing:
+        w["availability"] = round((w["ops"] - w["errors"]) / (w["ops"] + missing), 6)
 
 
 def build(drill, ops: list[Op], lost: LostWrites, failovers: list, started_epoch_ms: float,

@@ -128,10 +128,14 @@ class ServedWorkload:
         self._synced = (reply["now_ms"], time.monotonic())
 
     def start_clock(self) -> None:
-        self.started_s = time.monotonic()
+        """The drill's 0 is the start of the emulator's window the run begins in, so each
+        window is one of the drill's 100 ms bins (RTO's too)."""
+        now_s = time.monotonic()
         now_ms, at_s = self._synced
-        self.offset_ms = now_ms + (self.started_s - at_s) * 1000.0
-        self._since_ms = int(self.offset_ms) - int(self.offset_ms) % WINDOW_MS
+        server_now_ms = now_ms + (now_s - at_s) * 1000.0
+        self.offset_ms = float(int(server_now_ms) - int(server_now_ms) % WINDOW_MS)
+        self.started_s = now_s - (server_now_ms - self.offset_ms) / 1000.0
+        self._since_ms = int(self.offset_ms)
 
     def now_ms(self) -> float:
         return (time.monotonic() - self.started_s) * 1000.0
