@@ -22,7 +22,7 @@ WINDOW_MS = 100
 # Upper bounds of the latency classes (ms), about 25 % apart; the last catches the rest.
 LATENCY_CLASSES_MS = (0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 80, 100, 120, 150, 200, 250,
                       300, 400, 500, 600, 800, 1000, 1200, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 8000,
-                      10000, 12000, 15000, 20000, 25000, 30000, 40000, 60000, 120000)
+                      10000, 12000, 15000, 20000, 25000, 30000, 40000, 50000, 60000, 80000, 100000, 120000)
 ENTRY_BYTES = 200                  # a key tuple and its count in a window's dict, measured roughly
 REQUEST_LOG_MAX_BYTES = 16 * 1024 * 1024
 ENTRIES_MAX = REQUEST_LOG_MAX_BYTES // ENTRY_BYTES
