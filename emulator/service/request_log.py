@@ -8,8 +8,8 @@ latency class). The latency is the account clock's from the start of Service.han
 reply (whole milliseconds: the clock's resolution), put in the first class of LATENCY_CLASSES_MS
 at or above it, so a figure read back is an upper bound within about a quarter of the truth.
 Windows are kept oldest first; the log holds at most ENTRIES_MAX keys over all its windows
-(~ENTRY_BYTES each) and drops the oldest windows past that, so it is bounded in bytes however
-many distinct keys clients provoke (regions, operations, statuses and classes are few anyway:
+(~ENTRY_BYTES each) and WINDOWS_MAX windows (~WINDOW_BYTES each, ten minutes of them), and drops the
+oldest windows past either, so it is bounded in bytes however many distinct keys clients provoke (regions, operations, statuses and classes are few anyway:
 the service names them, not the client). The clock only moves forward, so a reply always lands
 in the newest window or a new one.
 
@@ -23,9 +23,11 @@ WINDOW_MS = 100
 LATENCY_CLASSES_MS = (0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 80, 100, 120, 150, 200, 250,
                       300, 400, 500, 600, 800, 1000, 1200, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 8000,
                       10000, 12000, 15000, 20000, 25000, 30000, 40000, 50000, 60000, 80000, 100000, 120000)
-ENTRY_BYTES = 200                  # a key tuple and its count in a window's dict, measured roughly
-REQUEST_LOG_MAX_BYTES = 16 * 1024 * 1024
-ENTRIES_MAX = REQUEST_LOG_MAX_BYTES // ENTRY_BYTES
+ENTRY_BYTES = 200                  # a key tuple and its count in a window's dict (tracemalloc: ~110)
+WINDOW_BYTES = 400                 # a window's tuple, its dict's own size and its place in the deque
+REQUEST_LOG_MAX_BYTES = 32 * 1024 * 1024
+WINDOWS_MAX = 600 * 1000 // WINDOW_MS       # ten minutes
+ENTRIES_MAX = (REQUEST_LOG_MAX_BYTES - WINDOWS_MAX * WINDOW_BYTES) // ENTRY_BYTES
 REPLY_ENTRIES_MAX = 20_000         # entries one GET /requests answers (ask again from its next_since_ms)
 
 
@@ -50,6 +52,8 @@ class RequestLog:
         if start != self._last_start:
             self._last_start, self._last = start, {}
             self.windows.append((start, self._last))
+            if len(self.windows) > WINDOWS_MAX:
+                self._drop_oldest(windows_max=WINDOWS_MAX)
         key = (region, op, status, sub, latency_class_ms(answered_ms - started_ms))
         counts = self._last
         n = counts.get(key)
@@ -61,8 +65,9 @@ class RequestLog:
         else:
             counts[key] = n + 1
 
-    def _drop_oldest(self) -> None:
-        while self.entries > ENTRIES_MAX and len(self.windows) > 1:
+    def _drop_oldest(self, windows_max: int | None = None) -> None:
+        while len(self.windows) > 1 and (self.entries > ENTRIES_MAX or
+                                         windows_max is not None and len(self.windows) > windows_max):
             start, counts = self.windows.popleft()
             self.entries -= len(counts)
             self.dropped_before_ms = start + WINDOW_MS

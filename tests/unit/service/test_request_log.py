@@ -50,3 +50,11 @@ def test_the_log_is_bounded_in_entries_dropping_the_oldest_windows(monkeypatch):
     got = log.since(0)
     assert [w["start_ms"] for w in got["windows"]] == [1700, 1800, 1900]
     assert got["dropped_before_ms"] == 1700 and got["entries"] == 9
+
+
+def test_the_log_keeps_at_most_windows_max_windows(monkeypatch):
+    monkeypatch.setattr(request_log, "WINDOWS_MAX", 4)
+    log = RequestLog()
+    for w in range(10):
+        log.add(w * WINDOW_MS, w * WINDOW_MS, "East US", "read", 200, 0)
+    assert [w["start_ms"] for w in log.since(0)["windows"]] == [600, 700, 800, 900] and log.entries == 4
