@@ -4,11 +4,15 @@ emulator process, a separate process driving it with the official azure-cosmos S
 a timeline with a write-region outage. The report, built from GET /requests, shows the outage
 (requests answered 503 by East US inside the fault window, its availability far below the
 steady state's) and the recovery after the heal, and its verdicts gate: a failing fault-window
-assertion exits 1, the same drill with assertions that hold exits 0. Every wait is on a line
+assertion exits 1, the same drill with assertions that hold exits 0. And the recipe of
+docs/drills.md ("Your own application as the workload") as written: its pytest example (the
+fixture's drill_in_background while the test drives the emulator with the SDK) passes in a
+pytest subprocess, and its scenario file is the example's scenario. Every wait is on a line
 from a process or its exit, with a timeout."""
 import json
 import os
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -115,3 +119,24 @@ def test_a_drill_without_a_workload_reports_what_the_emulator_served_to_another_
     assert held["availability in [region_outage East US (unavailable)]"] is False
     assert held["availability after the last fault window"] is True
     assert "FAIL  availability in [region_outage East US (unavailable)]" in failing.stdout
+
+
+def docs_example() -> tuple[str, dict]:
+    """(the pytest example, the scenario file) of docs/drills.md's "Your own application" section."""
+    with open(os.path.join(ROOT, "docs", "drills.md"), encoding="utf-8") as f:
+        text = f.read()
+    python = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "drill_in_background" in b)
+    scenario = next(d for d in (json.loads(b) for b in re.findall(r"```json\n(.*?)```", text, re.S)
+                                if b.lstrip().startswith('{"name": "east-us-outage"')))
+    return python, scenario
+
+
+def test_the_docs_recipe_runs_as_written(tmp_path):
+    python, scenario = docs_example()
+    names: dict = {}
+    exec(compile(python, "docs/drills.md", "exec"), names)
+    assert names["EAST_US_OUTAGE"] == scenario               # the file and the example are one scenario
+    (tmp_path / "test_checkout_drill.py").write_text(python)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_checkout_drill.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout + done.stderr
