@@ -2,6 +2,7 @@
 
     scenario.py  the scenario file: account, workload, timed steps, assertions; validation
     workload.py  the operations, through the bundled client's aio API, each one recorded
+    served.py    no workload: the requests your own application sent, as the emulator served them
     runner.py    an emulator (own or running), the schedule, the progress line, the cross-checks
     report.py    phases, fault windows, RTO/RPO, the timeline, the assertions (pure arithmetic)
     verdict.py / observed.py   the black-box history check of what the clients saw
