@@ -19,18 +19,19 @@ class ServerProcess:
     it prints its first line, which `parse` turns into `ready` (JSON by default)."""
 
     def __init__(self, *args: str, script: str | None = None, cmd: list | None = None, parse=json.loads,
-                 ready_timeout_s: float = READY_TIMEOUT_S):
+                 ready_timeout_s: float = READY_TIMEOUT_S, cwd: str | None = None):
         self.cmd = cmd or ([sys.executable, script] if script else [
             sys.executable, "-m", "regionlab.emulator", "--port", "0", "--control-port", "0", *args])
         self.parse = parse
         self.ready_timeout_s = ready_timeout_s
+        self.cwd = cwd                   # another checkout's server runs from its own tree
         self.proc = None
         self.ready = None
         self.spawn_to_ready_ms = None
 
     def __enter__(self):
         t0 = time.perf_counter()
-        self.proc = subprocess.Popen(self.cmd,
+        self.proc = subprocess.Popen(self.cmd, cwd=self.cwd,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         sel = selectors.DefaultSelector()
         sel.register(self.proc.stdout, selectors.EVENT_READ)

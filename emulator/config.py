@@ -20,7 +20,7 @@ from typing import Callable
 from regionlab.client.protocol import direct as direct_protocol
 from regionlab.client.protocol.auth import CLOCK_SKEW_MAX_S
 
-from . import defaults
+from . import defaults, profile as profiles
 from .core.account import AccountConfig
 from .core.consistency import LEVELS, canonical
 from .core.errors import CosmosError
@@ -280,6 +280,10 @@ HTTPS = "HTTPS (docs/https.md; the control port stays plain HTTP)"
 DURABILITY = "durability (docs/durability.md)"
 
 OPTIONS = (
+    Option("profile", profiles.profile_name, "default", "--profile", "PROFILE",
+           f"{profiles.OFFICIAL_EMULATOR}: look like the official Azure Cosmos DB emulator (HTTPS on 8081, one "
+           f"region '{profiles.OFFICIAL_REGION}', no RU limits, control port {profiles.OFFICIAL_CONTROL_PORT}; "
+           "docs/official-emulator.md); other flags still override it", metavar="NAME"),
     Option("host", text, defaults.HOST, "--host", "HOST", "address to listen on"),
     Option("advertise_host", optional(text), None, "--advertise-host", "ADVERTISE_HOST",
            "host name in the endpoints the server advertises (default: --host, or 127.0.0.1 when --host is 0.0.0.0)"),
@@ -323,6 +327,9 @@ OPTIONS = (
            "is answered 503 and closed"),
     Option("ru_limits", boolean, True, "--no-ru-limits", "NO_RU_LIMITS",
            "do not enforce provisioned RU/s (charges are still reported)", switch=True, negated=True, group=THROUGHPUT),
+    Option("enable_rate_limiting", boolean, False, "--enable-rate-limiting", "ENABLE_RATE_LIMITING",
+           "enforce provisioned RU/s even where the profile does not (the official emulator's "
+           "/EnableRateLimiting)", switch=True, group=THROUGHPUT),
     Option("credits_per_s", credits, None, "--credits-per-s", "CREDITS_PER_S",
            f"account-wide credits per second, Service Bus style (429/50009); alone or 'default': "
            f"{CREDITS_PER_S_DEFAULT} (default: off)", group=THROUGHPUT, metavar="N", alone="default"),
@@ -338,8 +345,9 @@ OPTIONS = (
            NODES_PER_REGION_DEFAULT, "--nodes-per-region", "NODES_PER_REGION",
            "backend nodes per region, each a TCP listener", group=DIRECT),
     Option("direct_ports", optional(direct_ports), None, "--direct-ports", "DIRECT_PORTS",
-           f"port range the nodes listen on, MIN-MAX, or 0 for free ports (default "
-           f"{defaults.DIRECT_PORT_MIN}-{defaults.DIRECT_PORT_MAX}; free ports with --port 0)",
+           f"port range the nodes listen on, MIN-MAX (each node takes exactly its port), or 0 for free "
+           f"ports (default: the first free ports of {defaults.DIRECT_PORT_MIN}-{defaults.DIRECT_PORT_MAX}; "
+           f"free ports with --port 0)",
            group=DIRECT, metavar="MIN-MAX"),
     Option("query_mode", query_mode, "whole", "--query-mode", "QUERY_MODE",
            "whole: the gateway runs every query whole and returns final results; service: as the service, "
@@ -419,7 +427,10 @@ def from_keywords(options: dict):
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise ConfigError(f"unknown regionlab option {unknown[0]!r}; the options are: {', '.join(known)}")
-    values = {o.name: KEYWORD_DEFAULTS.get(o.name, o.default) for o in OPTIONS if o.keyword}
+    name = options.get("profile", "default")
+    prof = profiles.PROFILES[check_value(profiles.profile_name, name, f"profile={_shown(name)}")]
+    values = {o.name: KEYWORD_DEFAULTS.get(o.name, prof.defaults.get(o.name, o.default))
+              for o in OPTIONS if o.keyword}
     for name, value in options.items():
         values[name] = check_value(BY_NAME[name].check, value, f"{name}={_shown(value)}")
     return _build(values)
@@ -428,6 +439,8 @@ def from_keywords(options: dict):
 def from_command_line(flags: dict, environ) -> tuple:
     """(ServerConfig, log level) from parsed flags ({name: value or None}) and the environment."""
     values = {}
+    chosen = _profile_of(flags, environ)
+    profile_defaults = _profile_defaults(chosen, environ)
     for o in OPTIONS:
         if o.flag is None:
             values[o.name] = o.default
@@ -440,10 +453,35 @@ def from_command_line(flags: dict, environ) -> tuple:
             value = check_value(boolean if o.switch else o.check, raw, f"{o.variable}={_shown(raw)}")
             value = (not value) if o.negated else value
         else:
-            value = o.default
+            value = profile_defaults.get(o.name, o.default)
         values[o.name] = value
     level = values.pop("log_level")
     return _build(values), level
+
+
+def _profile_of(flags: dict, environ):
+    o = BY_NAME["profile"]
+    given, raw = flags.get("profile"), environ.get(o.variable, "")
+    if given is not None:
+        return profiles.PROFILES[check_value(o.check, given, f"{o.flag} {_shown(given)}")]
+    if raw.strip():
+        return profiles.PROFILES[check_value(o.check, raw, f"{o.variable}={_shown(raw)}")]
+    return profiles.PROFILES["default"]
+
+
+def _profile_defaults(prof, environ) -> dict:
+    """The profile's defaults, with the replaced emulator's variables it reads applied, each checked."""
+    out = dict(prof.defaults)
+    for name, raw, variable in prof.environment(environ):
+        if name == "_persistence":
+            if check_value(boolean, raw, f"{variable}={_shown(raw)}"):
+                out["data_dir"] = profiles.default_data_dir(environ)
+        elif name == "_partition_budget":
+            check_value(integer(1, profiles.PARTITION_COUNT_MAX, "regionlab has no partition budget; see "
+                                "docs/official-emulator.md"), raw, f"{variable}={_shown(raw)}")
+        else:
+            out[name] = check_value(BY_NAME[name].check, raw, f"{variable}={_shown(raw)}")
+    return out
 
 
 def _cross_check(v: dict) -> None:
@@ -504,10 +542,12 @@ def _tls(v: dict) -> dict:
 
 def _build(v: dict):
     from .server import ServerConfig
+    direct_ports_given = v["direct_ports"] is not None
     if v["direct_ports"] is None:          # the nodes follow the region ports: free with --port 0
         v["direct_ports"] = (0, 0) if v["port"] == 0 else (defaults.DIRECT_PORT_MIN, defaults.DIRECT_PORT_MAX)
     _cross_check(v)
-    throttle = ThrottleConfig(ru=v["ru_limits"], credits_per_s=v["credits_per_s"], burst=v["burst"],
+    prof = profiles.PROFILES[v["profile"]]
+    throttle = ThrottleConfig(ru=v["ru_limits"] or v["enable_rate_limiting"], credits_per_s=v["credits_per_s"], burst=v["burst"],
                               serverless=v["serverless"], serverless_ru_per_s=v["serverless_ru_per_s"])
     account = AccountConfig(regions=v["regions"], multi_write=v["multi_write"], consistency=v["consistency"],
                             partition_count=v["partitions"], intra_region_delay_ms=v["intra_region_delay_ms"],
@@ -516,18 +556,22 @@ def _build(v: dict):
                             detection_delay_ms=v["detection_delay_ms"], election_ms=v["election_ms"],
                             staleness_ops=v["max_staleness_prefix"], staleness_s=v["max_interval_s"],
                             log_retained_commits=v["log_retained_commits"], throttle=throttle,
-                            nodes_per_region=v["nodes_per_region"], placement_seed=v["seed"])
+                            nodes_per_region=v["nodes_per_region"], placement_seed=v["seed"],
+                            account_id=prof.account_id, ru_per_partition=prof.ru_per_partition,
+                            range_layout=prof.range_layout)
     host = v["host"]
     advertise = v["advertise_host"] or ("127.0.0.1" if host in ("0.0.0.0", "::") else host)
     return ServerConfig(account=account, host=host, advertise_host=advertise, global_port=v["port"],
                         control_port=v["control_port"], key=v["key"] if v["auth"] else None, seed=v["seed"],
                         header_timeout_s=v["header_timeout_s"], write_ack_timeout_s=v["write_ack_timeout_s"],
-                        direct_port_range=v["direct_ports"], direct_limits=v["direct_limits"],
+                        direct_port_range=v["direct_ports"], direct_ports_given=direct_ports_given,
+                        direct_limits=v["direct_limits"],
                         control_token=v["control_token"], connections_max=v["connections_max"],
                         read_only_endpoints=v["read_only_endpoints"], max_clock_skew_s=v["max_clock_skew_s"],
                         query_mode=v["query_mode"], direct_tls_cert=v["direct_tls_cert"],
                         direct_tls_key=v["direct_tls_key"], data_dir=v["data_dir"], durability=v["durability"],
-                        reset_data=v["reset_data"], instance_id=v["instance_id"], **_tls(v))
+                        reset_data=v["reset_data"], instance_id=v["instance_id"],
+                        region_on_account_port=prof.region_on_account_port, **_tls(v))
 
 
 def environment_help() -> str:

@@ -1,13 +1,14 @@
 """The command line's side of the control port (docs/control-api.md): where it is, one request
 and its JSON reply (or a ControlError saying why not), and the reply printed. `regionlab <command>`
 (ctl.py), `regionlab drill` against a running emulator, the fault handle of `running_emulator` and
-the drill runner all talk to the port through `call`. Standard library only (urllib), so it works
-wherever the server is installed."""
+the drill runner all talk to the port through `call`, with the standard library's urllib."""
 import json
 import os
 import sys
 import urllib.error
 import urllib.request
+
+from .profile import PROFILES, profile_name
 
 DEFAULT_CONTROL = "http://127.0.0.1:8090"
 HTTP_TIMEOUT_S = 90.0          # a graceful failover waits for the drain (up to 60 s) before it answers
@@ -21,7 +22,17 @@ class ControlError(Exception):
 
 
 def control_url(explicit: str | None) -> str:
-    return (explicit or os.environ.get("REGIONLAB_CONTROL") or DEFAULT_CONTROL).rstrip("/")
+    """--control, else $REGIONLAB_CONTROL, else the local control port of the profile that
+    $REGIONLAB_PROFILE names (the same variable the server reads), else DEFAULT_CONTROL."""
+    return (explicit or os.environ.get("REGIONLAB_CONTROL") or _profile_control()).rstrip("/")
+
+
+def _profile_control() -> str:
+    try:
+        port = PROFILES[profile_name(os.environ.get("REGIONLAB_PROFILE", "default"))].defaults.get("control_port")
+    except ValueError:
+        return DEFAULT_CONTROL
+    return f"http://127.0.0.1:{port}" if port else DEFAULT_CONTROL
 
 
 def control_token(explicit: str | None) -> str | None:

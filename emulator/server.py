@@ -40,6 +40,7 @@ from .gateway.tls_listener import TlsListener
 from .runtime.listen import bind, raise_file_limit
 from .runtime.waits import LoopWaits
 from .runtime.control import CONTROL_HTTP_LOG, control_app
+from .runtime.control_connections import ControlConnections
 from .direct.plane import DirectPlane
 from .runtime.persistence import Persistence
 from .runtime.port_hold import PortHold
@@ -60,6 +61,9 @@ class ServerConfig:
     advertise_host: str | None = None         # what clients are told; default: host
     global_port: int = defaults.GLOBAL_PORT
     region_ports: list | None = None          # default: consecutive ports after global_port
+    # The first region is served on global_port itself, its endpoint the account's URL (the
+    # official emulator's one-region shape); the others follow on the next ports.
+    region_on_account_port: bool = False
     control_port: int = defaults.CONTROL_PORT
     key: str | None = defaults.EMULATOR_KEY   # None turns auth off
     seed: int = 0
@@ -67,6 +71,9 @@ class ServerConfig:
     connections_max: int = CONNECTIONS_PER_LISTENER_MAX    # per listener: each gateway port and the control port
     write_ack_timeout_s: float = WRITE_ACK_DEADLINE_MS / 1000   # then a write is answered 408 (indefinite)
     direct_port_range: tuple = (defaults.DIRECT_PORT_MIN, defaults.DIRECT_PORT_MAX)   # (0, 0): free ports
+    # Given (--direct-ports): node j of region i takes exactly port MIN + i * nodes + j, or start-up
+    # fails. Not given (the default range): the nodes take the first free ports of the range.
+    direct_ports_given: bool = False
     direct_limits: dict = field(default_factory=dict)   # DirectPlane keyword limits (tests shorten timeouts)
     direct_tls_cert: str | None = None        # PEM certificate and key: TLS on the direct ports too
     direct_tls_key: str | None = None
@@ -105,6 +112,8 @@ class ServerConfig:
             return list(self.region_ports)
         if self.global_port == 0:
             return [0] * n
+        if self.region_on_account_port:
+            return [self.global_port + i for i in range(n)]
         return [self.global_port + 1 + i for i in range(n)]
 
 
@@ -149,18 +158,6 @@ class Topology:
         return f"http://{self.host}:{self.control_port}/"      # always plain HTTP
 
 
-def _control_protocols(runner, refusals: Refusals):
-    """The control port's protocol factory: aiohttp's, until it serves connections_max
-    connections; past that, a refusal (gateway/refusal.py), as on the gateway ports."""
-    server = runner.server
-
-    def factory():
-        if len(server.connections) >= refusals.connections_max:
-            return refusals.protocol()
-        return server()
-    return factory
-
-
 class Emulator:
     def __init__(self, config: ServerConfig | None = None):
         self.config = config or ServerConfig()
@@ -182,6 +179,7 @@ class Emulator:
         self._control_runner = None
         self._control_server = None
         self.control_refusals: Refusals | None = None
+        self.control_connections: ControlConnections | None = None
         self._listeners: dict = {}               # region (None = global) -> (HttpServer, asyncio.Server)
         self._port_holds: dict = {}              # region -> PortHold while a refuse outage closes it
         self.pending_sockets: dict = {}          # region being added -> its already bound socket
@@ -211,17 +209,13 @@ class Emulator:
             self.restored_items = persistence.open(self.account)
             persistence.start(loop)
             self.persistence = persistence
-        socks = [(None, bind(cfg.host, cfg.global_port))]
-        ports = dict(zip(cfg.account.regions, cfg.ports()))
-        kept = self.persistence.region_ports if self.persistence is not None else {}
-        for name in (r.name for r in self.account.regions):     # a data dir's regions added at runtime too
-            socks.append((name, bind(cfg.host, ports[name] if name in ports else kept.get(name, 0))))
+        socks = self._bind_endpoints()
         control_sock = bind(cfg.host, cfg.control_port)
         for name, sock in socks:
             port = sock.getsockname()[1]
-            if name is None:
+            if name is None or self._on_account_port(name):
                 self.topology.global_port = port
-            else:
+            if name is not None:
                 self.topology.region_ports[name] = port
         self.topology.control_port = control_sock.getsockname()[1]
         self.direct = DirectPlane(self, listen=bind, hold=PortHold, **cfg.direct_limits)
@@ -236,12 +230,17 @@ class Emulator:
                     await self.add_read_only_endpoint(name, port)
         self.account.region_listeners.append(self._on_region_state)
         await self.direct.start()
-        self._control_runner = web.AppRunner(control_app(self), access_log=None, logger=CONTROL_HTTP_LOG,
+        app = control_app(self)
+        self._control_runner = web.AppRunner(app, access_log=None, logger=CONTROL_HTTP_LOG,
                                              keepalive_timeout=CONTROL_KEEPALIVE_TIMEOUT_S)
-        await self._control_runner.setup()
+        # The control port keeps its connections by the gateways' shedding policy; past it, their 503.
         self.control_refusals = Refusals(cfg.connections_max)
-        self._control_server = await loop.create_server(
-            _control_protocols(self._control_runner, self.control_refusals), sock=control_sock)
+        control = self.control_connections = ControlConnections(None, cfg.connections_max,
+                                                                 self.control_refusals.protocol)
+        app.middlewares.insert(0, control.middleware)
+        await self._control_runner.setup()
+        control.server = self._control_runner.server
+        self._control_server = await loop.create_server(control, sock=control_sock)
         if not is_loopback(cfg.host) and not cfg.control_token:
             log.warning("the control port listens on %s:%d without a token: anyone who can reach it can "
                         "inject faults and fail over regions; pass --control-token (or "
@@ -249,6 +248,24 @@ class Emulator:
                         cfg.host, self.topology.control_port)
         self._sweeper = loop.call_later(SWEEP_INTERVAL_S, self._sweep)
         self.started.set()
+
+    def _on_account_port(self, region: str) -> bool:
+        return self.config.region_on_account_port and region == self.config.account.regions[0]
+
+    def _bind_endpoints(self) -> list:
+        """[(region or None for the global endpoint, its bound socket)]. With region_on_account_port
+        the first region's socket is the account's: there is no separate global endpoint (unless a
+        data dir's account no longer has that region)."""
+        cfg = self.config
+        names = [r.name for r in self.account.regions]     # a data dir's regions added at runtime too
+        shared = cfg.region_on_account_port and cfg.account.regions[0] in names
+        socks = [] if shared else [(None, bind(cfg.host, cfg.global_port))]
+        ports = dict(zip(cfg.account.regions, cfg.ports()))
+        kept = self.persistence.region_ports if self.persistence is not None else {}
+        for name in names:
+            port = cfg.global_port if self._on_account_port(name) else ports.get(name, kept.get(name, 0))
+            socks.append((name, bind(cfg.host, port)))
+        return socks
 
     def _prepare_tls(self) -> None:
         """The certificate and TLS context of the gateway ports (CertificateError if unusable)."""
@@ -266,8 +283,7 @@ class Emulator:
             server = await asyncio.get_running_loop().create_server(http, sock=sock)
         else:
             url = self.topology.url(sock.getsockname()[1])
-            server = TlsListener(sock, http, self._tls, url, first_byte_timeout_s=self.config.header_timeout_s,
-                                 connections_max=self.config.connections_max)
+            server = TlsListener(sock, http, self._tls, url, first_byte_timeout_s=self.config.header_timeout_s)
         self._servers.append(server)
         return server
 
@@ -410,6 +426,8 @@ class Emulator:
         now = asyncio.get_running_loop().time()
         for http in self._http_servers:
             http.sweep(now)
+        if self.control_connections is not None:
+            self.control_connections.sweep(now)
         self._sweeper = asyncio.get_running_loop().call_later(SWEEP_INTERVAL_S, self._sweep)
 
     async def stop(self) -> None:

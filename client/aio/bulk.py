@@ -90,7 +90,7 @@ async def execute(container, operations: list, continue_on_error: bool, options:
     call = _Call(container, [w for w, _ in pairs], [pkmod.epk_of(v) for _, v in pairs],
                  continue_on_error, options)
     pending = list(range(len(pairs)))
-    ranges = policy.RangeMap(container._ranges or await container._partition_key_ranges())
+    ranges = pkmod.RangeMap(container._ranges or await container._partition_key_ranges())
     for refresh in range(policy.GONE_REFRESHES_MAX + 1):
         groups = policy.group(call.epks, pending, ranges)
         call.note(f"{len(pending)} operations in {sum(len(c) for c in groups.values())} requests "
@@ -101,7 +101,7 @@ async def execute(container, operations: list, continue_on_error: bool, options:
             break
         if refresh < policy.GONE_REFRESHES_MAX:
             call.note(f"410/1002 for {len(pending)} operations: routing map refreshed")
-            ranges = policy.RangeMap(await container._partition_key_ranges())
+            ranges = pkmod.RangeMap(await container._partition_key_ranges())
     for i in pending:                    # the ranges kept moving: the last answer stands
         call.results[i] = call.results[i] or _failure(S.GONE, S.SUB_PARTITION_KEY_RANGE_GONE,
                                                       "the partition key range kept moving", call.diag)

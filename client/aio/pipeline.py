@@ -28,6 +28,7 @@ from regionlab.client.protocol import headers as H, status as S
 from regionlab.client.protocol.auth import MasterKeySigner
 
 from .hedged import RUN, FirstChainFailed, HedgeWatch, running_loop, task_of
+from .partition_ranges import PartitionRanges
 from .request import API_VERSION, USE_CLIENT_DEFAULT, Request, http_date
 from .transport import TransportError
 
@@ -66,6 +67,7 @@ class Pipeline:
         self.availability_strategy = hedging.AvailabilityStrategy.of(availability_strategy)
         self.timeout_s = timeout_s
         self.breaker = breaker            # None: no circuit breaker (the client's circuit_breaker=False)
+        self.ranges = PartitionRanges(self)   # the breaker's key: a request's partition key range
         self.sessions = sessions or SessionContainer()
         self.latency_threshold_ms = latency_threshold_ms
         # perf_counter, not the loop's clock: uvloop's ticks in whole milliseconds
@@ -253,6 +255,8 @@ class Pipeline:
 
     async def _run(self, req: Request, diag: Diagnostics) -> Result:
         await self.ensure_account(diag, req.is_write)
+        if self.breaker is not None and self.breaker.tracking:
+            await self._place(req)               # the breaker's order for its range
         regions = self._regions(req)             # once: the first region of either path
         hedges = (self._client_hedges if req.availability_strategy is USE_CLIENT_DEFAULT
                   else self._hedge_watch(hedging.AvailabilityStrategy.of(req.availability_strategy)))
@@ -287,11 +291,21 @@ class Pipeline:
         return hedges
 
     # ---- routing ---------------------------------------------------------------------------
+    def _breaker_applies(self, req) -> bool:
+        return self.breaker is not None and req.is_document and req.collection is not None and \
+            self.router.multi_write and (req.partition_key is not None or H.PK_RANGE_ID in req.headers)
+
+    async def _place(self, req) -> None:
+        """Find the request's partition key range for the breaker, once per request."""
+        if req.range_id is None and self._breaker_applies(req):
+            req.range_id = await self.ranges.range_of(req)
+
     def _partition(self, req):
-        """The breaker's key of a request, or None when the breaker does not apply to it."""
-        if self.breaker is None or not (req.is_document and req.partition_key is not None and self.router.multi_write):
+        """The breaker's key of a request, (container, partition key range id), or None when the
+        breaker does not apply to it or its range is not known."""
+        if req.range_id is None or not self._breaker_applies(req):
             return None
-        return req.collection, req.partition_key
+        return req.collection, req.range_id
 
     def _regions(self, req) -> list:
         regions = self.router.applicable(req.is_write, self.now_ms(), req.excluded_locations)
@@ -380,7 +394,8 @@ class Pipeline:
             attempt.latency_ms = (self.now() - started) * 1000.0
             attempt.error = str(e)
             attempt.outcome_unknown = req.is_write and e.kind != retry.CONNECT_ERROR
-            self._record_breaker(req, diag, region, None, e.kind)
+            if self.breaker is not None:
+                await self._record_breaker(req, diag, region, True)
             return Result(None, str(e), region), retry.Outcome(None, transport_error=e.kind)
         except asyncio.CancelledError:
             attempt.latency_ms = (self.now() - started) * 1000.0
@@ -395,7 +410,14 @@ class Pipeline:
         attempt.sub_status = int(h.get(H.SUBSTATUS) or 0)
         attempt.request_charge = float(h.get(H.REQUEST_CHARGE) or 0.0)
         self._capture_session(req, region, reply)
-        self._record_breaker(req, diag, region, reply.status, None)
+        if reply.status == S.GONE and attempt.sub_status == S.SUB_PARTITION_KEY_RANGE_GONE and req.collection:
+            self.ranges.forget(req.collection)   # a split or merge: the ranges are read again
+            req.range_id = None
+        if self.breaker is not None:
+            failed = cb.is_failure(reply.status, None)
+            # a 429 says nothing of the region's health
+            if (failed or self.breaker.tracking) and reply.status != S.TOO_MANY_REQUESTS:
+                await self._record_breaker(req, diag, region, failed)
         retry_after = h.get(H.RETRY_AFTER_MS)
         return (Result(reply, None, region),
                 retry.Outcome(reply.status, attempt.sub_status, int(retry_after) if retry_after else None))
@@ -433,18 +455,17 @@ class Pipeline:
         return partition is not None and \
             self.breaker.state(partition, region.name, self.now_ms()) == cb.UNAVAILABLE
 
-    def _record_breaker(self, req, diag, region, status, transport_error) -> None:
-        if self.breaker is None:
-            return
-        failed = cb.is_failure(status, transport_error)
-        if not failed and not self.breaker.tracking:
-            return                       # a success with no failure counted anywhere: nothing to reset
+    async def _record_breaker(self, req, diag, region, failed: bool) -> None:
+        """Count an attempt's outcome. Called for every failure and, while the breaker tracks
+        something, every success (with nothing counted anywhere a success has nothing to reset)."""
+        await self._place(req)
         partition = self._partition(req)
-        if partition is None or status == S.TOO_MANY_REQUESTS:
+        if partition is None:
             return
         changed = self.breaker.record(partition, region.name, req.is_write, failed, self.now_ms())
         if changed is not None:
-            diag.event(self.now(), "breaker", f"partition {partition[1]} in {region.name}: {changed}")
+            diag.event(self.now(), "breaker", f"partition key range {partition[1]} of {partition[0]} "
+                       f"in {region.name}: {changed}")
         if failed and self._breaker_task is None:
             self._breaker_task = asyncio.get_running_loop().create_task(self._breaker_sweep())
 
@@ -461,4 +482,5 @@ class Pipeline:
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+        await self.ranges.close()
         await self.transport.close()

@@ -53,6 +53,7 @@ class Request:
     retry_write: bool = False            # the caller's retry_write=: retry this write as an idempotent one
     initial_headers: dict | None = None  # the caller's initial_headers=, under the operation's own
     option_headers: dict | None = None   # the headers of the caller's options, over the operation's
+    range_id: str | None = None          # the pipeline's: the partition key range the breaker counts it in, once known
 
     def __post_init__(self):
         if self.retry_write:

@@ -1,8 +1,10 @@
 """Partition-level circuit breaker (multi-write accounts): per (partition, region) health.
 
-Theory of operation. Each (partition key range, region) pair is Healthy, Unavailable or
-HealthyTentative. Consecutive failures are counted per pair (a success resets them): 10 failed
-reads or 5 failed writes make it Unavailable, and requests for that partition then try the other
+Theory of operation. Each (partition, region) pair — a partition is (container link, partition
+key range id), which the pipeline finds for a request (client/aio/partition_ranges.py) — is
+Healthy, Unavailable or HealthyTentative. Consecutive failures are counted per pair, whatever
+keys the requests carried (a success resets them): 10 failed reads or 5 failed writes make it
+Unavailable, and requests for that partition, reads and writes alike, then try the other
 regions first (the region moves to the end of the order; it is still used when nothing else is
 left). After UNAVAILABLE_MS (30 s) it becomes HealthyTentative: the next request to it is a probe;
 a success makes it Healthy, a failure Unavailable again for another 30 s. `check(now_ms)` is the

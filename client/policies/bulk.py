@@ -9,8 +9,7 @@ budget ran out: resend it after its retry-after, up to THROTTLE_RETRIES_MAX time
 throttle policy does for a point operation) or a 410/1002 (the range split or merged: refresh
 the routing map and regroup it, up to GONE_REFRESHES_MAX times).
 """
-from bisect import bisect_right
-
+from regionlab.client.partition_key import RangeMap
 from regionlab.client.protocol import status as S
 
 BULK_OPERATIONS_MAX = 100                # the service caps a batch request at 100 operations
@@ -18,22 +17,6 @@ THROTTLE_RETRIES_MAX = 9                 # per operation, as the 429/3200 policy
 THROTTLE_WAIT_MS_DEFAULT = 100           # a 429 that names no retry-after
 GONE_REFRESHES_MAX = 3                   # routing-map refreshes per bulk call
 FINAL, THROTTLED, GONE = "final", "throttled", "gone"
-
-
-class RangeMap:
-    """A container's partition key ranges, looked up by EPK."""
-
-    def __init__(self, ranges: list[dict]):
-        rows = sorted((r["minInclusive"], r["maxExclusive"], r["id"]) for r in ranges)
-        self._lows = [lo for lo, _, _ in rows]
-        self._rows = rows
-
-    def range_of(self, epk: str) -> str:
-        i = bisect_right(self._lows, epk) - 1
-        lo, hi, rid = self._rows[max(i, 0)]
-        if not lo <= epk < hi:
-            raise ValueError(f"no partition key range holds EPK {epk!r}")
-        return rid
 
 
 def group(epks: list[str], indices, ranges: RangeMap) -> dict[str, list[list[int]]]:

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from . import rid as rids
 from .conflicts import ConflictLog, resolver_for
-from .container import Container, Database, container_definition, partition_count_for
-from .epk import PartitionKeyDef, split_ranges
+from .container import RU_PER_PARTITION, Container, Database, container_definition, partition_count_for
+from .epk import PartitionKeyDef, ranges_for
 from .errors import CosmosError, bad_request, conflict, not_found
 from .geography import default_lag_ms
 from .link import Link
@@ -32,6 +32,8 @@ class AccountConfig:
     multi_write: bool = False
     consistency: str = "Session"
     partition_count: int | None = None        # overrides the count derived from throughput
+    ru_per_partition: int = RU_PER_PARTITION  # a new container gets ceil(RU/s / this) partitions
+    range_layout: str = "occupied"            # where their boundaries lie: epk.RANGE_LAYOUTS
     intra_region_delay_ms: int = 0
     lag_ms: dict = field(default_factory=dict)   # {(src, dst): ms}; missing pairs use default_lag_ms
     jitter_ms: int = 0
@@ -424,6 +426,7 @@ class Account:
             self.delete_container(c)
         if db.offer_rid:
             self.offers.pop(db.offer_rid, None)
+            self.throttle.forget_offer(db.offer_rid)
         del self.databases[db.id]
         del self.dbs_by_rid[db.rid]
         self.metadata_changed()
@@ -437,9 +440,11 @@ class Account:
         definition = container_definition(body)
         self._check_provisionable(throughput, autoscale_max)
         pk_def = PartitionKeyDef.from_json(definition["partitionKey"])
-        count = self.config.partition_count or partition_count_for(throughput, autoscale_max)
+        cfg = self.config
+        count = cfg.partition_count or partition_count_for(throughput, autoscale_max, cfg.ru_per_partition)
         rid = rids.collection_rid(db.rid, self._next())
-        c = self.build_container(db, definition, rid, self.now_s(), self._etag(), split_ranges(pk_def, count))
+        c = self.build_container(db, definition, rid, self.now_s(), self._etag(),
+                                 ranges_for(cfg.range_layout, pk_def, count))
         if throughput or autoscale_max:
             c.offer_rid = self._add_offer(c.self_link, c.rid, throughput, autoscale_max).rid
         self.metadata_changed()
@@ -550,6 +555,7 @@ class Account:
         if throughput is None and autoscale_max is None:
             if current is not None:
                 del self.offers[current.rid]
+                self.throttle.forget_offer(current.rid)
             resource.offer_rid = None
             self.metadata_changed()
             return None

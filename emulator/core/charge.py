@@ -68,9 +68,10 @@ def index_terms(doc: dict, indexing_policy: dict | None, body: bytes | None = No
     if everything:
         # No object or array inside (most documents): one term per property that is not a
         # system one, counted without a loop in Python. (A string holding a bracket takes the
-        # walk below.) partition takes one argument, so it costs less than a find with its
-        # optional bounds, and copies nothing when the byte is not there.
-        if body is not None and body.find(b"{", 1) < 0 and not body.partition(b"[")[1]:
+        # walk below.) The body opens with its own brace, so no other one means the last brace
+        # is at 0: nothing before it. rpartition and partition take one argument, so they cost
+        # less than a find with its optional bounds.
+        if body is not None and not body.rpartition(b"{")[0] and not body.partition(b"[")[1]:
             return n + len(doc) - (len(doc.keys() & SYSTEM_PROPERTIES) if system is None else system)
         for k, v in doc.items():
             if k not in SYSTEM_PROPERTIES:

@@ -112,9 +112,10 @@ class Container:
         return out
 
 
-def partition_count_for(throughput: int | None, autoscale_max: int | None) -> int:
+def partition_count_for(throughput: int | None, autoscale_max: int | None,
+                        ru_per_partition: int = RU_PER_PARTITION) -> int:
     ru = autoscale_max or throughput or 0
-    return max(1, -(-ru // RU_PER_PARTITION))
+    return max(1, -(-ru // ru_per_partition))
 
 
 # What json.dumps(..., ensure_ascii=False) writes for a str.

@@ -7,7 +7,9 @@ three ("MultiHash", hierarchical) and a hash version. A logical key is the list 
 those paths, as decoded from the `x-ms-documentdb-partitionkey` header or taken from a document.
 `effective_partition_key` maps that list to its EPK, an uppercase hex string. EPKs of one
 container compare as plain strings; physical partitions own contiguous `[min, max)` EPK ranges
-that cover `EPK_MIN` ("") to `EPK_MAX` ("FF") with no gap, initially as `split_ranges` cuts them.
+that cover `EPK_MIN` ("") to `EPK_MAX` ("FF") with no gap, initially as `split_ranges` cuts them
+(each range an equal share of the hash space the container's keys occupy), or, for the
+official-emulator profile, as `even_ranges` cuts them (equal shares of the whole 128-bit space).
 
 The hash of one component is the wire contract's (client/protocol/partition_key_hash.py, which
 the client uses too): V2 Hash is the V2 hash of the one component; MultiHash the V2 hashes of
@@ -44,6 +46,8 @@ KIND_HASH = "Hash"
 KIND_MULTI_HASH = "MultiHash"
 VERSION_DEFAULT = 1                 # the service's default when "version" is absent
 RANGE_COUNT_MAX = 4096              # most physical ranges split_ranges will cut
+EPK_SPACE_BITS = 128                # what even_ranges divides: boundaries of 32 hex digits
+RANGE_LAYOUTS = ("occupied", "even")   # split_ranges, even_ranges
 
 
 
@@ -175,14 +179,35 @@ def _v2_string_epk(value: str) -> str:
 def split_ranges(pk_def: PartitionKeyDef, count: int) -> list[tuple[str, str]]:
     """`count` contiguous [min, max) ranges over EPK_MIN..EPK_MAX, each holding an equal
     share of the hash space that keys of this definition actually occupy."""
-    if type(count) is not int or not 1 <= count <= RANGE_COUNT_MAX:
-        raise ValueError(f"range count must be an int in 1..{RANGE_COUNT_MAX}, not {count!r}")
+    _check_count(count)
     if pk_def.kind == KIND_HASH and pk_def.version == 1:
         cut = _v1_boundary
     else:
         cut = _v2_boundary
     bounds = [EPK_MIN] + [cut(i, count) for i in range(1, count)] + [EPK_MAX]
     return list(zip(bounds[:-1], bounds[1:]))
+
+
+def even_ranges(count: int) -> list[tuple[str, str]]:
+    """`count` ranges with boundaries at i × floor(2^128 / count), written as 32 hex digits,
+    whatever the key kind: the layout of the official emulator, which some SDK tests assume
+    (which range a key lands in, how many ranges a query fans out to). V2 EPKs lie below "40",
+    so with more than one range most keys share the first ranges and the last ones stay empty,
+    as there."""
+    _check_count(count)
+    step = (1 << EPK_SPACE_BITS) // count
+    bounds = [EPK_MIN] + [f"{i * step:0{EPK_SPACE_BITS // 4}X}" for i in range(1, count)] + [EPK_MAX]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def ranges_for(layout: str, pk_def: PartitionKeyDef, count: int) -> list[tuple[str, str]]:
+    """The initial ranges of a container in one of RANGE_LAYOUTS."""
+    return even_ranges(count) if layout == "even" else split_ranges(pk_def, count)
+
+
+def _check_count(count) -> None:
+    if type(count) is not int or not 1 <= count <= RANGE_COUNT_MAX:
+        raise ValueError(f"range count must be an int in 1..{RANGE_COUNT_MAX}, not {count!r}")
 
 
 def _v2_boundary(i: int, count: int) -> str:

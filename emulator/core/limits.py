@@ -101,13 +101,19 @@ KEEPALIVE_TIMEOUT_S = 75.0
 # A signed request's x-ms-date may be this far from the server's clock (CLOCK_SKEW_MAX_S, the
 # default of --max-clock-skew-s), else 401: re-exported from client/protocol/auth.py.
 
-# ---- connections (gateway/refusal.py, gateway/tls_listener.py) --------------------------------
-# Per listener (each gateway port and the control port): one more connection is answered 503
-# with TURNED_AWAY_RETRY_AFTER_MS and closed; its request is read and dropped for
-# TURNED_AWAY_LINGER_S so the client reads the answer, and at most TURNED_AWAY_LINGERING_MAX such
-# refusals linger per listener (later ones are closed at once). Five listeners at the cap stay
-# below the common 1,024 open-files default.
+# ---- connections (core/connection_slots.py, gateway/refusal.py, gateway/tls_listener.py) ---------
+# Per listener (each gateway port and the control port). At the cap a new connection sheds a
+# silent or idle one (core/connection_slots.py); only when every one has a request in progress
+# is it answered 503 with TURNED_AWAY_RETRY_AFTER_MS and closed; its request is read and dropped
+# for TURNED_AWAY_LINGER_S so the client reads the answer, and at most TURNED_AWAY_LINGERING_MAX
+# such refusals linger per listener (later ones are closed at once). Five listeners at the cap
+# stay below the common 1,024 open-files default.
 CONNECTIONS_PER_LISTENER_MAX = 128
+# A listener (a direct node too) with this share of its cap taken is under pressure: a connection
+# must then begin a request (first byte, any TLS or direct handshake, and a whole first head)
+# within SILENT_DEADLINE_UNDER_PRESSURE_S of connecting, or it is closed.
+PRESSURE_OCCUPANCY_FRACTION = 0.75
+SILENT_DEADLINE_UNDER_PRESSURE_S = 2.0
 TURNED_AWAY_LINGERING_MAX = 16
 TURNED_AWAY_LINGER_S = 2.0
 TURNED_AWAY_RETRY_AFTER_MS = 1000

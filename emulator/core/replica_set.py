@@ -382,7 +382,11 @@ class ReplicaSet:
         return self.routing.choose(self.replicas, min_lsn, self.region, primary_ok)
 
     def visible_lsn(self, r: Replica) -> int:
-        return min(r.applied_lsn, self.committed_lsn)
+        # A comparison, not min(): builtins without vectorcall cost about 0.7 k instructions a
+        # call here, and every point read asks.
+        applied = r.applied_lsn
+        committed = self.committed_lsn
+        return applied if applied < committed else committed
 
     # ---- history rewrites: elections and forced failovers ----------------------------------
     def truncate_to(self, lsn: int) -> list:

@@ -12,10 +12,12 @@ but the throttled counters. Three things can refuse a request, checked in this o
 * the account-wide credit window, Service Bus Standard style (429/50009, retry after 2 s).
 When both budgets refuse, the reply carries the longer retry-after (the stricter wins).
 
-RU budgets. A container's provisioned RU/s is its own offer (manual throughput, or the
-autoscale maximum), or its database's shared offer split evenly across the containers that
-share it; either is split evenly across the container's physical partitions, giving each
-partition B RU per one-second window (`now_ms // 1000` on the injected clock). Budgets live per
+RU budgets. A container with its own offer (manual throughput, or the autoscale maximum) splits
+it evenly across its physical partitions, giving each partition a bucket of B RU per one-second
+window (`now_ms // 1000` on the injected clock). The containers sharing their database's offer
+draw from one pool bucket per region holding the whole offer, as the service lets one busy
+container of a shared database use all of it: every partition of every sharing container spends
+from that pool (`pools`), while its own bucket only counts what it accepted. Budgets live per
 region: a region's reads and writes spend only that region's buckets. A serverless account has
 no offers; every partition has the same ceiling instead. A container with no offer at all in a
 provisioned account is unmetered (admit only counts its charges).
@@ -169,6 +171,7 @@ class Throttle:
         self.config = config or ThrottleConfig()
         self._rng_type = type(account.rng)
         self.buckets: dict[tuple, Bucket] = {}          # (region, container rid, range id)
+        self.pools: dict[tuple, Bucket] = {}            # (region, shared offer rid): its window state
         self.storms: dict[str, Storm] = {}
         self.throttled: dict[tuple, int] = {}           # (region, container rid|None, range id|None, reason)
         self.credit_window = -1
@@ -179,7 +182,8 @@ class Throttle:
 
     # ---- budgets ---------------------------------------------------------------------------
     def partition_budget(self, container) -> float | None:
-        """RU per window of each of the container's physical partitions; None = unmetered."""
+        """RU per window one of the container's physical partitions may spend; None = unmetered.
+        For a container sharing its database's offer, the whole offer (its pool's budget)."""
         cfg = self.config
         if cfg.serverless:
             return float(cfg.serverless_ru_per_s)
@@ -196,8 +200,25 @@ class Throttle:
         o = offers.get(db.offer_rid)
         if o is None:
             return None
-        sharers = sum(1 for c in db.containers.values() if c.offer_rid is None) or 1
-        return (o.autoscale_max or o.throughput) / sharers / len(container.partitions)
+        return float(o.autoscale_max or o.throughput)
+
+    def shared_pool(self, region: str, container) -> Bucket | None:
+        """The pool bucket a container sharing its database's offer spends from (a new one is
+        only kept, by _keep_pool, once a request was accepted into it); None for a container
+        with its own offer, or none to share."""
+        db = container.db
+        if container.offer_rid is not None or db.offer_rid is None or self.config.serverless:
+            return None
+        pool = self.pools.get((region, db.offer_rid))
+        return Bucket() if pool is None else pool
+
+    def _keep_pool(self, region: str, container, pool: Bucket) -> None:
+        self.pools.setdefault((region, container.db.offer_rid), pool)
+
+    def forget_offer(self, rid: str) -> None:
+        """Drop a removed shared offer's pools, as forget_container drops a container's buckets."""
+        for key in [k for k in self.pools if k[1] == rid]:
+            del self.pools[key]
 
     def _bucket(self, region: str, container, range_id: str) -> Bucket:
         """The partition's bucket; a new one is only kept once a request was accepted into it."""
@@ -233,14 +254,17 @@ class Throttle:
         if b is None:
             b = Bucket()                # kept only once a request was accepted into it
         if budget is not None:
-            if (cfg.credits_per_s is None and b.window == self.clock.now_ms() // WINDOW_MS
-                    and b.used_ru + ru <= capacity(budget, b.reserve_ru, cfg.burst) + 1e-9):
+            meter = self.shared_pool(region, container) or b
+            if (cfg.credits_per_s is None and meter.window == self.clock.now_ms() // WINDOW_MS
+                    and meter.used_ru + ru <= capacity(budget, meter.reserve_ru, cfg.burst) + 1e-9):
                 # The common case: the bucket's window is current and it fits. What _admit_ru
                 # would do then; test_throttle's test_admit_answers_as_the_general_path_does
                 # holds the two to the same answers and state.
-                b.used_ru += ru
+                meter.used_ru += ru
             else:
-                self._admit_ru(region, container, ((b, range_id),), ru, credits, filters, op, budget)
+                self._admit_ru(region, container, ((meter, range_id),), ru, credits, filters, op, budget)
+            if meter is not b:
+                self._keep_pool(region, container, meter)
         elif cfg.credits_per_s is not None:
             self._admit_credits(region, container.rid, credits, filters, op)
         if b.accepted == 0:
@@ -260,7 +284,11 @@ class Throttle:
         budget = self.partition_budget(container)
         share = ru / len(range_ids) if range_ids else 0.0
         pairs = tuple((self._bucket(region, container, r), r) for r in range_ids)
-        if budget is not None:
+        pool = self.shared_pool(region, container) if budget is not None and range_ids else None
+        if pool is not None:            # one pool: the whole charge must fit it once
+            self._admit_ru(region, container, ((pool, range_ids[0]),), ru, credits, filters, op, budget)
+            self._keep_pool(region, container, pool)
+        elif budget is not None:
             self._admit_ru(region, container, pairs, share, credits, filters, op, budget)
         elif self.config.credits_per_s is not None:
             self._admit_credits(region, container.rid, credits, filters, op)

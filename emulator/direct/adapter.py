@@ -91,14 +91,15 @@ def serve(node, req: list, fast: bool, last: list):
     except CosmosError as e:
         return replies.Refusal(rid, op, options, e)
     activity = (headers.get(_ACTIVITY_ID) if headers is not None else None) or next(_ACTIVITIES)
-    if fast and op == _READ:
-        return point.read(target, rid, item, headers, parsed, activity)
+    if fast:
+        if op == _READ:
+            return point.read(target, rid, item, headers, parsed, activity)
+        if op in _CREATES:
+            return point.create(target, rid, op, body, headers, parsed, activity)
     if headers is None:
         headers = {}
     if pk is not None:
         headers[_PK] = pk
-    if fast and op in _CREATES:
-        return point.create(_call(node.svc, op, None, target, headers, body, activity), target, rid, op, parsed)
     return _run(_call(node.svc, op, item, target, headers, body, activity), target, rid)
 
 

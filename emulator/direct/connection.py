@@ -35,7 +35,7 @@ from ..core.request_faults import DROP_AFTER_APPLY
 from ..service import responses
 from ..service.handoff import carry_on
 from . import adapter, replies
-from .session import CLOSED, Session
+from .session import CLOSED, HANDSHAKE_STATES, Session
 from .tls import HANDSHAKE_FAILURE_ALERT, TLS_HANDSHAKE_RECORD, TlsSession
 from ..core.limits import DIRECT_CLOSE_GRACE_S, DIRECT_WRITE_BUFFER_HIGH_BYTES
 
@@ -72,9 +72,10 @@ class DirectConnection(asyncio.Protocol):
         node = self.node
         self.session = Session(node.limits, os.urandom(D.NONCE_BYTES), loop.time())
         transport.set_write_buffer_limits(high=DIRECT_WRITE_BUFFER_HIGH_BYTES)
-        cap = node.plane.max_connections
-        if len(node.connections) >= cap:
-            self.session.fail(503, D.SUB_BUSY, f"Node {node.index} of {node.region} has {cap} connections, its limit.")
+        if not node.slots.admit(self, loop.time()):      # the node's slots shed one for it if they can
+            cap = node.plane.max_connections
+            self.session.fail(503, D.SUB_BUSY, f"Node {node.index} of {node.region} has {cap} connections, its "
+                                               "limit, and every one has requests in flight; retry later.")
             self._close()
             return
         node.connections.add(self)
@@ -83,6 +84,7 @@ class DirectConnection(asyncio.Protocol):
         self.closed = True
         self._held = None
         self.node.connections.discard(self)
+        self.node.slots.gone(self)
         self._cancel_in_flight()
 
     def pause_writing(self) -> None:
@@ -147,6 +149,28 @@ class DirectConnection(asyncio.Protocol):
             self._flush()
         if session.state == CLOSED:
             self._close()
+        else:
+            self._in_slots()
+
+    def _in_slots(self) -> None:
+        """Where it stands in its node's slots (core/connection_slots.py): silent until its
+        handshake is done, then busy while requests wait in flight, else idle (and, being just
+        active, the newest idle)."""
+        session = self.session
+        if self.closed or session.state in HANDSHAKE_STATES:
+            return
+        if session.in_flight:
+            self.node.slots.speaking(self)
+        else:
+            self.node.slots.idle(self)
+
+    def shed(self) -> None:
+        """Its node's slots gave its place to a new connection (or, under pressure, it did not
+        finish its handshake in time): close it; a ready one is told goodbye first."""
+        if self.session.state in HANDSHAKE_STATES:
+            self._close()
+        else:
+            self.goodbye()
 
     # ---- requests ---------------------------------------------------------------------------
     def _other(self, got) -> None:
@@ -182,6 +206,8 @@ class DirectConnection(asyncio.Protocol):
         self.session.end(w.rid)
         if self.session.state == CLOSED:     # that was the last in flight after a bye
             self._close()
+        else:
+            self._in_slots()
 
     def _refuse(self, refusal) -> None:
         """Answer a request refused before it reached a replica (while the bytes it came in are
@@ -219,7 +245,10 @@ class DirectConnection(asyncio.Protocol):
         if out:
             if not self.closed and not self.silenced:
                 if self.tls is None:
-                    self.transport.writelines(out)
+                    # Joined, not writelines(out): uvloop writes one buffer with one write(), but
+                    # several (a reply is two: its length prefix and its body) through a writev
+                    # context made per call, which costs more than copying a few replies.
+                    self.transport.write(b"".join(out))
                 elif self.tls.handshaken:    # before the TLS handshake, nothing can be sent
                     self.transport.write(self.tls.send(b"".join(out)))
             self.session.sent()
@@ -232,6 +261,7 @@ class DirectConnection(asyncio.Protocol):
         self._flush()
         self.closed = True
         self.node.connections.discard(self)
+        self.node.slots.gone(self)
         transport = self.transport
         if self.tls is not None and self.tls.handshaken and not self.silenced:
             transport.write(self.tls.close())
@@ -253,6 +283,7 @@ class DirectConnection(asyncio.Protocol):
         """The node stopped listening (crash, outage, blocked ports): drop at once, no goodbye."""
         self.closed = True
         self.node.connections.discard(self)
+        self.node.slots.gone(self)
         self.transport.abort()
 
     def check_deadlines(self, now: float) -> None:
@@ -290,6 +321,7 @@ class DirectConnection(asyncio.Protocol):
             return
         self.closed = True
         self.node.connections.discard(self)
+        self.node.slots.gone(self)
         self.session.sent()
         sock = self.transport.get_extra_info("socket")
         if sock is not None:

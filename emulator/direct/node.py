@@ -15,6 +15,7 @@ so it comes back on the same address.
 import asyncio
 import os
 
+from ..core.connection_slots import ConnectionSlots
 from ..core.errors import CosmosError
 from ..core.faults import OUTAGE_BLACKHOLE, OUTAGE_RESET, OUTAGE_UNAVAILABLE
 from .connection import DirectConnection
@@ -35,6 +36,7 @@ class DirectNode:
         self._sock = None
         self._hold = None                    # a port hold while a fault keeps the node from listening
         self.connections: set = set()
+        self.slots = ConnectionSlots(plane.max_connections)   # which connections it keeps at its cap
         self.outage = None                   # the outage mode of its region while it is out and listening
         self.unavailable = False             # outage UNAVAILABLE: every request is answered 503
         self.silent = False                  # outage RESET or BLACKHOLE: connections are not served

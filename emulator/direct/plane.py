@@ -16,6 +16,7 @@ account, config, topology and `service` factory), and how to listen on a port an
 """
 import asyncio
 import collections
+import errno
 import logging
 
 from regionlab.client.protocol import direct as D
@@ -57,6 +58,9 @@ class DirectPlane:
         lo, hi = cfg.direct_port_range
         self._port_range = (lo, hi)
         self._next_port = lo
+        # The default range: a port another process holds is passed over (a second emulator on the
+        # machine takes the next free ones). A range the user gave: each node takes exactly its port.
+        self._skip_taken = not cfg.direct_ports_given
         self._sweeper = None
         self._sweep_interval_s = max(SWEEP_INTERVAL_S_MIN, min(SWEEP_INTERVAL_S_MAX, min(
             handshake_timeout_s, idle_timeout_s, frame_timeout_s) / 4))
@@ -89,15 +93,28 @@ class DirectPlane:
             return 0
         port = self._next_port
         if port > hi:
-            raise OSError(f"the direct port range {lo}-{hi} has no port left for another node; widen --direct-ports")
+            taken = " (the others are taken)" if self._skip_taken else ""
+            raise OSError(errno.EADDRINUSE, f"the direct port range {lo}-{hi} has no port left for another "
+                                            f"node{taken}; widen --direct-ports, or --direct-ports 0 for free ports")
         self._next_port += 1
         return port
+
+    def _bind(self, dn: DirectNode) -> None:
+        """Bind dn to the next port of the range (past the ones taken, in the default range)."""
+        while True:
+            dn.port = self._allocate_port()
+            try:
+                dn.bind()
+                return
+            except OSError as e:
+                if not (self._skip_taken and e.errno == errno.EADDRINUSE):
+                    raise
 
     def _add_region(self, name: str) -> None:
         svc = self.services[name] = self.emu.service(name, key=None)   # frames are authenticated at the handshake
         for node in self.account.placement.nodes(name):
-            dn = DirectNode(self, name, node.index, self._allocate_port(), svc)
-            dn.bind()
+            dn = DirectNode(self, name, node.index, 0, svc)
+            self._bind(dn)
             self.nodes[(name, node.index)] = dn
             self.emu.topology.direct_ports[(name, node.index)] = dn.port
 
@@ -151,6 +168,7 @@ class DirectPlane:
     def _sweep(self) -> None:
         now = asyncio.get_running_loop().time()
         for node in self.nodes.values():
+            node.slots.shed_overdue(now)
             for conn in list(node.connections):
                 conn.check_deadlines(now)
         self._sweeper = asyncio.get_running_loop().call_later(self._sweep_interval_s, self._sweep)

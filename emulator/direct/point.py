@@ -15,6 +15,11 @@ the array it goes out as.
   for), then 201/200 with or without the body (Prefer: return=minimal), as
   documents.create answers.
 
+Neither makes a Call of its own: each runs under its target's reader or writer call (targets.py),
+which carries what those steps take of a call (the service, the region, the serving replica);
+the request's own fields (its key, options, body and activity id) are passed as they are. A
+create that must wait gets a Call of its own then, for its task (replies.Waiting).
+
 What they leave out of Service.handle is what cannot apply here or is done before: the region's
 state (a node of a region that is out answers before any request runs: node.py), authentication
 (done in the handshake), request faults (none is on) and the envelope of Call, Reply and header
@@ -29,9 +34,11 @@ import logging
 from regionlab.client.protocol import direct as D
 from regionlab.client.protocol import headers as H
 
+from ..core import throttle as th
 from ..core.consistency import effective
 from ..core.errors import CosmosError, not_found
 from ..service import documents, partition_keys, responses, sessions
+from ..service.call import Call
 from . import replies
 
 log = logging.getLogger("regionlab.direct")
@@ -75,13 +82,15 @@ def read(target, rid: int, item: str, headers: dict | None, parsed, activity: st
         rs = target.rs
         version, lsn, ru = documents.read_point(call, container, rs, pk_json, item, level, tokens)
         # The session token text, kept per replica while nothing it is made from changed (the
-        # LSN, the set's progress and epoch, the account's regions): a steady stream of reads
-        # at one LSN formats no numbers.
-        made_of = (lsn, rs.progress_seq, rs.partition.region_order, rs.epoch)
+        # LSN, the set's progress and epoch, the account's regions, whose order is a new tuple
+        # when they change): a steady stream of reads at one LSN formats no numbers. Compared
+        # field by field: a tuple of them made per read to compare costs more than the fields.
         token = target.token
-        if token is None or token[0] != made_of:
-            token = target.token = (made_of, sessions.token(rs, lsn))
-        token = token[1]
+        order = rs.partition.region_order
+        if token is None or token[0] != lsn or token[1] != rs.progress_seq or token[2] is not order \
+                or token[3] != rs.epoch:
+            token = target.token = (lsn, rs.progress_seq, order, rs.epoch, sessions.token(rs, lsn))
+        token = token[4]
         if version is None:
             status, body, etag = 404, responses.error(not_found(), activity).body, None
         else:
@@ -99,34 +108,42 @@ def read(target, rid: int, item: str, headers: dict | None, parsed, activity: st
     return res
 
 
-def create(call, target, rid: int, op: str, parsed):
-    """A create or upsert at the primary (its fields checked: adapter.serve), answered and
+def create(target, rid: int, op: str, raw: bytes, headers: dict | None, parsed, activity: str):
+    """A create or upsert of the item in `raw` at the primary (its fields checked:
+    adapter.serve; `headers`, those its options stand for, None without options), answered and
     counted as documents.create answers and Service.handle counts, once its region's quorum
     (under Strong a majority of regions; with a data dir the disk) has it: its reply array now
     when the service says it needs no waiting (nearly always), else a replies.Waiting for the
-    rest."""
+    rest. It runs under its target's writer call (targets.py), not a Call of its own."""
+    call = target.writer
+    if_match = prefer = None
+    if headers is not None:
+        if_match = headers.get(H.IF_MATCH)
+        prefer = headers.get(H.PREFER)
     try:
         pk_json, values = _key(target, parsed)
-        container = target.container
         svc = call.svc
-        writer, status, version = documents.stage_body(svc, call.region, container, pk_json, values, call.raw,
-                                                       op == D.UPSERT, call.headers.get(H.IF_MATCH))
+        upsert = op == D.UPSERT
+        writer, status, version = documents.stage_body(svc, call.region, target.container, pk_json, values, raw,
+                                                       upsert, if_match)
         # Read before the commit settles the version: then it still holds its etag; after it,
         # the etag is found again in the stored body (core/store.py Version).
         etag = version.etag if version is not None else None
-        lsn, ru = documents.commit_staged(call, writer)
+        lsn, ru = documents.commit_staged(call, writer, th.UPSERT if upsert else th.CREATE)
         staged = (writer, status, version, lsn, ru, etag)
         waiting = svc.acknowledging(call, writer, lsn)
         if waiting is not None:
-            return _waiting(_rest(waiting, call, target, rid, op, staged), call, target, rid)
-        res = _created(call, target, rid, staged)
+            rest = _rest(waiting, target, rid, op, prefer, activity, staged)
+            return _waiting(rest, Call.addressed(svc, "POST", target.docs_segs, headers or {}, raw, activity, None,
+                                                 target.key, None, (op, target.key)), target, rid)
+        res = _created(target, rid, prefer, activity, staged)
     except Exception as e:
-        res = _error(e, rid, target, call.activity_id, call)
+        res = _error(e, rid, target, activity, call)
     target.counts[(op, target.key, res[2], res[3])] += 1
     return res
 
 
-def _created(call, target, rid: int, staged: tuple) -> list:
+def _created(target, rid: int, prefer, activity: str, staged: tuple) -> list:
     """The reply array of an acknowledged create or upsert (documents._write_reply's answer)."""
     writer, status, version, lsn, ru, etag = staged
     rs = writer.rs
@@ -134,18 +151,17 @@ def _created(call, target, rid: int, staged: tuple) -> list:
     body = None
     if version is None or status == 204:
         status, etag = 204, None
-    else:
-        prefer = call.headers.get(H.PREFER)
-        if prefer is None or prefer.lower() != _MINIMAL:
-            body = version.body
+    elif prefer is None or prefer.lower() != _MINIMAL:
+        body = version.body
     replica = target.replica
     return [_RES, rid, status, 0, body, ru, sessions.token(rs, seen), replica.applied_lsn, target.rs.committed_lsn,
-            target.partition.global_lsn, seen, etag, replica.role, call.activity_id, None]
+            target.partition.global_lsn, seen, etag, replica.role, activity, None]
 
 
 def _waiting(rest, call, target, rid: int):
-    """Start a create's rest: a replies.Waiting for its task (its replica in flight until it is
-    answered), or its reply array if nothing was left to wait for after all."""
+    """Start a create's rest: a replies.Waiting for its task, with `call` (the request's own,
+    what its reply is made from when the task fails), its replica in flight until it is
+    answered; or its reply array if nothing was left to wait for after all."""
     try:
         first = rest.send(None)
     except StopIteration as done:
@@ -154,14 +170,14 @@ def _waiting(rest, call, target, rid: int):
     return replies.Waiting(rest, first, call, target, rid)
 
 
-async def _rest(waiting, call, target, rid: int, op: str, staged: tuple) -> list:
+async def _rest(waiting, target, rid: int, op: str, prefer, activity: str, staged: tuple) -> list:
     """A create's rest, when its acknowledgement must be waited for (`waiting`, the service's):
     its reply array once it is acknowledged (or its error), counted."""
     try:
         await waiting
-        res = _created(call, target, rid, staged)
+        res = _created(target, rid, prefer, activity, staged)
     except Exception as e:
-        res = _error(e, rid, target, call.activity_id, call)
+        res = _error(e, rid, target, activity, target.writer)
     target.counts[(op, target.key, res[2], res[3])] += 1
     return res
 

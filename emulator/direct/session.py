@@ -316,8 +316,8 @@ class Session:
 
     def send_reply(self, res: list) -> None:
         """Queue a reply array (client/protocol/direct.py REPLY_FIELDS). A version 2 reply that
-        fits a frame is queued as its length prefix and its body, which the caller hands to its
-        transport as they are: the frame is never copied into one piece."""
+        fits a frame is queued as its length prefix and its body (the caller joins what is
+        queued into one write): no frame of its own is made by concatenation."""
         if self.compact:
             body = _pack(res)
             n = len(body)

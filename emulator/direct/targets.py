@@ -38,7 +38,7 @@ def parse_replica_key(key) -> tuple | None:
 class Target:
     """The replica a request names, resolved on a node, with what its requests need of it."""
     __slots__ = ("key", "container", "partition", "rs", "replica", "token", "split", "pk_paths", "docs_segs",
-                 "reader", "counts")
+                 "reader", "writer", "counts")
 
     def __init__(self, svc, key: str, container, partition, rs, replica):
         self.key = key
@@ -53,11 +53,15 @@ class Target:
         # The path segments of its container's documents, as a gateway request has them.
         self.docs_segs = ["dbs", container.db.id, "colls", container.id, "docs"]
         self.token = None                    # the last read's session token and what made it (point.py)
-        # The call its point reads are served under (point.py): documents.read_point takes of a
-        # call its service, its region and the replica that serves the read, nothing of the
-        # request, so one per replica serves them all.
+        # The calls its point reads and creates run under (point.py): documents.read_point takes
+        # of a call its service, its region and the replica that serves the read; commit_staged
+        # (given the operation) and Service.acknowledging its service and region: nothing of
+        # the request, so one of each per replica serves them all, and a point request makes
+        # no Call of its own. (Service.on_commit, the simulator's hook, would see this one
+        # call for every write here; the simulator drives no direct node.)
         self.reader = Call.addressed(svc, "GET", self.docs_segs, {}, b"", "", None, key)
         self.reader.replica = replica
+        self.writer = Call.addressed(svc, "POST", self.docs_segs, {}, b"", "", None, key)
         self.counts = svc.requests_served        # the count of its replies (adapter.py)
 
 

@@ -22,10 +22,12 @@ incremental decoder (gateway/chunked.py) that keeps its place between reads. A c
 trickling a request byte by byte thus costs the shared event loop no more than one sending it
 at once.
 
-Each listener serves at most `connections_max` connections (gateway/refusal.py); one more is
-answered 503 and closed at once. A new connection must complete its first head within
-`header_timeout_s` like any other, so a socket that never sends a byte is closed by the
-sweep too (silently: it asked nothing).
+Each listener holds at most `connections_max` connections by the policy every listener shares
+(core/connection_slots.py): silent until a request head is complete, busy until its reply is
+written, then idle; at the cap a new connection sheds a silent or idle one (`Connection.shed`)
+and is answered 503 only when all are busy (gateway/refusal.py). A new connection must complete
+its first head within `header_timeout_s` (less under pressure), so a socket that never sends a
+byte is closed by the sweep too (silently: it asked nothing).
 
 The handler is a coroutine. Its first step runs at once, outside any task: a point read never
 suspends, so it costs no task and no scheduling. If it does suspend (a write waiting for its
@@ -51,6 +53,7 @@ import logging
 import socket
 import struct
 
+from ..core.connection_slots import ConnectionSlots
 from ..core.errors import CosmosError
 from ..core.faults import OUTAGE_BLACKHOLE, OUTAGE_RESET
 from ..core.request_faults import RESET
@@ -86,17 +89,24 @@ class HttpServer:
         self.keepalive_timeout_s = keepalive_timeout_s
         self.connections: set = set()
         self.outage: str | None = None    # OUTAGE_RESET or OUTAGE_BLACKHOLE while a region outage is on
-        self.refusals = Refusals(connections_max)    # connections past the cap (gateway/refusal.py)
+        self.slots = ConnectionSlots(connections_max)   # which connections it keeps (core/connection_slots.py)
+        self.refusals = Refusals(connections_max)    # connections refused: every slot busy (gateway/refusal.py)
         self._closing = None          # a future set when a connection closes (wait_closed)
 
     def __call__(self) -> "Connection | TurnedAway":
-        if len(self.connections) >= self.refusals.connections_max:
-            return self.refusals.protocol()
-        return Connection(self)
+        conn = self.admit()
+        return conn if conn is not None else self.refusals.protocol()
+
+    def admit(self) -> "Connection | None":
+        """A new connection holding a slot (another shed for it if the listener is full), or None
+        when every slot is busy with a request."""
+        conn = Connection(self)
+        return conn if self.slots.admit(conn, conn.loop.time()) else None
 
     def sweep(self, now: float) -> int:
-        """Answer 408 to stalled requests and close idle keep-alive connections; how many closed."""
-        closed = 0
+        """Answer 408 to stalled requests, close idle keep-alive connections, and under pressure
+        shed connections silent too long; how many closed."""
+        closed = self.slots.shed_overdue(now)
         for conn in list(self.connections):
             if conn.expired(now):
                 closed += 1
@@ -161,7 +171,8 @@ class HttpServer:
 class Connection(asyncio.Protocol):
     __slots__ = ("server", "loop", "transport", "buf", "head_scanned", "head", "head_fed", "head_stage",
                  "request", "continued", "chunks", "body_parts", "body_have", "since", "idle_since",
-                 "discard", "task", "busy", "closing", "paused_reading", "paused_writing", "running", "pins")
+                 "discard", "task", "busy", "closing", "paused_reading", "paused_writing", "running", "pins",
+                 "unmade")
 
     def __init__(self, server: HttpServer):
         self.server = server
@@ -187,15 +198,21 @@ class Connection(asyncio.Protocol):
         self.paused_reading = False
         self.paused_writing = False
         self.pins = None               # the gateway's read-routing pins (core/read_routing.py), released on close
+        self.unmade = None             # before connection_made: what closes it if shed (TLS: its handshake)
 
     # ---- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport) -> None:
         self.transport = transport
+        self.unmade = None
+        if self.closing:
+            transport.close()           # shed before it was made: the listener needed its slot
+            return
         self.server.connections.add(self)
         self.since = self.loop.time()  # a socket that never sends a head is reaped like a stalled one
 
     def connection_lost(self, exc) -> None:
         self.server._closed(self)
+        self.server.slots.gone(self)
         self.transport = None
         self.buf = b""
         self._forget_head()
@@ -305,6 +322,7 @@ class Connection(asyncio.Protocol):
                                   f"{REQUEST_BODY_MAX_BYTES} bytes (an item may be at most {ITEM_MAX_BYTES}).",
                              discard=req.length - len(rest))
         self.request = req
+        self.server.slots.speaking(self)
         self.continued = False
         self.buf = b""
         if req.chunked:
@@ -455,6 +473,7 @@ class Connection(asyncio.Protocol):
             self.transport = None
             return
         self.idle_since = 0.0
+        self.server.slots.idle(self)
         if self.paused_reading:
             self.paused_reading = False
             transport.resume_reading()
@@ -532,6 +551,18 @@ class Connection(asyncio.Protocol):
             self.transport.close()
             return True
         return False
+
+    def shed(self) -> None:
+        """The listener's slots gave this silent or idle connection's place to a new one (or it
+        stayed silent too long under pressure): close it; nothing was asked, or all was answered."""
+        if self.transport is not None:
+            self.transport.close()
+            self.transport = None
+            return
+        self.closing = True             # not made yet: connection_made closes it
+        unmade, self.unmade = self.unmade, None
+        if unmade is not None:
+            unmade()
 
     def close_when_idle(self) -> None:
         self.closing = True

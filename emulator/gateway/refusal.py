@@ -1,20 +1,18 @@
-"""Connections turned away because their listener is full.
+"""Connections turned away because every slot of their listener is busy with a request.
 
 Every endpoint (the gateways and the control port) shares one process and its file limit, so
-each listener serves at most CONNECTIONS_PER_LISTENER_MAX connections at once: one client
-opening sockets without end then fills its own listener, not the process, and everyone else
-keeps being served. (Without a cap, about 1,000 silent sockets at a 1,024 file limit locked
-every endpoint out until they timed out.) Five listeners at the cap, plus the few lingering
-refusals each may hold, stay well below 1,024 descriptors; the runtime also raises the soft
-file limit to the hard one at start-up.
+each listener holds at most CONNECTIONS_PER_LISTENER_MAX connections at once (five listeners at
+the cap, plus the few lingering refusals each may hold, stay well below 1,024 descriptors; the
+runtime also raises the soft file limit to the hard one at start-up). Which connections it keeps
+is the shedding policy of core/connection_slots.py: a new connection sheds a silent or idle one,
+so this refusal happens only when all of them have a request in progress.
 
-A connection past the cap is answered at once, before it sends anything: 503 with a message
-saying why, `Connection: close`, then a half-close. What the client still sends (its request)
-is read and dropped for up to TURNED_AWAY_LINGER_S, so its kernel does not reset the
-connection before it has read the answer (a close with unread bytes sends a reset). Only
-TURNED_AWAY_LINGERING_MAX such refusals linger per listener; past that a refusal is closed at
-once (the answer is still sent, but may be lost to a reset): a flood cannot use the
-descriptors it was refused.
+Such a connection is answered at once, before it sends anything: 503 with a message saying why,
+`Connection: close`, then a half-close. What the client still sends (its request) is read and
+dropped for up to TURNED_AWAY_LINGER_S, so its kernel does not reset the connection before it
+has read the answer (a close with unread bytes sends a reset). Only TURNED_AWAY_LINGERING_MAX
+such refusals linger per listener; past that a refusal is closed at once (the answer is still
+sent, but may be lost to a reset): a flood cannot use the descriptors it was refused.
 """
 import asyncio
 
@@ -28,7 +26,8 @@ _CLOSE = "Connection: close\r\n"
 
 def too_many_connections(connections_max: int) -> CosmosError:
     return CosmosError(503, 0, f"Too many connections to this endpoint: it serves at most {connections_max} "
-                               "at once. Reuse connections (a pool) or close idle ones, then retry.",
+                               "at once, and every one has a request in progress. Retry after the delay, "
+                               "or send fewer requests at once.",
                        retry_after_ms=TURNED_AWAY_RETRY_AFTER_MS)
 
 

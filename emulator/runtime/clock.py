@@ -14,6 +14,7 @@ FLOAT_SLACK_MS absorbs that rounding error and nothing more.
 """
 import contextvars
 import time
+from math import floor
 
 FLOAT_SLACK_MS = 0.001         # far above float error at any uptime, far below a millisecond
 ARMED_BY_FIRE = float("-inf")  # SchedulerDriver._armed_ms while a wake-up runs the due callbacks
@@ -28,7 +29,9 @@ class LoopClock:
         self._origin_loop = loop.time()
 
     def now_ms(self) -> int:
-        return self._origin_ms + int((self._loop.time() - self._origin_loop) * 1000 + FLOAT_SLACK_MS)
+        # floor, not int(): the same for the never negative time since the origin, and int() is
+        # a class call (about 0.5 k instructions more, and a create reads the clock 2-3 times).
+        return self._origin_ms + floor((self._loop.time() - self._origin_loop) * 1000 + FLOAT_SLACK_MS)
 
     def loop_time_at(self, ms: int) -> float:
         return self._origin_loop + (ms - self._origin_ms) / 1000

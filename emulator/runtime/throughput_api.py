@@ -36,18 +36,21 @@ def describe(account) -> dict:
     for db in account.databases.values():
         for c in db.containers.values():
             budget = t.partition_budget(c)
+            # Sharing the database's offer: the window's use is the pool's, for all its sharers.
+            shared = budget is not None and not cfg.serverless and c.offer_rid is None
             parts = []
             for p in c.partitions:
                 usage = {}
                 for region in (r.name for r in account.regions):
                     b = t.buckets.get((region, c.rid, p.range_id))
                     if b is not None:
-                        _, used, reserve = _now(t, b, budget)
+                        meter = t.pools.get((region, db.offer_rid), b) if shared else b
+                        _, used, reserve = _now(t, meter, budget)
                         usage[region] = {"accepted": b.accepted, "charged_ru": round(b.charged_ru, 2),
                                          "window_used_ru": round(used, 2), "burst_reserve_ru": round(reserve, 2)}
                 parts.append({"id": p.range_id, "regions": usage})
             containers.append({"database": db.id, "container": c.id,
-                               "ru_per_s": None if budget is None else budget * len(c.partitions),
+                               "ru_per_s": None if budget is None else budget if shared else budget * len(c.partitions),
                                "partition_ru_per_s": budget, "partitions": parts})
     throttled = []
     for (region, rid, range_id, reason), n in sorted(t.throttled.items(), key=str):

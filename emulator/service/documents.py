@@ -41,11 +41,12 @@ def _check_item(doc, raw_len: int) -> None:
         raise CosmosError(e.status, e.substatus, e.message) from None
 
 
-def commit_staged(call, writer) -> tuple[int, float]:
-    """Admit a staged Writer and commit it: (LSN or 0, charge). Both surfaces commit through
-    here; direct mode's fast path (emulator/direct/point.py) then asks Service.acknowledging
-    whether it must wait, without a coroutine in the common case."""
-    ru = admission.write(call, writer)          # a 429 here leaves nothing applied
+def commit_staged(call, writer, op: str | None = None) -> tuple[int, float]:
+    """Admit a staged Writer (as `op`, by default the one admission.write reads off the call)
+    and commit it: (LSN or 0, charge). Both surfaces commit through here; direct mode's fast
+    path (emulator/direct/point.py) names its op and then asks Service.acknowledging whether
+    it must wait, without a coroutine in the common case."""
+    ru = admission.write(call, writer, op)      # a 429 here leaves nothing applied
     return writer.commit(), ru
 
 

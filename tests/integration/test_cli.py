@@ -377,14 +377,19 @@ def test_readme_throttle_example_runs_after_its_sdk_example(tmp_path):
 def test_connections_max_caps_each_listener_and_must_be_positive(tmp_path):
     with spawn(tmp_path, "--port", "0", "--control-port", "0", "--connections-max", "1") as cli:
         host, port = urlsplit(cli.info["account_endpoint"]).netloc.split(":")
-        with socket.create_connection((host, int(port)), timeout=5) as first:      # holds the one slot
+        with socket.create_connection((host, int(port)), timeout=5) as first:      # holds the one slot ...
+            first.sendall(b"POST /dbs HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n"
+                          b"Expect: 100-continue\r\n\r\n")
+            # ... with a request in progress (the 100 Continue says its head was read; its body is
+            # still to come): the next connection is turned away.
+            assert first.recv(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
             with socket.create_connection((host, int(port)), timeout=5) as second:
                 second.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
                 reply = b""
                 while chunk := second.recv(65536):
                     reply += chunk
             assert reply.startswith(b"HTTP/1.1 503 ") and b"at most 1 at once" in reply
-            first.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            first.sendall(b"{}")
             assert first.recv(65536).startswith(b"HTTP/1.1 ")      # the first is served (401: unsigned)
         rc, _ = cli.terminate()
         assert rc == 0

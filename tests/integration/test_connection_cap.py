@@ -1,8 +1,9 @@
-"""No client can starve the others of connections or of the event loop, on a real emulator:
-silent sockets fill only their own listener (a small cap is configured), past the cap a new
-client gets a readable 503 that says why while connections already open keep being served and
-the other endpoints (and the control port) are untouched, service resumes once the silent
-sockets go away, a socket that never sends is closed after the header timeout, and a client
+"""No client can starve the others of connections or of the event loop, on a real emulator
+(a small cap is configured): at the cap, a new client sheds the oldest silent socket (an idle
+client keeps its place) and is served; only when every connection has a request in progress is
+a new client turned away, with a readable 503 that says why, while the other endpoints are
+untouched and service resumes as the requests complete; the control port keeps its connections
+by the same policy; a socket that never sends is closed after the header timeout, and a client
 trickling a chunked body leaves point reads on other connections completing meanwhile.
 
 Waits are on events: replies read off sockets, the server's EOFs, a 100 Continue that shows a
@@ -26,6 +27,7 @@ CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 LOOP_ROUND_TRIPS_MAX = 200        # a server-side state that is coming arrives within these
 DOCS = "/dbs/db/colls/items/docs"
 PK_P = {"x-ms-documentdb-partitionkey": '["p"]'}
+BODY_B = b'{"id": "b", "pk": "p"}'
 
 
 def _request(emu, method: str, path: str, body: bytes | None = None, extra: dict | None = None) -> bytes:
@@ -88,57 +90,106 @@ def _close_and_wait(emu, socks: list, http, left: int) -> None:
     _until(emu, lambda: len(http.connections) == left)
 
 
-# No replication lag: the read in East US 2 below finds the item written through the global endpoint.
-@pytest.mark.regionlab_config(connections_max=CAP, lag_ms={(a, b): 0 for a in REGIONS for b in REGIONS if a != b})
-def test_silent_sockets_past_the_cap_turn_new_clients_away_while_others_are_served(regionlab):
+def _in_progress(emu, url: str, count: int, slots) -> list:
+    """count connections, each with a request in progress: a whole head, a body still to come."""
+    socks = []
+    for _ in range(count):
+        sock = _connect(url)
+        sock.sendall(_request(emu, "POST", DOCS, None, dict(PK_P, **{"content-length": str(len(BODY_B))})) + BODY_B[:10])
+        socks.append(sock)
+    _until(emu, lambda: slots.counts()["busy"] == count)
+    return socks
+
+
+@pytest.mark.regionlab_config(connections_max=CAP)
+def test_silent_sockets_past_the_cap_are_shed_oldest_first_and_new_clients_get_in(regionlab):
     with make_client(regionlab) as client:
         client.create_database("db").create_container("items", PartitionKey(path="/pk"))
     url = regionlab.endpoint
     http = _gateway(regionlab)
-    served = _connect(url)                                  # a client already connected
+    served = _connect(url)                                  # a client already connected, now idle
     served.sendall(_request(regionlab, "POST", DOCS, b'{"id": "a", "pk": "p"}', PK_P))
     assert _reply(served)[0] == 201
     silent = [_connect(url) for _ in range(CAP - 1)]        # they fill the listener ...
-    extra = [_connect(url) for _ in range(3)]               # ... and these, accepted after them, are past the cap
-    for sock in extra:
-        status, _h, body = _reply(sock)
-        assert status == 503 and "at most 4 at once" in json.loads(body)["message"]
-    status, message = _turned_away(url, _request(regionlab, "GET", f"{DOCS}/a", extra=PK_P))
-    assert status == 503 and "Too many connections" in message and "close idle ones" in message
-    served.sendall(_request(regionlab, "GET", f"{DOCS}/a", extra=PK_P))     # still served
+    _until(regionlab, lambda: len(http.slots) == CAP)
+    extra = [_connect(url) for _ in range(3)]               # ... and each of these sheds the oldest silent one
+    for sock in silent:
+        assert read_until_eof(sock) == b""                  # closed, and nothing was sent to it
+    served.sendall(_request(regionlab, "GET", f"{DOCS}/a", extra=PK_P))     # the idle client kept its place
     assert _reply(served)[0] == 200
+    with contextlib.closing(_connect(url)) as sock:         # a new client gets in (and is served)
+        sock.sendall(_request(regionlab, "GET", f"{DOCS}/a", extra=PK_P))
+        assert _reply(sock)[0] == 200
+    assert regionlab.call(lambda _a: (http.slots.shed, http.refusals.turned_away)) == (4, 0)
+    for sock in extra + silent + [served]:
+        sock.close()
+
+
+# No replication lag: the read in East US 2 below finds the item written through the global endpoint.
+@pytest.mark.regionlab_config(connections_max=CAP, lag_ms={(a, b): 0 for a in REGIONS for b in REGIONS if a != b})
+def test_when_every_slot_has_a_request_in_progress_new_clients_are_turned_away_and_others_served(regionlab):
+    with make_client(regionlab) as client:
+        client.create_database("db").create_container("items", PartitionKey(path="/pk")).upsert_item(
+            {"id": "a", "pk": "p"})
+    url = regionlab.endpoint
+    http = _gateway(regionlab)
+    busy = _in_progress(regionlab, url, CAP, http.slots)    # every slot has a request in progress
+    for _ in range(3):
+        status, message = _turned_away(url)
+        assert status == 503 and "at most 4 at once" in message and "every one has a request in progress" in message
+    status, message = _turned_away(url, _request(regionlab, "GET", f"{DOCS}/a", extra=PK_P))
+    assert status == 503 and "Too many connections" in message
     region_url = regionlab.region_endpoints["East US 2"]       # other listeners: untouched
     with contextlib.closing(_connect(region_url)) as sock:
         sock.sendall(_request(regionlab, "GET", f"{DOCS}/a", extra=PK_P))
         assert _reply(sock)[0] == 200
     with CosmosClient(region_url, regionlab.key, **client_kwargs(preferred_locations=["East US 2"])) as other:
         assert other.get_database_client("db").get_container_client("items").read_item("a", "p")["id"] == "a"
-    assert regionlab.call(lambda _a: http.refusals.turned_away) == 4
-    _close_and_wait(regionlab, silent + extra, http, 1)
-    with contextlib.closing(_connect(url)) as sock:         # service resumes for new clients
+    assert regionlab.call(lambda _a: (http.refusals.turned_away, http.slots.shed)) == (4, 0)
+    for sock in busy:                                       # the requests in progress complete
+        sock.sendall(BODY_B[10:])
+        assert _reply(sock)[0] in (201, 409)                # the first creates b, the others find it
+    with contextlib.closing(_connect(url)) as sock:         # and new clients are served again
         sock.sendall(_request(regionlab, "GET", f"{DOCS}/a", extra=PK_P))
         assert _reply(sock)[0] == 200
-    served.close()
+    for sock in busy:
+        sock.close()
 
 
 @pytest.mark.regionlab_config(connections_max=CAP)
-def test_the_control_port_has_its_own_cap(regionlab):
+def test_the_control_port_sheds_silent_sockets_and_refuses_only_when_every_slot_is_busy(regionlab):
     url = regionlab.control_endpoint
-    control = regionlab.emulator._control_runner.server
+    control = regionlab.emulator.control_connections
     host = "%s:%d" % host_port(url)            # the control port serves only names it answers to
     health = f"GET /health HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
     silent = [_connect(url) for _ in range(CAP)]
+    _until(regionlab, lambda: len(control.slots) == CAP)
+    with contextlib.closing(_connect(url)) as sock:         # sheds the oldest silent socket: /health answers
+        sock.sendall(health)
+        status, _h, body = _reply(sock)
+        assert status == 200 and json.loads(body)["status"] == "ok"
+    assert read_until_eof(silent[0]) == b""
+    for sock in silent:
+        sock.close()
+    _until(regionlab, lambda: len(control.slots) == 0)
+    post = (f"POST /faults HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            "Content-Length: 40\r\nConnection: close\r\n\r\n{").encode()
+    busy = [_connect(url) for _ in range(CAP)]
+    for sock in busy:
+        sock.sendall(post)                                  # a request whose body is still to come
+    _until(regionlab, lambda: control.slots.counts()["busy"] == CAP)
     status, message = _turned_away(url, health)
     assert status == 503 and "at most 4 at once" in message
     with make_client(regionlab) as client:                  # the gateway is not affected
         assert client.get_database_account() is not None
-    for sock in silent:
+    for sock in busy:
+        sock.sendall(b" " * 38 + b"}")                      # an empty fault: refused with 400, nothing injected
+        assert _reply(sock)[0] == 400
         sock.close()
-    _until(regionlab, lambda: not control.connections)
+    _until(regionlab, lambda: len(control.slots) == 0)
     with contextlib.closing(_connect(url)) as sock:
         sock.sendall(health)
-        status, _h, body = _reply(sock)
-        assert status == 200 and json.loads(body)["status"] == "ok"
+        assert _reply(sock)[0] == 200
 
 
 def test_a_socket_that_never_sends_is_closed_after_the_header_timeout(regionlab):

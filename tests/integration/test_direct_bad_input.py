@@ -1,6 +1,7 @@
 """The direct server under bad input and at its limits: garbage, a 4 GB length prefix, bad
 msgpack, truncated and trickled frames, a handshake that never finishes, unknown operations,
-ten thousand request ids at once, too many connections. Each gets an error frame (where one
+ten thousand request ids at once, too many connections (at the cap a new connection sheds a
+silent or idle one, and is refused only when every connection has requests in flight). Each gets an error frame (where one
 can be sent) and a close within a bounded time; the node keeps serving and no task is left
 behind. Real emulator and sockets, with the direct limits shortened so the timeouts are quick."""
 import asyncio
@@ -18,6 +19,7 @@ from sdk_harness import inject, make_client
 LIMITS = {"handshake_timeout_s": 0.3, "idle_timeout_s": 0.6, "frame_timeout_s": 0.3, "max_in_flight": 8,
           "max_connections": 6}
 CLOSE_BOUND_S = 3.0                      # a bad peer is closed well within this
+ROUND_TRIPS_MAX = 200                    # a server-side state that is coming arrives within these
 
 pytestmark = pytest.mark.regionlab_config(direct_limits=LIMITS)
 
@@ -242,14 +244,64 @@ def test_a_write_waiting_for_its_quorum_does_not_hold_back_a_read_behind_it(regi
     asyncio.run(main())
 
 
-def test_the_connection_cap_refuses_one_more_with_busy(regionlab):
-    host, port, _ = primary(regionlab)
+def _node(emu, port: int):
+    return next(n for n in emu.emulator.direct.nodes.values() if n.port == port)
+
+
+def test_at_the_connection_cap_a_new_connection_sheds_the_longest_idle_one_with_a_bye(regionlab):
+    host, port, key = primary(regionlab)
+    node = _node(regionlab, port)
 
     async def main():
         conns = [await Connection.open(host, port, regionlab.key) for _ in range(LIMITS["max_connections"])]
+        for c in reversed(conns):               # conns[-1] is used first: it is idle longest
+            assert (await c.request("read", key, item="a", pk='["p"]'))["status"] == 200
+        newcomer = await Connection.open(host, port, regionlab.key)      # admitted: a slot was freed
+        await asyncio.wait_for(conns[-1]._reader_task, CLOSE_BOUND_S)     # the node said bye, then closed
+        assert conns[-1].closed_with == {"t": D.BYE}
+        assert (await newcomer.request("read", key, item="a", pk='["p"]'))["status"] == 200
+        for c in conns[:-1]:                    # the others keep being served
+            assert (await c.request("read", key, item="a", pk='["p"]'))["status"] == 200
+        for c in conns[:-1] + [newcomer]:
+            await c.close()
+    asyncio.run(main())
+    assert regionlab.call(lambda _a: node.slots.shed) == 1
+
+
+def test_at_the_connection_cap_a_handshake_that_never_finishes_is_shed_first(regionlab):
+    host, port, key = primary(regionlab)
+
+    async def main():
+        stalled_reader, _w = await raw(host, port)          # connected, never says hello
+        conns = [await Connection.open(host, port, regionlab.key) for _ in range(LIMITS["max_connections"])]
+        assert await until_closed(stalled_reader) == []     # shed for the last one: closed, nothing said
+        for c in conns:                                     # every handshaken connection kept its place
+            assert (await c.request("read", key, item="a", pk='["p"]'))["status"] == 200
+            await c.close()
+    asyncio.run(main())
+
+
+def test_the_connection_cap_refuses_one_more_with_busy_only_when_every_connection_has_requests_in_flight(
+        regionlab):
+    host, port, key = primary(regionlab)
+    node = _node(regionlab, port)
+    slow_secondaries(regionlab, key, 2000)          # a write waits 2 s for its quorum: in flight meanwhile
+
+    async def main():
+        conns = [await Connection.open(host, port, regionlab.key) for _ in range(LIMITS["max_connections"])]
+        writes = [c.send_request("upsert", key, pk='["p"]', body=b'{"id":"w%d","pk":"p"}' % i)
+                  for i, c in enumerate(conns)]
+        for _ in range(ROUND_TRIPS_MAX):             # until the node holds every write in flight
+            if regionlab.call(lambda _a: node.slots.counts()["busy"]) == len(conns):
+                break
+            await asyncio.sleep(0)
+        else:
+            raise AssertionError("the writes did not all get in flight")
         reader, writer = await raw(host, port)
         frames = await until_closed(reader)
         assert (frames[-1]["status"], frames[-1]["sub"]) == (503, D.SUB_BUSY)
+        assert "every one has requests in flight" in frames[-1]["message"]
+        assert [w["status"] for w in await asyncio.wait_for(asyncio.gather(*writes), 10)] == [201] * len(conns)
         for c in conns:
             await c.close()
     asyncio.run(main())

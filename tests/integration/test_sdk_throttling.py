@@ -189,3 +189,26 @@ def test_a_serverless_account_refuses_provisioned_throughput_and_caps_each_parti
         c.create_item({"id": "1", "pk": "p"})
     state = control(regionlab, "GET", "/throttle")
     assert state["serverless"] and state["containers"][0]["partition_ru_per_s"] == 1000
+
+
+def test_one_busy_container_of_eight_may_use_the_whole_shared_offer(regionlab):
+    """400 RU/s shared by 8 containers: one busy container gets most of the 400 RU of a second
+    before its first 429, not 400 / 8 = 50. The bound is generous (300 RU: six ~50 RU writes in
+    one second, with 429 arriving only after eight) so a loaded 2-core machine passes; with the
+    offer split evenly the first 429 comes after one write (~50 RU)."""
+    with no_retry_client(regionlab) as client:
+        db = client.create_database("shared", offer_throughput=400)
+        cs = [db.create_container(f"c{i}", PartitionKey(path="/pk")) for i in range(8)]
+        busy, spent = cs[3], 0.0
+        for i in range(WRITES_UNTIL_THROTTLED_MAX):
+            try:
+                busy.create_item({"id": str(i), "pk": "p", "big": BIG})
+            except CosmosHttpResponseError as e:
+                assert (e.status_code, e.sub_status) == (429, 3200)
+                break
+            spent += float(busy.client_connection.last_response_headers["x-ms-request-charge"])
+        else:
+            pytest.fail("a 400 RU/s offer never throttled 100 KB writes")
+        assert spent >= 300, f"only {spent:.1f} RU before the first 429"
+    described = control(regionlab, "GET", "/throttle")["containers"]
+    assert {c["container"]: c["ru_per_s"] for c in described} == {f"c{i}": 400.0 for i in range(8)}

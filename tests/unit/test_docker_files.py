@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from regionlab.emulator import defaults
+from regionlab.emulator import defaults, profile
 
 REPO = Path(__file__).resolve().parents[2]
 EXPECTED_PORTS = {defaults.GLOBAL_PORT, defaults.CONTROL_PORT,
@@ -127,6 +127,15 @@ def test_dockerfile_health_check_asks_the_control_port_the_environment_names(doc
     assert health_check_url(command[2], {}) == HEALTH_URL
     assert health_check_url(command[2], {"REGIONLAB_CONTROL_PORT": ""}) == HEALTH_URL
     assert health_check_url(command[2], {"REGIONLAB_CONTROL_PORT": "9100"}) == "http://127.0.0.1:9100/health"
+
+
+def test_dockerfile_health_check_follows_the_official_emulator_profile(dockerfile):
+    code = healthcheck_command(one(dockerfile, "HEALTHCHECK"))[2]
+    official = f"http://127.0.0.1:{profile.OFFICIAL_CONTROL_PORT}/health"
+    assert health_check_url(code, {"REGIONLAB_PROFILE": "official-emulator"}) == official
+    assert health_check_url(code, {"REGIONLAB_PROFILE": "default"}) == HEALTH_URL
+    assert health_check_url(code, {"REGIONLAB_PROFILE": "official-emulator",
+                                   "REGIONLAB_CONTROL_PORT": "9100"}) == "http://127.0.0.1:9100/health"
 
 
 def test_dockerfile_does_not_pin_the_control_port_the_health_check_reads(dockerfile):

@@ -14,6 +14,9 @@ from regionlab.client.protocol import headers as H
 REGIONS = {"East US": "http://east/", "West US": "http://west/", "North": "http://north/"}
 GLOBAL = "http://global/"
 KEY = base64.b64encode(b"k" * 32).decode()
+# Two partition key ranges with the keys "a" (EPK 3A53...) and "b" (EPK 1956...) in different ones
+TWO_RANGES = [{"id": "0", "minInclusive": "", "maxExclusive": "20"},
+              {"id": "1", "minInclusive": "20", "maxExclusive": "FF"}]
 CONTAINER = {"id": "c", "_self": "dbs/x/colls/y/", "partitionKey": {"paths": ["/pk"], "kind": "Hash"}}
 
 

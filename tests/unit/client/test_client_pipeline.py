@@ -22,16 +22,19 @@ from regionlab.client.aio.transport import TransportError
 from regionlab.client.policies.regions import FAILOVER_REFRESH_MS
 from regionlab.client.policies.retry import CONNECT_ERROR
 
-from client_world import (CONTAINER, GLOBAL, KEY, ScriptedTransport, VirtualTimeLoop, account_doc, container,
+from client_world import (CONTAINER, GLOBAL, TWO_RANGES, KEY, ScriptedTransport, VirtualTimeLoop, account_doc, container,
                           reply, run)
 
 
 
 def serve(items):
-    """A script: container reads answer CONTAINER; item requests answer items(region, method, headers)."""
+    """A script: container reads answer CONTAINER, its partition key ranges TWO_RANGES; item
+    requests answer items(region, method, headers)."""
     def script(region, method, path, headers):
         if path.endswith("/colls/c"):
             return 0.001, reply(body=CONTAINER)
+        if path.endswith("/colls/c/pkranges"):
+            return 0.001, reply(body={"PartitionKeyRanges": TWO_RANGES})
         return items(region, method, headers)
     return script
 

@@ -40,18 +40,48 @@ def test_budget_is_the_offer_split_across_partitions():
     assert t.partition_budget(w.container(coll_id="none")) is None       # unmetered
 
 
-def test_shared_database_throughput_is_split_between_the_containers_sharing_it():
+def test_shared_database_throughput_is_one_pool_for_the_containers_sharing_it():
     w = World()
     db = w.account.create_database({"id": "shared"}, throughput=1200)
     cs = [w.container("shared", f"c{i}") for i in range(3)]
     own = w.container("shared", "own", throughput=400)
     t = w.account.throttle
-    assert [t.partition_budget(c) for c in cs] == [400, 400, 400]
+    assert [t.partition_budget(c) for c in cs] == [1200, 1200, 1200]
     assert t.partition_budget(own) == 400
+    t.admit(EAST, cs[0], "0", 1.0, 1, th.READ)
+    t.admit(WEST, cs[1], "0", 1.0, 1, th.READ)
+    assert t.shared_pool(EAST, cs[0]) is t.shared_pool(EAST, cs[2]) is not t.shared_pool(WEST, cs[0])
+    assert t.shared_pool(EAST, own) is None and len(t.pools) == 2
     w.account.delete_container(cs[2])
-    assert t.partition_budget(cs[0]) == 600
+    assert t.partition_budget(cs[0]) == 1200
     w.account.set_throughput(db, throughput=2000)
-    assert t.partition_budget(cs[0]) == 1000
+    assert t.partition_budget(cs[0]) == 2000
+    w.account.delete_database(db)
+    assert t.pools == {}
+
+
+def test_one_busy_container_of_eight_uses_the_whole_shared_offer_in_virtual_time():
+    """400 RU/s shared by 8 containers: one container alone takes all 400 RU of a window (not
+    400 / 8 = 50), the next RU is 429 until the next window, and there the 8 share it."""
+    w = world()
+    w.account.create_database({"id": "shared"}, throughput=400)
+    cs = [w.container("shared", f"c{i}") for i in range(8)]
+    t = w.account.throttle
+    at_window_start(w, 100)
+    for _ in range(40):
+        t.admit(EAST, cs[0], "0", 10.0, 1, th.CREATE)
+    e = refused(t.admit, EAST, cs[0], "0", 1.0, 1, th.CREATE)
+    assert e.substatus == th.SUB_RU_THROTTLED and e.retry_after_ms == 900
+    refused(t.admit, EAST, cs[5], "0", 1.0, 1, th.CREATE)       # the pool is spent for all
+    t.admit(WEST, cs[5], "0", 400.0, 1, th.READ)                 # another region: its own pool
+    at_window_start(w)
+    t.admit(EAST, cs[0], "0", 250.0, 1, th.CREATE)
+    t.admit(EAST, cs[1], "0", 150.0, 1, th.CREATE)
+    refused(t.admit, EAST, cs[2], "0", 1.0, 1, th.CREATE)
+    # A query over a sharing container's partitions charges the pool once, whole.
+    at_window_start(w)
+    t.admit_many(EAST, cs[3], ["0"], 400.0, 1, th.QUERY)
+    refused(t.admit, EAST, cs[4], "0", 1.0, 1, th.READ)
 
 
 def test_set_throughput_provisions_replaces_and_removes_an_offer():
@@ -330,7 +360,7 @@ class ThrottleMachine(RuleBasedStateMachine):
         not a change): every bucket moved to now, the credit window, every store, the rid counter."""
         budget, burst, now = self.t.partition_budget(self.c), self.t.config.burst, self.window
         buckets = {k: th.advance(b.state(), now, budget, burst) if budget else b.state()
-                   for k, b in self.t.buckets.items()}
+                   for k, b in [*self.t.buckets.items(), *self.t.pools.items()]}
         credits = (self.t.credits_used if self.t.credit_window == now else 0, dict(self.t.credits_spent))
         stores = {(p.range_id, r): (rs.lsn, rs.store.count_live, [(k, [v.lsn for v in vs])
                                                                   for k, vs in rs.store.keys_with_versions()])
@@ -445,6 +475,19 @@ class ThrottleMachine(RuleBasedStateMachine):
             lived = w - self.first_window[(region, r)] + 1
             highest = max(b for (rg, rr, _), b in self.budget_log.items() if (rg, rr) == (region, r))
             assert spent[(region, r)] <= highest * lived + EPS
+
+    @invariant()
+    def a_shared_pool_stays_within_the_whole_offer(self):
+        """The partitions of a container sharing its database's offer spend one pool: their sum
+        in a window is within the offer (the per-partition invariant alone would allow more)."""
+        if not hasattr(self, "c") or self.c.offer_rid is not None or self.t.config.burst:
+            return
+        total = defaultdict(float)
+        for (region, r, w), ru in self.ru_log.items():
+            total[(region, w)] = total[(region, w)] + ru
+        for (region, w), ru in total.items():
+            highest = max(self.budget_log[(region, r, w)] for (rg, r, ww) in self.ru_log if (rg, ww) == (region, w))
+            assert ru <= highest + EPS
 
     @invariant()
     def credits_per_window_stay_within_the_limit(self):
