@@ -32,6 +32,7 @@ from .core.scheduler import Scheduler
 from .gateway.http import HttpServer
 from .gateway.refusal import Refusals
 from .gateway.server import Gateway
+from .service.request_log import RequestLog
 from .service.service import Service
 from .runtime import certificate
 from .runtime.clock import LoopClock, SchedulerDriver
@@ -187,6 +188,7 @@ class Emulator:
         self.persistence: Persistence | None = None   # with a data dir
         self.restored_items = 0
         self.collector = None                    # runtime/collector.py, in a serving process (cli.serve)
+        self.request_log = RequestLog()          # every endpoint's replies: GET /requests
         self.started = asyncio.Event()
 
     async def start(self) -> None:
@@ -348,6 +350,7 @@ class Emulator:
         svc.write_ack_timeout_ms = round(cfg.write_ack_timeout_s * 1000)
         svc.max_clock_skew_s = cfg.max_clock_skew_s
         svc.query_mode = cfg.query_mode
+        svc.request_log = self.request_log
         if self.persistence is not None:
             svc.make_durable(self.persistence)
         return svc

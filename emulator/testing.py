@@ -14,6 +14,7 @@ JSON and validation as curl or the CLI; see emulator/fault_handle.py and docs/co
 
 The pytest plugin (emulator/pytest_plugin.py) wraps this in the `regionlab` fixture.
 """
+import threading
 from contextlib import contextmanager
 
 from . import config as options_config
@@ -21,7 +22,7 @@ from .control_client import ControlError
 from .embedded import EmbeddedEmulator
 from .fault_handle import Fault, Faults
 
-__all__ = ["ControlError", "Fault", "Faults", "RunningEmulator", "make_config", "running_emulator", "start"]
+__all__ = ["BackgroundDrill", "ControlError", "Fault", "Faults", "RunningEmulator", "make_config", "running_emulator", "start"]
 
 
 class RunningEmulator(EmbeddedEmulator):
@@ -66,6 +67,62 @@ class RunningEmulator(EmbeddedEmulator):
         target = Target(self.endpoint, self.key, self.control_endpoint, self.control_token)
         return drill.run(file_or_name, target=target, scale=scale, seed=seed, out=out or _Discard(),
                          report_dir=report_dir)
+
+
+    def drill_in_background(self, file_or_name, *, scale: float = 1.0, seed: int = 0,
+                            report_dir: str | None = None) -> "BackgroundDrill":
+        """Start a drill against this emulator in a background thread and return at once: for a
+        scenario without a `workload` section, whose report is built from what the emulator
+        served while your own code drives it (docs/drills.md, "Your own application as the
+        workload"). Use it as a context manager, or call .result():
+
+            with emu.drill_in_background("outage.json") as drill:
+                while not drill.finished:
+                    my_service.checkout()          # your code, against emu.endpoint
+            assert drill.result().passed
+        """
+        return BackgroundDrill(lambda: self.drill(file_or_name, scale=scale, seed=seed, report_dir=report_dir))
+
+
+class BackgroundDrill:
+    """A drill running in its own thread (RunningEmulator.drill_in_background)."""
+
+    def __init__(self, run):
+        self._report = self._error = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._main, args=(run,), name="regionlab-drill", daemon=True)
+        self._thread.start()
+
+    def _main(self, run) -> None:
+        try:
+            self._report = run()
+        except BaseException as e:        # handed to the caller by result()
+            self._error = e
+        finally:
+            self._done.set()
+
+    @property
+    def finished(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Until the drill has ended (or timeout_s): whether it has."""
+        return self._done.wait(timeout_s)
+
+    def result(self, timeout_s: float | None = None):
+        """The drill's report (emulator.drill.Report) once it has ended; what it raised, if it did
+        (a scenario that does not validate: DrillError); TimeoutError if still running after timeout_s."""
+        if not self._done.wait(timeout_s):
+            raise TimeoutError(f"the drill is still running after {timeout_s} s")
+        if self._error is not None:
+            raise self._error
+        return self._report
+
+    def __enter__(self) -> "BackgroundDrill":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.wait()
 
 
 class _Discard:

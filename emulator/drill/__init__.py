@@ -2,6 +2,7 @@
 
     scenario.py  the scenario file: account, workload, timed steps, assertions; validation
     workload.py  the operations, through the bundled client's aio API, each one recorded
+    served.py    no workload: the requests your own application sent, as the emulator served them
     runner.py    an emulator (own or running), the schedule, the progress line, the cross-checks
     report.py    phases, fault windows, RTO/RPO, the timeline, the assertions (pure arithmetic)
     verdict.py / observed.py   the black-box history check of what the clients saw
@@ -75,6 +76,9 @@ def run(file_or_name, *, target=None, scale: float = 1.0, seed: int = 0, out=Non
         drill = drill.scaled(scale)
     if target is not None and target.regions:
         check_regions(drill, target.regions)
+    if drill.served and target is None:
+        raise DrillError("a scenario without a `workload` section watches your own application drive a running "
+                         "emulator: give its control port (--control URL), or add a workload")
     if target is None:
         with runner.own_emulator(drill) as own:
             report = runner.run(drill, own, out, seed, handle_signals)

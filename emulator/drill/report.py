@@ -138,12 +138,15 @@ def stalled_bins(ops: list[Op], start_ms: float, n: int, bin_ms: int, stall_ms: 
     return stalled
 
 
-def recovery(ops: list[Op], start_ms: float, until_ms: float, rule: dict, bin_ms: int = RTO_BIN_MS) -> float | None:
+def recovery(ops: list[Op], start_ms: float, until_ms: float, rule: dict, bin_ms: int = RTO_BIN_MS,
+             expected_per_bin: float = 0.0) -> float | None:
     """RTO: ms from start_ms until the workload is back, by completion time: the first run of
     bins, rule["hold_ms"] long, with no stall in it (operations waiting longer than
     rule["stall_ms"] with none completing counts as down, failed or not), with completions, and a success rate of
     rule["availability_min"] or better over the run and in its first bin with completions. 0
-    when that holds from the start; None when it never does before until_ms (the drill's end)."""
+    when that holds from the start; None when it never does before until_ms (the drill's end).
+    expected_per_bin > 0 (a server-side report: served.py): requests are expected in every bin,
+    so a bin with none is down too."""
     n = int((until_ms - start_ms) // bin_ms)
     ok, total = [0] * n, [0] * n
     for op in ops:
@@ -157,6 +160,8 @@ def recovery(ops: list[Op], start_ms: float, until_ms: float, rule: dict, bin_ms
         run = range(k, k + need)
         first = next((i for i in run if total[i]), None)
         if first is None or any(stalled[i] for i in run) or ok[first] < level * total[first]:
+            continue
+        if expected_per_bin and not all(total[i] for i in run):
             continue
         if sum(ok[i] for i in run) >= level * sum(total[i] for i in run):
             return float(k * bin_ms)
@@ -230,19 +235,36 @@ def _steady_spans(schedule: list, windows: list, duration_ms: int) -> tuple[tupl
     return (0, first), (last, duration_ms)
 
 
-def _judge_windows(drill, ops: list[Op], windows: list) -> None:
+def _judge_windows(drill, ops: list[Op], windows: list, expected_per_bin: float) -> None:
     for w in windows:
         figures = summarize(window_ops(ops, w), w["end_ms"] - w["start_ms"])
         w.update({k: figures[k] for k in WINDOW_FIGURES})
-        w["rto_ms"] = recovery(ops, w["start_ms"], drill.duration_ms, drill.recovery)
+        w["rto_ms"] = recovery(ops, w["start_ms"], drill.duration_ms, drill.recovery,
+                               expected_per_bin=expected_per_bin)
+        if expected_per_bin:
+            _count_missing(w, ops, expected_per_bin)
         w["rto_bin_ms"] = RTO_BIN_MS
         w["rpo_writes"] = 0
 
 
+def _count_missing(w: dict, ops: list[Op], expected_per_bin: float, bin_ms: int = RTO_BIN_MS) -> None:
+    """A server-side window (served.py): each whole bin of it in which nothing completed while
+    requests were expected adds expected_per_bin requests that were not served, so an outage
+    the application stops sending into reads as one. availability = served / (requests + missing)."""
+    n = int((w["end_ms"] - w["start_ms"]) // bin_ms)
+    busy = {int((op.start_ms + op.latency_ms - w["start_ms"]) // bin_ms) for op in ops}
+    missing = round(sum(1 for k in range(n) if k not in busy) * expected_per_bin)
+    w["missing_requests"] = missing
+    if w["ops"] + missing:
+        w["availability"] = round((w["ops"] - w["errors"]) / (w["ops"] + missing), 6)
+
+
 def build(drill, ops: list[Op], lost: LostWrites, failovers: list, started_epoch_ms: float,
-          consistency: dict | None = None, ended: dict | None = None) -> dict:
+          consistency: dict | None = None, ended: dict | None = None, expected_per_bin: float | None = None) -> dict:
     """The report of one run. ended: {"kind": "aborted"|"interrupted", "reason", "at_ms"} when
-    the run stopped early (drill is then as far as it ran: its duration ends there)."""
+    the run stopped early (drill is then as far as it ran: its duration ends there).
+    expected_per_bin: not None for a drill without a workload (served.py): ops are the requests
+    the emulator served, and RTO counts an empty bin as down when it is above 0."""
     windows = fault_windows(drill.schedule, drill.duration_ms)
     per_phase = []
     for p in phases(drill.schedule, drill.duration_ms):
@@ -254,7 +276,7 @@ def build(drill, ops: list[Op], lost: LostWrites, failovers: list, started_epoch
     inside = summarize([op for op in ops if in_window(op.start_ms, windows)], max(drill.duration_ms - outside_span, 1))
     total = summarize(ops, drill.duration_ms)
     lost_d = lost.to_dict()
-    _judge_windows(drill, ops, windows)
+    _judge_windows(drill, ops, windows, expected_per_bin or 0.0)
     _attribute_rpo(windows, failovers, started_epoch_ms)
     before, after = _steady_spans(drill.schedule, windows, drill.duration_ms)
     steady = {"before_first_fault": summarize([op for op in ops if before[0] <= op.start_ms < before[1]],
@@ -269,15 +291,23 @@ def build(drill, ops: list[Op], lost: LostWrites, failovers: list, started_epoch
             "ended": ended or {"kind": "completed"},
             "account": {"regions": list(drill.regions), "consistency": drill.consistency,
                         "multi_write": drill.multi_write},
-            "workload": {"client": drill.client, "mix": drill.mix, "concurrency": drill.concurrency,
-                         "rate_per_s": drill.rate_per_s, "keys": drill.keys, "client_options": drill.client_options},
+            "workload": _workload(drill),
             "total": total, "outside_fault_windows": outside,
             "in_fault_windows": inside, "steady_state": steady, "phases": per_phase, "faults": windows,
-            "recovery": drill.recovery, "stop": drill.stop,
+            "recovery": drill.recovery if expected_per_bin is None else {**drill.recovery,
+                                                                         "expected_per_bin": expected_per_bin},
+            "stop": drill.stop,
             "client_changes": client_changes(drill.schedule, per_phase), "lost_writes": lost_d, "failovers": failovers,
             "history_check": consistency,
             "timeline": timeline(ops, drill.duration_ms),
             "assertions": results, "passed": judge.passed(results) and ended is None}
+
+
+def _workload(drill) -> dict:
+    if drill.served:
+        return {"client": "your application (the requests the emulator served: GET /requests)", "served": True}
+    return {"client": drill.client, "mix": drill.mix, "concurrency": drill.concurrency,
+            "rate_per_s": drill.rate_per_s, "keys": drill.keys, "client_options": drill.client_options}
 
 
 def _attribute_rpo(windows: list, failovers: list, started_epoch_ms: float) -> None:

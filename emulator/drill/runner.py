@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from .. import config, defaults
 from ..control_client import ControlError, call
 from ..embedded import EmbeddedEmulator
-from . import comparison, report as reports, verdict
+from . import comparison, report as reports, served, verdict
 from .guard import Guard, Interrupt
 from .progress import Progress
 from .scenario import DrillError, account_options
@@ -95,7 +95,10 @@ async def _run_setups(drill, target: Target, out, seed: int, handle_signals: boo
 
 
 def workload_for(drill, target: Target, seed: int):
-    """The workload of the drill's client: the bundled one, or the official SDK (sdk_workload.py)."""
+    """The workload of the drill's client: the bundled one, or the official SDK (sdk_workload.py);
+    without a workload section, the requests your application sends (served.py)."""
+    if drill.served:
+        return served.ServedWorkload(drill, target)
     if drill.client == "azure-cosmos":
         from .sdk_workload import SdkWorkload      # azure-cosmos is imported only by drills that use it
         return SdkWorkload(drill, target.endpoint, target.key, seed)
@@ -245,6 +248,8 @@ def _lost_key(w: dict) -> tuple:
 
 
 async def _report(drill, target, workload, lost_before: set, started_epoch_ms: float, ended: dict | None) -> dict:
+    if drill.served:
+        return await _served_report(drill, target, workload, lost_before, started_epoch_ms, ended)
     topology = await _control(target, "GET", "/topology")
     listed = [w for w in (await _control(target, "GET", "/lost-writes"))["writes"]
               if _lost_key(w) not in lost_before and w["database"] == DATABASE and w["container"] == CONTAINER]
@@ -257,3 +262,19 @@ async def _report(drill, target, workload, lost_before: set, started_epoch_ms: f
     consistency = verdict.check(drill, workload.ops, present, {w["id"] for w in listed})
     return reports.build(as_run(drill, workload.step_started_ms, ended), workload.ops, lost, failovers,
                          started_epoch_ms, consistency, ended)
+
+
+async def _served_report(drill, target, workload, lost_before: set, started_epoch_ms: float,
+                         ended: dict | None) -> dict:
+    """The report of what the emulator served (served.py): every write a forced failover
+    discarded during the run is lost, whichever container it was in; which of them the
+    application had been told succeeded is only the application's to know."""
+    listed = [w for w in (await _control(target, "GET", "/lost-writes"))["writes"] if _lost_key(w) not in lost_before]
+    failovers = [f for f in (await _control(target, "GET", "/failovers"))["failovers"]
+                 if (f.get("started_ms") or 0) >= started_epoch_ms]
+    lost = reports.LostWrites(listed=listed, acked=0, acked_unreadable=[])
+    run = as_run(drill, workload.step_started_ms, ended)
+    first_step_ms = run.schedule[0]["at_ms"] if run.schedule else 0
+    expected = served.expected_per_bin(workload.ops, first_step_ms, reports.RTO_BIN_MS)
+    report = reports.build(run, workload.ops, lost, failovers, started_epoch_ms, None, ended, expected_per_bin=expected)
+    return served.annotate(report, workload.ops)

@@ -104,6 +104,7 @@ class Drill:
     stop: dict | None = None                        # {"error_rate_above", "over_ms"}: abort the run
     scale: float = 1.0                              # the --duration-scale it was scaled by
     scale_min: float = 0.0                          # "duration_scale_min": the smallest that keeps its conclusions
+    served: bool = False                            # no workload section: your application drives it (served.py)
 
     @property
     def recovery(self) -> dict:
@@ -180,7 +181,16 @@ def parse(data, default_name: str = "drill") -> Drill:
                  client_options=client_options,
                  schedule=schedule, assertions=_assertions(data.get("assertions", {})), setups=setups,
                  stop=_stop(data.get("stop")),
-                 scale_min=_number(data.get("duration_scale_min", 0.0), "duration_scale_min", 0, 1)))
+                 scale_min=_number(data.get("duration_scale_min", 0.0), "duration_scale_min", 0, 1),
+                 served=_served(data)))
+
+
+def _served(data: dict) -> bool:
+    """Whether your application drives the emulator: no workload section, and nothing that only
+    a workload of the drill's own has (setups, client steps: those run the default workload)."""
+    steps = data.get("schedule", [])
+    return "workload" not in data and "setups" not in data and not any(
+        isinstance(s, dict) and "client" in s for s in (steps if isinstance(steps, list) else []))
 
 
 # ---- checks ----------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ ROUTES = (
     ("PUT", "/throttle/storms/{region}", "start a throttle storm in a region"),
     ("DELETE", "/throttle/storms/{region}", "end a region's throttle storm"),
     ("GET", "/metrics", "Prometheus text metrics"),
+    ("GET", "/requests", "what the endpoints served, per 100 ms window, region, operation and status"),
     ("GET", "/debug/gc", "garbage collector pauses, freezes and event-loop lag"),
 )
 DOCS = "docs/control-api.md"
@@ -192,7 +193,16 @@ def control_app(emu) -> web.Application:
                                                         "tunes and measures its garbage collector"})
         return _json(dict(installed=True, **emu.collector.describe()))
 
+    async def requests(request):
+        text = request.query.get("since_ms", "0")
+        try:
+            since_ms = int(text)
+        except ValueError:
+            return _json({"error": f"since_ms must be epoch milliseconds (an integer), not {text!r}"}, 400)
+        return _json(dict(emu.request_log.since(since_ms), now_ms=emu.account.clock.now_ms()))
+
     app.router.add_get("/", index)
+    app.router.add_get("/requests", requests)
     app.router.add_get("/health", health_route)
     app.router.add_get("/topology", topo)
     app.router.add_get("/debug/gc", debug_gc)

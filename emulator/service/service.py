@@ -62,9 +62,14 @@ class Service:
         self.query_work = Tally()
         self.persistence = None                 # with --data-dir: runtime/persistence.py (make_durable)
         self.on_commit = None                   # f(call, rs, lsn) after each write's commit (the simulator's)
+        # Every reply with its time, region, operation, status and latency (request_log.py),
+        # shared by the account's endpoints; None: not recorded (the composition root sets it).
+        self.request_log = None
 
     async def handle(self, call) -> responses.Reply:
         effect = None
+        log_ = self.request_log
+        started_ms = self.clock.now_ms() if log_ is not None else 0
         try:
             if (call.segs or self.region is not None) and self.account.region_state(call.region) != "up":
                 raise CosmosError(503, 0, f"Region {call.region} is unavailable (a region outage, "
@@ -102,6 +107,9 @@ class Service:
         if counted is None:
             counted = (call.method, resource_kind(call.segs))
         self.requests_served[(*counted, resp.status, resp.fault or resp.substatus)] += 1
+        if log_ is not None:
+            log_.add(started_ms, self.clock.now_ms(), call.region, request_faults.op_of(call) if call.segs else "account",
+                     resp.status, resp.fault or resp.substatus)
         return resp
 
     async def _faulted(self, call, effect, resp) -> responses.Reply:

@@ -148,3 +148,19 @@ def test_behind_a_token_the_page_asks_for_it_and_sends_it(regionlab, chromium):
             assert all("401" in e for e in page.errors), page.errors
 
     asyncio.run(drive())
+
+
+def test_reads_of_absent_items_are_not_counted_as_errors(regionlab, chromium):
+    """The page's per-region counts (what errors/s is drawn from): a 404 read miss, gateway or
+    direct, is a served request; 404/1002 and every other 4xx/5xx is an error."""
+    counts = ('regionCounts({requests: {"East US": {"GET docs 200": 4, "GET docs 404": 5, "GET docs 404/1002": 2, '
+              '"POST docs 429/3200": 1, "DELETE docs 404": 1}}, direct_requests: {"East US": {"read 404": 3}}})')
+
+    async def drive():
+        async with chromium_page(chromium) as page:
+            await page.navigate(regionlab.control_endpoint)
+            await page.wait_for(region(WEST) + " === 'up'")
+            got = await page.evaluate(f"JSON.stringify({counts})")
+            assert got == '{"East US":{"total":16,"errors":4,"throttled":1}}'
+
+    asyncio.run(drive())
