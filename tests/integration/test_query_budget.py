@@ -7,8 +7,9 @@ completion order, never by timing); and a heavy query whose client disconnects s
 (counted in slices the server ran, not in time).
 
 Expected results are computed here from the documents the test wrote. Waiting is a bounded
-loop of calls on the emulator's own loop (each is answered between two query slices), never a
-sleep."""
+loop of calls on the emulator's own loop (each is answered between two query slices), or, for
+the two tests whose emulator runs as its own process (so that its query slices do not take
+this process's GIL from the test's reads and polling), of reads of its /metrics; never a sleep."""
 import asyncio
 import itertools
 import json
