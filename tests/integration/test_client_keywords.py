@@ -52,8 +52,12 @@ def test_an_unknown_client_keyword_raises_type_error_as_the_sdk_does(regionlab):
         SdkClient(regionlab.endpoint, regionlab.key, prefered_locations=[EAST2])
 
     async def sdk_aio():
-        async with SdkAioClient(regionlab.endpoint, regionlab.key, enable_endpoint_discovry=False):
-            pass
+        client = SdkAioClient(regionlab.endpoint, regionlab.key, enable_endpoint_discovry=False)
+        try:
+            async with client:
+                pass
+        finally:              # __aenter__ raised, so `async with` closes nothing: its aiohttp session
+            await client.close()     # would be collected unclosed and logged at ERROR in a later test
     with pytest.raises(TypeError, match="unexpected keyword argument 'enable_endpoint_discovry'"):
         asyncio.run(sdk_aio())
 
