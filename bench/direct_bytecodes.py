@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import uvloop  # noqa: E402
 
+from direct_split import connected  # noqa: E402
 from regionlab.client.protocol import direct as D  # noqa: E402
 from regionlab.emulator.server import Emulator  # noqa: E402
 from regionlab.emulator.testing import make_config  # noqa: E402
@@ -41,30 +42,6 @@ MACHINERY = re.compile(
     r"|_drain_early|_refresh_lockstep)$|core/store\.py:(add|add_new|put|has)$"
     r"|core/partition\.py:(_recompute_global|_advance_global|_ship|_on_commit|for_write)$"
     r"|core/link\.py:|core/scheduler\.py:|runtime/clock\.py:(_fire|_arm|loop_time_at)$|core/account\.py:<lambda>$")
-
-
-class Transport:
-    """What a direct connection writes to: kept only while `kept` is a list (the handshake)."""
-    def __init__(self):
-        self.kept = []
-    def write(self, data):
-        if self.kept is not None:
-            self.kept.append(data)
-
-    def writelines(self, chunks):
-        self.write(b"".join(chunks))
-    def set_write_buffer_limits(self, high): pass
-    def close(self): pass
-    def abort(self): pass
-
-
-def handshake(conn, transport: Transport, key: str) -> None:
-    """The real handshake, in process (not measured): hello, the challenge's nonce, auth."""
-    conn.data_received(D.encode(D.hello()))
-    (challenge,) = D.FrameDecoder().feed(b"".join(transport.kept))
-    conn.data_received(D.encode(D.auth(D.handshake_mac(key, challenge["nonce"]))))
-    assert D.FrameDecoder().feed(b"".join(transport.kept))[-1] == {"t": D.READY}
-    transport.kept = None
 
 
 def _name(code) -> str:
@@ -84,10 +61,7 @@ async def measure(op: str, n: int) -> collections.Counter:
         rs = c.partitions[0].replica_sets[region]
         index = next(i for i, r in enumerate(rs.replicas) if r.role == "primary")
         node = emu.direct.nodes[(region, a.placement.replica_nodes(region, c.rid, "0")[index])]
-        conn = node()
-        transport = Transport()
-        conn.connection_made(transport)
-        handshake(conn, transport, emu.config.key)
+        conn = connected(node, emu.config.key)
         key = D.replica_key(c.rid, "0", index)
 
         def create(i: int) -> bytes:

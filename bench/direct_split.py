@@ -64,6 +64,7 @@ def connected(node, key: str):
     conn.data_received(D.encode(D.hello()))
     (challenge,) = D.FrameDecoder().feed(b"".join(transport.kept))
     conn.data_received(D.encode(D.auth(D.handshake_mac(key, challenge["nonce"]))))
+    assert D.FrameDecoder().feed(b"".join(transport.kept))[-1] == {"t": D.READY}
     transport.kept = None
     return conn
 
