@@ -170,7 +170,7 @@ def render(report: dict) -> str:
     phase_rows = [(p["name"], p["ops"], p["ops_per_s"], _fmt(p["errors_by_status"]), p["p50_ms"], p["p99_ms"],
                    _fmt(p["retries_by_reason"]), p["request_charge"], p["hedged_extra_charge"], _fmt(p["served_by"]))
                   for p in report["phases"] + [dict(report["total"], name="total")]]
-    fault_rows = [(w["label"], w["start_ms"], w["end_ms"], w["ops"], f"{w['availability']:.2%}" if w["ops"] else "-",
+    fault_rows = [(w["label"], f"{w['start_ms']:.0f}", f"{w['end_ms']:.0f}", w["ops"], f"{w['availability']:.2%}" if w["ops"] else "-",
                    w["p99_ms"], _fmt(w["errors_by_status"]),
                    "not recovered" if w["rto_ms"] is None else f"{w['rto_ms']:.0f} ±{w['rto_bin_ms']}",
                    w["rpo_writes"]) for w in report["faults"]]
@@ -207,7 +207,7 @@ def render(report: dict) -> str:
     if report.get("client_changes"):
         changes = "<h2>Client option changes</h2>" + _table(
             ("step", "at ms", "availability before", "availability after", "p99 ms before", "p99 ms after"),
-            [(c["label"], c["at_ms"], c["availability_before"], c["availability_after"], c["p99_ms_before"],
+            [(c["label"], f"{c['at_ms']:.0f}", c["availability_before"], c["availability_after"], c["p99_ms_before"],
               c["p99_ms_after"]) for c in report["client_changes"]])
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>regionlab drill {html.escape(report['drill'])}</title>
 <style>body{{font:14px system-ui,sans-serif;margin:2em;color:#222}}table{{border-collapse:collapse;margin:.5em 0 1.5em}}

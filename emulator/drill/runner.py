@@ -151,11 +151,13 @@ async def _prefill(workload, interrupt: Interrupt) -> bool:
 def as_run(drill, started_at_ms: list, ended: dict | None = None):
     """The drill with each step at the time it actually ran (a graceful failover's drain can
     hold the next step back), so phases and windows match what the workload saw. Steps planned
-    for the same time stay together, at the time the first of them ran. A run that ended early
+    for the same time stay together, at the time the first of them ran, unrounded: an operation
+    that started before a step ran is in the phase before it (rounded to the millisecond, one that
+    started 0.4 ms before a client step could land in its phase, sent with the old options). A run that ended early
     lasted until then, and the steps it did not reach are not in it."""
     first_at: dict = {}            # steps planned for one time are one phase: the first one's time
     for s, t in zip(drill.schedule, started_at_ms):
-        first_at.setdefault(s["at_ms"], int(round(t)))
+        first_at.setdefault(s["at_ms"], t)
     steps = [dict(s, at_ms=first_at[s["at_ms"]]) for s in drill.schedule[:len(started_at_ms)]]
     if ended is not None:
         return drill.__class__(**{**drill.__dict__, "schedule": steps,

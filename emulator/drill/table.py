@@ -34,7 +34,7 @@ def comparison(report: dict) -> list[str]:
 
 
 def client_changes(report: dict) -> list[str]:
-    return [f"{c['label']} at {c['at_ms']} ms: availability {c['availability_before']} before, "
+    return [f"{c['label']} at {c['at_ms']:.0f} ms: availability {c['availability_before']} before, "
             f"{c['availability_after']} after" for c in report.get("client_changes", [])]
 
 
@@ -56,7 +56,7 @@ def faults(report: dict) -> list[str]:
     for w in report["faults"]:
         rto = "not recovered" if w["rto_ms"] is None else f"{w['rto_ms']:.0f} ±{w['rto_bin_ms']}"
         avail = f"{w['availability']:.2%}" if w["ops"] else "-"
-        lines.append(f"{w['label']:{width}}  {w['start_ms']:>6}-{w['end_ms']:<9} {w['ops']:>6}  {avail:>7}  "
+        lines.append(f"{w['label']:{width}}  {w['start_ms']:>6.0f}-{w['end_ms']:<9.0f} {w['ops']:>6}  {avail:>7}  "
                      f"{w['p99_ms']:>9}  {rto:>13}  {w['rpo_writes']}")
     return lines
 

@@ -3,6 +3,7 @@ phases cut at the steps, fault windows (heal, duration_ms, failover window clipp
 step), availability outside the windows, RTO, RPO attributed to the causing step, retries by
 reason, hedged charge, breaker openings, throttle steps' windows, client steps' before/after, the
 side-by-side comparison of setups, and the assertions' verdicts."""
+from regionlab.emulator.drill.runner import as_run
 from regionlab.emulator.drill.report import (LostWrites, build, fault_windows, percentile, phases, recovery,
                                              summarize, timeline)
 from regionlab.emulator.drill.scenario import parse
@@ -142,6 +143,19 @@ def test_client_changes_compare_the_phases_around_the_step():
     assert change["label"] == "open" and change["at_ms"] == 3000
     assert change["availability_before"] == 0.25 and change["availability_after"] == 1.0
     assert r["in_fault_windows"]["ops"] == 40 and r["outside_fault_windows"]["ops"] == 20
+
+
+def test_a_step_that_ran_late_cuts_its_phase_where_it_ran_to_the_fraction_of_a_millisecond():
+    # The client step at 3000 ran at 3000.4: the operation started at 3000.2 went out with the old
+    # options and is in the phase before it (rounded to 3000, it was counted after: a CI flake).
+    drill = parse({"duration_ms": 6000, "account": {"regions": ["East US", "East US 2"]},
+                   "schedule": [{"at_ms": 3000, "client": {"excluded_locations": ["East US 2"]}, "label": "x"},
+                                {"at_ms": 3000, "client": {"restart": True}}]})
+    run = as_run(drill, [3000.4, 3000.9])
+    assert [s["at_ms"] for s in run.schedule] == [3000.4, 3000.4]
+    ops = [op(0), op(3000.2, region="East US 2"), op(3000.6), op(4000)]
+    r = build(run, ops, LostWrites([], 0, []), [], 0.0)
+    assert [p["served_by"] for p in r["phases"]] == [{"East US": 1, "East US 2": 1}, {"East US": 2}]
 
 
 def test_breaker_openings_are_counted():
