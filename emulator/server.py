@@ -66,7 +66,7 @@ class ServerConfig:
     # The first region is served on global_port itself, its endpoint the account's URL (the
     # official emulator's one-region shape); the others follow on the next ports.
     region_on_account_port: bool = False
-    # Every region on the account's port too, told apart by the Host header, advertised under the
+    # Every region on the account's port (no ports of their own), told apart by the Host header, advertised under the
     # names the SDKs compute (`localhost-eastus2`; gateway/hosts.py, docs/regional-hostnames.md).
     regional_hostnames: bool = False
     control_port: int = defaults.CONTROL_PORT
