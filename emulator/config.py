@@ -394,9 +394,9 @@ OPTIONS = (
            "one more endpoint per region that reads from secondaries only (listed in the ready line)",
            switch=True),
     Option("regional_hostnames", boolean, False, "--regional-hostnames", "REGIONAL_HOSTNAMES",
-           "serve every region on the account's port (instead of ports of their own), chosen by the Host header, advertised as "
-           "<host>-<region> (localhost-eastus2), the names the SDKs compute; they must resolve to this "
-           "machine (docs/regional-hostnames.md)", switch=True),
+           "serve every region on the account's port (instead of ports of their own), chosen by the "
+           "Host header, advertised as <host>-<region> (localhost-eastus2), the names the SDKs compute; "
+           "they must resolve to this machine (docs/regional-hostnames.md)", switch=True),
     Option("read_weights", optional(read_weights), None, "--read-weights", "READ_WEIGHTS",
            "replica read weights by index 0-3, 0-100 each, e.g. 0,1,2,3 (default 1 each; "
            "`regionlab routing weights`)", metavar="W0,W1,W2,W3"),
