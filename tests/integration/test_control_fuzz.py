@@ -97,7 +97,10 @@ def requests_to(draw) -> tuple:
         method = draw(st.sampled_from(METHODS))
     fill = {"id": draw(st.integers(-3, 40).map(str) | ascii_text.map(_quote)),
             "region": _quote(draw(region)), "db": _quote(draw(st.sampled_from(["db", "nope"]) | ascii_text)),
-            "coll": _quote(draw(st.sampled_from(["c", "nope"]) | ascii_text)), "junk": _quote(draw(ascii_text))}
+            "coll": _quote(draw(st.sampled_from(["c", "nope"]) | ascii_text)), "junk": _quote(draw(ascii_text)),
+            "endpoint": _quote(draw(st.just("global") | region)),
+            "path": draw(st.sampled_from(["dbs", "dbs/db/colls", "dbs/db/colls/c/docs", "dbs/db/colls/c/docs/1"])
+                         | ascii_text.map(_quote))}
     path = template.format(**fill)
     if draw(st.integers(0, 9)) == 0:
         path += "?" + _quote(draw(ascii_text))
