@@ -1,7 +1,9 @@
 """The data explorer on the control port: `GET /explorer` (the page, explorer.html) and
 `/explorer/api/{endpoint}/{path}`, which runs one Cosmos DB REST request against one endpoint's
 service — a region's by name, or `global` (the account's, which writes to the write region) —
-and answers the service's reply as it is: status, body, charge, continuation, query metrics.
+and answers the service's reply as it is: status, body, charge, continuation, query metrics
+(an error's body also carries the control port's "error" key). Its 5xx are the service's own (a
+region in an outage: 503) and 502 when a request fault dropped the request unanswered.
 
 It is the same request path as the gateway's (service/service.py), with the control port's
 access rules (token, origin) in place of the master key: what the page shows is what a client
@@ -12,6 +14,8 @@ whatever --query-mode says), since the page is no SDK that could merge a query p
 The request is what the page could send, no more: a method of the REST API, a path of at most
 EXPLORER_PATH_MAX_CHARS, the headers of FORWARDED_HEADERS, a body within the gateway's limit.
 """
+import json
+
 from aiohttp import web
 
 from regionlab.client.protocol import headers as H
@@ -67,8 +71,23 @@ def add_explorer_routes(app: web.Application, emu, page) -> None:
             return json_reply({"error": "The region dropped the request unanswered (a request fault: "
                                         "see GET /faults)."}, 502)
         out = {k: str(reply.headers[k]) for k in REPLY_HEADERS if k in reply.headers}
-        return web.Response(status=reply.status, body=reply.body, headers=out,
+        body = reply.body if reply.status < 400 else _with_error_key(reply.body)
+        return web.Response(status=reply.status, body=body, headers=out,
                             content_type=(reply.content_type or "application/json").split(";")[0])
 
     app.router.add_get("/explorer", explorer_page)
     app.router.add_route("*", "/explorer/api/{endpoint}/{path:.*}", api)
+
+
+def _with_error_key(body: bytes) -> bytes:
+    """The service's error ({"code", "message"}) with the control port's "error" key added, so
+    that every refusal of the port reads alike; its status is the service's (a region in an
+    outage answers 503 here as it does to a client)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body
+    if isinstance(data, dict) and "message" in data:
+        data["error"] = data["message"]
+        return json.dumps(data).encode()
+    return body
