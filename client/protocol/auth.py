@@ -225,6 +225,14 @@ def _parse_token(header_value: str) -> dict[str, str]:
     return fields
 
 
+def is_resource_token(header_value: str) -> bool:
+    """Whether an authorization header carries a resource token (``type=resource&...``, as the
+    SDKs send a permission's ``_token``: verbatim, percent-encoded or not); the emulator checks
+    those against its users' permissions instead of a master-key signature."""
+    head = header_value[:18].lower()
+    return head.startswith("type=resource&") or head.startswith("type%3dresource%26")
+
+
 def _b64url(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
