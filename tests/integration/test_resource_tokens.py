@@ -254,3 +254,25 @@ def test_a_forged_or_altered_token_is_401(emu, master):
         expected = 403 if bad is token else 401
         assert reply.status == expected and needle in reply.body.decode(), (bad, reply.body)
     assert _status(lambda: c.read_item("forged", partition_key="p1"))[0] == 404
+
+
+def test_users_permissions_and_their_tokens_survive_a_restart(tmp_path):
+    data = str(tmp_path / "data")
+    with running_emulator(data_dir=data, durability="relaxed") as e, \
+            CosmosClient(e.endpoint, e.key, **CLIENT_DEFAULTS) as client:
+        db = client.create_database("kept")
+        c = db.create_container("c", PartitionKey(path="/pk"))
+        c.create_item({"id": "a", "pk": "p1"})
+        u = db.create_user({"id": "u"})
+        perm = u.create_permission({"id": "p", "permissionMode": "read", "resource": c.container_link,
+                                    "resourcePartitionKey": ["p1"]})
+        link, token = c.container_link, perm.properties["_token"]
+    with running_emulator(data_dir=data, durability="relaxed") as e:
+        with CosmosClient(e.endpoint, e.key, **CLIENT_DEFAULTS) as client:
+            again = client.get_database_client("kept").get_user_client("u").get_permission("p")
+            assert {k: again.properties[k] for k in ("_rid", "resource", "resourcePartitionKey", "permissionMode")} \
+                == {k: perm.properties[k] for k in ("_rid", "resource", "resourcePartitionKey", "permissionMode")}
+        with CosmosClient(e.endpoint, {link: token}, **CLIENT_DEFAULTS) as client:
+            tc = client.get_database_client("kept").get_container_client("c")
+            assert tc.read_item("a", partition_key="p1")["id"] == "a"           # the token from before
+            assert _status(lambda: tc.upsert_item({"id": "b", "pk": "p1"}))[0] == 403
