@@ -3,7 +3,9 @@ emulator (one per module): users and permissions answer CRUD, feeds and queries 
 does; a client built with `credential={container_link: token}` (the SDK's resource-token form)
 reads and writes exactly what its permission grants (container, partition key, item; All or
 Read) and gets 403 outside it; an expired token (the region's clock moved by a clock_skew fault,
-no waiting), a forged one, and one whose permission, user or grant is gone get 401."""
+no waiting), a forged one, and one whose permission, user or grant is gone get 401; the bundled
+client takes the same credential in gateway mode and refuses it in direct mode; what is kept
+survives a restart with --data-dir."""
 import base64
 import email.utils
 import json
@@ -12,6 +14,7 @@ import urllib.parse
 import pytest
 from azure.cosmos import CosmosClient, PartitionKey, exceptions
 
+from regionlab.client import CosmosClient as BundledClient, CosmosHttpResponseError
 from regionlab.emulator.ctl import call as control
 from regionlab.emulator.testing import running_emulator
 from sdk_harness import CLIENT_DEFAULTS, raw_request
@@ -254,6 +257,26 @@ def test_a_forged_or_altered_token_is_401(emu, master):
         expected = 403 if bad is token else 401
         assert reply.status == expected and needle in reply.body.decode(), (bad, reply.body)
     assert _status(lambda: c.read_item("forged", partition_key="p1"))[0] == 404
+
+
+def test_the_bundled_client_uses_resource_tokens_in_gateway_mode(emu, master):
+    c = _db(master).get_container_client("c")
+    token = _grant(master, "bundled", {"id": "p", "permissionMode": "read", "resource": c.container_link,
+                                       "resourcePartitionKey": ["p2"]})
+    with BundledClient(emu.endpoint, {c.container_link: token}) as client:
+        tc = client.get_database_client("perm").get_container_client("c")
+        assert tc.read_item("b", partition_key="p2")["id"] == "b"
+        assert {"b", "d"} <= {d["id"] for d in tc.query_items("SELECT * FROM c", partition_key="p2")}
+        for outside, needle in ((lambda: tc.upsert_item({"id": "x", "pk": "p2"}), "Read only"),
+                                (lambda: tc.read_item("a", partition_key="p1"), '["p2"]')):
+            with pytest.raises(CosmosHttpResponseError) as e:
+                outside()
+            assert e.value.status_code == 403 and needle in str(e.value)
+        with pytest.raises(CosmosHttpResponseError) as e:                  # no token covers a database
+            client.get_database_client("perm").read()
+        assert e.value.status_code == 401
+    with pytest.raises(ValueError, match="gateway mode only"):
+        BundledClient(emu.endpoint, {c.container_link: token}, connection_mode="Direct")
 
 
 def test_users_permissions_and_their_tokens_survive_a_restart(tmp_path):
