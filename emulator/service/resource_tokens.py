@@ -139,12 +139,11 @@ def authorize(call, grant: Grant) -> None:
     if grant.item_id is not None:
         if n != 6 or segs[4] != "docs" or _item_id(c, segs[5], rid_based(segs[1])) != grant.item_id:
             raise _forbidden(f"the token grants access to the item '{grant.item_id}' only")
-    if grant.pk_json is not None and call.header(H.PARTITION_KEY) is not None and \
-            partition_keys.parse(call.header(H.PARTITION_KEY))[0] == grant.pk_json:
-        return
     if grant.pk_json is not None:
-        raise _forbidden(f"the token grants access to the partition key {grant.pk_json} only; send that "
-                         "partition key with the request (x-ms-documentdb-partitionkey)")
+        raw = call.header(H.PARTITION_KEY)
+        if raw is None or partition_keys.parse(raw)[0] != grant.pk_json:
+            raise _forbidden(f"the token grants access to the partition key {grant.pk_json} only; send that "
+                             "partition key with the request (x-ms-documentdb-partitionkey)")
 
 
 def _container(account, segs: list):
