@@ -149,6 +149,7 @@ def test_a_read_token_cannot_write(emu, master):
         tc = client.get_database_client("perm").get_container_client("c")
         assert tc.read_item("b", partition_key="p2")["id"] == "b"
         assert len(list(tc.query_items("SELECT * FROM c", enable_cross_partition_query=True))) >= 3
+        assert {"a", "b"} <= {d["id"] for d in tc.query_items_change_feed(start_time="Beginning")}
         for write in (lambda: tc.upsert_item({"id": "ro1", "pk": "p1"}),
                       lambda: tc.delete_item("a", partition_key="p1"),
                       lambda: tc.patch_item("a", partition_key="p1", patch_operations=[
@@ -168,10 +169,13 @@ def test_a_partition_key_token_is_held_to_its_partition(emu, master):
         assert tc.read_item("b", partition_key="p2")["id"] == "b"
         assert sorted(d["id"] for d in tc.query_items("SELECT * FROM c", partition_key="p2")) == ["b", "d"]
         tc.upsert_item({"id": "t1", "pk": "p2"})
+        tc.execute_item_batch([("upsert", ({"id": "t1", "pk": "p2", "n": 2},)), ("read", ("b",))], partition_key="p2")
+        assert tc.read_item("t1", partition_key="p2")["n"] == 2
         for outside in (lambda: tc.read_item("a", partition_key="p1"),
                         lambda: tc.upsert_item({"id": "t2", "pk": "p1"}),
                         lambda: list(tc.read_all_items()),
-                        lambda: list(tc.query_items("SELECT * FROM c", enable_cross_partition_query=True))):
+                        lambda: list(tc.query_items("SELECT * FROM c", enable_cross_partition_query=True)),
+                        lambda: tc.execute_item_batch([("upsert", ({"id": "t3", "pk": "p1"},))], partition_key="p1")):
             status, message = _status(outside)
             assert status == 403 and '["p2"]' in message, message
     assert _status(lambda: c.read_item("t2", partition_key="p1"))[0] == 404
