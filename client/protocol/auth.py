@@ -368,6 +368,12 @@ class MasterKeyVerifier:
                 "The request has no 'x-ms-date' header. Send the current time in RFC 1123 form "
                 "(e.g. 'Tue, 01 Jul 2025 12:00:00 GMT') and sign it."
             )
+        if authorization == "None":
+            raise AuthError(
+                "The request's authorization header is 'None': the client holds no resource token that "
+                "covers this resource (the Python SDK sends 'None' then). Key each token by the link of its "
+                "container, e.g. {container.container_link: permission['_token']}, or use the account key."
+            )
         token = _parse_token(authorization)
         if token["type"].lower() == AAD_TOKEN_TYPE:
             return self._verify_aad(token)

@@ -142,6 +142,18 @@ def test_a_container_token_reads_and_writes_inside_its_container_only(emu, maste
     assert _db(master).get_container_client("c").read()["id"] == "c"      # nothing was deleted
 
 
+def test_the_sdks_permission_list_form_is_told_to_key_tokens_by_container_link(emu, master):
+    # azure-cosmos keys a permission list's tokens by the last segment of `resource` ("c"), which
+    # no name-based request link matches, so it sends the header 'None'; the 401 says what to do.
+    c = _db(master).get_container_client("c")
+    u = _db(master).create_user({"id": "listed"})
+    u.create_permission({"id": "p", "permissionMode": "read", "resource": c.container_link})
+    with CosmosClient(emu.endpoint, list(u.list_permissions()), **CLIENT_DEFAULTS) as client:
+        tc = client.get_database_client("perm").get_container_client("c")
+        status, message = _status(lambda: tc.read_item("a", partition_key="p1"))
+    assert status == 401 and "container_link" in message, message
+
+
 def test_a_read_token_cannot_write(emu, master):
     c = _db(master).get_container_client("c")
     token = _grant(master, "ro", {"id": "p", "permissionMode": "read", "resource": c.container_link})

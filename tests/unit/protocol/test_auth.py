@@ -200,6 +200,12 @@ def test_malformed_requests_say_what_is_wrong(header, date, needle):
     assert needle in e.value.message
 
 
+def test_the_sdks_none_for_a_missing_resource_token_is_explained():
+    with pytest.raises(auth.AuthError) as e:
+        auth.MasterKeyVerifier(KEY).verify("GET", "/dbs/db1/colls/c", "None", DATE)
+    assert "no resource token" in e.value.message and "container_link" in e.value.message
+
+
 def test_our_signer_matches_the_sdk():
     path, header = item_request("put", "dbs/d/colls/c/docs/ü x", "docs")
     rtype, link = auth.resource_type_and_link(path)
