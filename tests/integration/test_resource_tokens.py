@@ -1,11 +1,12 @@
 """Users, permissions and resource tokens through the official azure-cosmos SDK against a real
 emulator (one per module): users and permissions answer CRUD, feeds and queries as the service
-does; a client built with `credential={container_link: token}` (the SDK's resource-token form)
-reads and writes exactly what its permission grants (container, partition key, item; All or
-Read) and gets 403 outside it; an expired token (the region's clock moved by a clock_skew fault,
+does; a client built with `credential={container_link: token}` (the SDK's resource-token form,
+sync and aio) reads and writes exactly what its permission grants (container, partition key,
+item; All or Read) and gets 403 outside it; an expired token (the region's clock moved by a clock_skew fault,
 no waiting), a forged one, and one whose permission, user or grant is gone get 401; the bundled
 client takes the same credential in gateway mode and refuses it in direct mode; what is kept
 survives a restart with --data-dir."""
+import asyncio
 import base64
 import email.utils
 import json
@@ -13,6 +14,7 @@ import urllib.parse
 
 import pytest
 from azure.cosmos import CosmosClient, PartitionKey, exceptions
+from azure.cosmos.aio import CosmosClient as AioCosmosClient
 
 from regionlab.client import CosmosClient as BundledClient, CosmosHttpResponseError
 from regionlab.emulator.ctl import call as control
@@ -152,6 +154,23 @@ def test_the_sdks_permission_list_form_is_told_to_key_tokens_by_container_link(e
         tc = client.get_database_client("perm").get_container_client("c")
         status, message = _status(lambda: tc.read_item("a", partition_key="p1"))
     assert status == 401 and "container_link" in message, message
+
+
+def test_the_aio_sdk_takes_the_same_tokens(emu, master):
+    c = _db(master).get_container_client("c")
+    token = _grant(master, "aio", {"id": "p", "permissionMode": "read", "resource": c.container_link,
+                                   "resourcePartitionKey": ["p1"]})
+
+    async def main():
+        async with AioCosmosClient(emu.endpoint, {c.container_link: token}, **CLIENT_DEFAULTS) as client:
+            tc = client.get_database_client("perm").get_container_client("c")
+            assert (await tc.read_item("a", partition_key="p1"))["id"] == "a"
+            assert "a" in [d["id"] async for d in tc.query_items("SELECT * FROM c", partition_key="p1")]
+            with pytest.raises(exceptions.CosmosHttpResponseError) as e:
+                await tc.upsert_item({"id": "aio", "pk": "p1"})
+            assert e.value.status_code == 403
+
+    asyncio.run(main())
 
 
 def test_a_read_token_cannot_write(emu, master):
