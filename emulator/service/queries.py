@@ -8,8 +8,10 @@ service does, and the SDK fans out the plan's rewritten query per partition key 
 is served like any query; plan requests get the service-shaped plan in either mode
 (core/query/execution_info.py, docs/queries.md). Scope, narrowest first:
 the partition key header (one logical partition), the partition key range id header, the EPK
-range headers; with none of them the query spans the whole container, whatever the
-cross-partition flag says (the sync SDK never sends it).
+range headers; with none of them the query spans the whole container. Such a query on a
+container of more than one partition key range needs `x-ms-documentdb-query-enablecrosspartition:
+True` (the aio SDK sends it, the sync SDK only with enable_cross_partition_query=True) unless its
+WHERE clause fixes the whole partition key; without it the answer is the service's 400.
 
 Pages are cut by core/query_page.py: at the item count, before 4 MB, or at the work budget,
 with a continuation that resumes by position (nothing is pinned between pages). Queries that
@@ -248,6 +250,7 @@ def _encoder(q):
 
 async def query_documents(call, container):
     q = _query_of(call)
+    _require_cross_partition_flag(call, container, q)
     consistency = effective(call.svc.account.consistency, call.header(H.CONSISTENCY_LEVEL))
     inputs = _Inputs(call, container, q, consistency, parse_session(call))
     if call.svc.query_mode == "service" and len(inputs.reads) > 1:
@@ -287,6 +290,27 @@ async def query_documents(call, container):
     ru = charge.query(loaded, len(raw), sum(map(len, raw)))
     admission.spread(call, container, touched, ru, len(raw), th.QUERY, loaded if q.has_filter else 0)
     return responses.reply(200, responses.feed_body(container.rid, "Documents", raw), call.activity_id, ru, hdrs)
+
+
+CROSS_PARTITION_DISABLED = (     # the service's words
+    "Cross partition query is required but disabled. Please set x-ms-documentdb-query-enablecrosspartition "
+    "to true, specify x-ms-documentdb-partitionkey, or revise your query to avoid this exception.")
+
+
+def _require_cross_partition_flag(call, container, q) -> None:
+    """The service's 400 for a query that would span more than one partition key range when its
+    request names no partition key, no range and no EPK range, and does not enable cross-partition
+    queries. A container of one range answers it (as the service does: such queries "may have
+    worked" until the container split), and so does a query whose WHERE clause fixes every
+    partition key path to a constant (`c.pk = 'a' AND ...`), which the service routes to one range."""
+    if (len(container.partitions) < 2 or call.flag(H.ENABLE_CROSS_PARTITION) or q.plan.levels is None
+            or call.header(H.PARTITION_KEY) is not None or call.header(H.PK_RANGE_ID) is not None
+            or (call.header(H.READ_KEY_TYPE) or "") == H.READ_KEY_TYPE_EPK_RANGE):
+        return
+    fixed = {hint.path for hint in q.index_hints if hint.op == "="}
+    if all(path in fixed for path in container.pk_def.path_steps):
+        return
+    raise bad_request(CROSS_PARTITION_DISABLED)
 
 
 async def _blocking_page(call, q, inputs, state, size):
