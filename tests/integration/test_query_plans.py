@@ -44,7 +44,7 @@ def plan_request(emu, sql: str, features: str = ALL_FEATURES):
 def query_request(emu, sql: str, headers: dict | None = None):
     return raw_request(emu, "POST", DOCS_PATH, {"query": sql, "parameters": []},
                        {"content-type": "application/query+json", "x-ms-documentdb-isquery": "true",
-                        **(headers or {})})
+                        "x-ms-documentdb-query-enablecrosspartition": "True", **(headers or {})})
 
 
 def test_a_plan_request_gets_the_service_plan_shape(emu):
