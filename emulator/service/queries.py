@@ -46,7 +46,7 @@ from ..core.container import canonical_pk_json
 from ..core.documents import choose_replica, pk_values_of
 from ..core.errors import CosmosError, bad_request
 from ..core.validation import ValidationError, parse_json_body
-from . import admission, partition_keys, responses
+from . import admission, partition_keys, query_metrics, responses
 from .sessions import parse_session, token as session_token
 
 QUERY_SCAN_CHUNK_DOCS = 256               # keys one ordered walk of a store takes at a time, at most
@@ -173,8 +173,20 @@ class _Inputs:
         self.where_implied = self.pk_json is not None and _fixed_by_key(query, self.implied, self.pk_json)
         self.tested = 0             # documents the planner loaded beyond those it yields
         self.walked = False         # an ORDER BY index walk chose some partition's documents
+        self.read = None            # [documents, bytes] the page read, counted when metrics are asked for
 
     def documents(self, at=None, cap=None, planned=True):
+        docs = self._documents(at, cap, planned)
+        return docs if self.read is None else self._counted(docs)
+
+    def _counted(self, docs):
+        read = self.read
+        for part, v in docs:
+            read[0] += 1
+            read[1] += len(v.body or b"")
+            yield part, v
+
+    def _documents(self, at=None, cap=None, planned=True):
         """From position `at` (None: the first document). With `planned`, each partition's
         planner may narrow its documents to index candidates (`cap` results wanted)."""
         merged = None
@@ -253,6 +265,9 @@ async def query_documents(call, container):
     _require_cross_partition_flag(call, container, q)
     consistency = effective(call.svc.account.consistency, call.header(H.CONSISTENCY_LEVEL))
     inputs = _Inputs(call, container, q, consistency, parse_session(call))
+    started_ms = call.svc.clock.now_ms()
+    if call.flag(H.POPULATE_QUERY_METRICS):
+        inputs.read = [0, 0]
     if call.svc.query_mode == "service" and len(inputs.reads) > 1:
         refused = _refusal(call, q)
         if refused is not None:
@@ -289,6 +304,7 @@ async def query_documents(call, container):
     raw = page.raw
     if not raw and page.state is None and _merged_across_ranges(call, inputs) and _merges_to_null(q):
         raw = [b"null"]        # what the SDK's merge of the ranges' answers gives (docs/queries.md)
+    _report(call, container, q, inputs, raw, started_ms, hdrs)
     ru = charge.query(loaded, len(raw), sum(map(len, raw)))
     admission.spread(call, container, touched, ru, len(raw), th.QUERY, loaded if q.has_filter else 0)
     return responses.reply(200, responses.feed_body(container.rid, "Documents", raw), call.activity_id, ru, hdrs)
@@ -313,6 +329,16 @@ def _require_cross_partition_flag(call, container, q) -> None:
     if all(path in fixed for path in container.pk_def.path_steps):
         return
     raise bad_request(CROSS_PARTITION_DISABLED)
+
+
+def _report(call, container, q, inputs, raw, started_ms: int, hdrs: dict) -> None:
+    """The query and index metrics headers, when the request asks for them (service/query_metrics.py)."""
+    if inputs.read is not None:
+        elapsed_ms = call.svc.clock.now_ms() - started_ms
+        hdrs[H.QUERY_METRICS] = query_metrics.query_metrics(elapsed_ms, inputs.read[0], inputs.read[1], raw)
+    if call.flag(H.POPULATE_INDEX_METRICS):
+        pk_paths = container.pk_def.path_steps if inputs.pk_json is not None else ()
+        hdrs[H.INDEX_UTILIZATION] = query_metrics.index_utilization(q, pk_paths, inputs.policy)
 
 
 def _merged_across_ranges(call, inputs) -> bool:

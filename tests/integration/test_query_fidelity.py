@@ -4,7 +4,8 @@ spanning more than one partition key range needs the cross-partition flag (400 w
 words otherwise; a one-range container and a query fixing the partition key are served); a
 cross-partition query's pages end at each partition key range, as the SDK counts them; a VALUE
 aggregate over nothing is `[null]` across ranges (what the SDK's merge gives) in both query modes,
-and ORDER BY / DISTINCT over mixed types follow the service's type order in both."""
+and ORDER BY / DISTINCT over mixed types follow the service's type order in both; query metrics
+and index metrics come in the service's formats when asked for."""
 import json
 import math
 
@@ -133,3 +134,44 @@ def test_distinct_over_mixed_types_keeps_one_of_each_value(mode_db):
         # 4.17.1, docs/queries.md); the range's own answer above holds it.
         expected.remove(None)
     assert sorted(map(json.dumps, got)) == sorted(map(json.dumps, expected))
+
+
+METRICS_KEYS = ["totalExecutionTimeInMs", "queryCompileTimeInMs", "queryLogicalPlanBuildTimeInMs",
+                "queryPhysicalPlanBuildTimeInMs", "queryOptimizationTimeInMs", "VMExecutionTimeInMs",
+                "indexLookupTimeInMs", "documentLoadTimeInMs", "systemFunctionExecuteTimeInMs",
+                "userFunctionExecuteTimeInMs", "retrievedDocumentCount", "retrievedDocumentSize",
+                "outputDocumentCount", "outputDocumentSize", "writeOutputTimeInMs", "indexUtilizationRatio"]
+
+
+def test_query_metrics_come_in_the_service_format(db):
+    multi = db.get_container_client("multi")
+    got = list(multi.query_items("SELECT * FROM c WHERE c.n > 2", partition_key="p1", populate_query_metrics=True))
+    assert [d["id"] for d in got] == ["i7"]
+    header = multi.client_connection.last_response_headers["x-ms-documentdb-query-metrics"]
+    fields = [f.split("=") for f in header.split(";")]
+    assert [k for k, _ in fields] == METRICS_KEYS
+    metrics = dict(fields)
+    assert metrics["retrievedDocumentCount"] == "2" and metrics["outputDocumentCount"] == "1"
+    assert int(metrics["retrievedDocumentSize"]) > int(metrics["outputDocumentSize"]) > 0
+    assert metrics["indexUtilizationRatio"] == "0.50"
+    assert all(float(metrics[k]) >= 0 and len(metrics[k].split(".")[1]) == 2 for k in METRICS_KEYS if "Time" in k)
+    list(multi.query_items("SELECT * FROM c", partition_key="p1"))
+    assert "x-ms-documentdb-query-metrics" not in multi.client_connection.last_response_headers
+
+
+def test_index_metrics_name_the_indexes_used_as_the_service_does(db):
+    multi = db.get_container_client("multi")
+    assert len(list(multi.query_items("SELECT * from c", partition_key="p1", populate_index_metrics=True))) == 2
+    # What azure-sdk-for-python's test_populate_index_metrics expects of the service.
+    assert multi.client_connection.last_response_headers["x-ms-cosmos-index-utilization"] == {
+        "UtilizedSingleIndexes": [{"FilterExpression": "", "IndexSpec": "/pk/?", "FilterPreciseSet": True,
+                                   "IndexPreciseSet": True, "IndexImpactScore": "High"}],
+        "PotentialSingleIndexes": [], "UtilizedCompositeIndexes": [], "PotentialCompositeIndexes": []}
+    excluded = db.create_container("excluded", PartitionKey(path="/pk"), indexing_policy={
+        "includedPaths": [{"path": "/*"}], "excludedPaths": [{"path": "/secret/?"}]})
+    list(excluded.query_items("SELECT * FROM c WHERE c.n = 1 AND c.secret = 'x'", enable_cross_partition_query=True,
+                              populate_index_metrics=True))
+    used = excluded.client_connection.last_response_headers["x-ms-cosmos-index-utilization"]
+    assert [e["IndexSpec"] for e in used["UtilizedSingleIndexes"]] == ["/n/?"]
+    assert [e["IndexSpec"] for e in used["PotentialSingleIndexes"]] == ["/secret/?"]
+    assert used["UtilizedSingleIndexes"][0]["FilterExpression"] == "(ROOT.n = 1)"
