@@ -70,10 +70,13 @@ def _remember(cache: dict, key, q) -> None:
     cache[key] = q
 
 
-def _query_of(call):
-    """The compiled query of the request body; a body seen before is not even parsed."""
+def _query_of(call, container):
+    """The compiled query of the request body; a body seen before is not even parsed. A
+    container's computed properties are part of what a query compiles to (core/query/computed.py)."""
     raw = call.raw
-    q = _by_body.get(raw)
+    definitions = container.definition.get("computedProperties")
+    key = (raw, _computed_key(definitions)) if definitions else raw
+    q = _by_body.get(key)
     if q is None:
         if not raw:
             raise bad_request("The request body is empty; a query needs {\"query\": \"SELECT ...\"}.")
@@ -81,14 +84,23 @@ def _query_of(call):
             body = parse_json_body(raw)
         except ValidationError as e:
             raise CosmosError(e.status, e.substatus, e.message) from None
-        q = _compile(body)
-        if len(raw) <= limits.COMPILED_QUERY_TEXT_MAX_BYTES:
-            _remember(_by_body, raw, q)
+        q = _compile(body, definitions)
+        if len(raw) + _computed_chars(definitions) <= limits.COMPILED_QUERY_TEXT_MAX_BYTES:
+            _remember(_by_body, key, q)
     return q
 
 
-def _compile(body):
-    from ..core.query import compile_query, QueryError
+def _computed_key(definitions) -> tuple:
+    return tuple((d["name"], d["query"]) for d in definitions)
+
+
+def _computed_chars(definitions) -> int:
+    """What a cache key holds of the computed properties (they count against the key's size)."""
+    return sum(len(d["name"]) + len(d["query"]) for d in definitions) if definitions else 0
+
+
+def _compile(body, definitions=None):
+    from ..core.query import compile_query, computed, QueryError
     if not isinstance(body, dict) or not isinstance(body.get("query"), str):
         raise bad_request('A query body must be {"query": "SELECT ...", "parameters": [...]}.')
     if len(body["query"]) > limits.QUERY_TEXT_MAX_CHARS:
@@ -97,13 +109,15 @@ def _compile(body):
     if params is not None and not isinstance(params, list):
         raise bad_request("Query parameters must be a list of {\"name\":\"@x\",\"value\":...}.")
     key = (body["query"], json.dumps(params, sort_keys=True) if params else "")
+    if definitions:
+        key += _computed_key(definitions)
     q = _compiled.get(key)
     if q is None:
         try:
-            q = compile_query(body["query"], params)
+            q = compile_query(body["query"], params, computed.definitions_of(definitions) if definitions else None)
         except QueryError as e:
             raise bad_request(f"Syntax error in query: {e}") from None
-        if len(key[0]) + len(key[1]) <= limits.COMPILED_QUERY_TEXT_MAX_BYTES:   # the parameters count too
+        if len(key[0]) + len(key[1]) + _computed_chars(definitions) <= limits.COMPILED_QUERY_TEXT_MAX_BYTES:
             _remember(_compiled, key, q)
     return q
 
@@ -261,7 +275,7 @@ def _encoder(q):
 
 
 async def query_documents(call, container):
-    q = _query_of(call)
+    q = _query_of(call, container)
     _require_cross_partition_flag(call, container, q)
     consistency = effective(call.svc.account.consistency, call.header(H.CONSISTENCY_LEVEL))
     inputs = _Inputs(call, container, q, consistency, parse_session(call))

@@ -175,3 +175,60 @@ def test_index_metrics_name_the_indexes_used_as_the_service_does(db):
     assert [e["IndexSpec"] for e in used["UtilizedSingleIndexes"]] == ["/n/?"]
     assert [e["IndexSpec"] for e in used["PotentialSingleIndexes"]] == ["/secret/?"]
     assert used["UtilizedSingleIndexes"][0]["FilterExpression"] == "(ROOT.n = 1)"
+
+
+COMPUTED = [{"name": "cp_lower", "query": "SELECT VALUE LOWER(c.db_group) FROM c"},
+            {"name": "cp_power", "query": "SELECT VALUE POWER(c.val, 2) FROM c"},
+            {"name": "cp_str_len", "query": "SELECT VALUE LENGTH(c.stringProperty) FROM c"}]
+
+
+def test_computed_properties_are_evaluated_in_queries(db):
+    # The scenario of azure-sdk-for-python's test_computed_properties_query.
+    c = db.create_container("computed", PartitionKey(path="/pk"), computed_properties=COMPUTED)
+    groups = ["GroUp1", "GrOUp1", "GroUp2", "groUp1", "GroUp3", "GrOUP1", "GroUp2", "group1", "group2", "GroUp3"]
+    vals = [5, 5, 5, 5, 5, 5, 5, 0, 3, 2]
+    words = ["prefixOne", "prefixTwo"] + [f"randomWord{i}" for i in range(1, 9)]
+    for i, (g, v, w) in enumerate(zip(groups, vals, words)):
+        c.create_item({"id": f"d{i}", "pk": "test", "val": v, "stringProperty": w, "db_group": g})
+    assert c.read()["computedProperties"] == COMPUTED
+
+    def count(where: str) -> int:
+        return len(list(c.query_items(f"SELECT * FROM c WHERE {where}", partition_key="test")))
+    assert count('c.cp_upper = "GROUP2"') == 0
+    assert count('c.cp_lower = "group1"') == 5 and count('c.cp_lower = "group4"') == 0
+    assert count("c.cp_power = 25") == 7 and count("c.cp_power = 16") == 0
+    assert count("c.cp_str_len = 9") == 2 and count("c.cp_str_len = 3") == 0
+    # SELECT * shows the stored item only; a computed property is selected by name.
+    first = next(iter(c.query_items("SELECT * FROM c WHERE c.id = 'd0'", partition_key="test")))
+    assert "cp_lower" not in first
+    assert list(c.query_items("SELECT c.id, c.cp_lower FROM c WHERE c.id = 'd0'", partition_key="test")) == [
+        {"id": "d0", "cp_lower": "group1"}]
+    ordered = list(c.query_items("SELECT VALUE c.id FROM c ORDER BY c.cp_str_len DESC, c.id", partition_key="test"))
+    assert ordered[:2] == ["d2", "d3"]          # randomWordN: 11 characters, then ids in order
+    # A replace changes them.
+    db.replace_container(c, PartitionKey(path="/pk"), computed_properties=[
+        {"name": "cp_lower", "query": "SELECT VALUE UPPER(c.db_group) FROM c"}])
+    assert count('c.cp_lower = "GROUP1"') == 5 and count("c.cp_power = 25") == 0
+
+
+@pytest.mark.parametrize("definitions,refusal", [
+    ([{"name": "id", "query": "SELECT VALUE 1 FROM c"}], "not a system property"),
+    ([{"name": "a", "query": "SELECT c.x FROM c"}], "must be of the form 'SELECT VALUE <expression> FROM c'"),
+    ([{"name": "a", "query": "SELECT VALUE c.x FROM c WHERE c.y = 1"}], "may not use WHERE"),
+    ([{"name": "a", "query": "SELECT VALUE c.x FROM c JOIN t IN c.tags"}], "may not use JOIN"),
+    ([{"name": "a", "query": "SELECT VALUE (SELECT VALUE 1) FROM c"}], "may not use a subquery"),
+    ([{"name": "a", "query": "SELECT VALUE COUNT(1) FROM c"}], "may not use an aggregate function (COUNT)"),
+    ([{"name": "a", "query": "SELECT VALUE GetCurrentDateTime() FROM c"}], "non-deterministic function"),
+    ([{"name": "a", "query": "SELECT VALUE c.b FROM c"}, {"name": "b", "query": "SELECT VALUE 1 FROM c"}],
+     "may not use another computed property (b)"),
+    ([{"name": "a", "query": "SELECT VALUE NOSUCH(c.x) FROM c"}], "is not a valid query"),
+    ([{"name": "a", "query": "SELECT VALUE 1 FROM c"}, {"name": "a", "query": "SELECT VALUE 2 FROM c"}],
+     "used more than once"),
+    ([{"name": f"a{i}", "query": "SELECT VALUE 1 FROM c"} for i in range(21)], "at most 20 computed properties"),
+])
+def test_a_bad_computed_property_is_400_and_nothing_is_created(db, definitions, refusal):
+    with pytest.raises(exceptions.CosmosHttpResponseError) as refused:
+        db.create_container("badcp", PartitionKey(path="/pk"), computed_properties=definitions)
+    assert refused.value.status_code == 400 and refusal in refused.value.message
+    with pytest.raises(exceptions.CosmosResourceNotFoundError):
+        db.get_container_client("badcp").read()
