@@ -183,6 +183,9 @@ PARSED_QUERY_TEXT_MAX_CHARS = 8 * 1024
 # container, each query at most COMPUTED_QUERY_TEXT_MAX_CHARS.
 COMPUTED_DEFINITIONS_CACHE_MAX_ENTRIES = 64
 COMPUTED_QUERY_TEXT_MAX_CHARS = 8 * 1024
+# Vertex-edge pairs one spatial function call compares (core/query/spatial_functions.py): at most
+# about 0.1 s of CPU for ST_DISTANCE, which does the most per pair (0.3 s measured at load 13).
+SPATIAL_PAIRS_MAX = 4_000
 LIKE_PATTERNS_CACHE_MAX_ENTRIES = 256        # compiled LIKE patterns (core/query/like.py)
 QUERY_SHAPES_CACHE_MAX_ENTRIES = 1024        # query shapes' plans (core/query_plan.py), as many as compiled queries
 EPK_MEMO_MAX_ENTRIES = 16384                 # string components whose V2 hash is remembered (~4 MB; core/epk.py)

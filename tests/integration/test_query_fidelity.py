@@ -232,3 +232,30 @@ def test_a_bad_computed_property_is_400_and_nothing_is_created(db, definitions, 
     assert refused.value.status_code == 400 and refusal in refused.value.message
     with pytest.raises(exceptions.CosmosResourceNotFoundError):
         db.get_container_client("badcp").read()
+
+
+def test_spatial_functions_are_evaluated(db):
+    places = db.create_container("places", PartitionKey(path="/pk"))
+    seattle, redmond = [-122.3321, 47.6062], [-122.1215, 47.6740]
+    places.create_item({"id": "seattle", "pk": "wa", "location": {"type": "Point", "coordinates": seattle}})
+    places.create_item({"id": "redmond", "pk": "wa", "location": {"type": "Point", "coordinates": redmond}})
+    places.create_item({"id": "route", "pk": "wa", "location": {"type": "LineString",
+                                                                "coordinates": [[-122.5, 47.5], [-122.0, 47.7]]}})
+    places.create_item({"id": "broken", "pk": "wa", "location": {"type": "Point", "coordinates": [31.9, -132.8]}})
+    near = list(places.query_items(
+        "SELECT c.id, ST_DISTANCE(c.location, @here) AS m FROM c WHERE ST_DISTANCE(c.location, @here) < 20000",
+        parameters=[{"name": "@here", "value": {"type": "Point", "coordinates": seattle}}], partition_key="wa"))
+    metres = {d["id"]: d["m"] for d in near}
+    assert sorted(metres) == ["redmond", "route", "seattle"]
+    # The WGS-84 geodesic (test_spatial_functions.py checks the formula against geopy's).
+    assert metres["seattle"] == 0 and metres["redmond"] == pytest.approx(17528.78, abs=0.01)
+    box = {"type": "Polygon", "coordinates": [[[-122.4, 47.5], [-122.2, 47.5], [-122.2, 47.7], [-122.4, 47.7],
+                                                [-122.4, 47.5]]]}
+    params = [{"name": "@box", "value": box}]
+    assert [d for d in places.query_items("SELECT VALUE c.id FROM c WHERE ST_WITHIN(c.location, @box)",
+                                          parameters=params, partition_key="wa")] == ["seattle"]
+    assert sorted(places.query_items("SELECT VALUE c.id FROM c WHERE ST_INTERSECTS(c.location, @box)",
+                                     parameters=params, partition_key="wa")) == ["route", "seattle"]
+    validity = list(places.query_items("SELECT VALUE ST_ISVALIDDETAILED(c.location) FROM c WHERE c.id = 'broken'",
+                                       partition_key="wa"))
+    assert validity == [{"valid": False, "reason": "Latitude values must be between -90 and 90 degrees."}]
