@@ -70,11 +70,11 @@ def _remember(cache: dict, key, q) -> None:
     cache[key] = q
 
 
-def _query_of(call, container):
-    """The compiled query of the request body; a body seen before is not even parsed. A
-    container's computed properties are part of what a query compiles to (core/query/computed.py)."""
+def _query_of(call, definitions=None):
+    """The compiled query of the request body; a body seen before is not even parsed. The
+    container's computed property definitions are part of what a query compiles to
+    (core/query/computed.py)."""
     raw = call.raw
-    definitions = container.definition.get("computedProperties")
     key = (raw, _computed_key(definitions)) if definitions else raw
     q = _by_body.get(key)
     if q is None:
@@ -275,7 +275,7 @@ def _encoder(q):
 
 
 async def query_documents(call, container):
-    q = _query_of(call, container)
+    q = _query_of(call, container.definition.get("computedProperties"))
     _require_cross_partition_flag(call, container, q)
     consistency = effective(call.svc.account.consistency, call.header(H.CONSISTENCY_LEVEL))
     inputs = _Inputs(call, container, q, consistency, parse_session(call))
