@@ -42,6 +42,7 @@ from ..core import query_plan as planner
 from ..core import throttle as th
 from ..core.index import INDEX_BUILD_STEP_VERSIONS, build_step
 from ..core.consistency import effective
+from ..core.service_continuation import service_state
 from ..core.container import canonical_pk_json
 from ..core.documents import choose_replica, pk_values_of
 from ..core.errors import CosmosError, bad_request
@@ -153,7 +154,8 @@ def _scope(call, container):
 
 
 def _reads(call, container, consistency, session):
-    """(partitions in scope as [(replica set, visible LSN)], pk_json or None, key filter or None)."""
+    """(partitions in scope as [(replica set, visible LSN)], pk_json or None, key filter or None,
+    each one's min EPK)."""
     indexes, pk_json, epk_range = _scope(call, container)
     reads = []
     for i in indexes:
@@ -163,7 +165,7 @@ def _reads(call, container, consistency, session):
     if epk_range is not None:
         lo, hi = epk_range
         accept = lambda key: lo <= container.epk_of(key[0], pk_values_of(key[0])) < hi  # noqa: E731
-    return reads, pk_json, accept
+    return reads, pk_json, accept, [container.partitions[i].min_epk for i in indexes]
 
 
 class _Inputs:
@@ -178,7 +180,7 @@ class _Inputs:
         self.consistency, self.session = consistency, session
         self.primary_ok = call.svc.primary_ok       # a read-only endpoint never reads the primary
         self.soon = call.svc.waits.soon             # where a store's new indexes are built meanwhile
-        self.reads, self.pk_json, self.accept = _reads(call, container, consistency, session)
+        self.reads, self.pk_json, self.accept, self.range_mins = _reads(call, container, consistency, session)
         self.policy = container.definition.get("indexingPolicy")
         self.now_ms = call.svc.clock.now_ms()
         self.implied = container.pk_def.path_steps if self.pk_json is not None else ()
@@ -286,7 +288,10 @@ async def query_documents(call, container):
         refused = _refusal(call, q)
         if refused is not None:
             return refused
-    state = qp.decode_state(q, call.header(H.CONTINUATION), len(inputs.reads))
+    token = call.header(H.CONTINUATION)
+    state = service_state(q, token, inputs.range_mins) if token else None
+    if state is None:
+        state = qp.decode_state(q, token, len(inputs.reads))
     size = feeds.page_size(call.int_header(H.MAX_ITEM_COUNT))
     stats = call.svc.query_work
     from ..core.query import QueryError
