@@ -182,6 +182,7 @@ PARSED_QUERY_TEXT_MAX_CHARS = 8 * 1024
 # Containers' computed property definitions, parsed (core/query/computed.py): at most 20 per
 # container, each query at most COMPUTED_QUERY_TEXT_MAX_CHARS.
 COMPUTED_DEFINITIONS_CACHE_MAX_ENTRIES = 64
+COMPUTED_PROPERTIES_MAX = 20                 # per container, as the service allows
 COMPUTED_QUERY_TEXT_MAX_CHARS = 8 * 1024
 # Vertex-edge pairs one spatial function call compares (core/query/spatial_functions.py): at most
 # about 0.1 s of CPU for ST_DISTANCE, which does the most per pair (0.3 s measured at load 13).

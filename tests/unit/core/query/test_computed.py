@@ -43,9 +43,10 @@ def test_a_long_chain_is_folded_without_recursion():
     ({"name": "a", "query": "SELECT VALUE udf.f(c.x) FROM c"}, "user-defined function"),
     ({"name": "a", "query": "SELECT VALUE c.x FROM c IN c.tags"}, "over the root item"),
     ({"name": "a", "query": "SELEC VALUE 1"}, "is not a valid query"),
+    ({"name": "a", "query": "SELECT VALUE NOSUCH(c.x) FROM c"}, "is not a valid query"),
     ({"name": "a"}, "a string \"query\""),
 ])
 def test_a_bad_definition_says_what_to_fix(definition, fault):
     with pytest.raises(ValueError, match=None) as refused:
-        check([definition])
+        check([definition], compile_query)
     assert fault in str(refused.value)
