@@ -281,9 +281,10 @@ async def query_documents(call, container):
     _require_cross_partition_flag(call, container, q)
     consistency = effective(call.svc.account.consistency, call.header(H.CONSISTENCY_LEVEL))
     inputs = _Inputs(call, container, q, consistency, parse_session(call))
-    started_ms = call.svc.clock.now_ms()
+    started_ms = 0
     if call.flag(H.POPULATE_QUERY_METRICS):
         inputs.read = [0, 0]
+        started_ms = call.svc.clock.now_ms()
     if call.svc.query_mode == "service" and len(inputs.reads) > 1:
         refused = _refusal(call, q)
         if refused is not None:
@@ -312,7 +313,10 @@ async def query_documents(call, container):
     stats["pages"] += 1
     reads = inputs.reads
     touched = [rs for rs, _ in reads]
-    hdrs = {H.ITEM_COUNT: str(len(page.raw))}
+    raw = page.raw
+    if not raw and page.state is None and _merged_across_ranges(call, inputs) and _merges_to_null(q):
+        raw = [b"null"]        # what the SDK's merge of the ranges' answers gives (docs/queries.md)
+    hdrs = {H.ITEM_COUNT: str(len(raw))}
     if page.state is not None:
         hdrs[H.CONTINUATION] = qp.encode_state(page.state)
     if touched:
@@ -320,9 +324,6 @@ async def query_documents(call, container):
         hdrs[H.ALT_CONTENT_PATH] = container.name_path
         hdrs[H.CONTENT_PATH] = container.rid
     loaded = page.loaded + inputs.tested
-    raw = page.raw
-    if not raw and page.state is None and _merged_across_ranges(call, inputs) and _merges_to_null(q):
-        raw = [b"null"]        # what the SDK's merge of the ranges' answers gives (docs/queries.md)
     _report(call, container, q, inputs, raw, started_ms, hdrs)
     ru = charge.query(loaded, len(raw), sum(map(len, raw)))
     admission.spread(call, container, touched, ru, len(raw), th.QUERY, loaded if q.has_filter else 0)
