@@ -168,6 +168,13 @@ def container_definition(body: dict) -> dict:
         definition["partitionKey"] = epks.PartitionKeyDef.from_json(pk).to_json()
     except (ValueError, TypeError, AttributeError) as e:
         raise bad_request(f"Invalid partitionKey definition: {e}") from None
+    if "computedProperties" in definition:
+        from .query import compile_query
+        from .query.computed import check
+        try:
+            check(definition["computedProperties"], compile_query)
+        except ValueError as e:
+            raise bad_request(f"Invalid computedProperties: {e}") from None
     definition["indexingPolicy"] = _with_etag_excluded(definition.get("indexingPolicy", DEFAULT_INDEXING_POLICY))
     definition.setdefault("conflictResolutionPolicy",
                           {"mode": "LastWriterWins", "conflictResolutionPath": "/_ts",

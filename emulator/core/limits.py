@@ -179,6 +179,14 @@ COMPILED_QUERY_TEXT_MAX_BYTES = 8 * 1024
 # parsed once (parsing is ~75 % of compiling a point query); longer texts are not kept.
 PARSED_QUERIES_CACHE_MAX_ENTRIES = 256
 PARSED_QUERY_TEXT_MAX_CHARS = 8 * 1024
+# Containers' computed property definitions, parsed (core/query/computed.py): at most 20 per
+# container, each query at most COMPUTED_QUERY_TEXT_MAX_CHARS.
+COMPUTED_DEFINITIONS_CACHE_MAX_ENTRIES = 64
+COMPUTED_PROPERTIES_MAX = 20                 # per container, as the service allows
+COMPUTED_QUERY_TEXT_MAX_CHARS = 8 * 1024
+# Vertex-edge pairs one spatial function call compares (core/query/spatial_functions.py): at most
+# about 0.1 s of CPU for ST_DISTANCE, which does the most per pair (0.3 s measured at load 13).
+SPATIAL_PAIRS_MAX = 4_000
 LIKE_PATTERNS_CACHE_MAX_ENTRIES = 256        # compiled LIKE patterns (core/query/like.py)
 QUERY_SHAPES_CACHE_MAX_ENTRIES = 1024        # query shapes' plans (core/query_plan.py), as many as compiled queries
 EPK_MEMO_MAX_ENTRIES = 16384                 # string components whose V2 hash is remembered (~4 MB; core/epk.py)

@@ -185,7 +185,15 @@ class StreamRun(_Run):
         single = levels[0] if len(levels) == 1 else None
         if take == 0:
             return out, None
+        last_part = last_key = None         # where the document read before v was
         for part, v in inputs:
+            if part != last_part:
+                if out:
+                    # The service's gateway serves a cross-partition query one partition key range
+                    # at a time: a page never spans two ranges (it resumes after the last one's end).
+                    return out, StreamState(Position(last_part, last_key, None), skip, take)
+                last_part = part
+            last_key = v.key
             self.loaded += 1
             start = at.rows if at is not None and part == at.part and v.key == at.key else None
             test, make = where, project

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from regionlab.emulator.core.query import nodes as n
+from regionlab.emulator.core.query.computed import fold
 from regionlab.emulator.core.query.errors import QueryError
 from regionlab.emulator.core.query.evaluate import AGGREGATE_NAMES, Context, Scope
 from regionlab.emulator.core.query.hints import index_hints, leading_order_hint, where_equalities
@@ -49,10 +50,11 @@ def _parameter_map(parameters) -> dict:
 
 
 class CompiledQuery:
-    def __init__(self, text: str, parameters: list | None = None):
+    def __init__(self, text: str, parameters: list | None = None, computed: dict | None = None):
+        """computed: the container's computed properties (computed.definitions_of), folded in."""
         self.text = text
         self._ctx = Context(text, _parameter_map(parameters), [0], subquery_compiler)
-        self._tree = _parse(text)
+        self._tree = fold(_parse(text), computed) if computed else _parse(text)
         self._plan = compile_plan(self._tree, Scope(), self._ctx, top_level=True)
         self.is_aggregate = self._plan.group_keys is not None
         self.has_order_by = bool(self._tree.order_by)
@@ -140,7 +142,7 @@ def _reads_only_aggregates(select: n.Select) -> bool:
     return True
 
 
-def compile_query(text: str, parameters: list | None = None) -> CompiledQuery:
+def compile_query(text: str, parameters: list | None = None, computed: dict | None = None) -> CompiledQuery:
     if type(text) is not str:
         raise QueryError("query text must be a string", 0)
-    return CompiledQuery(text, parameters)
+    return CompiledQuery(text, parameters, computed)
