@@ -188,3 +188,32 @@ INDEX_POLICIES_CACHE_MAX_ENTRIES = 256       # compiled indexing policies, one p
 PATH_DECISIONS_CACHE_MAX_ENTRIES = 4096      # "is this path indexed" answers per policy (core/index_policy.py)
 INDEXED_PATHS_PER_STORE_MAX = 16             # materialised index paths per store; queries on further paths scan
 COLLECTION_RIDS_CACHE_MAX_ENTRIES = 4096     # a collection's rid bytes by its rid (core/rid.py)
+
+# ---- server-side JavaScript (core/scripts.py, service/sproc.py, runtime/script_engine.py) ------
+# A script resource's body (the JavaScript text); past it 413.
+SCRIPT_BODY_MAX_BYTES = 256 * 1024
+# Script resources per container, as the service's quota (x-ms-resource-quota); past it 403.
+SPROCS_PER_CONTAINER_MAX = 100
+TRIGGERS_PER_CONTAINER_MAX = 25
+UDFS_PER_CONTAINER_MAX = 25
+# One execution's time, all of its rounds together (the service stops a script at about 5 s):
+# past it 408 RequestTimeout, nothing applied. ServerConfig.script_timeout_s changes it.
+SCRIPT_TIMEOUT_MS = 5_000
+# One execution's JavaScript heap (its own V8 isolate); past it 400, nothing applied.
+SCRIPT_HEAP_MAX_BYTES = 64 * 1024 * 1024
+# Executions running at once in one emulator (each holds an isolate): past it 429 with
+# x-ms-retry-after-ms, which the SDKs retry.
+SCRIPTS_RUNNING_MAX = 4
+# Collection operations one execution may issue: past it each further call returns false
+# (not accepted), as the service does when a script nears its bounds.
+SCRIPT_OPERATIONS_MAX = 1000
+# Bytes of items one execution stages (writes) and of results it is handed (reads, queries,
+# feeds) together; an operation that would pass it fails with 413 (its callback gets the error).
+SCRIPT_DATA_MAX_BYTES = 16 * 1024 * 1024
+# A stored procedure's response body (setBody / setValue / appendValue), in JSON bytes; past it 413.
+SCRIPT_RESPONSE_MAX_BYTES = 2 * 1024 * 1024
+# The bytes of an execution request's parameters; past it 413.
+SCRIPT_PARAMS_MAX_BYTES = 2 * 1024 * 1024
+# Times an execution is run again because another write landed in its partition while it ran
+# (its writes are validated at commit, optimistically); then 449 RetryWith, which SDKs retry.
+SCRIPT_RERUNS_MAX = 3

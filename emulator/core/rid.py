@@ -104,6 +104,12 @@ def document_rid(coll_rid: str, n: int) -> str:
     return _child_rid(coll_rid, n, "docs")
 
 
+def script_rid(coll_rid: str, n: int, kind: str) -> str:
+    """The rid of a container's stored procedure, trigger or user-defined function (kind is its
+    path segment: sprocs, triggers, udfs)."""
+    return _child_rid(coll_rid, n, kind)
+
+
 def pkrange_rid(coll_rid: str, n: int) -> str:
     return _child_rid(coll_rid, n, "pkranges")
 

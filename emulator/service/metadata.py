@@ -17,7 +17,7 @@ METADATA_FEED_KEYS = {"dbs": "Databases", "colls": "DocumentCollections", "offer
                       "pkranges": "PartitionKeyRanges", "conflicts": "Conflicts"}
 
 
-def _feed(call, rid: str, key: str, items: list, extra=None):
+def feed(call, rid: str, key: str, items: list, extra=None):
     raw = [responses.dumps(i) for i in items]
     hdrs = {H.ITEM_COUNT: str(len(raw))}
     if extra:
@@ -26,10 +26,10 @@ def _feed(call, rid: str, key: str, items: list, extra=None):
                            charge.METADATA_READ_RU, hdrs)
 
 
-async def _query(call, rid: str, key: str, items: list):
+async def query(call, rid: str, key: str, items: list):
     from .queries import run_metadata_query
     body = call.json_body()
-    return _feed(call, rid, key, run_metadata_query(call, body, items))
+    return feed(call, rid, key, run_metadata_query(call, body, items))
 
 
 def _offer_args(call) -> tuple:
@@ -48,7 +48,7 @@ def _offer_args(call) -> tuple:
     return throughput, auto_max, upgrade
 
 
-def _is_query(call) -> bool:
+def is_query(call) -> bool:
     return call.flag(H.IS_QUERY) or (call.header(H.CONTENT_TYPE) or "").lower().startswith("application/query+json")
 
 
@@ -69,10 +69,10 @@ def _not_allowed(call, what: str):
 async def databases(call):
     account = call.svc.account
     if call.method == "GET":
-        return _feed(call, "", "Databases", [d.properties() for d in account.databases.values()])
+        return feed(call, "", "Databases", [d.properties() for d in account.databases.values()])
     if call.method == "POST":
-        if _is_query(call):
-            return await _query(call, "", "Databases", [d.properties() for d in account.databases.values()])
+        if is_query(call):
+            return await query(call, "", "Databases", [d.properties() for d in account.databases.values()])
         body = call.json_body()
         throughput, auto_max, upgrade = _offer_args(call)
         return _created(call, account.create_database(body, throughput, auto_max, upgrade).properties())
@@ -92,10 +92,10 @@ async def database(call, db):
 async def containers(call, db):
     account = call.svc.account
     if call.method == "GET":
-        return _feed(call, db.rid, "DocumentCollections", [c.properties() for c in db.containers.values()])
+        return feed(call, db.rid, "DocumentCollections", [c.properties() for c in db.containers.values()])
     if call.method == "POST":
-        if _is_query(call):
-            return await _query(call, db.rid, "DocumentCollections", [c.properties() for c in db.containers.values()])
+        if is_query(call):
+            return await query(call, db.rid, "DocumentCollections", [c.properties() for c in db.containers.values()])
         body = call.json_body()
         throughput, auto_max, upgrade = _offer_args(call)
         return _created(call, account.create_container(db, body, throughput, auto_max, upgrade).properties())
@@ -155,16 +155,16 @@ async def pkranges(call, c):
     etag = c.pkranges_etag
     if call.header(H.IF_NONE_MATCH) == etag:
         return responses.reply(304, None, call.activity_id, charge.METADATA_READ_RU, {H.ETAG: etag})
-    return _feed(call, c.rid, "PartitionKeyRanges", c.pkranges(), {H.ETAG: etag})
+    return feed(call, c.rid, "PartitionKeyRanges", c.pkranges(), {H.ETAG: etag})
 
 
 async def conflicts(call, c):
-    if call.method != "GET" and not _is_query(call):
+    if call.method != "GET" and not is_query(call):
         _not_allowed(call, "the conflicts feed")
     entries = c.conflicts.entries if c.conflicts is not None else []
     if call.method == "POST":
-        return await _query(call, c.rid, "Conflicts", entries)
-    return _feed(call, c.rid, "Conflicts", entries)
+        return await query(call, c.rid, "Conflicts", entries)
+    return feed(call, c.rid, "Conflicts", entries)
 
 
 # ---- offers --------------------------------------------------------------------------------
@@ -172,9 +172,9 @@ async def offers(call):
     account = call.svc.account
     items = [o.properties() for o in account.offers.values()]
     if call.method == "GET":
-        return _feed(call, "", "Offers", items)
-    if call.method == "POST" and _is_query(call):
-        return await _query(call, "", "Offers", items)
+        return feed(call, "", "Offers", items)
+    if call.method == "POST" and is_query(call):
+        return await query(call, "", "Offers", items)
     _not_allowed(call, "the offers feed")
 
 

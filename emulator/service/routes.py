@@ -6,7 +6,8 @@ from regionlab.client.protocol.status import SUB_COLLECTION_RID_MISMATCH
 
 from ..core.errors import CosmosError, bad_request
 from . import account as account_doc
-from . import addresses, admission, batch, bulk, documents, metadata
+from ..core.scripts import KINDS as SCRIPT_KINDS
+from . import addresses, admission, batch, bulk, documents, metadata, scripts
 from .paths import rid_based, unknown, unsupported_or_unknown
 
 
@@ -41,6 +42,8 @@ async def dispatch(call):
         return await metadata.conflicts(call, c)
     elif sub == "operations" and n == 6 and segs[5].lower() == "partitionkeydelete":
         return await documents.delete_by_partition_key(call, c)
+    elif sub in SCRIPT_KINDS:
+        return await scripts.handle(call, c, sub, segs, by_rid)
     raise unsupported_or_unknown(segs, sub)
 
 

@@ -1,0 +1,221 @@
+"""Stored procedures through the official SDK's `container.scripts` API against one real emulator
+(module-scoped, script time bound 1 s): script resources with their system properties and CRUD;
+an execution's collection operations, callbacks and response; all or nothing (a script that
+throws after creating items leaves the partition's LSN and items as they were, checked inside the
+server); the service's errors; and the time and memory bounds, with another client's point reads
+served while a script loops forever."""
+import threading
+import time
+
+import pytest
+from azure.cosmos import PartitionKey, exceptions
+
+from regionlab.emulator.testing import running_emulator
+from sdk_harness import make_client
+
+TIMEOUT_S = 1.0
+
+
+@pytest.fixture(scope="module")
+def emu():
+    with running_emulator(port=0, direct_ports=0, script_timeout_s=TIMEOUT_S) as handle:
+        yield handle
+
+
+@pytest.fixture(scope="module")
+def client(emu):
+    with make_client(emu) as c:
+        c.create_database("db")
+        yield c
+
+
+_names = iter(range(1_000_000))
+
+
+@pytest.fixture
+def container(client):
+    return client.get_database_client("db").create_container(f"c{next(_names)}", PartitionKey(path="/pk"))
+
+
+def _state(emu, container, pk: str = "p") -> tuple:
+    """(LSN, sorted ids of pk's items) in the write region, read inside the server."""
+    def state(account):
+        c = account.databases["db"].containers[container.id]
+        rs = c.partitions[0].replica_sets["East US"]
+        return rs.lsn, sorted(v.key[1] for v in rs.store.scan(rs.lsn, prefix=f'["{pk}"]'))
+    return emu.call(state)
+
+
+CREATE_THEN = """function createThen(n, fail) {
+  var c = getContext().getCollection();
+  var made = 0;
+  for (var i = 0; i < n; i++) {
+    var accepted = c.createDocument(c.getSelfLink(), {id: 'd' + i, pk: 'p', i: i}, function (err, doc) {
+      if (err) throw err;
+      made++;
+      if (made === n) {
+        if (fail) throw new Error('failing after ' + made + ' creates');
+        getContext().getResponse().setBody({made: made, last: doc.id});
+      }
+    });
+    if (!accepted) throw new Error('not accepted');
+  }
+}"""
+
+
+def test_script_resources_crud(container):
+    scripts = container.scripts
+    sp = scripts.create_stored_procedure({"id": "sp", "body": "function () { }"})
+    assert sp["_self"] == f"{container.read()['_self']}sprocs/{sp['_rid']}/"
+    assert {"_rid", "_etag", "_ts"} <= set(sp) and sp["body"] == "function () { }"
+    trig = scripts.create_trigger({"id": "t", "body": "function () { }", "triggerType": "Pre",
+                                   "triggerOperation": "Create"})
+    assert (trig["triggerType"], trig["triggerOperation"]) == ("Pre", "Create")
+    udf = scripts.create_user_defined_function({"id": "u", "body": "function (x) { return x; }"})
+    assert [s["id"] for s in scripts.list_stored_procedures()] == ["sp"]
+    assert [s["id"] for s in scripts.list_triggers()] == ["t"]
+    assert [s["id"] for s in scripts.query_user_defined_functions("SELECT * FROM r WHERE r.id = 'u'")] == ["u"]
+    assert scripts.get_user_defined_function("u")["_rid"] == udf["_rid"]
+    replaced = scripts.replace_stored_procedure("sp", {"id": "sp", "body": "function () { return 1; }"})
+    assert replaced["_etag"] != sp["_etag"] and scripts.get_stored_procedure("sp")["body"] == "function () { return 1; }"
+    with pytest.raises(exceptions.CosmosResourceExistsError):
+        scripts.create_stored_procedure({"id": "sp", "body": "function () { }"})
+    with pytest.raises(exceptions.CosmosHttpResponseError) as bad:
+        scripts.create_trigger({"id": "t2", "body": "function () { }", "triggerType": "Sometimes",
+                                "triggerOperation": "All"})
+    assert bad.value.status_code == 400 and "triggerType" in bad.value.message
+    scripts.delete_stored_procedure("sp")
+    with pytest.raises(exceptions.CosmosResourceNotFoundError):
+        scripts.get_stored_procedure("sp")
+
+
+def test_sproc_creates_items_and_answers_its_body(emu, container):
+    container.scripts.create_stored_procedure({"id": "createThen", "body": CREATE_THEN})
+    lsn0, _ = _state(emu, container)
+    assert container.scripts.execute_stored_procedure("createThen", partition_key="p", params=[3, False]) == \
+        {"made": 3, "last": "d2"}
+    assert float(container.client_connection.last_response_headers["x-ms-request-charge"]) > 3
+    assert _state(emu, container) == (lsn0 + 1, ["d0", "d1", "d2"])     # one commit
+
+
+def test_sproc_that_throws_after_creating_items_leaves_nothing(emu, container):
+    container.scripts.create_stored_procedure({"id": "createThen", "body": CREATE_THEN})
+    before = _state(emu, container)
+    with pytest.raises(exceptions.CosmosHttpResponseError) as failed:
+        container.scripts.execute_stored_procedure("createThen", partition_key="p", params=[5, True])
+    assert failed.value.status_code == 400
+    assert "Exception = Error: failing after 5 creates" in failed.value.message
+    assert _state(emu, container) == before
+    assert list(container.read_all_items()) == []
+
+
+READ_QUERY_REPLACE_DELETE = """function work(prefix, names) {
+  var c = getContext().getCollection(), link = c.getSelfLink(), out = {};
+  __.createDocument({id: prefix + 'x', pk: 'p', n: 1}, function (err, created) {
+    if (err) throw err;
+    c.readDocument(created._self, function (err, read) {
+      if (err) throw err;
+      read.n = 2;
+      c.replaceDocument(read._self, read, {etag: read._etag}, function (err, replaced) {
+        if (err) throw err;
+        out.replaced = replaced.n;
+        c.queryDocuments(link, {query: 'SELECT VALUE r.id FROM r WHERE r.n > @n', parameters: [{name: '@n', value: 0}]},
+                         function (err, ids) {
+          if (err) throw err;
+          out.ids = ids;
+          c.deleteDocument(names + '/docs/keep', {}, function (err) {
+            out.deleteErr = err ? err.number : 0;
+            c.readDocument(names + '/docs/gone', function (err) {
+              out.readGone = err.number;
+              console.log('done', out.ids.length);
+              getContext().getResponse().setBody(out);
+            });
+          });
+        });
+      });
+    });
+  });
+}"""
+
+
+def test_sproc_reads_its_own_writes_and_gets_errors_in_callbacks(emu, container):
+    container.create_item({"id": "keep", "pk": "p", "n": 5})
+    container.scripts.create_stored_procedure({"id": "work", "body": READ_QUERY_REPLACE_DELETE})
+    out = container.scripts.execute_stored_procedure("work", partition_key="p", params=["a", f"dbs/db/colls/{container.id}"],
+                                                     enable_script_logging=True)
+    assert out == {"replaced": 2, "ids": ["ax", "keep"], "deleteErr": 0, "readGone": 404}
+    assert container.client_connection.last_response_headers["x-ms-documentdb-script-log-results"] == "done%202"
+    assert _state(emu, container)[1] == ["ax"]
+
+
+def test_an_operation_failing_without_a_callback_fails_the_script_with_its_status(emu, container):
+    container.create_item({"id": "dup", "pk": "p"})
+    container.scripts.create_stored_procedure({"id": "dup", "body": """function () {
+        __.createDocument({id: 'new', pk: 'p'});
+        __.createDocument({id: 'dup', pk: 'p'});
+    }"""})
+    before = _state(emu, container)
+    with pytest.raises(exceptions.CosmosResourceExistsError):
+        container.scripts.execute_stored_procedure("dup", partition_key="p")
+    assert _state(emu, container) == before
+
+
+def test_sproc_errors(container):
+    scripts = container.scripts
+    scripts.create_stored_procedure({"id": "other", "body": """function () {
+        __.createDocument({id: 'x', pk: 'q'}, function (err) { if (err) throw new Error(err.number + ''); });
+    }"""})
+    with pytest.raises(exceptions.CosmosHttpResponseError) as wrong_pk:
+        scripts.execute_stored_procedure("other", partition_key="p")
+    assert wrong_pk.value.status_code == 400 and "Exception = Error: 400" in wrong_pk.value.message
+    scripts.create_stored_procedure({"id": "filter", "body": "function () { __.filter(function () {}); }"})
+    with pytest.raises(exceptions.CosmosHttpResponseError) as unsupported:
+        scripts.execute_stored_procedure("filter", partition_key="p")
+    assert "__.filter is not supported by regionlab" in unsupported.value.message
+    scripts.create_stored_procedure({"id": "notfn", "body": "42"})
+    with pytest.raises(exceptions.CosmosHttpResponseError) as notfn:
+        scripts.execute_stored_procedure("notfn", partition_key="p")
+    assert "not a JavaScript function" in notfn.value.message
+    with pytest.raises(exceptions.CosmosResourceNotFoundError):
+        scripts.execute_stored_procedure("missing", partition_key="p")
+
+
+def test_a_script_past_its_heap_bound_is_stopped(emu, container):
+    container.scripts.create_stored_procedure({"id": "hog", "body": """function () {
+        var a = []; while (true) { a.push(new Array(100000).fill(1)); } }"""})
+    with pytest.raises(exceptions.CosmosHttpResponseError) as hog:
+        container.scripts.execute_stored_procedure("hog", partition_key="p")
+    assert hog.value.status_code == 400 and "MiB of JavaScript heap" in hog.value.message
+
+
+def test_an_endless_sproc_is_stopped_at_its_bound_while_point_reads_are_served(emu, container):
+    container.create_item({"id": "probe", "pk": "p"})
+    container.scripts.create_stored_procedure({"id": "spin", "body": """function () {
+        __.createDocument({id: 'never', pk: 'p'}); while (true) { } }"""})
+    latencies, stop = [], threading.Event()
+
+    def reader():
+        with make_client(emu) as other:
+            c = other.get_database_client("db").get_container_client(container.id)
+            while not stop.is_set():
+                t0 = time.perf_counter()
+                c.read_item("probe", partition_key="p")
+                latencies.append(time.perf_counter() - t0)
+    t = threading.Thread(target=reader)
+    t.start()
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(exceptions.CosmosHttpResponseError) as spun:
+            container.scripts.execute_stored_procedure("spin", partition_key="p")
+    finally:
+        elapsed = time.perf_counter() - t0
+        stop.set()
+        t.join()
+    assert spun.value.status_code == 408
+    # Stopped at its bound: 1 s, plus generous room for a loaded 2-core machine.
+    assert TIMEOUT_S <= elapsed < TIMEOUT_S + 3
+    # The loop kept serving the other client: many reads, and none waited for the script (a
+    # generous bound for a loaded 2-core machine; they take a few ms).
+    assert len(latencies) >= 20
+    assert max(latencies) < 0.5
+    assert [i["id"] for i in container.read_all_items()] == ["probe"]
