@@ -214,6 +214,13 @@ SCRIPT_DATA_MAX_BYTES = 16 * 1024 * 1024
 SCRIPT_RESPONSE_MAX_BYTES = 2 * 1024 * 1024
 # The bytes of an execution request's parameters; past it 413.
 SCRIPT_PARAMS_MAX_BYTES = 2 * 1024 * 1024
+# A user-defined function: one call's time (it runs while its query's slice holds the loop, so
+# it is short; past it 408), and the work units a call counts in its query's slice and page
+# (core/query_page.py): a slice of QUERY_SLICE_MAX_WORK_UNITS holds at most 5 calls.
+UDF_CALL_TIMEOUT_MS = 100
+UDF_CALL_WORK_UNITS = 100
+# One query request's remembered UDF results ((udf, arguments) -> result), in bytes of their text.
+UDF_RESULTS_CACHE_MAX_BYTES = 1024 * 1024
 # Times an execution is run again because another write landed in its partition while it ran
 # (its writes are validated at commit, optimistically); then 449 RetryWith, which SDKs retry.
 SCRIPT_RERUNS_MAX = 3

@@ -8,8 +8,15 @@ bound counts every round of an execution together, on the loop's clock; when it 
 evaluation's task is cancelled, which terminates the JavaScript at once (mini-racer's
 mr_cancel_task). At most `running_max` executions hold an isolate at a time; one more is refused
 with 429 rather than queued, so a burst of scripts costs bounded memory.
+
+User-defined functions are called from inside a query's evaluation, which cannot await: their
+session (V8UdfSession) makes synchronous calls, each waiting on the V8 thread for at most
+UDF_CALL_TIMEOUT_MS (the query engine keeps few calls per slice: service/udfs.py).
 """
 import asyncio
+import contextlib
+import threading
+import time
 
 from ..core.errors import CosmosError
 from ..core.limits import SCRIPTS_RUNNING_MAX
@@ -24,8 +31,19 @@ class V8Engine:
         self.running_max = running_max
         self.running = 0
         self._mr = None                 # the py_mini_racer module, imported at the first script
+        self._udf_loop = None           # the loop thread UDF calls wait on (started at the first)
 
     def session(self, timeout_ms: int, heap_max_bytes: int) -> "V8Session":
+        self._admit()
+        return V8Session(self, timeout_ms, heap_max_bytes)
+
+    def udf_session(self, timeout_ms: int, call_timeout_ms: int, heap_max_bytes: int) -> "V8UdfSession":
+        self._admit()
+        if self._udf_loop is None:
+            self._udf_loop = _start_loop_thread()
+        return V8UdfSession(self, timeout_ms, call_timeout_ms, heap_max_bytes)
+
+    def _admit(self) -> None:
         if self._mr is None:
             try:
                 import py_mini_racer
@@ -35,7 +53,16 @@ class V8Engine:
         if self.running >= self.running_max:
             raise CosmosError(429, 3200, f"{self.running_max} scripts are running in this emulator, the most it runs "
                                          "at once; retry shortly.", retry_after_ms=BUSY_RETRY_AFTER_MS)
-        return V8Session(self, timeout_ms, heap_max_bytes)
+
+    def _translated(self, racer, e: Exception) -> Exception:
+        """The service's exception for what mini-racer raised."""
+        mr = self._mr
+        if isinstance(e, mr.JSOOMException) or (isinstance(e, mr.JSEvalException)
+                                                 and racer.was_hard_memory_limit_reached()):
+            return ScriptOutOfMemory()
+        if isinstance(e, (mr.JSTimeoutException, mr._exc.JSTerminatedException)):
+            return ScriptTimeout()
+        return ScriptFailed(str(e))
 
 
 class V8Session:
@@ -61,14 +88,8 @@ class V8Session:
         timer = self._loop.call_later(left_s, expire)
         try:
             return await task
-        except mr.JSOOMException:
-            raise ScriptOutOfMemory() from None
-        except mr.JSTimeoutException:
-            raise ScriptTimeout() from None
-        except mr.JSEvalException as e:
-            if self._racer.was_hard_memory_limit_reached():
-                raise ScriptOutOfMemory() from None
-            raise ScriptFailed(str(e)) from None
+        except mr._exc.MiniRacerBaseException as e:
+            raise self._engine._translated(self._racer, e) from None
         except asyncio.CancelledError:
             # Our timer cancelled the evaluation: the script ran out of time. A cancellation of
             # the request itself (the surface stopping) goes on up, and stops the evaluation too.
@@ -85,3 +106,45 @@ class V8Session:
             self._racer.close()
             self._racer = None
             self._engine.running -= 1
+
+
+class V8UdfSession:
+    """Synchronous calls for the query engine: the isolate's evaluations run on V8's thread, with
+    mini-racer's bookkeeping on a loop thread of their own (`_start_loop_thread`), while the
+    request's loop waits, at most call_timeout_ms a call."""
+
+    def __init__(self, engine: V8Engine, timeout_ms: int, call_timeout_ms: int, heap_max_bytes: int):
+        self._engine = engine
+        self._left_s = timeout_ms / 1000
+        self._call_s = call_timeout_ms / 1000
+        self._stack = contextlib.ExitStack()
+        self._racer = self._stack.enter_context(engine._mr.mini_racer(event_loop=engine._udf_loop))
+        self._racer.set_hard_memory_limit(heap_max_bytes)
+        engine.running += 1
+
+    def call(self, code: str):
+        mr = self._engine._mr
+        bound_s = min(self._call_s, self._left_s)
+        if bound_s <= 0:
+            raise ScriptTimeout()
+        began = time.monotonic()
+        try:
+            value = self._racer.eval(code, timeout_sec=bound_s)
+        except mr._exc.MiniRacerBaseException as e:
+            raise self._engine._translated(self._racer, e) from None
+        finally:
+            self._left_s -= time.monotonic() - began
+        return None if isinstance(value, mr.JSUndefinedType) else value
+
+    def close(self) -> None:
+        if self._racer is not None:
+            self._racer = None
+            self._stack.close()
+            self._engine.running -= 1
+
+
+def _start_loop_thread():
+    """An asyncio loop on a daemon thread of its own, for mini-racer's synchronous calls."""
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, name="regionlab-udf-engine", daemon=True).start()
+    return loop

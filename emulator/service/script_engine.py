@@ -7,6 +7,7 @@ does those operations itself, and evaluates the next piece with their results. T
 (runtime/script_engine.py); the service holds only this protocol, so it stays sans-I/O, and a
 surface without an engine (the simulator) answers script requests with `no_engine()`.
 """
+import re
 from typing import Awaitable, Protocol
 
 from ..core.errors import CosmosError
@@ -36,13 +37,39 @@ class ScriptSession(Protocol):
         """Free the context (always called, also after a failure)."""
 
 
+class UdfSession(Protocol):
+    """One query request's context for its user-defined functions: synchronous calls (the query
+    engine evaluates rows synchronously), each bounded, and all of them together."""
+
+    def call(self, code: str) -> str | None:
+        """The value of code (a string, or None for undefined); the errors of ScriptSession.eval."""
+
+    def close(self) -> None:
+        """Free the context."""
+
+
 class ScriptEngine(Protocol):
     def session(self, timeout_ms: int, heap_max_bytes: int) -> ScriptSession:
         """A fresh context for one execution; CosmosError 429 while too many run, 501 without
         the engine installed."""
+
+    def udf_session(self, timeout_ms: int, call_timeout_ms: int, heap_max_bytes: int) -> UdfSession:
+        """A fresh context for one query's UDF calls; the errors of session()."""
 
 
 def no_engine() -> CosmosError:
     return CosmosError(501, 0, "Running stored procedures, triggers and user-defined functions needs regionlab's "
                                f"JavaScript engine (V8, from the mini-racer package): {SCRIPTS_EXTRA}. "
                                "The simulator runs no scripts.")
+
+
+def engine_error(text: str) -> str:
+    """The engine's error without its position and source echo: V8 reports
+    '<anonymous>:LINE: Error: boom', then the source line, a caret and the stack (which would
+    show regionlab's own script API)."""
+    first = text.strip().split("\n", 1)[0]
+    m = _POSITION.match(first)
+    return (first[m.end():] if m else first)[:2000]
+
+
+_POSITION = re.compile(r"<anonymous>:\d+: ")

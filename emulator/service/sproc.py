@@ -16,7 +16,6 @@ again (at most SCRIPT_RERUNS_MAX times, then 449 RetryWith, which the SDKs retry
 that commits saw its partition as no one else changed it, as the service's serializable scripts do.
 """
 import json
-import re
 from urllib.parse import quote
 
 from regionlab.client.protocol import headers as H
@@ -27,7 +26,7 @@ from ..core.limits import (
     SCRIPT_RESPONSE_MAX_BYTES,
 )
 from . import admission, partition_keys, responses, script_api
-from .script_engine import ScriptFailed, ScriptOutOfMemory, ScriptTimeout, no_engine
+from .script_engine import ScriptFailed, ScriptOutOfMemory, ScriptTimeout, engine_error, no_engine
 from .script_txn import Transaction
 from .sessions import session_headers
 
@@ -91,24 +90,12 @@ async def run(call, engine, script, txn, first: str) -> dict:
         raise bad_request(f"The {what} used more than {SCRIPT_HEAP_MAX_BYTES // (1024 * 1024)} MiB of JavaScript "
                           "heap, the most a script may use; it was stopped and nothing it wrote was applied.") from None
     except ScriptFailed as e:
-        raise bad_request(f"Encountered exception while executing function. Exception = {_first_lines(str(e))}") from None
+        raise bad_request(f"Encountered exception while executing function. Exception = {engine_error(str(e))}") from None
     finally:
         session.close()
 
 
 _NAMES = {"sprocs": "stored procedure", "triggers": "trigger", "udfs": "user-defined function"}
-
-
-def _first_lines(text: str) -> str:
-    """The engine's error without its position and source echo: V8 reports
-    '<anonymous>:LINE: Error: boom', then the source line, a caret and the stack (which would
-    show regionlab's own script API)."""
-    first = text.strip().split("\n", 1)[0]
-    m = _POSITION.match(first)
-    return (first[m.end():] if m else first)[:2000]
-
-
-_POSITION = re.compile(r"<anonymous>:\d+: ")
 
 
 async def _commit(call, container, txn, done: dict):

@@ -11,7 +11,7 @@ import pytest
 from azure.cosmos import PartitionKey, exceptions
 
 from regionlab.emulator.testing import running_emulator
-from sdk_harness import make_client
+from sdk_harness import make_client, raw_request
 
 TIMEOUT_S = 1.0
 
@@ -219,3 +219,39 @@ def test_an_endless_sproc_is_stopped_at_its_bound_while_point_reads_are_served(e
     assert len(latencies) >= 20
     assert max(latencies) < 0.5
     assert [i["id"] for i in container.read_all_items()] == ["probe"]
+
+
+def test_udfs_in_queries(container):
+    for i in range(20):
+        container.create_item({"id": str(i), "pk": f"p{i % 2}", "x": i})
+    scripts = container.scripts
+    scripts.create_user_defined_function({"id": "tax", "body": "function tax(x) { return x * 1.5; }"})
+    scripts.create_user_defined_function({"id": "label", "body": """function (doc, prefix) {
+        return {name: prefix + doc.id, big: doc.x > 10}; }"""})
+    got = container.query_items("SELECT VALUE udf.tax(c.x) FROM c WHERE udf.tax(c.x) > 24",
+                                enable_cross_partition_query=True)
+    assert sorted(got) == [25.5, 27, 28.5]
+    one = list(container.query_items("SELECT udf.label(c, 'n') AS l FROM c WHERE c.id = '13'", partition_key="p1"))
+    assert one == [{"l": {"name": "n13", "big": True}}]
+    assert list(container.query_items("SELECT VALUE udf.tax(2)", enable_cross_partition_query=True)) == [3]
+
+
+def test_udf_errors(emu, container):
+    container.create_item({"id": "a", "pk": "p", "x": 1})
+    scripts = container.scripts
+    with pytest.raises(exceptions.CosmosHttpResponseError) as missing:
+        list(container.query_items("SELECT VALUE udf.nope(c.x) FROM c", partition_key="p"))
+    assert missing.value.status_code == 400 and "udf.nope does not exist" in missing.value.message
+    scripts.create_user_defined_function({"id": "bad", "body": "function (x) { throw new Error('no ' + x); }"})
+    with pytest.raises(exceptions.CosmosHttpResponseError) as thrown:
+        list(container.query_items("SELECT VALUE udf.bad(c.x) FROM c", partition_key="p"))
+    assert thrown.value.status_code == 400 and "Exception = Error: no 1" in thrown.value.message
+    scripts.create_user_defined_function({"id": "spin", "body": "function (x) { while (true) { } }"})
+    path = f"dbs/db/colls/{container.id}/docs"
+    t0 = time.perf_counter()
+    spun = raw_request(emu, "POST", f"/{path}", {"query": "SELECT VALUE udf.spin(c.x) FROM c"},
+                       {"x-ms-documentdb-isquery": "true", "content-type": "application/query+json",
+                        "x-ms-documentdb-partitionkey": '["p"]'})
+    elapsed = time.perf_counter() - t0
+    assert spun.status == 408 and "udf.spin ran past its bound (100 ms a call" in spun.message
+    assert elapsed < 2.0       # a 100 ms bound; generous for a loaded 2-core machine
