@@ -22,7 +22,7 @@ KINDS = {
     "udfs": ("UserDefinedFunctions", "user-defined function", UDFS_PER_CONTAINER_MAX),
 }
 TRIGGER_TYPES = ("Pre", "Post")
-TRIGGER_OPERATIONS = ("All", "Create", "Update", "Delete", "Replace", "Upsert")
+TRIGGER_OPERATIONS = ("All", "Create", "Update", "Delete", "Replace")     # the SDKs' TriggerOperation
 
 
 class Script:

@@ -137,9 +137,10 @@ var __rl = (function (selfLink, opsMax, logMax) {
     return err;
   }
   return {
-    start: function (main, body, operation) {
+    start: function (main, body, operation, responseBody) {
       request.body = body;
       request.operation = operation;
+      state.body = responseBody;
       main();
       return round();
     },
@@ -166,14 +167,16 @@ def prelude(self_link: str, ops_max: int, log_max_chars: int, response_max_bytes
             + PRELUDE.replace("SELF_LINK, OPS_MAX, LOG_MAX", f"{json.dumps(self_link)}, {ops_max}, {log_max_chars}"))
 
 
-def start(body: str, params_json: str, request_json: str = "undefined", operation: str = "") -> str:
+def start(body: str, params_json: str, request_json: str = "undefined", operation: str = "",
+          response_json: str = "undefined") -> str:
     """The code that defines the script's function and runs it with its parameters: the value
     is the first round (JSON). The function text is evaluated as an expression, as the service
-    takes a script's body."""
+    takes a script's body. A trigger gets its write's item as the request body, and a post-trigger
+    the written item as the response body."""
     return (f"var __main = (\n{body}\n);\n"
             "if (typeof __main !== 'function') { throw new Error('The script body is not a JavaScript function.'); }\n"
             f"__rl.start(function () {{ return __main.apply(getContext(), {params_json}); }}, {request_json}, "
-            f"{json.dumps(operation)});")
+            f"{json.dumps(operation)}, {response_json});")
 
 
 def deliver(results_json: str) -> str:
