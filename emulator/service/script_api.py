@@ -18,8 +18,9 @@ throws an error that says so and names `__.queryDocuments` instead.
 import json
 
 PRELUDE = r"""
-var __rl = (function (selfLink, opsMax, logMax) {
+Object.defineProperty(globalThis, "__rl", {writable: false, configurable: false, value: (function (selfLink, opsMax, logMax) {
   "use strict";
+  var stringify = JSON.stringify;     // the script may replace JSON.stringify; the rounds keep theirs
   var queued = [], callbacks = {}, nextId = 1, issued = 0, logs = [], logBytes = 0, failed = null;
   var state = {body: undefined, values: {}};
   var request = {body: undefined, values: {}, operation: "", changed: false};
@@ -113,7 +114,7 @@ var __rl = (function (selfLink, opsMax, logMax) {
   globalThis.__ = shorthand;
   globalThis.console = {log: function () {
     var line = Array.prototype.map.call(arguments, function (a) {
-      return typeof a === "string" ? a : JSON.stringify(a);
+      return typeof a === "string" ? a : stringify(a);
     }).join(" ");
     if (logBytes + line.length <= logMax) { logs.push(line); logBytes += line.length + 1; }
   }};
@@ -124,16 +125,16 @@ var __rl = (function (selfLink, opsMax, logMax) {
     var out = {ops: ops};
     if (failed !== null) { out = {failed: failed}; }
     else if (ops.length === 0) {
-      out.body = state.body === undefined ? null : JSON.stringify(state.body);
+      out.body = state.body === undefined ? null : stringify(state.body);
       out.logs = logs.join("\n");
-      if (request.changed) { out.request = JSON.stringify(request.body); }
+      if (request.changed) { out.request = stringify(request.body); }
     }
-    return JSON.stringify(out);
+    return stringify(out);
   }
   function errorOf(e) {
     var err = new Error(e.message);
     err.number = e.status;
-    err.body = JSON.stringify({code: e.code, message: e.message});
+    err.body = stringify({code: e.code, message: e.message});
     return err;
   }
   return {
@@ -158,7 +159,7 @@ var __rl = (function (selfLink, opsMax, logMax) {
       return round();
     }
   };
-})(SELF_LINK, OPS_MAX, LOG_MAX);
+})(SELF_LINK, OPS_MAX, LOG_MAX)});
 """
 
 

@@ -38,13 +38,13 @@ class Transaction:
     def do(self, op: dict) -> str:
         """One queued operation, done: the JSON text of its result for the script."""
         self.operations += 1
-        head = '{"id":%d' % op["id"]
+        head = '{"id":%d' % _int(op.get("id"))
         try:
-            kind = op["op"]
-            options = op.get("options")
-            if not isinstance(options, dict):
-                options = {}
-            resource, out_options = _OPERATIONS[kind](self, op["link"], op.get("args") or {}, options)
+            run = _OPERATIONS.get(op.get("op"))
+            link, args, options = op.get("link"), op.get("args"), op.get("options")
+            if run is None or not isinstance(link, str) or not isinstance(args, dict):
+                raise bad_request(f"Unknown collection operation {str(op.get('op'))[:40]!r}.")
+            resource, out_options = run(self, link, args, options if isinstance(options, dict) else {})
         except CosmosError as e:
             err = {"status": e.status, "substatus": e.substatus, "code": code_name(e.status), "message": e.message}
             return f'{head},"err":{json.dumps(err)}}}'
@@ -156,6 +156,10 @@ class Transaction:
             versions = sorted(versions + [v for v in pending.values() if not v.deleted], key=lambda v: v.key)
         self._spend(sum(len(v.body) for v in versions))
         return [json.loads(v.body) for v in versions]
+
+
+def _int(value) -> int:
+    return value if type(value) is int else 0
 
 
 def _etag(options: dict):

@@ -74,7 +74,7 @@ async def run(call, engine, script, txn, first: str) -> dict:
                                               SCRIPT_RESPONSE_MAX_BYTES))
         text = await session.eval(first)
         while True:
-            step = json.loads(text)
+            step = _round(text)
             failed = step.get("failed")
             if failed is not None:
                 raise CosmosError(failed["status"], failed.get("substatus", 0), failed["message"])
@@ -93,6 +93,20 @@ async def run(call, engine, script, txn, first: str) -> dict:
         raise bad_request(f"Encountered exception while executing function. Exception = {engine_error(str(e))}") from None
     finally:
         session.close()
+
+
+def _round(text) -> dict:
+    """A round as script_api's __rl hands it over; a script that tampered with what the round is
+    made of (its own toJSON, a replaced Object.prototype) gets a 400, not a 500."""
+    try:
+        step = json.loads(text)
+        if isinstance(step.get("failed"), dict) or (isinstance(step.get("ops"), list)
+                                                     and all(isinstance(op, dict) for op in step["ops"])):
+            return step
+    except (TypeError, ValueError, AttributeError):
+        pass
+    raise bad_request("The script changed the server-side API it was given (the round it handed back is "
+                      "not what getContext() makes); nothing it wrote was applied.")
 
 
 _NAMES = {"sprocs": "stored procedure", "triggers": "trigger", "udfs": "user-defined function"}

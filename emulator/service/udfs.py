@@ -27,6 +27,7 @@ class UdfCalls:
         self._container = container
         self._timeout_ms = call.svc.script_timeout_ms
         self._session = engine.udf_session(self._timeout_ms, UDF_CALL_TIMEOUT_MS, SCRIPT_HEAP_MAX_BYTES)
+        self._first = True
         self._defined = {}                       # udf id -> its JavaScript name in the session
         # (udf id, arguments' JSON) -> its result's JSON: a UDF is a function of its arguments
         # (the service requires it), and a query often calls one twice a row (WHERE and SELECT).
@@ -41,11 +42,16 @@ class UdfCalls:
         out = self._results.get(key)
         if out is None:
             out = self._run(name, f"(function () {{ var r = {fn}({text}); "
-                                  "return r === undefined ? '' : JSON.stringify(r); })()")
+                                  "var t = __stringify(r); return t === undefined ? '' : t; })()")
+            if not isinstance(out, str):
+                raise bad_request(f"The user-defined function udf.{name} changed the JSON object it runs with.")
             self._results.put(key, out, text_bytes(name) + text_bytes(text) + text_bytes(out))
         return UNDEFINED if out == "" else json.loads(out)
 
     def _define(self, name: str) -> str:
+        if self._first:           # a UDF may replace JSON.stringify; results keep the original
+            self._first = False
+            self._run(name, "var __stringify = JSON.stringify;")
         udf = self._container.scripts.by_kind["udfs"].get(name)
         if udf is None:
             raise bad_request(f"The user-defined function udf.{name} does not exist in container "

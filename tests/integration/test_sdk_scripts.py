@@ -178,6 +178,16 @@ def test_sproc_errors(container):
     assert "not a JavaScript function" in notfn.value.message
     with pytest.raises(exceptions.CosmosResourceNotFoundError):
         scripts.execute_stored_procedure("missing", partition_key="p")
+    # The API's own plumbing does not depend on what a script may replace.
+    scripts.create_stored_procedure({"id": "stringify", "body": """function () {
+        JSON.stringify = function () { return 'garbage'; };
+        getContext().getResponse().setBody({still: 'json'}); }"""})
+    assert scripts.execute_stored_procedure("stringify", partition_key="p") == {"still": "json"}
+    scripts.create_stored_procedure({"id": "tojson", "body": """function () {
+        Object.prototype.toJSON = function () { return 5; }; }"""})
+    with pytest.raises(exceptions.CosmosHttpResponseError) as tampered:
+        scripts.execute_stored_procedure("tojson", partition_key="p")
+    assert tampered.value.status_code == 400 and "changed the server-side API" in tampered.value.message
 
 
 def test_a_script_past_its_heap_bound_is_stopped(emu, container):
