@@ -322,3 +322,40 @@ def test_a_failing_trigger_leaves_nothing_of_the_write(emu, container):
     with pytest.raises(exceptions.CosmosResourceNotFoundError):
         container.create_item({"id": "x", "pk": "p"}, pre_trigger_include="missing")
     assert _state(emu, container) == before
+
+
+def test_a_sproc_raced_by_other_writes_runs_again_and_never_commits_a_stale_view(emu, container):
+    container.create_item({"id": "n", "pk": "p", "v": 0})
+    # Reads n, spends ~100 ms in JavaScript (the loop serves others meanwhile), then writes
+    # n + 1: with another client writing the partition all the while, every run is raced.
+    container.scripts.create_stored_procedure({"id": "bump", "body": """function (names) {
+        __.readDocument(names + '/docs/n', function (err, n) {
+            if (err) throw err;
+            var until = Date.now() + 100; while (Date.now() < until) { }
+            n.v += 1;
+            __.replaceDocument(n._self, n, {etag: n._etag}, function (err) { if (err) throw err; });
+        });
+    }"""})
+    names = f"dbs/db/colls/{container.id}"
+    stop, writing, writes = threading.Event(), threading.Event(), []
+
+    def writer():
+        with make_client(emu) as other:
+            c = other.get_database_client("db").get_container_client(container.id)
+            while not stop.is_set():
+                c.upsert_item({"id": f"w{len(writes) % 5}", "pk": "p"})
+                writes.append(1)
+                writing.set()
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        assert writing.wait(30)
+        with pytest.raises(exceptions.CosmosHttpResponseError) as raced:
+            container.scripts.execute_stored_procedure("bump", partition_key="p", params=[names])
+    finally:
+        stop.set()
+        t.join()
+    assert raced.value.status_code == 449 and "another write to its partition" in raced.value.message
+    assert container.read_item("n", "p")["v"] == 0
+    container.scripts.execute_stored_procedure("bump", partition_key="p", params=[names])
+    assert container.read_item("n", "p")["v"] == 1
