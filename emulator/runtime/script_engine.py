@@ -37,11 +37,18 @@ class V8Engine:
         self._admit()
         return V8Session(self, timeout_ms, heap_max_bytes)
 
-    def udf_session(self, timeout_ms: int, call_timeout_ms: int, heap_max_bytes: int) -> "V8UdfSession":
+    async def udf_session(self, timeout_ms: int, call_timeout_ms: int, heap_max_bytes: int) -> "V8UdfSession":
         self._admit()
         if self._udf_loop is None:
             self._udf_loop = _start_loop_thread()
-        return V8UdfSession(self, timeout_ms, call_timeout_ms, heap_max_bytes)
+        self.running += 1           # counted while its isolate is made, so the cap holds
+        try:
+            stack, racer = await self._loop.run_in_executor(None, _isolate, self._mr, self._udf_loop)
+        except BaseException:
+            self.running -= 1
+            raise
+        racer.set_hard_memory_limit(heap_max_bytes)
+        return V8UdfSession(self, stack, racer, timeout_ms, call_timeout_ms)
 
     def _admit(self) -> None:
         if self._mr is None:
@@ -131,14 +138,11 @@ class V8UdfSession:
     mini-racer's bookkeeping on a loop thread of their own (`_start_loop_thread`), while the
     request's loop waits, at most call_timeout_ms a call."""
 
-    def __init__(self, engine: V8Engine, timeout_ms: int, call_timeout_ms: int, heap_max_bytes: int):
+    def __init__(self, engine: V8Engine, stack, racer, timeout_ms: int, call_timeout_ms: int):
         self._engine = engine
+        self._stack, self._racer = stack, racer
         self._left_s = timeout_ms / 1000
         self._call_s = call_timeout_ms / 1000
-        self._stack = contextlib.ExitStack()
-        self._racer = self._stack.enter_context(engine._mr.mini_racer(event_loop=engine._udf_loop))
-        self._racer.set_hard_memory_limit(heap_max_bytes)
-        engine.running += 1
 
     def call(self, code: str):
         mr = self._engine._mr

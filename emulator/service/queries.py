@@ -261,7 +261,7 @@ async def query_documents(call, container):
     udfs = None
     if q.has_udfs:
         from .udfs import UdfCalls
-        udfs = UdfCalls(call, container)
+        udfs = await UdfCalls.open(call, container)
     try:
         if q.plan.levels is None:
             page = qp.constant_page(q, _encoder(q), call.svc.clock.now_ms(), udfs)

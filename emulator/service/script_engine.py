@@ -53,8 +53,9 @@ class ScriptEngine(Protocol):
         """A fresh context for one execution; CosmosError 429 while too many run, 501 without
         the engine installed."""
 
-    def udf_session(self, timeout_ms: int, call_timeout_ms: int, heap_max_bytes: int) -> UdfSession:
-        """A fresh context for one query's UDF calls; the errors of session()."""
+    def udf_session(self, timeout_ms: int, call_timeout_ms: int, heap_max_bytes: int) -> Awaitable[UdfSession]:
+        """A fresh context for one query's UDF calls (awaited: it is made off the loop); the
+        errors of session()."""
 
 
 def no_engine() -> CosmosError:

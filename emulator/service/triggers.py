@@ -126,4 +126,6 @@ async def _commit(call, container, txn, status: int, version):
     hdrs = _doc_headers(call, container, writer.rs, lsn or writer.rs.committed_lsn, version)
     if version is None or status == 204:
         return responses.reply(204, None, call.activity_id, ru, hdrs)
+    if (call.header(H.PREFER) or "").lower() == H.PREFER_RETURN_MINIMAL:
+        return responses.reply(status, None, call.activity_id, ru, hdrs)
     return responses.reply(status, version.body, call.activity_id, ru, hdrs)

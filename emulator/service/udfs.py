@@ -20,18 +20,24 @@ from .script_engine import ScriptFailed, ScriptOutOfMemory, ScriptTimeout, engin
 class UdfCalls:
     """f(name, args) -> value for CompiledQuery.set_udfs; close() when the request ends."""
 
-    def __init__(self, call, container):
-        engine = call.svc.script_engine
-        if engine is None:
-            raise no_engine()
+    def __init__(self, container, session, timeout_ms: int):
         self._container = container
-        self._timeout_ms = call.svc.script_timeout_ms
-        self._session = engine.udf_session(self._timeout_ms, UDF_CALL_TIMEOUT_MS, SCRIPT_HEAP_MAX_BYTES)
+        self._timeout_ms = timeout_ms
+        self._session = session
         self._first = True
         self._defined = {}                       # udf id -> its JavaScript name in the session
         # (udf id, arguments' JSON) -> its result's JSON: a UDF is a function of its arguments
         # (the service requires it), and a query often calls one twice a row (WHERE and SELECT).
         self._results = Cache(UDF_RESULTS_CACHE_MAX_BYTES)
+
+    @classmethod
+    async def open(cls, call, container) -> "UdfCalls":
+        engine = call.svc.script_engine
+        if engine is None:
+            raise no_engine()
+        timeout_ms = call.svc.script_timeout_ms
+        return cls(container, await engine.udf_session(timeout_ms, UDF_CALL_TIMEOUT_MS, SCRIPT_HEAP_MAX_BYTES),
+                   timeout_ms)
 
     def __call__(self, name: str, args: list):
         fn = self._defined.get(name)

@@ -83,7 +83,7 @@ def test_at_most_running_max_sessions_at_once():
 def test_udf_sessions_call_synchronously_within_their_bounds():
     async def main():
         engine = V8Engine(asyncio.get_running_loop())
-        udfs = engine.udf_session(2000, 100, HEAP)
+        udfs = await engine.udf_session(2000, 100, HEAP)
         try:
             udfs.call("var f = function (x) { return JSON.stringify(x * 2); }")
             assert udfs.call("f(21)") == "42"
