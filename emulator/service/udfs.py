@@ -43,7 +43,10 @@ class UdfCalls:
         fn = self._defined.get(name)
         if fn is None:
             fn = self._define(name)
-        text = ",".join("undefined" if a is UNDEFINED else json.dumps(a) for a in args)
+        try:
+            text = ",".join("undefined" if a is UNDEFINED else json.dumps(a) for a in args)
+        except (TypeError, ValueError):
+            raise bad_request(f"An argument of udf.{name} is not a JSON value.") from None
         key = (name, text)
         out = self._results.get(key)
         if out is None:
