@@ -222,5 +222,5 @@ UDF_CALL_WORK_UNITS = 100
 # One query request's remembered UDF results ((udf, arguments) -> result), in bytes of their text.
 UDF_RESULTS_CACHE_MAX_BYTES = 1024 * 1024
 # Times an execution is run again because another write landed in its partition while it ran
-# (its writes are validated at commit, optimistically); then 449 RetryWith, which SDKs retry.
+# (its writes are validated at commit, optimistically); then 449 RetryWith, nothing applied.
 SCRIPT_RERUNS_MAX = 3

@@ -12,7 +12,7 @@ fails with no callback to hear it, leaves nothing applied.
 A script awaits its engine between rounds, so other requests run meanwhile; the transaction is
 validated optimistically. A Writer stages at the replica set's next LSN; if another commit took
 that LSN while the script ran, what the script read may be stale, so the whole execution runs
-again (at most SCRIPT_RERUNS_MAX times, then 449 RetryWith, which the SDKs retry): an execution
+again (at most SCRIPT_RERUNS_MAX times, then 449 RetryWith, nothing applied): an execution
 that commits saw its partition as no one else changed it, as the service's serializable scripts do.
 """
 import json
