@@ -31,7 +31,7 @@ async def _feed(call, container, kind: str):
     if call.method != "POST":
         raise CosmosError(405, 0, f"{call.method} is not supported on the {kind} feed; use GET or POST.")
     if metadata.is_query(call):
-        return await metadata.query(call, container.rid, key, items)
+        return await metadata.query_feed(call, container.rid, key, items)
     admission.management(call)
     return await call.svc.durable_reply(call, _create(call, container, kind))
 
