@@ -36,6 +36,12 @@ DEDICATED_GATEWAY_MAX_AGE = "x-ms-dedicatedgateway-max-age"
 PARTITION_KEY = "x-ms-documentdb-partitionkey"
 PK_RANGE_ID = "x-ms-documentdb-partitionkeyrangeid"
 IS_UPSERT = "x-ms-documentdb-is-upsert"
+# Server-side scripts: a stored procedure's console.log lines (asked for, then returned URL-encoded),
+# and the triggers a write runs (comma-separated ids).
+SCRIPT_ENABLE_LOGGING = "x-ms-documentdb-script-enable-logging"
+SCRIPT_LOG_RESULTS = "x-ms-documentdb-script-log-results"
+PRE_TRIGGER_INCLUDE = "x-ms-documentdb-pre-trigger-include"
+POST_TRIGGER_INCLUDE = "x-ms-documentdb-post-trigger-include"
 IS_QUERY = "x-ms-documentdb-isquery"
 IS_QUERY_PLAN = "x-ms-cosmos-is-query-plan-request"
 SUPPORTED_QUERY_FEATURES = "x-ms-cosmos-supported-query-features"

@@ -410,6 +410,9 @@ class Account:
     def _etag(self) -> str:
         return f'"{self._next():08x}-0000-0000-0000-000000000000"'
 
+    next_seq = _next        # for the other metadata a container holds (core/scripts.py)
+    new_etag = _etag
+
     def now_s(self) -> int:
         return self.clock.now_ms() // 1000
 

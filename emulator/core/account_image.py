@@ -28,6 +28,7 @@ from collections import deque
 
 from .account import Region
 from .geography import default_lag_ms
+from . import scripts
 from .container import Database
 from .errors import CosmosError
 from .faults import KEPT_FAULT_TYPES
@@ -55,6 +56,7 @@ def metadata(account) -> dict:
         for c in db.containers.values():
             colls.append({"db_rid": db.rid, "rid": c.rid, "definition": c.definition, "ts": c.ts,
                           "etag": c.etag, "offer_rid": c.offer_rid, "doc_seq": c.doc_seq,
+                          "scripts": [s.record() for s in c.scripts.by_rid.values()],
                           "ranges": [[p.min_epk, p.max_epk] for p in c.partitions]})
     offers = [{"rid": o.rid, "resource": o.resource, "resource_rid": o.resource_rid,
                "throughput": o.throughput, "autoscale_max": o.autoscale_max, "etag": o.etag, "ts": o.ts,
@@ -106,6 +108,7 @@ def restore_metadata(account, image: dict) -> None:
                                             [tuple(r) for r in c["ranges"]])
         container.offer_rid = c["offer_rid"]
         container.doc_seq = c["doc_seq"]
+        scripts.restore(container, c.get("scripts", ()))
     for o in image["offers"]:
         account.offers[o["rid"]] = Offer(o["rid"], o["resource"], o["resource_rid"], o["throughput"],
                                          o["autoscale_max"], o["etag"], o["ts"], o.get("auto_upgrade"))

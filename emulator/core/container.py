@@ -15,6 +15,7 @@ from . import epk as epks
 from . import jsontext
 from .cache import Cache, text_bytes
 from .errors import bad_request
+from .scripts import Scripts
 from .store import TrackedDict
 from .limits import EPK_CACHE_MAX_BYTES
 
@@ -45,7 +46,7 @@ class Database:
 class Container:
     __slots__ = ("id", "rid", "db", "definition", "pk_def", "partitions", "_bounds", "ts", "etag",
                  "offer_rid", "doc_seq", "rid_index", "_epk_cache", "pkranges_etag", "conflicts",
-                 "docs_link")
+                 "docs_link", "scripts")
 
     def __init__(self, db: Database, definition: dict, rid: str, ts: int, etag: str,
                  partitions: list):
@@ -70,6 +71,7 @@ class Container:
         self.pkranges_etag = f'"{rid}-{len(partitions)}"'
         self.conflicts = None                       # ConflictLog (multi-write losers)
         self.docs_link = f"{self.self_link}docs/"    # a document's _self is this + its rid + "/"
+        self.scripts = Scripts()                     # stored procedures, triggers, UDFs (core/scripts.py)
 
     @property
     def self_link(self) -> str:

@@ -106,9 +106,9 @@ def first_state(query) -> StreamState:
     return StreamState(None, query.plan.offset, query.plan.take)
 
 
-def constant_page(query, encode: Encode, now_ms: int) -> Page:
+def constant_page(query, encode: Encode, now_ms: int, udfs=None) -> Page:
     """The whole result of a query without FROM (one row, whatever the documents)."""
-    return Page([encode(r, None) for r in query.execute((), now_ms)], 0, None, 0)
+    return Page([encode(r, None) for r in query.execute((), now_ms, udfs=udfs)], 0, None, 0)
 
 
 def _stored(row):
@@ -137,11 +137,13 @@ class _Run:
         self.result = None      # (results, state) once the page ended
         self._reading = None
 
-    def step(self, now_ms: int, work_max: int = QUERY_SLICE_MAX_WORK_UNITS) -> bool:
-        """Spend at most about work_max units; True once the page has ended."""
+    def step(self, now_ms: int, work_max: int = QUERY_SLICE_MAX_WORK_UNITS, udfs=None) -> bool:
+        """Spend at most about work_max units; True once the page has ended. udfs: what the
+        query's udf.name(...) calls run (CompiledQuery.set_udfs)."""
         if self.result is not None:
             return True
         self.query.set_clock(now_ms)
+        self.query.set_udfs(udfs)
         work = self.query.work
         began = work[0]
         self.page_end = began + max(self.page_work_max - self.work, 0)

@@ -114,6 +114,12 @@ def permission_rid(user_rid_: str, n: int) -> str:
     return encode(_expect(user_rid_, "users") + n.to_bytes(8, "little"))
 
 
+def script_rid(coll_rid: str, n: int, kind: str) -> str:
+    """The rid of a container's stored procedure, trigger or user-defined function (kind is its
+    path segment: sprocs, triggers, udfs)."""
+    return _child_rid(coll_rid, n, kind)
+
+
 def pkrange_rid(coll_rid: str, n: int) -> str:
     return _child_rid(coll_rid, n, "pkranges")
 

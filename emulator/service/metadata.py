@@ -137,7 +137,9 @@ def _read_container(call, c):
         kb = _kb(sum(s.live_bytes for _, s in stores))
         count = sum(s.count_live for _, s in stores)
         extra[H.RESOURCE_QUOTA] = _QUOTA
-        extra[H.RESOURCE_USAGE] = (f"functions=0;storedProcedures=0;triggers=0;documentSize={kb};"
+        scripts = c.scripts.counts()
+        extra[H.RESOURCE_USAGE] = (f"functions={scripts['udfs']};storedProcedures={scripts['sprocs']};"
+                                   f"triggers={scripts['triggers']};documentSize={kb};"
                                    f"documentsSize={kb};documentsCount={count};collectionSize={kb};")
         extra[H.INDEX_TRANSFORMATION_PROGRESS] = "100"
         policy = props.get("indexingPolicy")

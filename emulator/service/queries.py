@@ -296,17 +296,24 @@ async def query_documents(call, container):
     size = feeds.page_size(call.int_header(H.MAX_ITEM_COUNT))
     stats = call.svc.query_work
     from ..core.query import QueryError
+    udfs = None
+    if q.has_udfs:
+        from .udfs import UdfCalls
+        udfs = await UdfCalls.open(call, container)
     try:
         if q.plan.levels is None:
-            page = qp.constant_page(q, _encoder(q), call.svc.clock.now_ms())
+            page = qp.constant_page(q, _encoder(q), call.svc.clock.now_ms(), udfs)
         elif q.streams:
             run = qp.StreamRun(q, inputs.documents(state.at), state, size, _encoder(q),
                                where_implied=inputs.where_implied)
-            page = run.page() if await _run_slices(call, run) else None
+            page = run.page() if await _run_slices(call, run, udfs) else None
         else:
-            page = await _blocking_page(call, q, inputs, state, size)
+            page = await _blocking_page(call, q, inputs, state, size, udfs)
     except QueryError as e:
         raise bad_request(f"Query failed: {e}") from None
+    finally:
+        if udfs is not None:
+            udfs.close()
     if page is None:
         return responses.reply(499, None, call.activity_id)     # nobody is listening any more
     stats["work"] += page.work
@@ -373,7 +380,7 @@ def _merges_to_null(q) -> bool:
     return ei.merges_undefined_to_null(q)
 
 
-async def _blocking_page(call, q, inputs, state, size):
+async def _blocking_page(call, q, inputs, state, size, udfs=None):
     """A page of a query that must read all its inputs (or, for aggregates that carry their
     partials, up to the page's work budget); None when the client went away meanwhile."""
     at = state.at if isinstance(state, qp.PartialState) else None
@@ -382,7 +389,7 @@ async def _blocking_page(call, q, inputs, state, size):
     planned = True
     while True:
         run = qp.BlockingRun(q, inputs.documents(at, cap, planned), state, size, _encoder(q))
-        if not await _run_slices(call, run):
+        if not await _run_slices(call, run, udfs):
             return None
         # An ORDER BY walk narrowed each partition to the rows that decide the first `cap`
         # results; if more rows now precede the position than earlier pages returned (writes
@@ -393,12 +400,13 @@ async def _blocking_page(call, q, inputs, state, size):
         return run.page()
 
 
-async def _run_slices(call, run) -> bool:
+async def _run_slices(call, run, udfs=None) -> bool:
     """Run a page (core/query_page.py) one slice at a time, letting every other request in
-    between; False when its client went away meanwhile."""
+    between; False when its client went away meanwhile. udfs: what its udf.name(...) calls run
+    (service/udfs.py)."""
     stats = call.svc.query_work
     while True:
-        done = run.step(call.svc.clock.now_ms())
+        done = run.step(call.svc.clock.now_ms(), udfs=udfs)
         stats["slices"] += 1
         if done:
             return True

@@ -6,7 +6,8 @@ from regionlab.client.protocol.status import SUB_COLLECTION_RID_MISMATCH
 
 from ..core.errors import CosmosError, bad_request
 from . import account as account_doc
-from . import addresses, admission, batch, bulk, documents, metadata, users
+from ..core.scripts import KINDS as SCRIPT_KINDS
+from . import addresses, admission, batch, bulk, documents, metadata, scripts, users
 from .paths import rid_based, unknown, unsupported_or_unknown
 
 
@@ -34,6 +35,9 @@ async def dispatch(call):
     sub = segs[4]
     _check_intended_container(call, c)
     if sub == "docs":
+        if call.header(H.PRE_TRIGGER_INCLUDE) or call.header(H.POST_TRIGGER_INCLUDE):
+            from .triggers import write             # the engine's code loads on the first trigger
+            return await write(call, c, segs, by_rid)
         if n == 5:
             return await documents_feed(call, c)
         if n == 6:
@@ -44,6 +48,8 @@ async def dispatch(call):
         return await metadata.conflicts(call, c)
     elif sub == "operations" and n == 6 and segs[5].lower() == "partitionkeydelete":
         return await documents.delete_by_partition_key(call, c)
+    elif sub in SCRIPT_KINDS:
+        return await scripts.handle(call, c, sub, segs, by_rid)
     raise unsupported_or_unknown(segs, sub)
 
 

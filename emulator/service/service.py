@@ -30,7 +30,8 @@ from ..core.errors import SUB_WRITE_FORBIDDEN, CosmosError
 from ..core.tally import Tally
 from . import request_faults, resource_tokens, responses, routes
 from .paths import resource_kind
-from ..core.limits import DATES_CACHE_MAX_BYTES, SESSION_WAIT_MS, STRONG_WAIT_MS, WRITE_ACK_DEADLINE_MS
+from ..core.limits import DATES_CACHE_MAX_BYTES, SCRIPT_TIMEOUT_MS, SESSION_WAIT_MS, STRONG_WAIT_MS, \
+    WRITE_ACK_DEADLINE_MS
 
 log = logging.getLogger("regionlab.service")
 
@@ -58,6 +59,10 @@ class Service:
         self.requests_served = Tally()
         self.write_ack_timeout_ms = WRITE_ACK_DEADLINE_MS  # ServerConfig may shorten it (tests)
         self.query_mode = "whole"               # or "service" (service/queries.py)
+        # Server-side JavaScript (service/script_engine.py): the runtime's engine, None where
+        # scripts cannot run (the simulator); their time bound, which ServerConfig may change.
+        self.script_engine = None
+        self.script_timeout_ms = SCRIPT_TIMEOUT_MS
         # Query execution (service/queries.py): work units spent, slices run (a streaming page is
         # one), and queries stopped because their client went away between slices.
         self.query_work = Tally()

@@ -34,8 +34,7 @@ from tiers import examples
 
 FUZZ_EXAMPLES = int(os.environ.get("REGIONLAB_FUZZ_EXAMPLES", examples(150)))
 SOCKET_TIMEOUT_S = 60.0          # generous: a shared CI machine under load; a hang still fails
-NOT_IMPLEMENTED_KINDS = ("sprocs", "udfs", "triggers", "attachments",
-                         "clientencryptionkeys", "schemas")     # emulator/service/paths.py: 501
+NOT_IMPLEMENTED_KINDS = ("attachments", "clientencryptionkeys", "schemas")     # emulator/service/paths.py: 501
 DB, COLL = "db", "c"
 
 

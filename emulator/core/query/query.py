@@ -4,7 +4,8 @@ Theory of operation: `compile_query(text, parameters)` parses the text,
 resolves names and parameters, and builds closures for every expression;
 all errors surface here as QueryError. The resulting `CompiledQuery` is
 immutable apart from its clock cell, which `execute` / `filter_matches` set to
-the caller's now_ms before evaluating (the engine never reads a wall clock),
+the caller's now_ms before evaluating (the engine never reads a wall clock), and
+its UDF cell (what udf.name(...) calls run, or nothing), set the same way,
 so one compiled query may be cached and reused; calls must not interleave
 across threads. Results may share structure with the input documents
 (`SELECT *` returns the documents themselves): callers must not mutate them.
@@ -77,6 +78,7 @@ class CompiledQuery:
         # Aggregates over all rows (no GROUP BY) whose select list reads nothing but those
         # aggregates: a page may stop at any row and hand the accumulators to the next page.
         self.carries_partials = self._plan.group_keys == [] and _reads_only_aggregates(self._tree.select)
+        self.has_udfs = self._ctx.has_udfs         # calls udf.name(...): the caller must set_udfs
 
     @property
     def plan(self):
@@ -92,6 +94,12 @@ class CompiledQuery:
         """What GetCurrentDateTime() and friends read during the next evaluation steps."""
         self._ctx.clock[0] = now_ms
 
+    def set_udfs(self, udfs) -> None:
+        """What udf.name(...) calls during the next evaluation steps: f(name, args) -> value, or
+        None (a call is then an error). Set before every step, as the clock: a cached query may
+        serve several requests whose steps interleave."""
+        self._ctx.udfs[0] = udfs
+
     def _simple_filter(self):
         """The WHERE closure when a document maps to exactly one row (FROM c)."""
         tree = self._tree
@@ -100,10 +108,11 @@ class CompiledQuery:
             return None
         return self._plan.where or (lambda row: True)
 
-    def execute(self, documents: Iterable[dict], now_ms: int, cap: int | None = None) -> list:
+    def execute(self, documents: Iterable[dict], now_ms: int, cap: int | None = None, udfs=None) -> list:
         """The final result list of the query over documents; with cap, only its first cap
         results (documents are then pulled lazily and the run stops early where it can)."""
         self._ctx.clock[0] = now_ms
+        self._ctx.udfs[0] = udfs
         return self._plan.run((), documents, cap)
 
     def rows_needed(self, cap: int | None = None) -> int | None:
@@ -121,6 +130,7 @@ class CompiledQuery:
     def filter_matches(self, doc: dict, now_ms: int) -> bool:
         """True when the WHERE clause is true for doc (patch conditions)."""
         self._ctx.clock[0] = now_ms
+        self._ctx.udfs[0] = None
         if self._doc_filter is not None:
             return self._doc_filter((doc,)) is True
         return bool(self._plan.run((), (doc,), 1))
