@@ -40,6 +40,14 @@ class Op:
     item_id: str | None = None       # writes: the item created
     breaker_opened: int = 0          # circuit-breaker transitions to Unavailable it caused
     outcomes: tuple = ()             # writes: each attempt's "ok" / "fail" / "unknown" (verdict.py)
+    client_error: str | None = None  # an exception of the client library's own, not a reply (sdk_workload.py)
+
+    @property
+    def error_key(self) -> str:
+        """How errors_by_status counts it: "503/0", "transport" (no reply) or the client's own error."""
+        if self.client_error:
+            return self.client_error
+        return f"{self.status}/{self.sub_status}" if self.status else "transport"
 
     @property
     def ok(self) -> bool:
