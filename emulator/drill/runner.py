@@ -20,7 +20,7 @@ from ..control_client import ControlError, call
 from ..embedded import EmbeddedEmulator
 from . import comparison, report as reports, served, verdict
 from .guard import Guard, Interrupt
-from .progress import Progress
+from .progress import Progress, Stage
 from .scenario import DrillError, account_options
 from .workload import CONTAINER, DATABASE, Workload
 
@@ -131,7 +131,7 @@ async def _run(drill, target: Target, out, seed: int, interrupt: Interrupt) -> t
     if guard.ended is not None:
         out.write(f"{guard.ended['kind']} at {guard.ended['at_ms'] / 1000:.1f} s: {guard.ended['reason']}; "
                   "every fault the drill injected is healed\n")
-    return await _report(drill, target, workload, lost_before, started_epoch_ms, guard.ended), workload.ops
+    return await _report(drill, target, workload, lost_before, started_epoch_ms, guard.ended, out), workload.ops
 
 
 async def _prefill(workload, interrupt: Interrupt) -> bool:
@@ -249,7 +249,8 @@ def _lost_key(w: dict) -> tuple:
     return (w["database"], w["container"], w["partition"], w["lsn"], w["id"])
 
 
-async def _report(drill, target, workload, lost_before: set, started_epoch_ms: float, ended: dict | None) -> dict:
+async def _report(drill, target, workload, lost_before: set, started_epoch_ms: float, ended: dict | None,
+                  out) -> dict:
     if drill.served:
         return await _served_report(drill, target, workload, lost_before, started_epoch_ms, ended)
     topology = await _control(target, "GET", "/topology")
@@ -257,11 +258,14 @@ async def _report(drill, target, workload, lost_before: set, started_epoch_ms: f
               if _lost_key(w) not in lost_before and w["database"] == DATABASE and w["container"] == CONTAINER]
     failovers = [f for f in (await _control(target, "GET", "/failovers"))["failovers"]
                  if (f.get("started_ms") or 0) >= started_epoch_ms]
-    present = await workload.read_back(topology["write_regions"][0])
+    writes = sum(1 for op in workload.ops if op.kind == "write")
+    with Stage(out, f"reading back {writes} writes in {topology['write_regions'][0]}"):
+        present = await workload.read_back(topology["write_regions"][0])
     acked = {op.item_id for op in workload.ops if op.kind == "write" and op.ok}
     lost = reports.LostWrites(listed=listed, acked=len(acked), acked_unreadable=sorted(acked - present),
                               listed_acked=sorted({w["id"] for w in listed} & acked))
-    consistency = verdict.check(drill, workload.ops, present, {w["id"] for w in listed})
+    with Stage(out, f"history check of {len(workload.ops)} operations"):
+        consistency = verdict.check(drill, workload.ops, present, {w["id"] for w in listed})
     return reports.build(as_run(drill, workload.step_started_ms, ended), workload.ops, lost, failovers,
                          started_epoch_ms, consistency, ended)
 

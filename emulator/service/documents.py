@@ -230,7 +230,9 @@ async def read(call, container, id_seg: str, by_rid: bool):
                 await waiting
         version, lsn, ru = read_point(call, container, rs, pk_json, id, consistency, session)
     except CosmosError as e:
-        if not session_refused(e):
+        # Gateway only: direct mode's 404/1002 frame is the bundled client's, which keeps its
+        # session without it (and direct/point.py answers the same).
+        if not session_refused(e) or call.replica is not None:
             raise
         return responses.error(e, call.activity_id, refusal_headers(call, container, rs))
     if version is None:
