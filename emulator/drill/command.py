@@ -26,6 +26,8 @@ def build_parser(prog: str = "regionlab drill") -> argparse.ArgumentParser:
     p.add_argument("--control-token", help="the control port's token (default $REGIONLAB_CONTROL_TOKEN)")
     p.add_argument("--endpoint", help="with --control: the account endpoint (default: GET /topology's)")
     p.add_argument("--key", help="with --control: the account key (default: the emulator's well-known key)")
+    p.add_argument("--keep-database", action="store_true",
+                   help="with --control: keep the database the drill created (default: removed when the run ends)")
     p.add_argument("--out", default=REPORT_DIR_DEFAULT, help=f"report directory (default {REPORT_DIR_DEFAULT})")
     p.add_argument("--short", action="store_true", help=f"every time of the drill x{SHORT_SCALE}")
     p.add_argument("--duration-scale", type=float, default=None, help="every time of the drill x this")
@@ -61,7 +63,8 @@ def main(argv: list, out=None) -> int:
         drill = resolve(source) if what[0] == "run" else builtin(source)
         target = None
         if args.control:
-            target = remote(args.control, control_token(args.control_token), args.endpoint, args.key)
+            target = remote(args.control, control_token(args.control_token), args.endpoint, args.key,
+                            drop_database=not args.keep_database)
         report = run(drill, target=target, scale=scale, seed=args.seed, out=out, report_dir=args.out,
                      handle_signals=True)
     except (ConfigError, ControlError) as e:

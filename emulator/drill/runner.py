@@ -10,15 +10,20 @@ before the next begins, and comparison.py puts the runs side by side.
 """
 import asyncio
 import importlib.util
+import math
 import signal
 import sys
+import threading
 import time
 from contextlib import contextmanager
+
+from regionlab.client.aio import CosmosClient
+from regionlab.client.exceptions import CosmosResourceNotFoundError
 
 from .. import config, defaults
 from ..control_client import ControlError, call
 from ..embedded import EmbeddedEmulator
-from . import comparison, report as reports, served, verdict
+from . import comparison, html, report as reports, served, verdict
 from .guard import Guard, Interrupt
 from .progress import Progress, Stage
 from .scenario import DrillError, account_options
@@ -28,11 +33,15 @@ HEAL_TIMEOUT_S = 30.0
 
 
 class Target:
-    """Where the drill runs: the account endpoint and key, and the control port."""
+    """Where the drill runs: the account endpoint and key, and the control port. drop_database:
+    remove the drill's database at the end if the drill created it (the command line's choice for
+    a running emulator, `--keep-database` to keep it; an own emulator goes away whole)."""
 
-    def __init__(self, endpoint: str, key: str, control: str, token: str | None = None, regions: tuple = ()):
+    def __init__(self, endpoint: str, key: str, control: str, token: str | None = None, regions: tuple = (),
+                 drop_database: bool = False):
         self.endpoint, self.key, self.control, self.token = endpoint, key, control.rstrip("/"), token
         self.regions = regions             # a running emulator's (its account, not the drill's)
+        self.drop_database = drop_database
 
     def call(self, method: str, path: str, body=None):
         return call(self.control, method, path, body, token=self.token)
@@ -48,10 +57,11 @@ def own_emulator(drill):
         emu.stop()
 
 
-def remote(control: str, token: str | None = None, endpoint: str | None = None, key: str | None = None) -> Target:
+def remote(control: str, token: str | None = None, endpoint: str | None = None, key: str | None = None,
+           drop_database: bool = True) -> Target:
     topology = call(control.rstrip("/"), "GET", "/topology", token=token)
     return Target(endpoint or topology["account_endpoint"], key or defaults.EMULATOR_KEY, control, token,
-                  tuple(r["name"] for r in topology["regions"]))
+                  tuple(r["name"] for r in topology["regions"]), drop_database)
 
 
 def run(drill, target: Target, out=None, seed: int = 0, handle_signals: bool = False) -> dict:
@@ -78,6 +88,7 @@ async def _run_setups(drill, target: Target, out, seed: int, handle_signals: boo
     interrupt = Interrupt()
     if handle_signals:
         interrupt.install()
+    created = target.drop_database and not drill.served and not await _database_exists(target)
     try:
         if not drill.setups:
             report, _ = await _run(drill, target, out, seed, interrupt)
@@ -91,7 +102,28 @@ async def _run_setups(drill, target: Target, out, seed: int, handle_signals: boo
                 break                      # the setups after an early end do not run
         return comparison.combine(drill, runs)
     finally:
+        if created:
+            await _drop_database(target, out)
         interrupt.uninstall()
+
+
+async def _database_exists(target: Target) -> bool:
+    async with CosmosClient(target.endpoint, target.key) as client:
+        try:
+            await client.get_database_client(DATABASE).read()
+        except CosmosResourceNotFoundError:
+            return False
+    return True
+
+
+async def _drop_database(target: Target, out) -> None:
+    """The database the drill created on a running emulator goes when the run ends, however it ends."""
+    async with CosmosClient(target.endpoint, target.key) as client:
+        try:
+            await client.delete_database(DATABASE)
+        except CosmosResourceNotFoundError:
+            return
+    out.write(f"removed the database {DATABASE!r} the drill created (--keep-database keeps it)\n")
 
 
 def workload_for(drill, target: Target, seed: int):
@@ -124,6 +156,9 @@ async def _run(drill, target: Target, out, seed: int, interrupt: Interrupt) -> t
         finally:
             watcher.cancel()
             workload.stop()
+            # matplotlib's import takes 1-5 s: it overlaps the healing and the read-back, and
+            # starts only now so that its CPU does not count in the workload's latencies.
+            threading.Thread(target=html.load_pyplot, daemon=True).start()
             await _heal_own(target, workload)    # first: a blackholed request returns once healed
             await runner
             await workload.close()
@@ -161,7 +196,8 @@ def as_run(drill, started_at_ms: list, ended: dict | None = None):
     steps = [dict(s, at_ms=first_at[s["at_ms"]]) for s in drill.schedule[:len(started_at_ms)]]
     if ended is not None:
         return drill.__class__(**{**drill.__dict__, "schedule": steps,
-                                  "duration_ms": max(int(ended["at_ms"]), *(s["at_ms"] for s in steps), 0)})
+                                  # whole milliseconds, up to the last step that ran (unrounded)
+                                  "duration_ms": math.ceil(max(ended["at_ms"], *(s["at_ms"] for s in steps), 0))})
     return drill.__class__(**{**drill.__dict__, "schedule": steps + drill.schedule[len(steps):]})
 
 
