@@ -25,6 +25,7 @@ from ..control_client import ControlError, call
 from ..embedded import EmbeddedEmulator
 from . import comparison, html, report as reports, served, verdict
 from .guard import Guard, Interrupt
+from .live import Live
 from .progress import Progress, Stage
 from .scenario import DrillError, account_options
 from .workload import CONTAINER, DATABASE, Workload
@@ -140,6 +141,7 @@ def workload_for(drill, target: Target, seed: int):
 async def _run(drill, target: Target, out, seed: int, interrupt: Interrupt) -> tuple[dict, list]:
     workload = workload_for(drill, target, seed)
     progress = Progress(out, drill)
+    live = Live(target, drill, workload, progress, out)
     guard = Guard(drill, workload, interrupt)
     lost_before = {_lost_key(w) for w in (await _control(target, "GET", "/lost-writes"))["writes"]}
     if not await _prefill(workload, interrupt):
@@ -151,9 +153,11 @@ async def _run(drill, target: Target, out, seed: int, interrupt: Interrupt) -> t
     if guard.ended is None:
         runner = asyncio.ensure_future(workload.run())
         watcher = asyncio.ensure_future(guard.watch())
+        publisher = asyncio.ensure_future(live.publish_forever())
         try:
-            await _schedule(drill, target, workload, progress, guard)
+            await _schedule(drill, target, workload, progress, guard, live)
         finally:
+            publisher.cancel()
             watcher.cancel()
             workload.stop()
             # matplotlib's import takes 1-5 s: it overlaps the healing and the read-back, and
@@ -166,7 +170,9 @@ async def _run(drill, target: Target, out, seed: int, interrupt: Interrupt) -> t
     if guard.ended is not None:
         out.write(f"{guard.ended['kind']} at {guard.ended['at_ms'] / 1000:.1f} s: {guard.ended['reason']}; "
                   "every fault the drill injected is healed\n")
-    return await _report(drill, target, workload, lost_before, started_epoch_ms, guard.ended, out), workload.ops
+    report = await _report(drill, target, workload, lost_before, started_epoch_ms, guard.ended, out)
+    await live.publish(ended=report["ended"]["kind"])
+    return report, workload.ops
 
 
 async def _prefill(workload, interrupt: Interrupt) -> bool:
@@ -201,7 +207,7 @@ def as_run(drill, started_at_ms: list, ended: dict | None = None):
     return drill.__class__(**{**drill.__dict__, "schedule": steps + drill.schedule[len(steps):]})
 
 
-async def _schedule(drill, target, workload, progress, guard) -> None:
+async def _schedule(drill, target, workload, progress, guard, live) -> None:
     """The steps at their times, until the end or the guard ends the run (between steps)."""
     named = {}
     steps = list(drill.schedule)
@@ -218,6 +224,7 @@ async def _schedule(drill, target, workload, progress, guard) -> None:
             except ControlError as e:          # what only the account as it is now could refuse
                 guard.refused(i, reports.describe(step), getattr(e, "message", None) or str(e))
                 return
+            await live.publish()
         await guard.wait((drill.duration_ms - workload.now_ms()) / 1000.0)
     finally:
         ticker.cancel()

@@ -17,6 +17,7 @@ from .chaos_api import add_chaos_routes
 from .control_access import ControlAccess
 from .control_json import json_reply as _json
 from .dashboard_page import dashboard_response
+from .drill_api import add_drill_routes
 from .routing_api import add_routing_routes
 from .throughput_api import add_throughput_routes, describe as describe_throttling
 from ..core.limits import CONTROL_BODY_MAX_BYTES
@@ -43,6 +44,9 @@ ROUTES = (
     ("GET", "/metrics", "Prometheus text metrics"),
     ("GET", "/requests", "what the endpoints served, per 100 ms window, region, operation and status"),
     ("GET", "/debug/gc", "garbage collector pauses, freezes and event-loop lag"),
+    ("GET", "/drill", "the drill running against this emulator: phase, next step, timeline"),
+    ("PUT", "/drill", "a drill runner reports its state (the dashboard shows it)"),
+    ("DELETE", "/drill", "forget the drill's state"),
 )
 DOCS = "docs/control-api.md"
 
@@ -209,4 +213,5 @@ def control_app(emu) -> web.Application:
     add_chaos_routes(app, emu)
     add_throughput_routes(app, emu)
     add_routing_routes(app, emu)
+    add_drill_routes(app, emu)
     return app
