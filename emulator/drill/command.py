@@ -35,11 +35,19 @@ def build_parser(prog: str = "regionlab drill") -> argparse.ArgumentParser:
     return p
 
 
+# Each built-in's wall time end to end (the emulator's start, the prefill, the timeline, the
+# read-back, the history check and the report with its plots), as `python bench/drill_wall.py`
+# measured it on the shared 2-core machine at load 9-13; a quiet machine takes less.
+WALL_S_MEASURED = {"credits": 21, "failover": 30, "hedging-vs-breaker": 48, "lag": 27, "outage-playbook": 24,
+                   "primary-crash": 19, "region-outage": 33, "replica-move": 27, "throttle": 22}
+
+
 def _list(out) -> int:
     for name in builtin_names():
         d = builtin(name)
-        runs = f" x{len(d.setups)}" if d.setups else "   "
-        print(f"{name:20} {d.duration_ms / 1000:5.0f} s{runs}  {d.description}", file=out)
+        timeline = f"{d.duration_ms / 1000:.0f} s" + (f" x{len(d.setups)}" if d.setups else "")
+        wall = f"~{WALL_S_MEASURED[name]} s in all" if name in WALL_S_MEASURED else "wall time not measured"
+        print(f"{name:20} {timeline:>8} timeline, {wall:15}  {d.description}", file=out)
     return 0
 
 

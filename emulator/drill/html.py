@@ -49,6 +49,15 @@ def _shade(ax, report) -> None:
         ax.axvspan(w["start_ms"] / 1000, w["end_ms"] / 1000, color="tab:red", alpha=0.12)
 
 
+def _log_axis(ax) -> None:
+    """A log-scale y axis labelled 1, 2, 5, 10, 20, 50 ... ms (not 2x10^1)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
 def plots(report: dict, plt) -> list[tuple[str, str]]:
     t = [b["t_s"] for b in report["timeline"]]
     out = []
@@ -65,7 +74,7 @@ def plots(report: dict, plt) -> list[tuple[str, str]]:
     # Log scale: a 1 s stall and a 10 ms p50 are both readable on one axis.
     ax.bar([i - 0.2 for i in x], [max(p["p50_ms"], 0.1) for p in report["phases"]], width=0.4, label="p50")
     ax.bar([i + 0.2 for i in x], [max(p["p99_ms"], 0.1) for p in report["phases"]], width=0.4, label="p99")
-    ax.set_yscale("log")
+    _log_axis(ax)
     ax.set_xticks(list(x), names, fontsize=7), ax.set_ylabel("ms (log scale)"), ax.legend()
     ax.set_title("latency per phase")
     out.append(("Latency p50/p99 per phase", _png(plt, fig)))
@@ -110,7 +119,7 @@ def comparison_plots(report: dict, plt) -> list[tuple[str, str]]:
     a1.set_ylim(0, 1.1)
     _bars(a2, names, [max(r["p99_ms_in_fault_windows"], 0.1) for r in rows], "p99 ms in fault windows (log scale)",
           "{:.0f}", "tab:purple")
-    a2.set_yscale("log")
+    _log_axis(a2)
     out.append(("Availability and p99 latency in the fault windows, per setup", _png(plt, fig)))
 
     fig, ax = plt.subplots(figsize=PLOT_SIZE_IN)
