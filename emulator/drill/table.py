@@ -42,19 +42,22 @@ COMPARISON_COLUMNS = (("setup", 18), ("ops", 7), ("avail", 8), ("avail (faults)"
 
 
 def _cols(values, columns) -> str:
-    return "  ".join(str(v)[:w].ljust(w) if w else str(v) for v, (_, w) in zip(values, columns)).rstrip()
+    """A row padded to the columns' widths; a longer value pushes the rest right, never cut."""
+    return "  ".join(str(v).ljust(w) for v, (_, w) in zip(values, columns)).rstrip()
 
 
 def comparison(report: dict) -> list[str]:
     if "comparison" not in report:
         return []
+    width = max([COMPARISON_COLUMNS[0][1]] + [len(r["setup"]) for r in report["comparison"]])
+    columns = (("setup", width),) + COMPARISON_COLUMNS[1:]
     lines = ["", "setups compared (the same workload and faults, one after another):",
-             _cols((name for name, _ in COMPARISON_COLUMNS), COMPARISON_COLUMNS)]
+             _cols((name for name, _ in columns), columns)]
     for r in report["comparison"]:
         lines.append(_cols((r["setup"], r["ops"], pct(r["availability"]), pct(r["availability_in_fault_windows"]),
                             r["p99_ms"], r["p99_ms_in_fault_windows"], r["request_charge"],
                             f"{r['hedged_extra_charge']} ({r['extra_ru_share']:.1%})", r["breaker_opened"]),
-                           COMPARISON_COLUMNS))
+                           columns))
     return lines
 
 

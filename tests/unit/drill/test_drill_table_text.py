@@ -28,3 +28,13 @@ def test_the_workload_is_a_sentence():
     assert workload_text(w) == ("16 workers of the official azure-cosmos SDK, at most 500 operations/s: 70% reads, "
                                 "20% writes, 10% queries over 1000 keys; client options: preferred locations: "
                                 "East US, West US.")
+
+
+def test_a_long_setup_name_is_shown_whole():
+    from regionlab.emulator.drill.table import comparison
+    row = {"setup": "hedging at 150 ms and the partition-level breaker", "ops": 10, "availability": 1.0,
+           "availability_in_fault_windows": 0.5, "p99_ms": 3.0, "p99_ms_in_fault_windows": 500.0,
+           "request_charge": 10.0, "hedged_extra_charge": 1.0, "extra_ru_share": 0.1, "breaker_opened": 2}
+    lines = comparison({"comparison": [row]})
+    assert lines[-1].startswith("hedging at 150 ms and the partition-level breaker  10  ")
+    assert "50.00%" in lines[-1]
