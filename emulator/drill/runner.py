@@ -92,12 +92,13 @@ async def _run_setups(drill, target: Target, out, seed: int, handle_signals: boo
     created = target.drop_database and not drill.served and not await _database_exists(target)
     try:
         if not drill.setups:
-            report, _ = await _run(drill, target, out, seed, interrupt)
+            report, _ = await _run(drill, target, out, seed, interrupt, last=True)
             return report
         runs = []
         for setup in drill.setups:
             out.write(f"setup {setup['name']}: client options {setup['client_options']}\n")
-            report, ops = await _run(drill.for_setup(setup), target, out, seed, interrupt)
+            report, ops = await _run(drill.for_setup(setup), target, out, seed, interrupt,
+                                     last=setup is drill.setups[-1])
             runs.append((setup, report, ops))
             if report["ended"]["kind"] != "completed":
                 break                      # the setups after an early end do not run
@@ -138,7 +139,8 @@ def workload_for(drill, target: Target, seed: int):
     return Workload(drill, target.endpoint, target.key, seed)
 
 
-async def _run(drill, target: Target, out, seed: int, interrupt: Interrupt) -> tuple[dict, list]:
+async def _run(drill, target: Target, out, seed: int, interrupt: Interrupt, last: bool) -> tuple[dict, list]:
+    """One run of the workload and schedule, and its report; last: no setup runs after it."""
     workload = workload_for(drill, target, seed)
     progress = Progress(out, drill)
     live = Live(target, drill, workload, progress, out)
@@ -160,9 +162,10 @@ async def _run(drill, target: Target, out, seed: int, interrupt: Interrupt) -> t
             publisher.cancel()
             watcher.cancel()
             workload.stop()
-            # matplotlib's import takes 1-5 s: it overlaps the healing and the read-back, and
-            # starts only now so that its CPU does not count in the workload's latencies.
-            threading.Thread(target=html.load_pyplot, daemon=True).start()
+            if last:
+                # matplotlib's import takes 1-5 s: it overlaps the healing and the read-back, and
+                # starts only after the last run's workload, so its CPU counts in no latency.
+                threading.Thread(target=html.load_pyplot, daemon=True).start()
             await _heal_own(target, workload)    # first: a blackholed request returns once healed
             await runner
             await workload.close()
