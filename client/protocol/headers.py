@@ -88,6 +88,7 @@ ITEM_LSN = "x-ms-item-lsn"
 GLOBAL_COMMITTED_LSN = "x-ms-global-committed-lsn"
 RESOURCE_QUOTA = "x-ms-resource-quota"
 RESOURCE_USAGE = "x-ms-resource-usage"
+RESOURCE_TOKEN_EXPIRY = "x-ms-documentdb-expiry-seconds"    # a permission read: its token's lifetime (s)
 INDEX_TRANSFORMATION_PROGRESS = "x-ms-documentdb-collection-index-transformation-progress"
 LAZY_INDEXING_PROGRESS = "x-ms-documentdb-collection-lazy-indexing-progress"
 GATEWAY_VERSION = "x-ms-gatewayversion"

@@ -2,7 +2,7 @@
 
 Theory of operation: a durable account (runtime/persistence.py) keeps four things.
 * Its metadata and topology (databases, containers with their definitions and partition
-  ranges, offers, the account's rid sequence, its regions with their ids, the write region,
+  ranges, offers, users and their permissions, the account's rid sequence, its regions with their ids, the write region,
   the lost-writes log) are small and kept whole: `metadata(account)` is a JSON-able dict of
   all of it, written again after every change.
 * Each region's replica set of each partition: its committed LSN and state (`replica_state`:
@@ -64,6 +64,7 @@ def metadata(account) -> dict:
             "write_region": write_region_of(account), "failovers": len(account.failovers),
             "lost_writes": account.lost_writes,
             "regions": [[r.name, r.id] for r in account.regions],
+            "users": account.users.image(),
             "faults": [spec for spec in account.faults.active.values() if spec["type"] in KEPT_FAULT_TYPES],
             "fault_seq": account.faults._seq}
 
@@ -108,6 +109,7 @@ def restore_metadata(account, image: dict) -> None:
     for o in image["offers"]:
         account.offers[o["rid"]] = Offer(o["rid"], o["resource"], o["resource_rid"], o["throughput"],
                                          o["autoscale_max"], o["etag"], o["ts"], o.get("auto_upgrade"))
+    account.users.restore(image.get("users", ()))
 
 
 def restore_write_region(account, image: dict) -> None:

@@ -188,3 +188,13 @@ INDEX_POLICIES_CACHE_MAX_ENTRIES = 256       # compiled indexing policies, one p
 PATH_DECISIONS_CACHE_MAX_ENTRIES = 4096      # "is this path indexed" answers per policy (core/index_policy.py)
 INDEXED_PATHS_PER_STORE_MAX = 16             # materialised index paths per store; queries on further paths scan
 COLLECTION_RIDS_CACHE_MAX_ENTRIES = 4096     # a collection's rid bytes by its rid (core/rid.py)
+
+# Users and permissions (core/users.py; the service states no quota for them, these bound what the
+# account keeps and rewrites on each metadata change).
+USERS_PER_DATABASE_MAX = 1000
+PERMISSIONS_PER_USER_MAX = 100
+RESOURCE_LINK_MAX_CHARS = 2048                # a permission's `resource`: four ids and their segments
+RESOURCE_TOKEN_EXPIRY_DEFAULT_S = 3600        # x-ms-documentdb-expiry-seconds when absent (the service's)
+RESOURCE_TOKEN_EXPIRY_MIN_S = 10              # the service's range: 10 s to 5 hours
+RESOURCE_TOKEN_EXPIRY_MAX_S = 18_000
+RESOURCE_TOKENS_CACHE_MAX_BYTES = 1024 * 1024  # verified resource tokens by header text (service/resource_tokens.py)

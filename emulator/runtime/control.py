@@ -16,8 +16,9 @@ from ..core.consistency import BOUNDED
 from .chaos_api import add_chaos_routes
 from .control_access import ControlAccess
 from .control_json import json_reply as _json
-from .dashboard_page import dashboard_response
+from .dashboard_page import dashboard_response, explorer_response
 from .drill_api import add_drill_routes
+from .explorer_api import add_explorer_routes
 from .routing_api import add_routing_routes
 from .throughput_api import add_throughput_routes, describe as describe_throttling
 from ..core.limits import CONTROL_BODY_MAX_BYTES
@@ -47,6 +48,9 @@ ROUTES = (
     ("GET", "/drill", "the drill running against this emulator: phase, next step, timeline"),
     ("PUT", "/drill", "a drill runner reports its state (the dashboard shows it)"),
     ("DELETE", "/drill", "forget the drill's state"),
+    ("GET", "/explorer", "the data explorer (a page): databases, containers, items and queries per region"),
+    ("GET", "/explorer/api/{endpoint}/{path}", "a REST read of a region's service (or `global`), as the explorer sends it"),
+    ("POST", "/explorer/api/{endpoint}/{path}", "a REST create or query (PUT, DELETE: replace, delete) through the explorer"),
 )
 DOCS = "docs/control-api.md"
 
@@ -214,4 +218,5 @@ def control_app(emu) -> web.Application:
     add_throughput_routes(app, emu)
     add_routing_routes(app, emu)
     add_drill_routes(app, emu)
+    add_explorer_routes(app, emu, explorer_response)
     return app
