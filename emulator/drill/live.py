@@ -27,6 +27,7 @@ class Live:
         self.counts: dict[int, list] = {}        # bucket -> [ops, errors]
         self.seen = 0                            # workload.ops counted so far
         self.on = True
+        self._sending = asyncio.Lock()          # one PUT at a time: a late one must not undo a newer state
 
     def _timeline(self) -> list:
         ops = self.workload.ops
@@ -53,13 +54,14 @@ class Live:
                 "ended": ended}
 
     async def publish(self, ended: str | None = None) -> None:
-        if not self.on:
-            return
-        try:
-            await asyncio.to_thread(self.target.call, "PUT", "/drill", self.state(ended))
-        except ControlError as e:
-            self.on = False
-            self.out.write(f"dashboard: the control port does not show this drill ({e})\n")
+        async with self._sending:
+            if not self.on:
+                return
+            try:
+                await asyncio.to_thread(self.target.call, "PUT", "/drill", self.state(ended))
+            except ControlError as e:
+                self.on = False
+                self.out.write(f"dashboard: the control port does not show this drill ({e})\n")
 
     async def publish_forever(self) -> None:
         while True:
