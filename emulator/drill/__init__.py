@@ -9,11 +9,13 @@
     table.py / html.py   the terminal summary and the self-contained report.html
     builtin/     the built-in drills, one scenario file each
 """
+import io
 import json
 import os
 from importlib import resources
 
 from . import html, runner, table
+from .progress import Stage
 from .scenario import Drill, DrillError, check_regions, load, parse
 
 SHORT_SCALE = 0.3                  # `--short`: every time of the drill times this
@@ -85,17 +87,20 @@ def run(file_or_name, *, target=None, scale: float = 1.0, seed: int = 0, out=Non
     else:
         report = runner.run(drill, target, out, seed, handle_signals)
     if report_dir is not None:
-        write(report, report_dir)
+        write(report, report_dir, out)
     return Report(report)
 
 
-def write(report: dict, report_dir: str) -> tuple[str, str]:
+def write(report: dict, report_dir: str, out=None) -> tuple[str, str]:
+    """report.json and report.html in report_dir; with out, a line on each (the plots take seconds)."""
     os.makedirs(report_dir, exist_ok=True)
     json_path, html_path = os.path.join(report_dir, "report.json"), os.path.join(report_dir, "report.html")
     with open(json_path, "w", encoding="utf-8") as f:
         json.dump(report, f, indent=2)
+    with Stage(out or io.StringIO(), f"writing {html_path} with its plots"):
+        page = html.render(report)
     with open(html_path, "w", encoding="utf-8") as f:
-        f.write(html.render(report))
+        f.write(page)
     return json_path, html_path
 
 

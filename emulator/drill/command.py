@@ -26,6 +26,8 @@ def build_parser(prog: str = "regionlab drill") -> argparse.ArgumentParser:
     p.add_argument("--control-token", help="the control port's token (default $REGIONLAB_CONTROL_TOKEN)")
     p.add_argument("--endpoint", help="with --control: the account endpoint (default: GET /topology's)")
     p.add_argument("--key", help="with --control: the account key (default: the emulator's well-known key)")
+    p.add_argument("--keep-database", action="store_true",
+                   help="with --control: keep the database the drill created (default: removed when the run ends)")
     p.add_argument("--out", default=REPORT_DIR_DEFAULT, help=f"report directory (default {REPORT_DIR_DEFAULT})")
     p.add_argument("--short", action="store_true", help=f"every time of the drill x{SHORT_SCALE}")
     p.add_argument("--duration-scale", type=float, default=None, help="every time of the drill x this")
@@ -33,11 +35,19 @@ def build_parser(prog: str = "regionlab drill") -> argparse.ArgumentParser:
     return p
 
 
+# Each built-in's wall time end to end (the emulator's start, the prefill, the timeline, the
+# read-back, the history check and the report with its plots), as `python bench/drill_wall.py`
+# measured it on the shared 2-core machine at load 9-13; a quiet machine takes less.
+WALL_S_MEASURED = {"credits": 21, "failover": 30, "hedging-vs-breaker": 48, "lag": 27, "outage-playbook": 24,
+                   "primary-crash": 19, "region-outage": 33, "replica-move": 27, "throttle": 22}
+
+
 def _list(out) -> int:
     for name in builtin_names():
         d = builtin(name)
-        runs = f" x{len(d.setups)}" if d.setups else "   "
-        print(f"{name:20} {d.duration_ms / 1000:5.0f} s{runs}  {d.description}", file=out)
+        timeline = f"{d.duration_ms / 1000:.0f} s" + (f" x{len(d.setups)}" if d.setups else "")
+        wall = f"~{WALL_S_MEASURED[name]} s in all" if name in WALL_S_MEASURED else "wall time not measured"
+        print(f"{name:20} {timeline:>8} timeline, {wall:15}  {d.description}", file=out)
     return 0
 
 
@@ -61,7 +71,8 @@ def main(argv: list, out=None) -> int:
         drill = resolve(source) if what[0] == "run" else builtin(source)
         target = None
         if args.control:
-            target = remote(args.control, control_token(args.control_token), args.endpoint, args.key)
+            target = remote(args.control, control_token(args.control_token), args.endpoint, args.key,
+                            drop_database=not args.keep_database)
         report = run(drill, target=target, scale=scale, seed=args.seed, out=out, report_dir=args.out,
                      handle_signals=True)
     except (ConfigError, ControlError) as e:

@@ -11,10 +11,15 @@ import html
 import io
 import json
 import os
+import textwrap
+
+from .table import lost_line, pct, workload_text
 
 NO_PLOTS_VARIABLE = "REGIONLAB_REPORT_NO_PLOTS"
 PLOT_DPI = 90
-PLOT_SIZE_IN = (8.0, 3.0)
+PLOT_SIZE_IN = (13.0, 3.6)         # drawn as wide as the page (CSS), so labels need not be cut
+LOST_ROWS_OPEN_MAX = 20            # a longer list of lost writes is folded (<details>)
+LABEL_WRAP = 22
 INSTALL_HINT = "pip install 'regionlab[report]'"
 
 
@@ -44,6 +49,15 @@ def _shade(ax, report) -> None:
         ax.axvspan(w["start_ms"] / 1000, w["end_ms"] / 1000, color="tab:red", alpha=0.12)
 
 
+def _log_axis(ax) -> None:
+    """A log-scale y axis labelled 1, 2, 5, 10, 20, 50 ... ms (not 2x10^1)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
 def plots(report: dict, plt) -> list[tuple[str, str]]:
     t = [b["t_s"] for b in report["timeline"]]
     out = []
@@ -55,11 +69,13 @@ def plots(report: dict, plt) -> list[tuple[str, str]]:
     out.append(("Throughput and errors over time", _png(plt, fig)))
 
     fig, ax = plt.subplots(figsize=PLOT_SIZE_IN)
-    names = [p["name"][:24] for p in report["phases"]]
+    names = [textwrap.fill(p["name"], LABEL_WRAP) for p in report["phases"]]
     x = range(len(names))
-    ax.bar([i - 0.2 for i in x], [p["p50_ms"] for p in report["phases"]], width=0.4, label="p50")
-    ax.bar([i + 0.2 for i in x], [p["p99_ms"] for p in report["phases"]], width=0.4, label="p99")
-    ax.set_xticks(list(x), names, rotation=15, fontsize=7), ax.set_ylabel("ms"), ax.legend()
+    # Log scale: a 1 s stall and a 10 ms p50 are both readable on one axis.
+    ax.bar([i - 0.2 for i in x], [max(p["p50_ms"], 0.1) for p in report["phases"]], width=0.4, label="p50")
+    ax.bar([i + 0.2 for i in x], [max(p["p99_ms"], 0.1) for p in report["phases"]], width=0.4, label="p99")
+    _log_axis(ax)
+    ax.set_xticks(list(x), names, fontsize=7), ax.set_ylabel("ms (log scale)"), ax.legend()
     ax.set_title("latency per phase")
     out.append(("Latency p50/p99 per phase", _png(plt, fig)))
 
@@ -101,7 +117,9 @@ def comparison_plots(report: dict, plt) -> list[tuple[str, str]]:
     fig, (a1, a2) = plt.subplots(1, 2, figsize=PLOT_SIZE_IN)
     _bars(a1, names, [r["availability_in_fault_windows"] for r in rows], "availability in fault windows", "{:.3f}")
     a1.set_ylim(0, 1.1)
-    _bars(a2, names, [r["p99_ms_in_fault_windows"] for r in rows], "p99 ms in fault windows", "{:.0f}", "tab:purple")
+    _bars(a2, names, [max(r["p99_ms_in_fault_windows"], 0.1) for r in rows], "p99 ms in fault windows (log scale)",
+          "{:.0f}", "tab:purple")
+    _log_axis(a2)
     out.append(("Availability and p99 latency in the fault windows, per setup", _png(plt, fig)))
 
     fig, ax = plt.subplots(figsize=PLOT_SIZE_IN)
@@ -134,7 +152,7 @@ def _stacked(ax, names, counts: list, title: str) -> None:
     bottom = [0] * len(names)
     for k in keys:
         values = [c.get(k, 0) for c in counts]
-        ax.bar(range(len(names)), values, bottom=bottom, label=k[:28])
+        ax.bar(range(len(names)), values, bottom=bottom, label=k)
         bottom = [b + v for b, v in zip(bottom, values)]
     if not keys:
         ax.text(0.5, 0.5, "none", ha="center", va="center", transform=ax.transAxes)
@@ -165,12 +183,28 @@ def _history_check(h: dict | None) -> str:
             f"{h['unknown_applied']} of them applied.</p>" + (_table(("check", "what"), rows) if rows else ""))
 
 
+def _value(a: dict, key: str = "value"):
+    """An availability verdict's value or limit as a percentage; others as they are."""
+    v = a[key]
+    return pct(v) if a["name"].startswith("availability") and isinstance(v, (int, float)) else v
+
+
+def _lost_table(rows: list) -> str:
+    if not rows:
+        return ""
+    table = _table(("id", "partition", "lsn", "operation", "region", "reason"), rows)
+    if len(rows) <= LOST_ROWS_OPEN_MAX:
+        return table
+    return f"<details><summary>the {len(rows)} lost writes</summary>{table}</details>"
+
+
 def render(report: dict) -> str:
     plt = load_pyplot()
-    phase_rows = [(p["name"], p["ops"], p["ops_per_s"], _fmt(p["errors_by_status"]), p["p50_ms"], p["p99_ms"],
+    phase_rows = [(p["name"], p["ops"], p["ops_per_s"], _fmt(p["errors_by_status"]),
+                   pct(p["availability"]) if p["ops"] else "-", p["p50_ms"], p["p99_ms"],
                    _fmt(p["retries_by_reason"]), p["request_charge"], p["hedged_extra_charge"], _fmt(p["served_by"]))
                   for p in report["phases"] + [dict(report["total"], name="total")]]
-    fault_rows = [(w["label"], f"{w['start_ms']:.0f}", f"{w['end_ms']:.0f}", w["ops"], f"{w['availability']:.2%}" if w["ops"] else "-",
+    fault_rows = [(w["label"], f"{w['start_ms']:.0f}", f"{w['end_ms']:.0f}", w["ops"], pct(w["availability"]) if w["ops"] else "-",
                    w["p99_ms"], _fmt(w["errors_by_status"]),
                    "not recovered" if w["rto_ms"] is None else f"{w['rto_ms']:.0f} ±{w['rto_bin_ms']}",
                    w["rpo_writes"]) for w in report["faults"]]
@@ -178,7 +212,7 @@ def render(report: dict) -> str:
     lost_rows = [(w["id"], w["partition"], w["lsn"], w["operation"], w["region"], w["reason"]) for w in lost["writes"]]
     verdicts = [({True: "PASS", False: "FAIL", None: "not judged"}[a["held"]],
                  a["name"] + (f" ({a['detail']})" if a.get("detail") else ""),
-                 "nothing to judge" if a["held"] is None else a["value"], f"{a['op']} {a['limit']}")
+                 "nothing to judge" if a["held"] is None else _value(a), f"{a['op']} {_value(a, 'limit')}")
                 for a in report["assertions"]]
     if plt is None:
         figures = (f"<p class=note>Plots need matplotlib: <code>{INSTALL_HINT}</code>, then run the drill "
@@ -196,8 +230,8 @@ def render(report: dict) -> str:
     scaled = "" if scale == 1.0 else f"<p>Every time of the timeline x{scale:g} (--duration-scale).</p>"
     compared = ""
     if "comparison" in report:
-        rows = [(r["setup"], json.dumps(s["client_options"]), r["ops"], r["availability"],
-                 r["availability_in_fault_windows"], r["p99_ms"], r["p99_ms_in_fault_windows"], r["request_charge"],
+        rows = [(r["setup"], json.dumps(s["client_options"]), r["ops"], pct(r["availability"]),
+                 pct(r["availability_in_fault_windows"]), r["p99_ms"], r["p99_ms_in_fault_windows"], r["request_charge"],
                  r["hedged_extra_charge"], f"{r['extra_ru_share']:.1%}", r["breaker_opened"])
                 for r, s in zip(report["comparison"], report["setups"])]
         compared = "<h2>Setups compared</h2>" + _table(
@@ -207,23 +241,22 @@ def render(report: dict) -> str:
     if report.get("client_changes"):
         changes = "<h2>Client option changes</h2>" + _table(
             ("step", "at ms", "availability before", "availability after", "p99 ms before", "p99 ms after"),
-            [(c["label"], f"{c['at_ms']:.0f}", c["availability_before"], c["availability_after"], c["p99_ms_before"],
+            [(c["label"], f"{c['at_ms']:.0f}", pct(c["availability_before"]), pct(c["availability_after"]), c["p99_ms_before"],
               c["p99_ms_after"]) for c in report["client_changes"]])
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>regionlab drill {html.escape(report['drill'])}</title>
 <style>body{{font:14px system-ui,sans-serif;margin:2em;color:#222}}table{{border-collapse:collapse;margin:.5em 0 1.5em}}
 td,th{{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left}}th{{background:#f0f0f0}}
-.passed{{color:#070}}.FAILED,.ABORTED,.INTERRUPTED{{color:#b00}}.note{{background:#fff8dc;padding:.6em}}figure{{margin:0 0 1em}}</style></head><body>
+.passed{{color:#070}}.FAILED,.ABORTED,.INTERRUPTED{{color:#b00}}.note{{background:#fff8dc;padding:.6em}}figure{{margin:0 0 1em}}figure img{{width:100%;height:auto}}summary{{cursor:pointer}}</style></head><body>
 <h1>regionlab drill <code>{html.escape(report['drill'])}</code>: <span class="{result}">{result}</span></h1>
 {stopped}<p>{html.escape(report['description'])}</p>{scaled}
 <p>Account: {html.escape(', '.join(report['account']['regions']))}; {report['account']['consistency']};
-multi-write {report['account']['multi_write']}. Workload: {html.escape(json.dumps(report['workload']))}</p>
+multi-write {report['account']['multi_write']}.</p><p>Workload: {html.escape(workload_text(report['workload']))}</p>
 <h2>Assertions</h2>{_table(('', 'assertion', 'value', 'limit'), verdicts) if verdicts else '<p>none</p>'}
 {compared}{changes}<h2>Plots</h2>{figures}
-<h2>Phases</h2>{_table(('phase', 'ops', 'ops/s', 'errors', 'p50 ms', 'p99 ms', 'retries', 'RU', 'hedged extra RU', 'served by'), phase_rows)}
+<h2>Phases</h2>{_table(('phase', 'ops', 'ops/s', 'errors', 'availability', 'p50 ms', 'p99 ms', 'retries', 'RU', 'hedged extra RU', 'served by'), phase_rows)}
 <h2>Faults: availability, recovery (RTO) and lost writes (RPO) of each window</h2>{_table(('fault / failover', 'from ms', 'to ms', 'ops', 'availability', 'p99 ms', 'errors', 'RTO ms', 'lost writes'), fault_rows)}
-<h2>Lost writes</h2><p>{lost['listed']} listed by GET /lost-writes; {lost['acknowledged_unreadable']} of
-{lost['acknowledged_writes']} acknowledged writes no longer readable; every unreadable one listed: {lost['match']}.</p>
-{_table(('id', 'partition', 'lsn', 'operation', 'region', 'reason'), lost_rows) if lost_rows else ''}
+<h2>Lost writes</h2><p>{html.escape(lost_line(lost))}.</p>
+{_lost_table(lost_rows)}
 {_history_check(report.get("history_check"))}
 </body></html>
 """

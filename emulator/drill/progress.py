@@ -2,6 +2,7 @@
 On a terminal one line is rewritten in place (\\r) every TICK_S; otherwise a plain line is
 printed as each phase ends, so a CI log reads top to bottom."""
 import asyncio
+import time
 
 TICK_S = 0.5
 
@@ -45,3 +46,22 @@ class Progress:
 
     def finish(self, workload) -> None:
         self._write(self._line(workload), final=True)
+
+
+class Stage:
+    """One line per stage of building the report (reading writes back, the history check, the
+    plots), with how long it took: the seconds after the run are not silent."""
+
+    def __init__(self, out, text: str):
+        self.out, self.text = out, text
+
+    def __enter__(self):
+        self.began = time.monotonic()
+        self.out.write(f"report: {self.text} ...\n")
+        self.out.flush()
+        return self
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            self.out.write(f"report: {self.text}: {time.monotonic() - self.began:.1f} s\n")
+            self.out.flush()

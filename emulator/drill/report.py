@@ -97,8 +97,7 @@ def summarize(ops: list[Op], span_ms: float) -> dict:
         opened += op.breaker_opened
         kinds[op.kind] = kinds.get(op.kind, 0) + 1
         if not op.ok:
-            key = f"{op.status}/{op.sub_status}" if op.status else "transport"
-            errors[key] = errors.get(key, 0) + 1
+            errors[op.error_key] = errors.get(op.error_key, 0) + 1
         for r in op.retries:
             retries[r] = retries.get(r, 0) + 1
         if op.region:

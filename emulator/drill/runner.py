@@ -10,17 +10,23 @@ before the next begins, and comparison.py puts the runs side by side.
 """
 import asyncio
 import importlib.util
+import math
 import signal
 import sys
+import threading
 import time
 from contextlib import contextmanager
+
+from regionlab.client.aio import CosmosClient
+from regionlab.client.exceptions import CosmosResourceNotFoundError
 
 from .. import config, defaults
 from ..control_client import ControlError, call
 from ..embedded import EmbeddedEmulator
-from . import comparison, report as reports, served, verdict
+from . import comparison, html, report as reports, served, verdict
 from .guard import Guard, Interrupt
-from .progress import Progress
+from .live import Live
+from .progress import Progress, Stage
 from .scenario import DrillError, account_options
 from .workload import CONTAINER, DATABASE, Workload
 
@@ -28,11 +34,15 @@ HEAL_TIMEOUT_S = 30.0
 
 
 class Target:
-    """Where the drill runs: the account endpoint and key, and the control port."""
+    """Where the drill runs: the account endpoint and key, and the control port. drop_database:
+    remove the drill's database at the end if the drill created it (the command line's choice for
+    a running emulator, `--keep-database` to keep it; an own emulator goes away whole)."""
 
-    def __init__(self, endpoint: str, key: str, control: str, token: str | None = None, regions: tuple = ()):
+    def __init__(self, endpoint: str, key: str, control: str, token: str | None = None, regions: tuple = (),
+                 drop_database: bool = False):
         self.endpoint, self.key, self.control, self.token = endpoint, key, control.rstrip("/"), token
         self.regions = regions             # a running emulator's (its account, not the drill's)
+        self.drop_database = drop_database
 
     def call(self, method: str, path: str, body=None):
         return call(self.control, method, path, body, token=self.token)
@@ -48,10 +58,11 @@ def own_emulator(drill):
         emu.stop()
 
 
-def remote(control: str, token: str | None = None, endpoint: str | None = None, key: str | None = None) -> Target:
+def remote(control: str, token: str | None = None, endpoint: str | None = None, key: str | None = None,
+           drop_database: bool = True) -> Target:
     topology = call(control.rstrip("/"), "GET", "/topology", token=token)
     return Target(endpoint or topology["account_endpoint"], key or defaults.EMULATOR_KEY, control, token,
-                  tuple(r["name"] for r in topology["regions"]))
+                  tuple(r["name"] for r in topology["regions"]), drop_database)
 
 
 def run(drill, target: Target, out=None, seed: int = 0, handle_signals: bool = False) -> dict:
@@ -78,20 +89,43 @@ async def _run_setups(drill, target: Target, out, seed: int, handle_signals: boo
     interrupt = Interrupt()
     if handle_signals:
         interrupt.install()
+    created = target.drop_database and not drill.served and not await _database_exists(target)
     try:
         if not drill.setups:
-            report, _ = await _run(drill, target, out, seed, interrupt)
+            report, _ = await _run(drill, target, out, seed, interrupt, last=True)
             return report
         runs = []
         for setup in drill.setups:
             out.write(f"setup {setup['name']}: client options {setup['client_options']}\n")
-            report, ops = await _run(drill.for_setup(setup), target, out, seed, interrupt)
+            report, ops = await _run(drill.for_setup(setup), target, out, seed, interrupt,
+                                     last=setup is drill.setups[-1])
             runs.append((setup, report, ops))
             if report["ended"]["kind"] != "completed":
                 break                      # the setups after an early end do not run
         return comparison.combine(drill, runs)
     finally:
+        if created:
+            await _drop_database(target, out)
         interrupt.uninstall()
+
+
+async def _database_exists(target: Target) -> bool:
+    async with CosmosClient(target.endpoint, target.key) as client:
+        try:
+            await client.get_database_client(DATABASE).read()
+        except CosmosResourceNotFoundError:
+            return False
+    return True
+
+
+async def _drop_database(target: Target, out) -> None:
+    """The database the drill created on a running emulator goes when the run ends, however it ends."""
+    async with CosmosClient(target.endpoint, target.key) as client:
+        try:
+            await client.delete_database(DATABASE)
+        except CosmosResourceNotFoundError:
+            return
+    out.write(f"removed the database {DATABASE!r} the drill created (--keep-database keeps it)\n")
 
 
 def workload_for(drill, target: Target, seed: int):
@@ -105,9 +139,11 @@ def workload_for(drill, target: Target, seed: int):
     return Workload(drill, target.endpoint, target.key, seed)
 
 
-async def _run(drill, target: Target, out, seed: int, interrupt: Interrupt) -> tuple[dict, list]:
+async def _run(drill, target: Target, out, seed: int, interrupt: Interrupt, last: bool) -> tuple[dict, list]:
+    """One run of the workload and schedule, and its report; last: no setup runs after it."""
     workload = workload_for(drill, target, seed)
     progress = Progress(out, drill)
+    live = Live(target, drill, workload, progress, out)
     guard = Guard(drill, workload, interrupt)
     lost_before = {_lost_key(w) for w in (await _control(target, "GET", "/lost-writes"))["writes"]}
     if not await _prefill(workload, interrupt):
@@ -119,11 +155,17 @@ async def _run(drill, target: Target, out, seed: int, interrupt: Interrupt) -> t
     if guard.ended is None:
         runner = asyncio.ensure_future(workload.run())
         watcher = asyncio.ensure_future(guard.watch())
+        publisher = asyncio.ensure_future(live.publish_forever())
         try:
-            await _schedule(drill, target, workload, progress, guard)
+            await _schedule(drill, target, workload, progress, guard, live)
         finally:
+            publisher.cancel()
             watcher.cancel()
             workload.stop()
+            if last:
+                # matplotlib's import takes 1-5 s: it overlaps the healing and the read-back, and
+                # starts only after the last run's workload, so its CPU counts in no latency.
+                threading.Thread(target=html.load_pyplot, daemon=True).start()
             await _heal_own(target, workload)    # first: a blackholed request returns once healed
             await runner
             await workload.close()
@@ -131,7 +173,9 @@ async def _run(drill, target: Target, out, seed: int, interrupt: Interrupt) -> t
     if guard.ended is not None:
         out.write(f"{guard.ended['kind']} at {guard.ended['at_ms'] / 1000:.1f} s: {guard.ended['reason']}; "
                   "every fault the drill injected is healed\n")
-    return await _report(drill, target, workload, lost_before, started_epoch_ms, guard.ended), workload.ops
+    report = await _report(drill, target, workload, lost_before, started_epoch_ms, guard.ended, out)
+    await live.publish(ended=report["ended"]["kind"])
+    return report, workload.ops
 
 
 async def _prefill(workload, interrupt: Interrupt) -> bool:
@@ -161,11 +205,12 @@ def as_run(drill, started_at_ms: list, ended: dict | None = None):
     steps = [dict(s, at_ms=first_at[s["at_ms"]]) for s in drill.schedule[:len(started_at_ms)]]
     if ended is not None:
         return drill.__class__(**{**drill.__dict__, "schedule": steps,
-                                  "duration_ms": max(int(ended["at_ms"]), *(s["at_ms"] for s in steps), 0)})
+                                  # whole milliseconds, up to the last step that ran (unrounded)
+                                  "duration_ms": math.ceil(max(ended["at_ms"], *(s["at_ms"] for s in steps), 0))})
     return drill.__class__(**{**drill.__dict__, "schedule": steps + drill.schedule[len(steps):]})
 
 
-async def _schedule(drill, target, workload, progress, guard) -> None:
+async def _schedule(drill, target, workload, progress, guard, live) -> None:
     """The steps at their times, until the end or the guard ends the run (between steps)."""
     named = {}
     steps = list(drill.schedule)
@@ -182,6 +227,7 @@ async def _schedule(drill, target, workload, progress, guard) -> None:
             except ControlError as e:          # what only the account as it is now could refuse
                 guard.refused(i, reports.describe(step), getattr(e, "message", None) or str(e))
                 return
+            await live.publish()
         await guard.wait((drill.duration_ms - workload.now_ms()) / 1000.0)
     finally:
         ticker.cancel()
@@ -249,7 +295,8 @@ def _lost_key(w: dict) -> tuple:
     return (w["database"], w["container"], w["partition"], w["lsn"], w["id"])
 
 
-async def _report(drill, target, workload, lost_before: set, started_epoch_ms: float, ended: dict | None) -> dict:
+async def _report(drill, target, workload, lost_before: set, started_epoch_ms: float, ended: dict | None,
+                  out) -> dict:
     if drill.served:
         return await _served_report(drill, target, workload, lost_before, started_epoch_ms, ended)
     topology = await _control(target, "GET", "/topology")
@@ -257,11 +304,14 @@ async def _report(drill, target, workload, lost_before: set, started_epoch_ms: f
               if _lost_key(w) not in lost_before and w["database"] == DATABASE and w["container"] == CONTAINER]
     failovers = [f for f in (await _control(target, "GET", "/failovers"))["failovers"]
                  if (f.get("started_ms") or 0) >= started_epoch_ms]
-    present = await workload.read_back(topology["write_regions"][0])
+    writes = sum(1 for op in workload.ops if op.kind == "write")
+    with Stage(out, f"reading back {writes} writes in {topology['write_regions'][0]}"):
+        present = await workload.read_back(topology["write_regions"][0])
     acked = {op.item_id for op in workload.ops if op.kind == "write" and op.ok}
     lost = reports.LostWrites(listed=listed, acked=len(acked), acked_unreadable=sorted(acked - present),
                               listed_acked=sorted({w["id"] for w in listed} & acked))
-    consistency = verdict.check(drill, workload.ops, present, {w["id"] for w in listed})
+    with Stage(out, f"history check of {len(workload.ops)} operations"):
+        consistency = verdict.check(drill, workload.ops, present, {w["id"] for w in listed})
     return reports.build(as_run(drill, workload.step_started_ms, ended), workload.ops, lost, failovers,
                          started_epoch_ms, consistency, ended)
 

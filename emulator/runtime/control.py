@@ -17,6 +17,7 @@ from .chaos_api import add_chaos_routes
 from .control_access import ControlAccess
 from .control_json import json_reply as _json
 from .dashboard_page import dashboard_response, explorer_response
+from .drill_api import add_drill_routes
 from .explorer_api import add_explorer_routes
 from .routing_api import add_routing_routes
 from .throughput_api import add_throughput_routes, describe as describe_throttling
@@ -44,6 +45,9 @@ ROUTES = (
     ("GET", "/metrics", "Prometheus text metrics"),
     ("GET", "/requests", "what the endpoints served, per 100 ms window, region, operation and status"),
     ("GET", "/debug/gc", "garbage collector pauses, freezes and event-loop lag"),
+    ("GET", "/drill", "the drill running against this emulator: phase, next step, timeline"),
+    ("PUT", "/drill", "a drill runner reports its state (the dashboard shows it)"),
+    ("DELETE", "/drill", "forget the drill's state"),
     ("GET", "/explorer", "the data explorer (a page): databases, containers, items and queries per region"),
     ("GET", "/explorer/api/{endpoint}/{path}", "a REST read of a region's service (or `global`), as the explorer sends it"),
     ("POST", "/explorer/api/{endpoint}/{path}", "a REST create or query (PUT, DELETE: replace, delete) through the explorer"),
@@ -213,5 +217,6 @@ def control_app(emu) -> web.Application:
     add_chaos_routes(app, emu)
     add_throughput_routes(app, emu)
     add_routing_routes(app, emu)
+    add_drill_routes(app, emu)
     add_explorer_routes(app, emu, explorer_response)
     return app

@@ -16,7 +16,7 @@ from ..core.errors import CosmosError, bad_request, not_found
 from ..core.validation import ValidationError, check_id, parse_item_body
 from . import admission, partition_keys, responses
 from .call import item_of
-from .sessions import parse_session, session_headers
+from .sessions import parse_session, refusal_headers, session_headers, session_refused
 from ..core.limits import ITEM_MAX_BYTES
 
 WRITE_OPS = {"POST", "PUT", "PATCH", "DELETE"}
@@ -223,11 +223,18 @@ def read_point(call, container, rs, pk_json: str, id: str, consistency: str, ses
 
 async def read(call, container, id_seg: str, by_rid: bool):
     rs, pk_json, id, consistency, session = read_target(call, container, id_seg, by_rid)
-    if call.replica is None:
-        waiting = call.svc.readable(rs, consistency, session)
-        if waiting is not None:
-            await waiting
-    version, lsn, ru = read_point(call, container, rs, pk_json, id, consistency, session)
+    try:
+        if call.replica is None:
+            waiting = call.svc.readable(rs, consistency, session)
+            if waiting is not None:
+                await waiting
+        version, lsn, ru = read_point(call, container, rs, pk_json, id, consistency, session)
+    except CosmosError as e:
+        # Gateway only: direct mode's 404/1002 frame is the bundled client's, which keeps its
+        # session without it (and direct/point.py answers the same).
+        if not session_refused(e) or call.replica is not None:
+            raise
+        return responses.error(e, call.activity_id, refusal_headers(call, container, rs))
     if version is None:
         hdrs = session_headers(call, container, rs, lsn)
         hdrs[H.REQUEST_CHARGE] = responses.charge_text(ru)

@@ -48,7 +48,7 @@ from ..core.documents import choose_replica, pk_values_of
 from ..core.errors import CosmosError, bad_request
 from ..core.validation import ValidationError, parse_json_body
 from . import admission, partition_keys, query_metrics, responses
-from .sessions import parse_session, token as session_token
+from .sessions import parse_session, refusal_headers, session_refused, token as session_token
 
 QUERY_SCAN_CHUNK_DOCS = 256               # keys one ordered walk of a store takes at a time, at most
 # The first walk takes this many and each next one twice as many, up to QUERY_SCAN_CHUNK_DOCS:
@@ -153,6 +153,14 @@ def _scope(call, container):
     return indexes, None, epk_range
 
 
+class _SessionRefused(Exception):
+    """A partition in scope cannot serve the session yet: its 404/1002 with its session headers."""
+
+    def __init__(self, err, headers: dict):
+        super().__init__(err.message)
+        self.err, self.headers = err, headers
+
+
 def _reads(call, container, consistency, session):
     """(partitions in scope as [(replica set, visible LSN)], pk_json or None, key filter or None,
     each one's min EPK)."""
@@ -160,7 +168,12 @@ def _reads(call, container, consistency, session):
     reads = []
     for i in indexes:
         rs = container.partitions[i].for_read(call.region)
-        reads.append((rs, choose_replica(rs, consistency, session, call.svc.primary_ok, call.pins())[1]))
+        try:
+            reads.append((rs, choose_replica(rs, consistency, session, call.svc.primary_ok, call.pins())[1]))
+        except CosmosError as e:
+            if not session_refused(e):
+                raise
+            raise _SessionRefused(e, refusal_headers(call, container, rs)) from None
     accept = None
     if epk_range is not None:
         lo, hi = epk_range
@@ -280,7 +293,10 @@ async def query_documents(call, container):
     q = _query_of(call, container.definition.get("computedProperties"))
     _require_cross_partition_flag(call, container, q)
     consistency = effective(call.svc.account.consistency, call.header(H.CONSISTENCY_LEVEL))
-    inputs = _Inputs(call, container, q, consistency, parse_session(call))
+    try:
+        inputs = _Inputs(call, container, q, consistency, parse_session(call))
+    except _SessionRefused as refused:
+        return responses.error(refused.err, call.activity_id, refused.headers)
     started_ms = 0
     if call.flag(H.POPULATE_QUERY_METRICS):
         inputs.read = [0, 0]

@@ -9,7 +9,7 @@ from regionlab.client.protocol import headers as H
 from regionlab.client.protocol.session_token import parse_session_header
 
 from ..core.cache import Cache, text_bytes
-from ..core.errors import bad_request
+from ..core.errors import SUB_READ_SESSION_NOT_AVAILABLE, CosmosError, bad_request
 from ..core.limits import SESSION_TOKENS_CACHE_MAX_BYTES
 
 TOKEN_BYTES = 400             # one parsed range token (a VectorToken and its dict slot), measured ~330
@@ -97,3 +97,17 @@ def session_headers(call, container, rs, lsn: int) -> dict:
             H.CONTENT_PATH: container.rid,
             H.PK_RANGE_ID: rs.range_id,
             H.LSN: str(lsn)}
+
+
+def session_refused(err: CosmosError) -> bool:
+    return err.status == 404 and err.substatus == SUB_READ_SESSION_NOT_AVAILABLE
+
+
+def refusal_headers(call, container, rs) -> dict:
+    """The session headers of a 404/1002: the token of what this region's replica set has
+    committed, with the name path, as the service sends them on this reply. The Python SDK stores
+    an error reply's token before its retry policy decides; its last try then clears the
+    container's tokens by that name (`clear_session_token`), which raises KeyError when a request
+    in between had put the name back without tokens. A reply that names the container puts both
+    back first."""
+    return session_headers(call, container, rs, rs.committed_lsn)

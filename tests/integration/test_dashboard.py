@@ -164,3 +164,44 @@ def test_reads_of_absent_items_are_not_counted_as_errors(regionlab, chromium):
             assert got == '{"East US":{"total":16,"errors":4,"throttled":1}}'
 
     asyncio.run(drive())
+
+
+DASH_DRILL = {"name": "dash-drill", "description": "East US 2 goes out for a second", "duration_ms": 3000,
+              "workload": {"mix": {"read": 1, "write": 1}, "concurrency": 2, "keys": 5, "rate_per_s": 100},
+              "schedule": [{"at_ms": 800, "fault": {"type": "region_outage", "region": EAST2}, "as": "out"},
+                           {"at_ms": 2000, "heal": "out"}]}
+
+
+@pytest.mark.regionlab_config(regions=[EAST, EAST2], detection_delay_ms=600_000)
+def test_the_dashboard_shows_a_running_drill_and_no_404_miss_as_an_error(regionlab, chromium):
+    """The drill runner's PUT /drill, as the page shows it while the drill runs: its name, the
+    phase, the next step and when, the timeline so far and the steps; then its end. And a 404
+    of a GET (an SDK's create_..._if_not_exists looks before it creates) is a miss, not an error."""
+    panel = "document.getElementById('drill-panel')"
+    text = "document.getElementById('{}').textContent"
+
+    async def drive():
+        async with chromium_page(chromium) as page:
+            await page.navigate(regionlab.control_endpoint)
+            await page.wait_for(region(EAST2) + " === 'up'")
+            assert await page.evaluate(panel + ".hidden")               # no drill yet
+            with regionlab.drill_in_background(DASH_DRILL) as drill:
+                await page.wait_for(f"!{panel}.hidden && {panel}.dataset.phase === 'region_outage East US 2'")
+                assert await page.evaluate(text.format("drill-name")) == "dash-drill"
+                assert await page.evaluate(text.format("drill-status")) == "running"
+                nxt = await page.evaluate(text.format("drill-next"))
+                assert nxt.startswith("heal out at 2.0 s (in ") and nxt.endswith(" s)"), nxt
+                steps = await page.evaluate("[...document.querySelectorAll('#drill-steps li')].map(li => li.className + ':' + li.textContent)")
+                assert steps == ["ran:0.8 s region_outage East US 2 ✓", "next:2.0 s heal out"], steps
+                assert await page.evaluate("document.querySelectorAll('#drill-timeline rect').length") > 0
+                report = drill.result()
+            await page.wait_for(f"{panel}.dataset.ended === 'completed'")
+            assert await page.evaluate(text.format("drill-next")) == "none: the drill has ended"
+            shown = await page.evaluate(text.format("drill-ops"))
+            assert shown == f"{report['total']['ops']} ({report['total']['errors']} failed)"
+            counts = await page.evaluate('JSON.stringify(regionCounts({requests: {"East US": {"GET colls 404": 2, '
+                                         '"GET dbs 404": 1, "POST dbs 201": 1, "DELETE colls 404": 1}}}))')
+            assert counts == '{"East US":{"total":5,"errors":1,"throttled":0}}'
+            assert page.errors == []
+
+    asyncio.run(drive())

@@ -3,8 +3,9 @@ real emulator: a fault window that fails its assertions exits 1 (the outage's av
 measured inside the window), a stall with no failures has an RTO (a latency fault holds every
 request), a stop condition aborts the run early (the emulator's faults healed, the report kept
 and marked aborted, exit 1), a steady state that does not hold before the first fault aborts
-before anything is injected, SIGINT or SIGTERM end a run cleanly (no traceback, faults healed,
-the report of what ran written and marked interrupted, exit 128 + the signal), and a misspelt
+before anything is injected, SIGINT or SIGTERM end a run cleanly (no traceback, faults healed, the
+database it created removed, the report of what ran written and marked interrupted, exit 128 + the
+signal), and a misspelt
 fault type or a region the running emulator lacks is exit 2 with one line before anything runs."""
 import json
 import os
@@ -14,7 +15,9 @@ import sys
 
 import pytest
 
+from regionlab.client import CosmosClient
 from regionlab.emulator.core.faults import FAULT_TYPES
+from regionlab.emulator.drill.workload import DATABASE
 from regionlab.emulator.testing import running_emulator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -114,6 +117,7 @@ def test_a_signal_ends_the_run_cleanly_with_the_report_of_what_ran(tmp_path, sig
             if proc.poll() is None:
                 proc.kill()
         assert emu.control("GET", "/faults")["faults"] == []
+        assert DATABASE not in [d["id"] for d in CosmosClient(emu.endpoint, emu.key).list_databases()]   # removed
     assert proc.returncode == 128 + signum, err
     assert "Traceback" not in err
     report = json.loads((out / "report.json").read_text())

@@ -258,3 +258,16 @@ def test_recovered_in_window_means_back_before_the_fault_ended():
         v = {a["name"]: a for a in build(drill, ops, LostWrites([], 0, []), [], 0.0)["assertions"]}
         assert v["[region_outage East US] recovered before its window ended"]["held"] is held
         assert v["RTO of [region_outage East US] (ms)"]["held"] is True
+
+
+def test_a_run_interrupted_just_after_a_step_lasts_whole_milliseconds_past_it():
+    # SIGINT at 300 ms, the step planned for 300 having run at 300.4: the report's timeline needs
+    # an integer duration (a float one raised TypeError and lost the report of an interrupted run).
+    drill = parse({"duration_ms": 60000, "account": {"regions": ["East US", "East US 2"]},
+                   "schedule": [{"at_ms": 300, "fault": {"type": "region_outage", "region": "East US 2"}, "as": "out"},
+                                {"at_ms": 50000, "heal": "out"}]})
+    run = as_run(drill, [300.4], {"kind": "interrupted", "at_ms": 300.0, "reason": "SIGINT received"})
+    assert run.duration_ms == 301 and isinstance(run.duration_ms, int)
+    r = build(run, [op(0), op(300.6)], LostWrites([], 0, []), [], 0.0, ended={"kind": "interrupted", "at_ms": 300.0,
+                                                                              "reason": "SIGINT received"})
+    assert [p["name"] for p in r["phases"]] == ["steady state", "region_outage East US 2"]
