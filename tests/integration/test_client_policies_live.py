@@ -13,13 +13,16 @@ Two emulators for the module (one single-write, one multi-write; each test its o
 fresh client, every fault scoped to that database and healed on leaving its `with`). Timing
 bounds are lower bounds of the policy plus generous upper ones that hold on a loaded 2-core
 machine; counts are exact. Real sockets; no sleeps."""
+import urllib.parse
+
 import pytest
 
 from regionlab.client import CosmosClient, CosmosHttpResponseError, CosmosResourceExistsError, PartitionKey
 from regionlab.client.policies import retry
+from regionlab.client.policies.regions import ACCOUNT_REFRESH_MS, UNAVAILABLE_MS
 from regionlab.emulator.testing import running_emulator
 from sdk_harness import attempts, doc_hits, wait_replicated
-from test_client_faults import path
+from test_client_faults import MovableClock, path
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
@@ -313,3 +316,87 @@ def test_a_multi_write_read_region_lacking_the_session_moves_to_the_next_preferr
     assert attempts(d) == [(WEST, 404, 1002), (EAST2, 200, 0)]
     assert d.attempts[1].reason == "404/1002 session not yet readable: next preferred region"
     assert hits == {WEST: {"GET 404/1002": 1}, EAST2: {"GET 200": 1}}
+
+
+# ---- region-scoped session capture (multi-write) ------------------------------------------------
+def _session_reads(emu, db: str, scoped: bool):
+    """West US stops receiving East US's writes. The client writes key "a" in West US and key "b"
+    in East US, then reads "a" and "c" (a key it only read, written by another client) preferring
+    West US: (read of a, read of c, item hits of the two reads)."""
+    with client(emu, preferred_locations=[WEST, EAST2, EAST], region_scoped_session_capturing=scoped) as cl, \
+            client(emu) as other:
+        c = cl.create_database(db).create_container("c", PartitionKey(path="/pk"))
+        other.get_database_client(db).get_container_client("c").upsert_item({"id": "1", "pk": "c"})
+        wait_replicated(emu, db, "c", WEST)
+        c.read_item("1", partition_key="c")                  # its range is known, it is not written here
+        with emu.faults.link_cut(EAST, WEST, one_way=True):
+            c.upsert_item({"id": "1", "pk": "a"})                                   # in West US
+            c.upsert_item({"id": "1", "pk": "b"}, excluded_locations=[WEST, EAST2])  # in East US
+            wait_replicated(emu, db, "c", EAST2)
+            before = emu.topology()["requests"]
+            a = c.read_item("1", partition_key="a")
+            other_key = c.read_item("1", partition_key="c")
+            hits = doc_hits(emu, before)
+    return a, other_key, hits
+
+
+def session_decisions(d) -> list[str]:
+    return [e.detail for e in d.events if e.kind == "session"]
+
+
+def test_region_scoped_capture_reads_a_key_where_it_was_written_and_falls_back_to_the_global_token(multi):
+    a, other_key, hits = _session_reads(multi, "scoped", scoped=True)
+    assert path(a.diagnostics) == [(WEST, 200)]       # West US's own write: no wait for East US's
+    assert session_decisions(a.diagnostics) == ["region-scoped token of range 0 from ['West US']"]
+    d = other_key.diagnostics      # never written here: the range's global token names East US's write
+    assert session_decisions(d) == ["global token of range 0 (partition key not written here)"] * 2   # per attempt
+    assert attempts(d) == [(WEST, 404, 1002), (EAST2, 200, 0)]
+    assert hits == {WEST: {"GET 200": 1, "GET 404/1002": 1}, EAST2: {"GET 200": 1}}
+
+
+def test_without_region_scoped_capture_a_key_written_in_the_region_waits_for_every_regions_writes(multi):
+    a, _, hits = _session_reads(multi, "unscoped", scoped=False)
+    assert session_decisions(a.diagnostics) == ["global token of range 0"] * 2        # per attempt
+    assert attempts(a.diagnostics) == [(WEST, 404, 1002), (EAST2, 200, 0)]
+    assert hits == {WEST: {"GET 404/1002": 2}, EAST2: {"GET 200": 2}}
+
+
+# ---- region removal and re-addition ------------------------------------------------------------
+READS_MAX = 200                     # reads while a background account refresh lands
+
+
+def _reads_until(c, region: str) -> list:
+    """Reads until one is served first by `region` (the account refresh that changes the order
+    runs in the background: no read waits for it), at most READS_MAX."""
+    reads = []
+    for _ in range(READS_MAX):
+        reads.append(c.read_item("1", partition_key="p"))
+        if reads[-1].diagnostics.regions_contacted[0] == region:
+            break
+    return reads
+
+
+@pytest.mark.regionlab_config(lag_ms=NO_LAG)
+def test_a_removed_preferred_region_is_left_and_used_again_once_re_added(regionlab):
+    emu = regionlab
+    clock = MovableClock()
+    with client(emu, preferred_locations=[WEST, EAST2], clock=clock) as cl:
+        c = container(cl, "regions")
+        wait_replicated(emu, "regions", "c", WEST)
+        first = c.read_item("1", partition_key="p")
+        emu.control("DELETE", "/regions/" + urllib.parse.quote(WEST))
+        gone = c.read_item("1", partition_key="p")
+        clock.advance((UNAVAILABLE_MS + ACCOUNT_REFRESH_MS) / 1000.0 + 1)   # unavailability over, refresh due
+        left = _reads_until(c, EAST2)
+        still_left = c.read_item("1", partition_key="p")
+        emu.control("POST", "/regions", {"name": WEST, "port": 0})
+        wait_replicated(emu, "regions", "c", WEST)
+        clock.advance(ACCOUNT_REFRESH_MS / 1000.0 + 1)
+        back = _reads_until(c, WEST)
+    assert path(first.diagnostics) == [(WEST, 200)]
+    d = gone.diagnostics                # its endpoint is closed: the next region serves the read
+    assert d.attempts[-1].region == EAST2 and d.attempts[-1].status == 200
+    assert {a.region for a in d.attempts[:-1]} == {WEST} and all(a.status is None for a in d.attempts[:-1])
+    assert left[-1].diagnostics.regions_contacted == [EAST2]
+    assert path(still_left.diagnostics) == [(EAST2, 200)]       # the account no longer lists it
+    assert path(back[-1].diagnostics) == [(WEST, 200)]
