@@ -116,3 +116,28 @@ def test_idle_connections_and_unused_endpoints_are_closed_and_reopened_on_use(em
     assert sum(view.values()) == 0                   # the node saw it close
     assert reopened == (2 if what == "connection" else 1) and sum(view_again.values()) == 1
     assert again.diagnostics.status == 200
+
+
+WARMUP_S = 1.0                  # open_connections_and_init_caches' aggressive_warmup_s default
+FEED_HELD_MS = 3000             # East US 2's address feed: far past the warm-up's wait
+
+
+def test_warm_up_returns_within_aggressive_warmup_s_with_what_it_opened(emu):
+    """East US 2's gateway holds every reply 3 s, so its routing map and address feed cannot
+    arrive within the warm-up's 1 s: the call returns at 1 s with East US's connections (one per
+    node of its replicas) and leaves East US 2's to the background."""
+    async def main():
+        async with CosmosClient(emu.endpoint, credential=emu.key, connection_mode="direct",
+                                preferred_locations=[EAST, "East US 2"]) as client:
+            c = await _container(client, "pool_warm")
+            with emu.faults.latency("East US 2", delay_ms=FEED_HELD_MS):
+                started = time.perf_counter()
+                summary = await client.open_connections_and_init_caches([c])
+                took_s = time.perf_counter() - started
+                view = node_connections(emu)
+            return summary, took_s, view
+    summary, took_s, view = asyncio.run(main())
+    assert summary["regions"] == [EAST, "East US 2"]
+    # at the bound, not before; the upper bound is generous for a loaded 2-core machine
+    assert WARMUP_S <= took_s < WARMUP_S + 0.9
+    assert summary["connections"] == 4 and sorted(view.values()) == [0] * (len(view) - 4) + [1] * 4

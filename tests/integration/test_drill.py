@@ -128,6 +128,16 @@ def test_builtin_drill_short_form_agrees_with_the_emulator(name, tmp_path):
         assert sum(r["ops"] for r in rows.values()) == report["total"]["ops"]
         assert rows["hedging"]["availability_in_fault_windows"] > rows["none"]["availability_in_fault_windows"]
         assert rows["hedging"]["p99_ms_in_fault_windows"] < rows["none"]["p99_ms_in_fault_windows"]
+        errors = {s["name"]: s["total"]["errors_by_status"] for s in report["setups"]}
+        # none: East US's 500 (after its 300 ms) reaches the application; most fault-window reads fail
+        assert set(errors["none"]) == {"500/0"} and rows["none"]["availability_in_fault_windows"] < 0.5
+        # hedging (alone or with the breaker): a 500 never wins a race another copy still runs
+        for setup in ("hedging", "both"):
+            assert "500/0" not in errors[setup] and rows[setup]["availability_in_fault_windows"] >= 0.99
+        # the breaker: the one range opens once (30 s to HealthyTentative is past the run), after
+        # 10 failed reads and those in flight in East US then (at most concurrency - 1 more)
+        assert rows["circuit breaker"]["breaker_opened"] == 1 and set(errors["circuit breaker"]) == {"500/0"}
+        assert 10 <= errors["circuit breaker"]["500/0"] <= 10 + drill.concurrency - 1
         assert "Setups compared" in (tmp_path / "report.html").read_text()
     if name == "outage-playbook":
         [change] = report["client_changes"]
