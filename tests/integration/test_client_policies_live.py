@@ -7,10 +7,16 @@ from the next request; 429/3200 retried 9 times (the 10th answer raised) and nev
 bound; 429/50009 backed off 2 s, then 4 s; 408 retried once in the region after 100 ms, then the
 next region, and 503 the next region at once, on single- and multi-write accounts (and a write
 retried only where it may be); 404/1002 on a multi-write account moves to the next preferred
-region. Judged by the client's diagnostics and the emulator's per-region reply counters.
+region; region-scoped session capture reads a key where it was written with that region's token,
+and a key never written here falls back to the range's global token; a preferred region removed
+from the account is left, and used again once re-added (after the account refresh, on the
+client's moved clock). Judged by the client's diagnostics and the emulator's per-region reply
+counters.
 
-Two emulators for the module (one single-write, one multi-write; each test its own database and
-fresh client, every fault scoped to that database and healed on leaving its `with`). Timing
+Two emulators for the module (one single-write, one multi-write; the region-removal test starts
+its own, as it changes the account); each test has its own database and fresh client, its
+request faults are scoped to that database, and every fault (link cuts too, which cannot be
+scoped) is healed on leaving its `with`. Timing
 bounds are lower bounds of the policy plus generous upper ones that hold on a loaded 2-core
 machine; counts are exact. Real sockets; no sleeps."""
 import urllib.parse
