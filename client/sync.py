@@ -110,8 +110,12 @@ class ContainerProxy(_Proxy):
         return self._call("patch_item", item, partition_key, patch_operations, **kw)
     def delete_all_items_by_partition_key(self, partition_key, **kw):
         return self._call("delete_all_items_by_partition_key", partition_key, **kw)
-    def query_items(self, query, parameters=None, partition_key=None, enable_cross_partition_query=None, **kw):
-        return self._call("query_items", query, parameters, partition_key, enable_cross_partition_query, **kw)
+    def query_items(self, query, parameters=None, partition_key=None, enable_cross_partition_query=None,
+                    max_item_count=None, *, enable_scan_in_query=None, continuation_token=None, **kw):
+        # As the sync SDK: the cross-partition flag only when asked (aio/container.py, _query_items).
+        cross = partition_key is None and bool(enable_cross_partition_query)
+        return self._call("_query_items", query, parameters, partition_key, cross, max_item_count,
+                          enable_scan_in_query, continuation_token, kw)
     def read_all_items(self, **kw): return self._call("read_all_items", **kw)
     def query_items_change_feed(self, **kw): return self._call("query_items_change_feed", **kw)
     def read_feed_ranges(self, **kw): return self._call("read_feed_ranges", **kw)

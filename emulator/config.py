@@ -29,7 +29,7 @@ from .core.placement import NODES_PER_REGION_DEFAULT, NODES_PER_REGION_MAX, NODE
 from .core.read_routing import STRATEGIES, check_weights
 from .core.throttle import CREDITS_PER_S_DEFAULT, SERVERLESS_RU_PER_S_DEFAULT, ThrottleConfig
 from .core.limits import (
-    CONNECTIONS_PER_LISTENER_MAX, HEAD_DEADLINE_S, REGION_NAME_MAX_CHARS, WRITE_ACK_DEADLINE_MS,
+    CONNECTIONS_PER_LISTENER_MAX, HEAD_DEADLINE_S, REGION_NAME_MAX_CHARS, SCRIPT_TIMEOUT_MS, WRITE_ACK_DEADLINE_MS,
 )
 
 ENV_PREFIX = "REGIONLAB_"
@@ -404,6 +404,9 @@ OPTIONS = (
     Option("election_ms", integer(0, DELAY_MS_MAX), _ACCOUNT.election_ms),
     Option("header_timeout_s", seconds, HEAD_DEADLINE_S),
     Option("write_ack_timeout_s", seconds, WRITE_ACK_DEADLINE_MS / 1000),
+    Option("script_timeout_s", seconds, SCRIPT_TIMEOUT_MS / 1000, "--script-timeout", "SCRIPT_TIMEOUT",
+           "seconds a stored procedure, trigger or UDF may run before it is stopped with 408 (docs/scripts.md)",
+           metavar="S"),
     # Short, so a test lags a region past the retained log quickly (snapshot backfill).
     Option("log_retained_commits", integer(1, _ACCOUNT.log_retained_commits), _ACCOUNT.log_retained_commits),
 )
@@ -574,8 +577,8 @@ def _build(v: dict):
     return ServerConfig(account=account, host=host, advertise_host=advertise, global_port=v["port"],
                         control_port=v["control_port"], key=v["key"] if v["auth"] else None, seed=v["seed"],
                         header_timeout_s=v["header_timeout_s"], write_ack_timeout_s=v["write_ack_timeout_s"],
-                        direct_port_range=v["direct_ports"], direct_ports_given=direct_ports_given,
-                        direct_limits=v["direct_limits"],
+                        script_timeout_s=v["script_timeout_s"], direct_port_range=v["direct_ports"],
+                        direct_ports_given=direct_ports_given, direct_limits=v["direct_limits"],
                         control_token=v["control_token"], connections_max=v["connections_max"],
                         read_only_endpoints=v["read_only_endpoints"], max_clock_skew_s=v["max_clock_skew_s"],
                         query_mode=v["query_mode"], direct_tls_cert=v["direct_tls_cert"],

@@ -40,6 +40,7 @@ from .runtime import certificate
 from .runtime.clock import LoopClock, SchedulerDriver
 from .gateway.tls_listener import TlsListener
 from .runtime.listen import bind, raise_file_limit
+from .runtime.script_engine import V8Engine
 from .runtime.waits import LoopWaits
 from .runtime.control import CONTROL_HTTP_LOG, control_app
 from .runtime.control_connections import ControlConnections
@@ -48,7 +49,8 @@ from .runtime.persistence import Persistence
 from .runtime.port_hold import PortHold
 from .runtime.control_access import is_loopback
 from .core.limits import (
-    CONNECTIONS_PER_LISTENER_MAX, CONTROL_KEEPALIVE_TIMEOUT_S, HEAD_DEADLINE_S, WRITE_ACK_DEADLINE_MS,
+    CONNECTIONS_PER_LISTENER_MAX, CONTROL_KEEPALIVE_TIMEOUT_S, HEAD_DEADLINE_S, SCRIPT_TIMEOUT_MS,
+    WRITE_ACK_DEADLINE_MS,
 )
 
 log = logging.getLogger("regionlab")
@@ -75,6 +77,7 @@ class ServerConfig:
     header_timeout_s: float = HEAD_DEADLINE_S
     connections_max: int = CONNECTIONS_PER_LISTENER_MAX    # per listener: each gateway port and the control port
     write_ack_timeout_s: float = WRITE_ACK_DEADLINE_MS / 1000   # then a write is answered 408 (indefinite)
+    script_timeout_s: float = SCRIPT_TIMEOUT_MS / 1000     # a script's time bound (docs/scripts.md): then 408
     direct_port_range: tuple = (defaults.DIRECT_PORT_MIN, defaults.DIRECT_PORT_MAX)   # (0, 0): free ports
     # Given (--direct-ports): node j of region i takes exactly port MIN + i * nodes + j, or start-up
     # fails. Not given (the default range): the nodes take the first free ports of the range.
@@ -184,6 +187,7 @@ class Emulator:
         self._tls = None                         # the gateway ports' ssl.SSLContext, with --https
         self.services: dict = {}                 # endpoint name (None = global) -> its Service
         self.waits: LoopWaits | None = None      # how the services' requests wait (runtime/waits.py)
+        self.script_engine: V8Engine | None = None   # runs stored procedures, triggers, UDFs
         self._servers: list = []
         self._http_servers: list = []
         self._driver = None
@@ -214,6 +218,7 @@ class Emulator:
         scheduler = Scheduler()
         self._driver = SchedulerDriver(loop, clock, scheduler)
         self.waits = LoopWaits(loop)
+        self.script_engine = V8Engine(loop)
         self.account = Account(cfg.account, clock, scheduler, random.Random(cfg.seed))
         if cfg.data_dir is not None:
             # Before anything listens: a data dir that cannot be used ends start-up (PersistenceError).
@@ -420,6 +425,8 @@ class Emulator:
         svc = Service(self.account, self.topology, region, cfg.key if key == "" else key, self.waits,
                       read_only=read_only)
         svc.write_ack_timeout_ms = round(cfg.write_ack_timeout_s * 1000)
+        svc.script_engine = self.script_engine
+        svc.script_timeout_ms = round(cfg.script_timeout_s * 1000)
         svc.max_clock_skew_s = cfg.max_clock_skew_s
         svc.query_mode = cfg.query_mode
         svc.request_log = self.request_log

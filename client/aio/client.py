@@ -3,7 +3,8 @@
     async with CosmosClient(url, credential=KEY, preferred_locations=["West US"]) as client:
         db = await client.create_database_if_not_exists("shop")
 
-The constructor mirrors azure.cosmos.aio.CosmosClient's (url, credential, preferred_locations,
+The constructor mirrors azure.cosmos.aio.CosmosClient's (url, credential: the key or resource tokens in
+gateway mode, preferred_locations,
 excluded_locations, consistency_level, connection_mode, multiple_write_locations) and adds the
 policies' knobs: availability_strategy (hedging), timeout (end-to-end seconds), circuit_breaker
 (False: no partition-level circuit breaker, as the SDKs' default; a dict: its thresholds),
@@ -22,6 +23,7 @@ from regionlab.client.policies.breaker import PartitionCircuitBreaker
 from regionlab.client.policies.regions import ACCOUNT_REFRESH_MS, RegionRouter
 from regionlab.client.policies.retry import RetryOptions
 from regionlab.client.policies.session import BLOOM_EXPECTED_INSERTIONS, BLOOM_FALSE_POSITIVE_RATE, SessionContainer
+from regionlab.client.protocol.auth import MasterKeySigner, ResourceTokenSigner
 
 from . import options
 from .database import DatabaseProxy, metadata_feed, offer_headers
@@ -96,13 +98,20 @@ class DatabaseAccount:
         self.multi_write, self.consistency = view.multi_write, view.consistency
 
 
-def _master_key(credential) -> str:
+def _credential(credential) -> tuple:
+    """(master key, None) or (None, resource tokens) of a credential as azure-cosmos takes one: the
+    key, {'masterKey': key}, {'resourceTokens': {link: token}}, or {link: token} itself."""
     if isinstance(credential, str) and credential:
-        return credential
+        return credential, None
     if isinstance(credential, dict) and isinstance(credential.get("masterKey"), str):
-        return credential["masterKey"]
-    raise TypeError(f"credential must be the account key (a string) or {{'masterKey': key}}, not "
-                    f"{type(credential).__name__}; resource tokens and AAD credentials are not supported")
+        return credential["masterKey"], None
+    if isinstance(credential, dict) and credential and "masterKey" not in credential:
+        tokens = credential.get("resourceTokens", credential)
+        if isinstance(tokens, dict) and tokens:
+            return None, tokens
+    raise TypeError(f"credential must be the account key (a string), {{'masterKey': key}} or resource tokens "
+                    f"({{container_link: token}}), not {type(credential).__name__}; AAD credentials and "
+                    "permission lists are not supported")
 
 
 _CONNECTION_MODES = {0: GATEWAY, "Gateway": GATEWAY, "Direct": DIRECT}     # documents.ConnectionMode.Gateway is 0
@@ -138,7 +147,11 @@ class CosmosClient:
         connection_mode = _CONNECTION_MODES.get(connection_mode, connection_mode)
         if connection_mode not in (GATEWAY, DIRECT):
             raise ValueError(f"connection_mode must be 'gateway' or 'direct', not {connection_mode!r}")
-        key = _master_key(credential)
+        key, tokens = _credential(credential)
+        if tokens is not None and connection_mode == DIRECT:
+            raise ValueError("resource tokens work in gateway mode only: direct mode authenticates its "
+                             "connections with the account key")
+        signer = MasterKeySigner(key) if tokens is None else ResourceTokenSigner(tokens)
         self.url = url if url.endswith("/") else url + "/"
         self.connection_mode = connection_mode
         self.no_response_on_write = bool(no_response_on_write)
@@ -158,7 +171,7 @@ class CosmosClient:
                                      idle_connection_timeout_s, idle_endpoint_timeout_s,
                                      connect_timeout_s, request_timeout_s or pool.REQUEST_TIMEOUT_S), clock)
         self._pipeline = Pipeline(
-            self.url, key, transport,
+            self.url, signer, transport,
             self._router, retry_options=_retry_options(sdk, non_idempotent_write_retry, enable_endpoint_discovery),
             consistency_level=consistency_level,
             availability_strategy=availability_strategy, timeout_s=timeout,

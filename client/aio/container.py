@@ -159,10 +159,18 @@ class ContainerProxy(Throughput):
         """A query's pages. Without partition_key it runs across partitions whatever
         enable_cross_partition_query says (the aio SDK sends the flag itself then, and the
         service runs such a query whole: docs/queries.md)."""
+        return self._query_items(query, parameters, partition_key, partition_key is None, max_item_count,
+                                 enable_scan_in_query, continuation_token, kwargs)
+
+    def _query_items(self, query, parameters, partition_key, cross_partition: bool, max_item_count,
+                     enable_scan_in_query, continuation_token, kwargs) -> AsyncItemPaged:
+        """query_items, with the cross-partition flag as the caller's face decides it: the sync
+        SDK sends it only when asked (enable_cross_partition_query=True), and the service then
+        refuses a query over several ranges without it (400), so the sync client does too."""
         options = request_options(kwargs, "query_items")
         body = dumps({"query": query, "parameters": list(parameters or [])})
         headers = {H.CONTENT_TYPE: QUERY_CONTENT_TYPE, H.IS_QUERY: "True"}
-        if partition_key is None:
+        if cross_partition:
             headers[H.ENABLE_CROSS_PARTITION] = "True"
         if enable_scan_in_query:
             headers[H.ENABLE_SCAN_IN_QUERY] = "True"

@@ -25,7 +25,6 @@ from regionlab.client.policies import hedging, retry
 from regionlab.client.policies.regions import parse_account
 from regionlab.client.policies.session import SessionContainer
 from regionlab.client.protocol import headers as H, status as S
-from regionlab.client.protocol.auth import MasterKeySigner
 
 from .hedged import RUN, FirstChainFailed, HedgeWatch, running_loop, task_of
 from .partition_ranges import PartitionRanges
@@ -55,11 +54,11 @@ class Result:
 
 
 class Pipeline:
-    def __init__(self, global_endpoint: str, key: str, transport, router, *, retry_options,
+    def __init__(self, global_endpoint: str, signer, transport, router, *, retry_options,
                  consistency_level=None, availability_strategy=None, timeout_s=None,
                  breaker=None, sessions=None, latency_threshold_ms=None, clock=None):
         self.global_endpoint = global_endpoint
-        self.signer = MasterKeySigner(key)
+        self.signer = signer              # auth.MasterKeySigner, or ResourceTokenSigner (gateway mode)
         self.transport = transport
         self.router = router
         self.retry_options = retry_options

@@ -67,7 +67,9 @@ class Request:
         if self.partition_key is not None:
             self.headers["x-ms-documentdb-partitionkey"] = self.partition_key
 
-    def signed_headers(self, signer: auth.MasterKeySigner) -> dict:
+    def signed_headers(self, signer) -> dict:
+        """The headers with the date and authorization (signer: auth.MasterKeySigner or
+        auth.ResourceTokenSigner)."""
         date = http_date()
         headers = dict(self.headers)
         headers["x-ms-date"] = date

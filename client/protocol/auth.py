@@ -205,6 +205,34 @@ class MasterKeySigner:
         return self._PREFIX + sig.translate(self._BASE64_ESCAPES)
 
 
+class ResourceTokenSigner:
+    """Client-side authorization with resource tokens (a permission's ``_token``), as the SDKs
+    do it: a request carries, verbatim and percent-encoded, the token keyed by the longest
+    prefix of its name-based resource link (a container's link covers its items; an item's
+    link only that item), and the account read (an empty link) carries any one of them. A link
+    no token covers gets an empty header, which the service answers 401. ``header`` has
+    ``MasterKeySigner.header``'s arguments, so either can sign a request."""
+
+    def __init__(self, tokens: dict):
+        if not tokens or not all(isinstance(k, str) and isinstance(v, str) for k, v in tokens.items()):
+            raise TypeError("resource tokens are a non-empty dict of {resource link: token}, e.g. "
+                            "{container_link: permission['_token']}")
+        self._tokens = {link.strip("/"): urllib.parse.quote(token, safe=_HEADER_SAFE_CHARS)
+                        for link, token in tokens.items()}
+        self._any = next(iter(self._tokens.values()))
+
+    def header(self, verb: str, resource_type: str, resource_link: str, x_ms_date: str) -> str:
+        link = resource_link.strip("/")
+        if not link:
+            return self._any
+        while link:
+            token = self._tokens.get(link)
+            if token is not None:
+                return token
+            link = link.rpartition("/")[0]
+        return ""
+
+
 def _parse_token(header_value: str) -> dict[str, str]:
     decoded = urllib.parse.unquote(header_value)
     fields: dict[str, str] = {}
@@ -223,6 +251,14 @@ def _parse_token(header_value: str) -> dict[str, str]:
                 f"from {decoded!r}; expected 'type=master&ver=1.0&sig=<signature>'."
             )
     return fields
+
+
+def is_resource_token(header_value: str) -> bool:
+    """Whether an authorization header carries a resource token (``type=resource&...``, as the
+    SDKs send a permission's ``_token``: verbatim, percent-encoded or not); the emulator checks
+    those against its users' permissions instead of a master-key signature."""
+    head = header_value[:18].lower()
+    return head.startswith("type=resource&") or head.startswith("type%3dresource%26")
 
 
 def _b64url(raw: bytes) -> str:
@@ -331,6 +367,12 @@ class MasterKeyVerifier:
             raise AuthError(
                 "The request has no 'x-ms-date' header. Send the current time in RFC 1123 form "
                 "(e.g. 'Tue, 01 Jul 2025 12:00:00 GMT') and sign it."
+            )
+        if authorization == "None":
+            raise AuthError(
+                "The request's authorization header is 'None': the client holds no resource token that "
+                "covers this resource (the Python SDK sends 'None' then). Key each token by the link of its "
+                "container, e.g. {container.container_link: permission['_token']}, or use the account key."
             )
         token = _parse_token(authorization)
         if token["type"].lower() == AAD_TOKEN_TYPE:

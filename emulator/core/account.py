@@ -22,6 +22,7 @@ from .placement import NODES_PER_REGION_DEFAULT, Placement
 from .read_routing import ACTIVE_REQUESTS, ReadRoutingPolicy
 from .replica_set import LOG_RETAINED_COMMITS_MAX, ReplicaSet
 from .throttle import Throttle, ThrottleConfig
+from .users import Users
 from .validation import ValidationError, check_container_id
 from .limits import REGION_NAME_MAX_CHARS
 
@@ -105,6 +106,7 @@ class Account:
         self.commit_hook = None
         self.metadata_hook = None
         self.conflict_hook = None               # fn(container, ident, entry) for each new conflict
+        self.users = Users(self.now_s, self._next, self._etag, self.metadata_changed)
         from .faults import FaultRegistry
         self.faults = FaultRegistry(self)
         self.throttle = Throttle(self, config.throttle)
@@ -408,6 +410,9 @@ class Account:
     def _etag(self) -> str:
         return f'"{self._next():08x}-0000-0000-0000-000000000000"'
 
+    next_seq = _next        # for the other metadata a container holds (core/scripts.py)
+    new_etag = _etag
+
     def now_s(self) -> int:
         return self.clock.now_ms() // 1000
 
@@ -438,6 +443,7 @@ class Account:
         if db.offer_rid:
             self.offers.pop(db.offer_rid, None)
             self.throttle.forget_offer(db.offer_rid)
+        self.users.forget_database(db)
         del self.databases[db.id]
         del self.dbs_by_rid[db.rid]
         self.metadata_changed()

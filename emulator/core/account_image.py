@@ -2,7 +2,7 @@
 
 Theory of operation: a durable account (runtime/persistence.py) keeps four things.
 * Its metadata and topology (databases, containers with their definitions and partition
-  ranges, offers, the account's rid sequence, its regions with their ids, the write region,
+  ranges, offers, users and their permissions, the account's rid sequence, its regions with their ids, the write region,
   the lost-writes log) are small and kept whole: `metadata(account)` is a JSON-able dict of
   all of it, written again after every change.
 * Each region's replica set of each partition: its committed LSN and state (`replica_state`:
@@ -28,6 +28,7 @@ from collections import deque
 
 from .account import Region
 from .geography import default_lag_ms
+from . import scripts
 from .container import Database
 from .errors import CosmosError
 from .faults import KEPT_FAULT_TYPES
@@ -55,6 +56,7 @@ def metadata(account) -> dict:
         for c in db.containers.values():
             colls.append({"db_rid": db.rid, "rid": c.rid, "definition": c.definition, "ts": c.ts,
                           "etag": c.etag, "offer_rid": c.offer_rid, "doc_seq": c.doc_seq,
+                          "scripts": [s.record() for s in c.scripts.by_rid.values()],
                           "ranges": [[p.min_epk, p.max_epk] for p in c.partitions]})
     offers = [{"rid": o.rid, "resource": o.resource, "resource_rid": o.resource_rid,
                "throughput": o.throughput, "autoscale_max": o.autoscale_max, "etag": o.etag, "ts": o.ts,
@@ -64,6 +66,7 @@ def metadata(account) -> dict:
             "write_region": write_region_of(account), "failovers": len(account.failovers),
             "lost_writes": account.lost_writes,
             "regions": [[r.name, r.id] for r in account.regions],
+            "users": account.users.image(),
             "faults": [spec for spec in account.faults.active.values() if spec["type"] in KEPT_FAULT_TYPES],
             "fault_seq": account.faults._seq}
 
@@ -105,9 +108,11 @@ def restore_metadata(account, image: dict) -> None:
                                             [tuple(r) for r in c["ranges"]])
         container.offer_rid = c["offer_rid"]
         container.doc_seq = c["doc_seq"]
+        scripts.restore(container, c.get("scripts", ()))
     for o in image["offers"]:
         account.offers[o["rid"]] = Offer(o["rid"], o["resource"], o["resource_rid"], o["throughput"],
                                          o["autoscale_max"], o["etag"], o["ts"], o.get("auto_upgrade"))
+    account.users.restore(image.get("users", ()))
 
 
 def restore_write_region(account, image: dict) -> None:

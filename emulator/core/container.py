@@ -15,6 +15,7 @@ from . import epk as epks
 from . import jsontext
 from .cache import Cache, text_bytes
 from .errors import bad_request
+from .scripts import Scripts
 from .store import TrackedDict
 from .limits import EPK_CACHE_MAX_BYTES
 
@@ -45,7 +46,7 @@ class Database:
 class Container:
     __slots__ = ("id", "rid", "db", "definition", "pk_def", "partitions", "_bounds", "ts", "etag",
                  "offer_rid", "doc_seq", "rid_index", "_epk_cache", "pkranges_etag", "conflicts",
-                 "docs_link")
+                 "docs_link", "scripts")
 
     def __init__(self, db: Database, definition: dict, rid: str, ts: int, etag: str,
                  partitions: list):
@@ -70,6 +71,7 @@ class Container:
         self.pkranges_etag = f'"{rid}-{len(partitions)}"'
         self.conflicts = None                       # ConflictLog (multi-write losers)
         self.docs_link = f"{self.self_link}docs/"    # a document's _self is this + its rid + "/"
+        self.scripts = Scripts()                     # stored procedures, triggers, UDFs (core/scripts.py)
 
     @property
     def self_link(self) -> str:
@@ -168,6 +170,13 @@ def container_definition(body: dict) -> dict:
         definition["partitionKey"] = epks.PartitionKeyDef.from_json(pk).to_json()
     except (ValueError, TypeError, AttributeError) as e:
         raise bad_request(f"Invalid partitionKey definition: {e}") from None
+    if "computedProperties" in definition:
+        from .query import compile_query
+        from .query.computed import check
+        try:
+            check(definition["computedProperties"], compile_query)
+        except ValueError as e:
+            raise bad_request(f"Invalid computedProperties: {e}") from None
     definition["indexingPolicy"] = _with_etag_excluded(definition.get("indexingPolicy", DEFAULT_INDEXING_POLICY))
     definition.setdefault("conflictResolutionPolicy",
                           {"mode": "LastWriterWins", "conflictResolutionPath": "/_ts",

@@ -179,6 +179,14 @@ COMPILED_QUERY_TEXT_MAX_BYTES = 8 * 1024
 # parsed once (parsing is ~75 % of compiling a point query); longer texts are not kept.
 PARSED_QUERIES_CACHE_MAX_ENTRIES = 256
 PARSED_QUERY_TEXT_MAX_CHARS = 8 * 1024
+# Containers' computed property definitions, parsed (core/query/computed.py): at most 20 per
+# container, each query at most COMPUTED_QUERY_TEXT_MAX_CHARS.
+COMPUTED_DEFINITIONS_CACHE_MAX_ENTRIES = 64
+COMPUTED_PROPERTIES_MAX = 20                 # per container, as the service allows
+COMPUTED_QUERY_TEXT_MAX_CHARS = 8 * 1024
+# Vertex-edge pairs one spatial function call compares (core/query/spatial_functions.py): at most
+# about 0.1 s of CPU for ST_DISTANCE, which does the most per pair (0.3 s measured at load 13).
+SPATIAL_PAIRS_MAX = 4_000
 LIKE_PATTERNS_CACHE_MAX_ENTRIES = 256        # compiled LIKE patterns (core/query/like.py)
 QUERY_SHAPES_CACHE_MAX_ENTRIES = 1024        # query shapes' plans (core/query_plan.py), as many as compiled queries
 EPK_MEMO_MAX_ENTRIES = 16384                 # string components whose V2 hash is remembered (~4 MB; core/epk.py)
@@ -188,3 +196,49 @@ INDEX_POLICIES_CACHE_MAX_ENTRIES = 256       # compiled indexing policies, one p
 PATH_DECISIONS_CACHE_MAX_ENTRIES = 4096      # "is this path indexed" answers per policy (core/index_policy.py)
 INDEXED_PATHS_PER_STORE_MAX = 16             # materialised index paths per store; queries on further paths scan
 COLLECTION_RIDS_CACHE_MAX_ENTRIES = 4096     # a collection's rid bytes by its rid (core/rid.py)
+
+# Users and permissions (core/users.py; the service states no quota for them, these bound what the
+# account keeps and rewrites on each metadata change).
+USERS_PER_DATABASE_MAX = 1000
+PERMISSIONS_PER_USER_MAX = 100
+RESOURCE_LINK_MAX_CHARS = 2048                # a permission's `resource`: four ids and their segments
+RESOURCE_TOKEN_EXPIRY_DEFAULT_S = 3600        # x-ms-documentdb-expiry-seconds when absent (the service's)
+RESOURCE_TOKEN_EXPIRY_MIN_S = 10              # the service's range: 10 s to 5 hours
+RESOURCE_TOKEN_EXPIRY_MAX_S = 18_000
+RESOURCE_TOKENS_CACHE_MAX_BYTES = 1024 * 1024  # verified resource tokens by header text (service/resource_tokens.py)
+
+# ---- server-side JavaScript (core/scripts.py, service/sproc.py, runtime/script_engine.py) ------
+# A script resource's body (the JavaScript text); past it 413.
+SCRIPT_BODY_MAX_BYTES = 256 * 1024
+# Script resources per container, as the service's quota (x-ms-resource-quota); past it 403.
+SPROCS_PER_CONTAINER_MAX = 100
+TRIGGERS_PER_CONTAINER_MAX = 25
+UDFS_PER_CONTAINER_MAX = 25
+# One execution's time, all of its rounds together (the service stops a script at about 5 s):
+# past it 408 RequestTimeout, nothing applied. ServerConfig.script_timeout_s changes it.
+SCRIPT_TIMEOUT_MS = 5_000
+# One execution's JavaScript heap (its own V8 isolate); past it 400, nothing applied.
+SCRIPT_HEAP_MAX_BYTES = 64 * 1024 * 1024
+# Executions running at once in one emulator (each holds an isolate): past it 429 with
+# x-ms-retry-after-ms, which the SDKs retry.
+SCRIPTS_RUNNING_MAX = 4
+# Collection operations one execution may issue: past it each further call returns false
+# (not accepted), as the service does when a script nears its bounds.
+SCRIPT_OPERATIONS_MAX = 1000
+# Bytes of items one execution stages (writes) and of results it is handed (reads, queries,
+# feeds) together; an operation that would pass it fails with 413 (its callback gets the error).
+SCRIPT_DATA_MAX_BYTES = 16 * 1024 * 1024
+# A stored procedure's response body (setBody / setValue / appendValue), in JSON bytes; past it 413.
+SCRIPT_RESPONSE_MAX_BYTES = 2 * 1024 * 1024
+# The bytes of an execution request's parameters; past it 413.
+SCRIPT_PARAMS_MAX_BYTES = 2 * 1024 * 1024
+# A user-defined function: one call's time (it runs while its query's slice holds the loop, so
+# it is short; past it 408), and the work units a call counts in its query's slice and page
+# (core/query_page.py): a slice of QUERY_SLICE_MAX_WORK_UNITS holds at most 5 calls.
+UDF_CALL_TIMEOUT_MS = 100
+UDF_CALL_WORK_UNITS = 100
+# One query request's remembered UDF results ((udf, arguments) -> result), in bytes of their text.
+UDF_RESULTS_CACHE_MAX_BYTES = 1024 * 1024
+# Times an execution is run again because another write landed in its partition while it ran
+# (its writes are validated at commit, optimistically); then 449 RetryWith, nothing applied.
+SCRIPT_RERUNS_MAX = 3

@@ -106,9 +106,9 @@ def first_state(query) -> StreamState:
     return StreamState(None, query.plan.offset, query.plan.take)
 
 
-def constant_page(query, encode: Encode, now_ms: int) -> Page:
+def constant_page(query, encode: Encode, now_ms: int, udfs=None) -> Page:
     """The whole result of a query without FROM (one row, whatever the documents)."""
-    return Page([encode(r, None) for r in query.execute((), now_ms)], 0, None, 0)
+    return Page([encode(r, None) for r in query.execute((), now_ms, udfs=udfs)], 0, None, 0)
 
 
 def _stored(row):
@@ -137,11 +137,13 @@ class _Run:
         self.result = None      # (results, state) once the page ended
         self._reading = None
 
-    def step(self, now_ms: int, work_max: int = QUERY_SLICE_MAX_WORK_UNITS) -> bool:
-        """Spend at most about work_max units; True once the page has ended."""
+    def step(self, now_ms: int, work_max: int = QUERY_SLICE_MAX_WORK_UNITS, udfs=None) -> bool:
+        """Spend at most about work_max units; True once the page has ended. udfs: what the
+        query's udf.name(...) calls run (CompiledQuery.set_udfs)."""
         if self.result is not None:
             return True
         self.query.set_clock(now_ms)
+        self.query.set_udfs(udfs)
         work = self.query.work
         began = work[0]
         self.page_end = began + max(self.page_work_max - self.work, 0)
@@ -185,7 +187,15 @@ class StreamRun(_Run):
         single = levels[0] if len(levels) == 1 else None
         if take == 0:
             return out, None
+        last_part = last_key = None         # where the document read before v was
         for part, v in inputs:
+            if part != last_part:
+                if out:
+                    # The service's gateway serves a cross-partition query one partition key range
+                    # at a time: a page never spans two ranges (it resumes after the last one's end).
+                    return out, StreamState(Position(last_part, last_key, None), skip, take)
+                last_part = part
+            last_key = v.key
             self.loaded += 1
             start = at.rows if at is not None and part == at.part and v.key == at.key else None
             test, make = where, project

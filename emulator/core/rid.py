@@ -104,6 +104,22 @@ def document_rid(coll_rid: str, n: int) -> str:
     return _child_rid(coll_rid, n, "docs")
 
 
+def user_rid(db_rid: str, n: int) -> str:
+    _check_counter(n, _COLLECTION_COUNTER_MAX, "user")
+    return encode(_expect(db_rid, "dbs") + n.to_bytes(4, "big"))     # high bit clear: not a collection
+
+
+def permission_rid(user_rid_: str, n: int) -> str:
+    _check_counter(n, _CHILD_COUNTER_MAX, "permission")
+    return encode(_expect(user_rid_, "users") + n.to_bytes(8, "little"))
+
+
+def script_rid(coll_rid: str, n: int, kind: str) -> str:
+    """The rid of a container's stored procedure, trigger or user-defined function (kind is its
+    path segment: sprocs, triggers, udfs)."""
+    return _child_rid(coll_rid, n, kind)
+
+
 def pkrange_rid(coll_rid: str, n: int) -> str:
     return _child_rid(coll_rid, n, "pkranges")
 

@@ -22,6 +22,13 @@ def write(call, writer, op: str | None = None, ru: float | None = None, credits:
     return call.svc.account.throttle.admit_writer(writer, op, ru, credits)
 
 
+def script(call, writer, ru: float, credits: int) -> None:
+    """Admit what a stored procedure staged. Unlike `write`, a refusal does not give back the
+    document rids the Writer drew: the script awaited its engine between drawing them and now,
+    so other writes to the container may have drawn later ones (a gap in rids is harmless)."""
+    call.svc.account.throttle.admit(call.region, writer.container, writer.rs.range_id, ru, credits, th.BATCH)
+
+
 def read(call, container, rs, ru: float, op: str = th.READ, credits: int = 1) -> None:
     """Admit a read of one partition (served by replica set rs)."""
     call.svc.account.throttle.admit(call.region, container, rs.range_id, ru, credits, op)

@@ -17,7 +17,7 @@ METADATA_FEED_KEYS = {"dbs": "Databases", "colls": "DocumentCollections", "offer
                       "pkranges": "PartitionKeyRanges", "conflicts": "Conflicts"}
 
 
-def _feed(call, rid: str, key: str, items: list, extra=None):
+def feed(call, rid: str, key: str, items: list, extra=None):
     raw = [responses.dumps(i) for i in items]
     hdrs = {H.ITEM_COUNT: str(len(raw))}
     if extra:
@@ -26,10 +26,10 @@ def _feed(call, rid: str, key: str, items: list, extra=None):
                            charge.METADATA_READ_RU, hdrs)
 
 
-async def _query(call, rid: str, key: str, items: list):
+async def query_feed(call, rid: str, key: str, items: list):
     from .queries import run_metadata_query
     body = call.json_body()
-    return _feed(call, rid, key, run_metadata_query(call, body, items))
+    return feed(call, rid, key, run_metadata_query(call, body, items))
 
 
 def _offer_args(call) -> tuple:
@@ -48,20 +48,21 @@ def _offer_args(call) -> tuple:
     return throughput, auto_max, upgrade
 
 
-def _is_query(call) -> bool:
+def is_query(call) -> bool:
+    """Whether a POST to a feed is a query (not a create)."""
     return call.flag(H.IS_QUERY) or (call.header(H.CONTENT_TYPE) or "").lower().startswith("application/query+json")
 
 
-def _created(call, props: dict):
+def created(call, props: dict):
     return responses.reply(201, props, call.activity_id, charge.METADATA_WRITE_RU)
 
 
-def _ok(call, props: dict, extra: dict | None = None):
+def ok(call, props: dict, extra: dict | None = None):
     return responses.reply(200, props, call.activity_id, charge.METADATA_READ_RU,
                            {H.ETAG: props.get("_etag", ""), **(extra or {})})
 
 
-def _not_allowed(call, what: str):
+def not_allowed(call, what: str):
     raise CosmosError(405, 0, f"{call.method} is not supported on {what}.")
 
 
@@ -69,37 +70,37 @@ def _not_allowed(call, what: str):
 async def databases(call):
     account = call.svc.account
     if call.method == "GET":
-        return _feed(call, "", "Databases", [d.properties() for d in account.databases.values()])
+        return feed(call, "", "Databases", [d.properties() for d in account.databases.values()])
     if call.method == "POST":
-        if _is_query(call):
-            return await _query(call, "", "Databases", [d.properties() for d in account.databases.values()])
+        if is_query(call):
+            return await query_feed(call, "", "Databases", [d.properties() for d in account.databases.values()])
         body = call.json_body()
         throughput, auto_max, upgrade = _offer_args(call)
-        return _created(call, account.create_database(body, throughput, auto_max, upgrade).properties())
-    _not_allowed(call, "the databases feed")
+        return created(call, account.create_database(body, throughput, auto_max, upgrade).properties())
+    not_allowed(call, "the databases feed")
 
 
 async def database(call, db):
     if call.method == "GET":
-        return _ok(call, db.properties())
+        return ok(call, db.properties())
     if call.method == "DELETE":
         call.svc.account.delete_database(db)
         return responses.reply(204, None, call.activity_id, charge.METADATA_WRITE_RU)
-    _not_allowed(call, "a database")
+    not_allowed(call, "a database")
 
 
 # ---- containers ----------------------------------------------------------------------------
 async def containers(call, db):
     account = call.svc.account
     if call.method == "GET":
-        return _feed(call, db.rid, "DocumentCollections", [c.properties() for c in db.containers.values()])
+        return feed(call, db.rid, "DocumentCollections", [c.properties() for c in db.containers.values()])
     if call.method == "POST":
-        if _is_query(call):
-            return await _query(call, db.rid, "DocumentCollections", [c.properties() for c in db.containers.values()])
+        if is_query(call):
+            return await query_feed(call, db.rid, "DocumentCollections", [c.properties() for c in db.containers.values()])
         body = call.json_body()
         throughput, auto_max, upgrade = _offer_args(call)
-        return _created(call, account.create_container(db, body, throughput, auto_max, upgrade).properties())
-    _not_allowed(call, "the containers feed")
+        return created(call, account.create_container(db, body, throughput, auto_max, upgrade).properties())
+    not_allowed(call, "the containers feed")
 
 
 async def container(call, db, c):
@@ -107,11 +108,11 @@ async def container(call, db, c):
         return _read_container(call, c)
     if call.method == "PUT":
         body = call.json_body()
-        return _ok(call, call.svc.account.replace_container(c, body).properties())
+        return ok(call, call.svc.account.replace_container(c, body).properties())
     if call.method == "DELETE":
         call.svc.account.delete_container(c)
         return responses.reply(204, None, call.activity_id, charge.METADATA_WRITE_RU)
-    _not_allowed(call, "a container")
+    not_allowed(call, "a container")
 
 
 # The service's per-container quotas, as its x-ms-resource-quota states them (sizes in KB; -1: no
@@ -136,13 +137,15 @@ def _read_container(call, c):
         kb = _kb(sum(s.live_bytes for _, s in stores))
         count = sum(s.count_live for _, s in stores)
         extra[H.RESOURCE_QUOTA] = _QUOTA
-        extra[H.RESOURCE_USAGE] = (f"functions=0;storedProcedures=0;triggers=0;documentSize={kb};"
+        scripts = c.scripts.counts()
+        extra[H.RESOURCE_USAGE] = (f"functions={scripts['udfs']};storedProcedures={scripts['sprocs']};"
+                                   f"triggers={scripts['triggers']};documentSize={kb};"
                                    f"documentsSize={kb};documentsCount={count};collectionSize={kb};")
         extra[H.INDEX_TRANSFORMATION_PROGRESS] = "100"
         policy = props.get("indexingPolicy")
         if isinstance(policy, dict) and str(policy.get("indexingMode", "")).lower() == "lazy":
             extra[H.LAZY_INDEXING_PROGRESS] = "100"
-    return _ok(call, props, extra)
+    return ok(call, props, extra)
 
 
 def _kb(size_bytes: int) -> int:
@@ -151,20 +154,20 @@ def _kb(size_bytes: int) -> int:
 
 async def pkranges(call, c):
     if call.method != "GET":
-        _not_allowed(call, "partition key ranges")
+        not_allowed(call, "partition key ranges")
     etag = c.pkranges_etag
     if call.header(H.IF_NONE_MATCH) == etag:
         return responses.reply(304, None, call.activity_id, charge.METADATA_READ_RU, {H.ETAG: etag})
-    return _feed(call, c.rid, "PartitionKeyRanges", c.pkranges(), {H.ETAG: etag})
+    return feed(call, c.rid, "PartitionKeyRanges", c.pkranges(), {H.ETAG: etag})
 
 
 async def conflicts(call, c):
-    if call.method != "GET" and not _is_query(call):
-        _not_allowed(call, "the conflicts feed")
+    if call.method != "GET" and not is_query(call):
+        not_allowed(call, "the conflicts feed")
     entries = c.conflicts.entries if c.conflicts is not None else []
     if call.method == "POST":
-        return await _query(call, c.rid, "Conflicts", entries)
-    return _feed(call, c.rid, "Conflicts", entries)
+        return await query_feed(call, c.rid, "Conflicts", entries)
+    return feed(call, c.rid, "Conflicts", entries)
 
 
 # ---- offers --------------------------------------------------------------------------------
@@ -172,18 +175,18 @@ async def offers(call):
     account = call.svc.account
     items = [o.properties() for o in account.offers.values()]
     if call.method == "GET":
-        return _feed(call, "", "Offers", items)
-    if call.method == "POST" and _is_query(call):
-        return await _query(call, "", "Offers", items)
-    _not_allowed(call, "the offers feed")
+        return feed(call, "", "Offers", items)
+    if call.method == "POST" and is_query(call):
+        return await query_feed(call, "", "Offers", items)
+    not_allowed(call, "the offers feed")
 
 
 async def offer(call, rid: str):
     account = call.svc.account
     o = account.offer(rid)
     if call.method == "GET":
-        return _ok(call, o.properties())
+        return ok(call, o.properties())
     if call.method == "PUT":
         body = call.json_body()
-        return _ok(call, account.replace_offer(o, body).properties())
-    _not_allowed(call, "an offer")
+        return ok(call, account.replace_offer(o, body).properties())
+    not_allowed(call, "an offer")

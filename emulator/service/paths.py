@@ -8,9 +8,8 @@ from ..core.limits import RID_PATHS_CACHE_MAX_BYTES
 # Resource kinds counted in a Service's `requests_served`; anything else (a garbage path) counts
 # as "other", so a client cannot grow the counter without bound.
 COUNTED_KINDS = frozenset(("account", "dbs", "colls", "docs", "pkranges", "offers", "conflicts", "operations",
-                           "addresses"))
-UNSUPPORTED_CHILDREN = ("sprocs", "udfs", "triggers", "users", "permissions", "attachments",
-                        "clientencryptionkeys", "schemas")
+                           "addresses", "users", "permissions", "sprocs", "triggers", "udfs"))
+UNSUPPORTED_CHILDREN = ("attachments", "clientencryptionkeys", "schemas")
 
 _RID_BASED = Cache(RID_PATHS_CACHE_MAX_BYTES)
 
@@ -32,11 +31,12 @@ def resource_kind(segs: list) -> str:
 
 def unknown(segs: list) -> CosmosError:
     return not_found(f"Unknown resource path '/{'/'.join(segs)}'. regionlab serves /, /dbs/..., "
-                     "/dbs/{db}/colls/{coll}/docs/..., .../pkranges, .../operations/partitionkeydelete and /offers.")
+                     "/dbs/{db}/colls/{coll}/docs/..., .../sprocs, .../triggers, .../udfs, .../pkranges, "
+                     ".../operations/partitionkeydelete, /dbs/{db}/users/{user}/permissions/... and /offers.")
 
 
 def unsupported_or_unknown(segs: list, segment: str) -> CosmosError:
     if segment in UNSUPPORTED_CHILDREN:
-        return CosmosError(501, 0, f"'{segment}' resources (stored procedures, UDFs, triggers, users, "
-                                   "permissions, ...) are not implemented by regionlab.")
+        return CosmosError(501, 0, f"'{segment}' resources (attachments, client encryption keys, schemas) are "
+                                   "not implemented by regionlab.")
     return unknown(segs)

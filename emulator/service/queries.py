@@ -8,8 +8,10 @@ service does, and the SDK fans out the plan's rewritten query per partition key 
 is served like any query; plan requests get the service-shaped plan in either mode
 (core/query/execution_info.py, docs/queries.md). Scope, narrowest first:
 the partition key header (one logical partition), the partition key range id header, the EPK
-range headers; with none of them the query spans the whole container, whatever the
-cross-partition flag says (the sync SDK never sends it).
+range headers; with none of them the query spans the whole container. Such a query on a
+container of more than one partition key range needs `x-ms-documentdb-query-enablecrosspartition:
+True` (the aio SDK sends it, the sync SDK only with enable_cross_partition_query=True) unless its
+WHERE clause fixes the whole partition key; without it the answer is the service's 400.
 
 Pages are cut by core/query_page.py: at the item count, before 4 MB, or at the work budget,
 with a continuation that resumes by position (nothing is pinned between pages). Queries that
@@ -40,11 +42,12 @@ from ..core import query_plan as planner
 from ..core import throttle as th
 from ..core.index import INDEX_BUILD_STEP_VERSIONS, build_step
 from ..core.consistency import effective
+from ..core.service_continuation import service_state
 from ..core.container import canonical_pk_json
 from ..core.documents import choose_replica, pk_values_of
 from ..core.errors import CosmosError, bad_request
 from ..core.validation import ValidationError, parse_json_body
-from . import admission, partition_keys, responses
+from . import admission, partition_keys, query_metrics, responses
 from .sessions import parse_session, token as session_token
 
 QUERY_SCAN_CHUNK_DOCS = 256               # keys one ordered walk of a store takes at a time, at most
@@ -68,10 +71,13 @@ def _remember(cache: dict, key, q) -> None:
     cache[key] = q
 
 
-def _query_of(call):
-    """The compiled query of the request body; a body seen before is not even parsed."""
+def _query_of(call, definitions=None):
+    """The compiled query of the request body; a body seen before is not even parsed. The
+    container's computed property definitions are part of what a query compiles to
+    (core/query/computed.py)."""
     raw = call.raw
-    q = _by_body.get(raw)
+    key = (raw, _computed_key(definitions)) if definitions else raw
+    q = _by_body.get(key)
     if q is None:
         if not raw:
             raise bad_request("The request body is empty; a query needs {\"query\": \"SELECT ...\"}.")
@@ -79,14 +85,23 @@ def _query_of(call):
             body = parse_json_body(raw)
         except ValidationError as e:
             raise CosmosError(e.status, e.substatus, e.message) from None
-        q = _compile(body)
-        if len(raw) <= limits.COMPILED_QUERY_TEXT_MAX_BYTES:
-            _remember(_by_body, raw, q)
+        q = _compile(body, definitions)
+        if len(raw) + _computed_chars(definitions) <= limits.COMPILED_QUERY_TEXT_MAX_BYTES:
+            _remember(_by_body, key, q)
     return q
 
 
-def _compile(body):
-    from ..core.query import compile_query, QueryError
+def _computed_key(definitions) -> tuple:
+    return tuple((d["name"], d["query"]) for d in definitions)
+
+
+def _computed_chars(definitions) -> int:
+    """What a cache key holds of the computed properties (they count against the key's size)."""
+    return sum(len(d["name"]) + len(d["query"]) for d in definitions) if definitions else 0
+
+
+def _compile(body, definitions=None):
+    from ..core.query import compile_query, computed, QueryError
     if not isinstance(body, dict) or not isinstance(body.get("query"), str):
         raise bad_request('A query body must be {"query": "SELECT ...", "parameters": [...]}.')
     if len(body["query"]) > limits.QUERY_TEXT_MAX_CHARS:
@@ -95,13 +110,15 @@ def _compile(body):
     if params is not None and not isinstance(params, list):
         raise bad_request("Query parameters must be a list of {\"name\":\"@x\",\"value\":...}.")
     key = (body["query"], json.dumps(params, sort_keys=True) if params else "")
+    if definitions:
+        key += _computed_key(definitions)
     q = _compiled.get(key)
     if q is None:
         try:
-            q = compile_query(body["query"], params)
+            q = compile_query(body["query"], params, computed.definitions_of(definitions) if definitions else None)
         except QueryError as e:
             raise bad_request(f"Syntax error in query: {e}") from None
-        if len(key[0]) + len(key[1]) <= limits.COMPILED_QUERY_TEXT_MAX_BYTES:   # the parameters count too
+        if len(key[0]) + len(key[1]) + _computed_chars(definitions) <= limits.COMPILED_QUERY_TEXT_MAX_BYTES:
             _remember(_compiled, key, q)
     return q
 
@@ -137,7 +154,8 @@ def _scope(call, container):
 
 
 def _reads(call, container, consistency, session):
-    """(partitions in scope as [(replica set, visible LSN)], pk_json or None, key filter or None)."""
+    """(partitions in scope as [(replica set, visible LSN)], pk_json or None, key filter or None,
+    each one's min EPK)."""
     indexes, pk_json, epk_range = _scope(call, container)
     reads = []
     for i in indexes:
@@ -147,7 +165,7 @@ def _reads(call, container, consistency, session):
     if epk_range is not None:
         lo, hi = epk_range
         accept = lambda key: lo <= container.epk_of(key[0], pk_values_of(key[0])) < hi  # noqa: E731
-    return reads, pk_json, accept
+    return reads, pk_json, accept, [container.partitions[i].min_epk for i in indexes]
 
 
 class _Inputs:
@@ -162,7 +180,7 @@ class _Inputs:
         self.consistency, self.session = consistency, session
         self.primary_ok = call.svc.primary_ok       # a read-only endpoint never reads the primary
         self.soon = call.svc.waits.soon             # where a store's new indexes are built meanwhile
-        self.reads, self.pk_json, self.accept = _reads(call, container, consistency, session)
+        self.reads, self.pk_json, self.accept, self.range_mins = _reads(call, container, consistency, session)
         self.policy = container.definition.get("indexingPolicy")
         self.now_ms = call.svc.clock.now_ms()
         self.implied = container.pk_def.path_steps if self.pk_json is not None else ()
@@ -171,8 +189,20 @@ class _Inputs:
         self.where_implied = self.pk_json is not None and _fixed_by_key(query, self.implied, self.pk_json)
         self.tested = 0             # documents the planner loaded beyond those it yields
         self.walked = False         # an ORDER BY index walk chose some partition's documents
+        self.read = None            # [documents, bytes] the page read, counted when metrics are asked for
 
     def documents(self, at=None, cap=None, planned=True):
+        docs = self._documents(at, cap, planned)
+        return docs if self.read is None else self._counted(docs)
+
+    def _counted(self, docs):
+        read = self.read
+        for part, v in docs:
+            read[0] += 1
+            read[1] += len(v.body or b"")
+            yield part, v
+
+    def _documents(self, at=None, cap=None, planned=True):
         """From position `at` (None: the first document). With `planned`, each partition's
         planner may narrow its documents to index candidates (`cap` results wanted)."""
         merged = None
@@ -247,35 +277,53 @@ def _encoder(q):
 
 
 async def query_documents(call, container):
-    q = _query_of(call)
+    q = _query_of(call, container.definition.get("computedProperties"))
+    _require_cross_partition_flag(call, container, q)
     consistency = effective(call.svc.account.consistency, call.header(H.CONSISTENCY_LEVEL))
     inputs = _Inputs(call, container, q, consistency, parse_session(call))
+    started_ms = 0
+    if call.flag(H.POPULATE_QUERY_METRICS):
+        inputs.read = [0, 0]
+        started_ms = call.svc.clock.now_ms()
     if call.svc.query_mode == "service" and len(inputs.reads) > 1:
         refused = _refusal(call, q)
         if refused is not None:
             return refused
-    state = qp.decode_state(q, call.header(H.CONTINUATION), len(inputs.reads))
+    token = call.header(H.CONTINUATION)
+    state = service_state(q, token, inputs.range_mins) if token else None
+    if state is None:
+        state = qp.decode_state(q, token, len(inputs.reads))
     size = feeds.page_size(call.int_header(H.MAX_ITEM_COUNT))
     stats = call.svc.query_work
     from ..core.query import QueryError
+    udfs = None
+    if q.has_udfs:
+        from .udfs import UdfCalls
+        udfs = await UdfCalls.open(call, container)
     try:
         if q.plan.levels is None:
-            page = qp.constant_page(q, _encoder(q), call.svc.clock.now_ms())
+            page = qp.constant_page(q, _encoder(q), call.svc.clock.now_ms(), udfs)
         elif q.streams:
             run = qp.StreamRun(q, inputs.documents(state.at), state, size, _encoder(q),
                                where_implied=inputs.where_implied)
-            page = run.page() if await _run_slices(call, run) else None
+            page = run.page() if await _run_slices(call, run, udfs) else None
         else:
-            page = await _blocking_page(call, q, inputs, state, size)
+            page = await _blocking_page(call, q, inputs, state, size, udfs)
     except QueryError as e:
         raise bad_request(f"Query failed: {e}") from None
+    finally:
+        if udfs is not None:
+            udfs.close()
     if page is None:
         return responses.reply(499, None, call.activity_id)     # nobody is listening any more
     stats["work"] += page.work
     stats["pages"] += 1
     reads = inputs.reads
     touched = [rs for rs, _ in reads]
-    hdrs = {H.ITEM_COUNT: str(len(page.raw))}
+    raw = page.raw
+    if not raw and page.state is None and _merged_across_ranges(call, inputs) and _merges_to_null(q):
+        raw = [b"null"]        # what the SDK's merge of the ranges' answers gives (docs/queries.md)
+    hdrs = {H.ITEM_COUNT: str(len(raw))}
     if page.state is not None:
         hdrs[H.CONTINUATION] = qp.encode_state(page.state)
     if touched:
@@ -283,13 +331,56 @@ async def query_documents(call, container):
         hdrs[H.ALT_CONTENT_PATH] = container.name_path
         hdrs[H.CONTENT_PATH] = container.rid
     loaded = page.loaded + inputs.tested
-    raw = page.raw
+    _report(call, container, q, inputs, raw, started_ms, hdrs)
     ru = charge.query(loaded, len(raw), sum(map(len, raw)))
     admission.spread(call, container, touched, ru, len(raw), th.QUERY, loaded if q.has_filter else 0)
     return responses.reply(200, responses.feed_body(container.rid, "Documents", raw), call.activity_id, ru, hdrs)
 
 
-async def _blocking_page(call, q, inputs, state, size):
+CROSS_PARTITION_DISABLED = (     # the service's words
+    "Cross partition query is required but disabled. Please set x-ms-documentdb-query-enablecrosspartition "
+    "to true, specify x-ms-documentdb-partitionkey, or revise your query to avoid this exception.")
+
+
+def _require_cross_partition_flag(call, container, q) -> None:
+    """The service's 400 for a query that would span more than one partition key range when its
+    request names no partition key, no range and no EPK range, and does not enable cross-partition
+    queries. A container of one range answers it (as the service does: such queries "may have
+    worked" until the container split), and so does a query whose WHERE clause fixes every
+    partition key path to a constant (`c.pk = 'a' AND ...`), which the service routes to one range."""
+    if (len(container.partitions) < 2 or call.flag(H.ENABLE_CROSS_PARTITION) or q.plan.levels is None
+            or call.header(H.PARTITION_KEY) is not None or call.header(H.PK_RANGE_ID) is not None
+            or (call.header(H.READ_KEY_TYPE) or "") == H.READ_KEY_TYPE_EPK_RANGE):
+        return
+    fixed = {hint.path for hint in q.index_hints if hint.op == "="}
+    if all(path in fixed for path in container.pk_def.path_steps):
+        return
+    raise bad_request(CROSS_PARTITION_DISABLED)
+
+
+def _report(call, container, q, inputs, raw, started_ms: int, hdrs: dict) -> None:
+    """The query and index metrics headers, when the request asks for them (service/query_metrics.py)."""
+    if inputs.read is not None:
+        elapsed_ms = call.svc.clock.now_ms() - started_ms
+        hdrs[H.QUERY_METRICS] = query_metrics.query_metrics(elapsed_ms, inputs.read[0], inputs.read[1], raw)
+    if call.flag(H.POPULATE_INDEX_METRICS):
+        pk_paths = container.pk_def.path_steps if inputs.pk_json is not None else ()
+        hdrs[H.INDEX_UTILIZATION] = query_metrics.index_utilization(q, pk_paths, inputs.policy)
+
+
+def _merged_across_ranges(call, inputs) -> bool:
+    """Whether the query spans several partition key ranges with nothing narrowing it: against the
+    service the SDK would run it per range and merge (in --query-mode service it does here)."""
+    return (len(inputs.reads) > 1 and inputs.pk_json is None and inputs.accept is None
+            and call.header(H.PK_RANGE_ID) is None)
+
+
+def _merges_to_null(q) -> bool:
+    from ..core.query import execution_info as ei
+    return ei.merges_undefined_to_null(q)
+
+
+async def _blocking_page(call, q, inputs, state, size, udfs=None):
     """A page of a query that must read all its inputs (or, for aggregates that carry their
     partials, up to the page's work budget); None when the client went away meanwhile."""
     at = state.at if isinstance(state, qp.PartialState) else None
@@ -298,7 +389,7 @@ async def _blocking_page(call, q, inputs, state, size):
     planned = True
     while True:
         run = qp.BlockingRun(q, inputs.documents(at, cap, planned), state, size, _encoder(q))
-        if not await _run_slices(call, run):
+        if not await _run_slices(call, run, udfs):
             return None
         # An ORDER BY walk narrowed each partition to the rows that decide the first `cap`
         # results; if more rows now precede the position than earlier pages returned (writes
@@ -309,12 +400,13 @@ async def _blocking_page(call, q, inputs, state, size):
         return run.page()
 
 
-async def _run_slices(call, run) -> bool:
+async def _run_slices(call, run, udfs=None) -> bool:
     """Run a page (core/query_page.py) one slice at a time, letting every other request in
-    between; False when its client went away meanwhile."""
+    between; False when its client went away meanwhile. udfs: what its udf.name(...) calls run
+    (service/udfs.py)."""
     stats = call.svc.query_work
     while True:
-        done = run.step(call.svc.clock.now_ms())
+        done = run.step(call.svc.clock.now_ms(), udfs=udfs)
         stats["slices"] += 1
         if done:
             return True

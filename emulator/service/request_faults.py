@@ -20,7 +20,7 @@ _DOC_WRITES = frozenset(("PUT", "PATCH", "DELETE"))
 def op_of(call) -> str:
     segs = call.segs
     n = len(segs)
-    if n < 5 or segs[4] == "pkranges" or segs[4] == "conflicts":
+    if n < 5 or segs[4] == "pkranges" or segs[4] == "conflicts" or segs[2] == "users":
         return "metadata"
     if segs[4] == "operations":
         return "write"

@@ -6,7 +6,8 @@ from regionlab.client.protocol.status import SUB_COLLECTION_RID_MISMATCH
 
 from ..core.errors import CosmosError, bad_request
 from . import account as account_doc
-from . import addresses, admission, batch, bulk, documents, metadata
+from ..core.scripts import KINDS as SCRIPT_KINDS
+from . import addresses, admission, batch, bulk, documents, metadata, scripts, users
 from .paths import rid_based, unknown, unsupported_or_unknown
 
 
@@ -16,6 +17,9 @@ async def dispatch(call):
     if n == 0:
         return account_doc.handle(call)
     svc = call.svc
+    if 3 <= n <= 6 and segs[2] == "users" and segs[0] == "dbs":
+        admission.management(call)          # users and permissions: metadata, admitted before they run
+        return await svc.durable_reply(call, users.route(call, segs))
     if n <= 4 and segs[0] in ("dbs", "offers"):
         admission.management(call)          # databases, containers, offers: before they run
         return await svc.durable_reply(call, _metadata(call, segs, n))
@@ -31,6 +35,9 @@ async def dispatch(call):
     sub = segs[4]
     _check_intended_container(call, c)
     if sub == "docs":
+        if call.header(H.PRE_TRIGGER_INCLUDE) or call.header(H.POST_TRIGGER_INCLUDE):
+            from .triggers import write             # the engine's code loads on the first trigger
+            return await write(call, c, segs, by_rid)
         if n == 5:
             return await documents_feed(call, c)
         if n == 6:
@@ -41,6 +48,8 @@ async def dispatch(call):
         return await metadata.conflicts(call, c)
     elif sub == "operations" and n == 6 and segs[5].lower() == "partitionkeydelete":
         return await documents.delete_by_partition_key(call, c)
+    elif sub in SCRIPT_KINDS:
+        return await scripts.handle(call, c, sub, segs, by_rid)
     raise unsupported_or_unknown(segs, sub)
 
 
@@ -84,8 +93,7 @@ def documents_feed(call, container):
             return query_plan(call, container)
         if call.flag(H.IS_BATCH):
             return (bulk.execute if batch.is_bulk(call) else batch.execute)(call, container)
-        ctype = (call.header(H.CONTENT_TYPE) or "").lower()
-        if call.flag(H.IS_QUERY) or ctype.startswith("application/query+json"):
+        if metadata.is_query(call):
             from .queries import query_documents
             return query_documents(call, container)
         return documents.create(call, container)

@@ -5,7 +5,7 @@ client sent into a Call (service/call.py) and runs `Service.handle(call)`, a cor
 Reply (service/responses.py), which it turns back into bytes, a frame, or a history entry. Every
 request is checked against its region's state (503 while the region is out), authenticated
 (master key or the emulator's AAD token, and its date within max_clock_skew_s of the region's
-clock: cosmos-wire §3), put
+clock: cosmos-wire §3; or a user's resource token, within its grant: service/resource_tokens.py), put
 through the region's request faults, and dispatched on its path segments to the handler of its
 resource family (service/routes.py), or run on the route its surface resolved it to (call.route:
 direct mode's point reads and writes). A CosmosError anywhere
@@ -21,16 +21,17 @@ import logging
 
 from regionlab.client.protocol import headers as H
 from regionlab.client.protocol.auth import CLOCK_SKEW_MAX_S, AuthError, MasterKeyVerifier, check_clock_skew, \
-    check_token_window, date_epoch_s
+    check_token_window, date_epoch_s, is_resource_token
 
 from ..core.cache import Cache, text_bytes
 from ..core.consistency import SESSION, STRONG
 from ..core.documents import min_lsn_for
 from ..core.errors import SUB_WRITE_FORBIDDEN, CosmosError
 from ..core.tally import Tally
-from . import request_faults, responses, routes
+from . import request_faults, resource_tokens, responses, routes
 from .paths import resource_kind
-from ..core.limits import DATES_CACHE_MAX_BYTES, SESSION_WAIT_MS, STRONG_WAIT_MS, WRITE_ACK_DEADLINE_MS
+from ..core.limits import DATES_CACHE_MAX_BYTES, SCRIPT_TIMEOUT_MS, SESSION_WAIT_MS, STRONG_WAIT_MS, \
+    WRITE_ACK_DEADLINE_MS
 
 log = logging.getLogger("regionlab.service")
 
@@ -49,6 +50,7 @@ class Service:
         self._skews = account.faults.requests.skews     # region -> its clock_skew faults (the same dict always)
         self.region = region
         self.verifier = MasterKeyVerifier(key) if key else None
+        self.tokens = resource_tokens.ResourceTokens(key)     # users' resource tokens (service/users.py)
         self._dates_s = Cache(DATES_CACHE_MAX_BYTES)     # x-ms-date text -> epoch seconds (parsed once)
         self.max_clock_skew_s = CLOCK_SKEW_MAX_S    # ServerConfig may change it; 0 = off
         # (method, resource kind, status, substatus) -> replies sent: which region really served
@@ -57,6 +59,10 @@ class Service:
         self.requests_served = Tally()
         self.write_ack_timeout_ms = WRITE_ACK_DEADLINE_MS  # ServerConfig may shorten it (tests)
         self.query_mode = "whole"               # or "service" (service/queries.py)
+        # Server-side JavaScript (service/script_engine.py): the runtime's engine, None where
+        # scripts cannot run (the simulator); their time bound, which ServerConfig may change.
+        self.script_engine = None
+        self.script_timeout_ms = SCRIPT_TIMEOUT_MS
         # Query execution (service/queries.py): work units spent, slices run (a streaming page is
         # one), and queries stopped because their client went away between slices.
         self.query_work = Tally()
@@ -132,13 +138,18 @@ class Service:
     def _authenticate(self, call) -> None:
         if self.verifier is None:
             return
+        authorization = call.header(H.AUTHORIZATION)
+        if authorization is not None and is_resource_token(authorization):
+            claims = self.tokens.claims(authorization)
+            resource_tokens.check(call, claims, self.now_ms(call.region) / 1000)
+            return
         date = call.header(H.X_MS_DATE) or call.header(H.HTTP_DATE)
         date_s = None
         if date:
             date_s = self._dates_s.get(date)
             if date_s is None:
                 date_s = self._dates_s.put(date, date_epoch_s(date), text_bytes(date))
-        window = self.verifier.verify(call.method, call.path.split("?", 1)[0], call.header(H.AUTHORIZATION), date)
+        window = self.verifier.verify(call.method, call.path.split("?", 1)[0], authorization, date)
         # After the signature: a request signed with another key is told that, not its date.
         # The region's clock judges the date: a clock_skew fault moves it (core/request_faults.py).
         now_s = self.now_ms(call.region) / 1000

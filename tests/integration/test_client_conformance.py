@@ -152,6 +152,22 @@ def test_databases_and_containers_give_the_same_results_as_the_sdk(regionlab):
     for i, (a, b) in enumerate(zip(got, expected)):
         assert a == b, f"operation {i}: ours {a} != sdk {b}"
 
+def test_a_query_over_several_ranges_needs_the_flag_as_with_the_sdk(regionlab):
+    """The sync SDK sends x-ms-documentdb-query-enablecrosspartition only when asked, and the
+    service refuses a query over several ranges without it: the sync client does the same."""
+    emu = regionlab
+    with CosmosClient(emu.endpoint, credential=emu.key) as ours, SdkClient(emu.endpoint, emu.key) as sdk:
+        results = []
+        for db, pk in ((ours.create_database("ours-x"), PartitionKey), (sdk.create_database("sdk-x"), SdkPartitionKey)):
+            c = db.create_container("c", partition_key=pk(path="/pk"), offer_throughput=20000)
+            assert len(list(c.read_feed_ranges())) > 1
+            c.create_item({"id": "a", "pk": "a"})
+            results.append([outcome(lambda: list(c.query_items("SELECT c.id FROM c"))),
+                            outcome(lambda: list(c.query_items("SELECT c.id FROM c", enable_cross_partition_query=True)))])
+    assert results[0] == results[1]
+    assert results[0][0][:2] == ("error", 400) and results[0][1] == ("ok", [{"id": "a"}])
+
+
 @pytest.mark.parametrize("mode", ["gateway", "direct"])
 def test_the_same_operations_give_the_same_results_as_the_sdk(regionlab, mode):
     emu = regionlab

@@ -3,7 +3,8 @@ the server keeps serving.
 
 Hypothesis drives a real regionlab over real sockets with signed requests: every route (account,
 databases, containers, items, queries, batch, patch, change feed, partition key ranges,
-conflicts, delete by partition key, offers, and paths that are none of these), every method,
+conflicts, delete by partition key, offers, users and permissions, requests signed with resource
+tokens, and paths that are none of these), every method,
 bodies from a JSON-ish grammar (deep nesting, numbers past a double, lone surrogates,
 item/patch/batch/query/container/offer shapes, raw bytes), the headers the gateway reads
 (partition key, continuation, consistency, session token, if-match, batch, query, change
@@ -33,8 +34,7 @@ from tiers import examples
 
 FUZZ_EXAMPLES = int(os.environ.get("REGIONLAB_FUZZ_EXAMPLES", examples(150)))
 SOCKET_TIMEOUT_S = 60.0          # generous: a shared CI machine under load; a hang still fails
-NOT_IMPLEMENTED_KINDS = ("sprocs", "udfs", "triggers", "users", "permissions", "attachments",
-                         "clientencryptionkeys", "schemas")     # emulator/gateway/server.py: 501
+NOT_IMPLEMENTED_KINDS = ("attachments", "clientencryptionkeys", "schemas")     # emulator/service/paths.py: 501
 DB, COLL = "db", "c"
 
 
@@ -167,6 +167,7 @@ _HEADERS = {
     "x-ms-read-key-type": st.sampled_from(["EffectivePartitionKeyRange", "x"]),
     "x-ms-start-epk": st.one_of(texts(8), st.just("00")),
     "x-ms-end-epk": st.one_of(texts(8), st.just("FF")),
+    "x-ms-documentdb-expiry-seconds": st.one_of(st.integers(-5, 10 ** 12).map(str), texts(5)),
     "x-ms-offer-throughput": st.one_of(st.integers(-1, 10 ** 12).map(str), texts(5)),
     "x-ms-cosmos-offer-autopilot-settings": st.one_of(JSON.map(json.dumps), NASTY_JSON_TEXT),
     "x-ms-documentdb-populatequerymetrics": st.sampled_from(["True"]),
@@ -192,7 +193,7 @@ _ITEM_PATH = st.one_of(st.sampled_from(IDS).map(lambda i: f"{DOCS}/{i}"),
                        st.just(f"{DOCS}/%FF%00"), st.just(f"{DOCS}/a%2Fb"))
 _RANDOM_PATH = st.one_of(
     st.lists(st.sampled_from(["dbs", DB, "colls", COLL, "docs", "a", "pkranges", "offers", "operations",
-                              "partitionkeydelete", "conflicts", "sprocs", "udfs", "users", "x", "", "%00",
+                              "partitionkeydelete", "conflicts", "sprocs", "udfs", "users", "permissions", "x", "", "%00",
                               "AAAAAA==", "..", "%2e%2e"]), max_size=8).map(lambda s: "/" + "/".join(s)),
     texts(20).map(lambda s: "/" + "".join(ch for ch in s if ch not in " ?#")),
 )
@@ -224,7 +225,7 @@ def _b(value) -> bytes:
 def requests(draw):
     """(method, path, headers, body bytes or None)."""
     kind = draw(st.sampled_from(["create", "read", "replace", "patch", "delete", "query", "batch", "feed",
-                                 "changefeed", "pkdelete", "metadata", "offers", "random"]))
+                                 "changefeed", "pkdelete", "metadata", "offers", "users", "token", "random"]))
     pk = {PK: '["p"]'}
     if kind == "create":
         body = draw(st.one_of(st.builds(_b, st.fixed_dictionaries({"id": st.one_of(st.sampled_from(IDS), JSON),
@@ -283,11 +284,42 @@ def requests(draw):
         path = draw(st.sampled_from(["/offers", "/offers/x", "/offers/AAAA"]))
         body = draw(st.one_of(st.none(), JSONISH.map(str.encode)))
         return draw(st.sampled_from(["GET", "POST", "PUT"])), path, draw(header_sets()), body
+    if kind == "users":
+        return _users_request(draw)
+    if kind == "token":
+        method, path, headers, body = draw(requests())
+        return method, path, {**headers, "authorization": draw(_RESOURCE_TOKENS)}, body
     path = draw(_RANDOM_PATH)
     if path.rstrip("/") in (f"/dbs/{DB}", f"/dbs/{DB}/colls/{COLL}"):
         path += "/x"                     # keep the fixture's database and container
     body = draw(st.one_of(st.none(), JSONISH.map(str.encode), st.binary(max_size=40)))
     return draw(_METHODS), path, draw(header_sets()), body
+
+
+_USERS = f"/dbs/{DB}/users"
+_PERMISSION_BODY = st.fixed_dictionaries(
+    {"id": st.one_of(st.sampled_from(["p", "q"]), JSON)},
+    optional={"permissionMode": st.one_of(st.sampled_from(["All", "read", "x"]), JSON),
+              "resource": st.one_of(st.sampled_from([f"dbs/{DB}/colls/{COLL}", f"dbs/{DB}/colls/{COLL}/docs/a",
+                                                     f"dbs/{DB}/colls/x", f"dbs/{DB}", "dbs/AAAAAA==/colls/AAAAAAAAAAA=",
+                                                     f"dbs/{DB}/colls/{COLL}/docs", "/", ""]), texts(20), JSON),
+              "resourcePartitionKey": st.one_of(st.sampled_from([["p"], [], ["p", "q"], [{}], [[1]]]), JSON)})
+# Resource tokens as a client might send them: garbage, or the shape with bad signatures and claims.
+_RESOURCE_TOKENS = st.one_of(
+    texts(30).map(lambda t: "type=resource&ver=1&sig=" + t),
+    st.builds(lambda sig, claims: f"type%3Dresource%26ver%3D1%26sig%3D{sig}%3B{claims}%3B",
+              texts(10), st.one_of(JSON.map(lambda v: base64.b64encode(json.dumps(v).encode()).decode()), texts(10))))
+
+
+def _users_request(draw):
+    path = draw(st.sampled_from([_USERS, f"{_USERS}/u", f"{_USERS}/nobody", f"{_USERS}/u/permissions",
+                                 f"{_USERS}/u/permissions/p", f"{_USERS}/u/permissions/x", f"{_USERS}/u/x",
+                                 f"{_USERS}/u/permissions/p/x", f"/dbs/other/users"]))
+    body = draw(st.one_of(st.none(), JSONISH.map(str.encode), _PERMISSION_BODY.map(_b),
+                          st.fixed_dictionaries({"id": st.one_of(st.sampled_from(["u", "v"]), JSON)}).map(_b)))
+    headers = draw(header_sets(["x-ms-documentdb-expiry-seconds", "x-ms-documentdb-is-upsert",
+                                "x-ms-documentdb-isquery"]))
+    return draw(st.sampled_from(["GET", "POST", "PUT", "DELETE"])), path, headers, body
 
 
 # ---- the wire ------------------------------------------------------------------------------------
@@ -316,6 +348,8 @@ def _seed(sdk_client):
     c = sdk_client.create_database(DB).create_container(COLL, PartitionKey(path="/pk"))
     for i, item_id in enumerate(IDS):
         c.create_item({"id": item_id, "pk": "p", "n": i, "s": "s" * i, "arr": [1, [i]], "nested": {"a": i}})
+    u = sdk_client.get_database_client(DB).create_user({"id": "u"})
+    u.create_permission({"id": "p", "permissionMode": "all", "resource": c.container_link})
     return c
 
 

@@ -24,6 +24,7 @@ from regionlab.emulator.core.query.errors import QueryError
 from regionlab.emulator.core.query.functions import lookup_function
 from regionlab.emulator.core.query.like import like_matcher, match_like
 from regionlab.emulator.core.query.values import UNDEFINED, canonical
+from regionlab.emulator.core.limits import UDF_CALL_WORK_UNITS
 
 AGGREGATE_NAMES = frozenset({"COUNT", "SUM", "MIN", "MAX", "AVG"})
 # Operator chains longer than this compile into one loop instead of nested closures (shorter
@@ -55,6 +56,10 @@ class Context:
     clock: list  # [now_ms], filled by execute before any closure runs
     compile_subquery: Callable | None = None
     work: list = field(default_factory=lambda: [0])  # rows made by FROM/JOIN (sources.py)
+    # [f(name, args) -> value] for udf.name(...) calls, set by the caller before each evaluation
+    # step (the service's, which runs the container's UDFs), or [None]: none can be called.
+    udfs: list = field(default_factory=lambda: [None])
+    has_udfs: bool = False
 
     def error(self, node: n.Node, what: str) -> QueryError:
         return QueryError.at(self.text, node.pos, what)
@@ -333,7 +338,7 @@ def _ternary(node, scope, ctx, aggs):
 
 def _call(node, scope, ctx, aggs):
     if node.udf:
-        raise ctx.error(node, f"user-defined function udf.{node.name} is not supported by this emulator")
+        return _udf_call(node, scope, ctx, aggs)
     name = node.name.upper()
     if name in AGGREGATE_NAMES:
         return _aggregate_call(node, name, scope, ctx, aggs)
@@ -345,6 +350,23 @@ def _call(node, scope, ctx, aggs):
         raise ctx.error(node, f"function {name} takes {expected} arguments, got {len(node.args)}")
     args = [compile_expr(arg, scope, ctx, aggs) for arg in node.args]
     return _apply(spec, args, ctx)
+
+
+def _udf_call(node, scope, ctx, aggs):
+    """udf.name(args): the caller's function runs it; each call counts UDF_CALL_WORK_UNITS, so
+    a slice holds few of them (a call runs JavaScript, far more than a row's work)."""
+    ctx.has_udfs = True
+    args = [compile_expr(arg, scope, ctx, aggs) for arg in node.args]
+    name, cell, work = node.name, ctx.udfs, ctx.work
+
+    def evaluate(row):
+        udfs = cell[0]
+        if udfs is None:
+            raise ctx.error(node, f"user-defined function udf.{name} cannot be called here; UDFs run in "
+                                  "queries of a container's documents")
+        work[0] += UDF_CALL_WORK_UNITS
+        return udfs(name, [a(row) for a in args])
+    return evaluate
 
 
 def _apply(spec, args, ctx):

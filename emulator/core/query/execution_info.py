@@ -85,6 +85,17 @@ def _value_aggregate(tree) -> str | None:
     return _aggregate_name(select.items[0].expr)
 
 
+def merges_undefined_to_null(query) -> bool:
+    """Whether the query is `SELECT VALUE MIN/MAX/AVG/SUM(x)` alone (no GROUP BY, TOP, OFFSET or
+    LIMIT): across partition key ranges the SDK merges its per-range partials, and what the
+    Python SDK's merge makes of an undefined result (nothing to aggregate, mixed types) is `null`
+    (`[None]`, as azure-sdk-for-python's test_aggregate expects), where one range's own answer
+    is no row at all."""
+    tree = _tree(query)
+    return (_value_aggregate(tree) in ("MIN", "MAX", "AVG", "SUM") and not tree.group_by
+            and tree.select.top is None and tree.offset is None and tree.limit is None)
+
+
 def _grouped(query) -> bool:
     """Whether the SDK merges the query's results by group: GROUP BY, or aggregates outside
     SELECT VALUE (the service plans `SELECT COUNT(1) FROM c` as one group of everything)."""

@@ -4,7 +4,8 @@ Theory of operation: `compile_query(text, parameters)` parses the text,
 resolves names and parameters, and builds closures for every expression;
 all errors surface here as QueryError. The resulting `CompiledQuery` is
 immutable apart from its clock cell, which `execute` / `filter_matches` set to
-the caller's now_ms before evaluating (the engine never reads a wall clock),
+the caller's now_ms before evaluating (the engine never reads a wall clock), and
+its UDF cell (what udf.name(...) calls run, or nothing), set the same way,
 so one compiled query may be cached and reused; calls must not interleave
 across threads. Results may share structure with the input documents
 (`SELECT *` returns the documents themselves): callers must not mutate them.
@@ -15,6 +16,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from regionlab.emulator.core.query import nodes as n
+from regionlab.emulator.core.query.computed import fold
 from regionlab.emulator.core.query.errors import QueryError
 from regionlab.emulator.core.query.evaluate import AGGREGATE_NAMES, Context, Scope
 from regionlab.emulator.core.query.hints import index_hints, leading_order_hint, where_equalities
@@ -49,10 +51,11 @@ def _parameter_map(parameters) -> dict:
 
 
 class CompiledQuery:
-    def __init__(self, text: str, parameters: list | None = None):
+    def __init__(self, text: str, parameters: list | None = None, computed: dict | None = None):
+        """computed: the container's computed properties (computed.definitions_of), folded in."""
         self.text = text
         self._ctx = Context(text, _parameter_map(parameters), [0], subquery_compiler)
-        self._tree = _parse(text)
+        self._tree = fold(_parse(text), computed) if computed else _parse(text)
         self._plan = compile_plan(self._tree, Scope(), self._ctx, top_level=True)
         self.is_aggregate = self._plan.group_keys is not None
         self.has_order_by = bool(self._tree.order_by)
@@ -75,6 +78,7 @@ class CompiledQuery:
         # Aggregates over all rows (no GROUP BY) whose select list reads nothing but those
         # aggregates: a page may stop at any row and hand the accumulators to the next page.
         self.carries_partials = self._plan.group_keys == [] and _reads_only_aggregates(self._tree.select)
+        self.has_udfs = self._ctx.has_udfs         # calls udf.name(...): the caller must set_udfs
 
     @property
     def plan(self):
@@ -90,6 +94,12 @@ class CompiledQuery:
         """What GetCurrentDateTime() and friends read during the next evaluation steps."""
         self._ctx.clock[0] = now_ms
 
+    def set_udfs(self, udfs) -> None:
+        """What udf.name(...) calls during the next evaluation steps: f(name, args) -> value, or
+        None (a call is then an error). Set before every step, as the clock: a cached query may
+        serve several requests whose steps interleave."""
+        self._ctx.udfs[0] = udfs
+
     def _simple_filter(self):
         """The WHERE closure when a document maps to exactly one row (FROM c)."""
         tree = self._tree
@@ -98,10 +108,11 @@ class CompiledQuery:
             return None
         return self._plan.where or (lambda row: True)
 
-    def execute(self, documents: Iterable[dict], now_ms: int, cap: int | None = None) -> list:
+    def execute(self, documents: Iterable[dict], now_ms: int, cap: int | None = None, udfs=None) -> list:
         """The final result list of the query over documents; with cap, only its first cap
         results (documents are then pulled lazily and the run stops early where it can)."""
         self._ctx.clock[0] = now_ms
+        self._ctx.udfs[0] = udfs
         return self._plan.run((), documents, cap)
 
     def rows_needed(self, cap: int | None = None) -> int | None:
@@ -119,6 +130,7 @@ class CompiledQuery:
     def filter_matches(self, doc: dict, now_ms: int) -> bool:
         """True when the WHERE clause is true for doc (patch conditions)."""
         self._ctx.clock[0] = now_ms
+        self._ctx.udfs[0] = None
         if self._doc_filter is not None:
             return self._doc_filter((doc,)) is True
         return bool(self._plan.run((), (doc,), 1))
@@ -140,7 +152,7 @@ def _reads_only_aggregates(select: n.Select) -> bool:
     return True
 
 
-def compile_query(text: str, parameters: list | None = None) -> CompiledQuery:
+def compile_query(text: str, parameters: list | None = None, computed: dict | None = None) -> CompiledQuery:
     if type(text) is not str:
         raise QueryError("query text must be a string", 0)
-    return CompiledQuery(text, parameters)
+    return CompiledQuery(text, parameters, computed)

@@ -200,6 +200,12 @@ def test_malformed_requests_say_what_is_wrong(header, date, needle):
     assert needle in e.value.message
 
 
+def test_the_sdks_none_for_a_missing_resource_token_is_explained():
+    with pytest.raises(auth.AuthError) as e:
+        auth.MasterKeyVerifier(KEY).verify("GET", "/dbs/db1/colls/c", "None", DATE)
+    assert "no resource token" in e.value.message and "container_link" in e.value.message
+
+
 def test_our_signer_matches_the_sdk():
     path, header = item_request("put", "dbs/d/colls/c/docs/ü x", "docs")
     rtype, link = auth.resource_type_and_link(path)
@@ -414,3 +420,22 @@ def test_the_token_window_is_judged_with_the_skew_allowance():
         auth.check_token_window((100.0, 200.0), 261.0, max_skew_s=60)
     with pytest.raises(auth.AuthError, match="not valid before"):
         auth.check_token_window((100.0, 200.0), 39.0, max_skew_s=60)
+
+
+def test_resource_token_signer_picks_the_token_covering_the_link():
+    """ResourceTokenSigner: the token of the longest link prefix, percent-encoded as the SDK sends
+    it; the account read gets one; a link no token covers gets none (the service answers 401)."""
+    coll = "type=resource&ver=1&sig=c/+=;e30=;"
+    item = "type=resource&ver=1&sig=i/+=;e30=;"
+    signer = auth.ResourceTokenSigner({"dbs/d/colls/c": coll, "/dbs/d/colls/c2/docs/x/": item})
+    quoted = lambda t: urllib.parse.quote(t, safe="-_.!~*'()")
+    assert signer.header("get", "docs", "dbs/d/colls/c/docs/a", DATE) == quoted(coll)
+    assert signer.header("post", "docs", "dbs/d/colls/c", DATE) == quoted(coll)
+    assert signer.header("get", "docs", "dbs/d/colls/c2/docs/x", DATE) == quoted(item)
+    assert signer.header("get", "docs", "dbs/d/colls/c2/docs/y", DATE) == ""
+    assert signer.header("get", "colls", "dbs/d/colls/cc", DATE) == ""
+    assert signer.header("get", "", "", DATE) in (quoted(coll), quoted(item))
+    assert auth.is_resource_token(quoted(coll)) and auth.is_resource_token(coll)
+    assert not auth.is_resource_token(auth.authorization_header(KEY, "get", "docs", "dbs/d", DATE))
+    with pytest.raises(TypeError):
+        auth.ResourceTokenSigner({})

@@ -33,7 +33,6 @@ BAD = [
     ("SELECT * FROM c WHERE c.x = @missing", 28, "@missing"),
     ("SELECT * FROM c JOIN t IN c.tags", 7, "SELECT *"),
     ("SELECT * FROM c WHERE COUNT(1) > 1", 22, "aggregate"),
-    ("SELECT * FROM c WHERE udf.f(c.x)", 22, "udf"),
     ("SELECT VALUE COUNT(1) FROM c ORDER BY c.x", 38, "ORDER BY"),
     ("SELECT * FROM c OFFSET -1 LIMIT 1", 23, "OFFSET"),
     ("SELECT * FROM c WHERE c.x = 1 extra", 30, "end of query"),
