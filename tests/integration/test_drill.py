@@ -5,7 +5,9 @@ ones GET /lost-writes holds, and equal to the acknowledged writes the workload c
 (after a forced failover, more than none); the 429s the client retried are the 429s the storm
 served; the 410s of a moved replica are the address refreshes the client made; the 429/50009s the
 client backed off from are the credit refusals the emulator counted; hedged extra RU appears only
-in the setups that hedge, the breaker opens only where it is on; after the playbook's client step
+in the setups that hedge, the breaker opens only where it is on (hedging-vs-breaker: without
+either East US's 500s reach the application, with hedging none does, the breaker opens once
+after 10 to 17 failed reads); after the playbook's client step
 every read East US 2 served is one the emulator counted there; the exit status is 0 exactly when
 no assertion failed; region-outage's four modes each show their own behaviour (503s retried,
 refused connects, reset responses, a blackhole's stall). Also: the in-process emulator (no
@@ -129,6 +131,17 @@ def test_builtin_drill_short_form_agrees_with_the_emulator(name, tmp_path):
         assert sum(r["ops"] for r in rows.values()) == report["total"]["ops"]
         assert rows["hedging"]["availability_in_fault_windows"] > rows["none"]["availability_in_fault_windows"]
         assert rows["hedging"]["p99_ms_in_fault_windows"] < rows["none"]["p99_ms_in_fault_windows"]
+        errors = {s["name"]: s["total"]["errors_by_status"] for s in report["setups"]}
+        # none: East US's 500 (after its 300 ms) reaches the application; most fault-window reads fail
+        # (a loaded machine may add end-to-end timeouts, 408, to any setup's errors)
+        assert errors["none"].get("500/0", 0) > 0 and rows["none"]["availability_in_fault_windows"] < 0.5
+        # hedging (alone or with the breaker): a 500 never wins a race another copy still runs
+        for setup in ("hedging", "both"):
+            assert "500/0" not in errors[setup] and rows[setup]["availability_in_fault_windows"] >= 0.99
+        # the breaker: the one range opens once (30 s to HealthyTentative is past the run), after
+        # 10 failed reads and those in flight in East US then (at most concurrency - 1 more)
+        assert rows["circuit breaker"]["breaker_opened"] == 1
+        assert 10 <= errors["circuit breaker"].get("500/0", 0) <= 10 + drill.concurrency - 1
         assert "Setups compared" in (tmp_path / "report.html").read_text()
     if name == "outage-playbook":
         [change] = report["client_changes"]
