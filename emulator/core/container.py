@@ -16,6 +16,7 @@ from . import jsontext
 from .cache import Cache, text_bytes
 from .errors import bad_request
 from .store import TrackedDict
+from .ttl import check_default_ttl
 from .limits import EPK_CACHE_MAX_BYTES
 
 RU_PER_PARTITION = 10_000
@@ -45,7 +46,7 @@ class Database:
 class Container:
     __slots__ = ("id", "rid", "db", "definition", "pk_def", "partitions", "_bounds", "ts", "etag",
                  "offer_rid", "doc_seq", "rid_index", "_epk_cache", "pkranges_etag", "conflicts",
-                 "docs_link")
+                 "docs_link", "ttl")
 
     def __init__(self, db: Database, definition: dict, rid: str, ts: int, etag: str,
                  partitions: list):
@@ -70,6 +71,7 @@ class Container:
         self.pkranges_etag = f'"{rid}-{len(partitions)}"'
         self.conflicts = None                       # ConflictLog (multi-write losers)
         self.docs_link = f"{self.self_link}docs/"    # a document's _self is this + its rid + "/"
+        self.ttl = None                             # ttl.Expiry while defaultTtl is set (ttl.attach)
 
     @property
     def self_link(self) -> str:
@@ -173,4 +175,7 @@ def container_definition(body: dict) -> dict:
                           {"mode": "LastWriterWins", "conflictResolutionPath": "/_ts",
                            "conflictResolutionProcedure": ""})
     definition.setdefault("geospatialConfig", {"type": "Geography"})
+    check_default_ttl(definition)
+    if definition.get("defaultTtl", 0) is None:
+        del definition["defaultTtl"]            # null is TTL off, as absent: the service lists neither
     return definition

@@ -1,0 +1,239 @@
+"""Time to live: when an item expires, and the sweep that deletes expired items.
+
+Theory of operation, as the service defines TTL:
+* A container's `defaultTtl` absent (or null): nothing expires and an item's `ttl` is ignored.
+  -1: items never expire unless their own `ttl` is n > 0. n > 0: items expire n seconds after
+  their `_ts`, unless their own `ttl` says otherwise (-1 never, m > 0 after m seconds).
+* An item is expired once its region's clock (the account's injected clock plus any
+  clock_skew fault on the region) reaches `(_ts + ttl) * 1000` ms. Every read path asks
+  `Expiry.expired` itself (point reads, writes' view of the current item, queries, read feed,
+  latest-version change feed), so an expired item is never served, even before the sweep
+  deleted it.
+* The sweep (`Sweeper`, one per account) deletes expired items for real: a commit of one
+  tombstone (op `expire`) at the partition's write region, replicated like any delete, so every
+  region agrees and the all-versions change feed shows it (`timeToLiveExpired: true`). It runs
+  outside any request, so it charges no client's request units. It keeps, per partition, an
+  expiry index (a heap of (expiry ms, key, LSN)) fed from the write region's change log from a
+  cursor LSN; an entry is acted on only if the item's newest version is still that LSN (a
+  replace, upsert or patch gave it a new `_ts`, and a new entry). Its work is bounded per timer
+  turn (SWEEP_TURN_MAX_ENTRIES log entries read or items deleted), then it yields to the loop.
+  After a failover (another write region, or its log cut), a restart or a change of
+  `defaultTtl`, a partition's index is rebuilt from LSN 0 in the same bounded turns.
+* A TTL delete that a forced failover cuts is not a lost write of any client: the new write
+  region expires the item again (failover.cut_history leaves it out of the lost-writes log).
+
+Who changes what: the account attaches an `Expiry` to each container whose definition has a
+`defaultTtl` (`attach`); only the sweep deletes by TTL.
+"""
+import heapq
+import json
+
+from .errors import CosmosError, bad_request
+
+TTL_MAX_S = 2_147_483_647            # the service's largest ttl / defaultTtl (an int32)
+NEVER = -1
+SWEEP_INTERVAL_MS = 1000             # how often the sweep looks for newly expired items
+SWEEP_TURN_MAX_ENTRIES = 512         # log entries indexed plus items deleted per timer turn
+EXPIRE_OP = "expire"                 # Version.op of a delete by TTL
+_TTL_MEMBER = b'"ttl"'
+
+
+def _invalid(name: str, value) -> CosmosError:
+    shown = json.dumps(value) if not isinstance(value, str) else value
+    return bad_request(f"The input {name} '{shown}' is invalid. Ensure to provide a nonzero positive integer "
+                       f"less than or equal to '{TTL_MAX_S}', or '-1' which means never expire.")
+
+
+def _valid(value) -> bool:
+    return type(value) is int and (value == NEVER or 0 < value <= TTL_MAX_S)
+
+
+def check_default_ttl(definition: dict) -> None:
+    """400 for a container definition whose defaultTtl is not absent, null, -1 or 1..2^31-1."""
+    value = definition.get("defaultTtl")
+    if value is not None and not _valid(value):
+        raise _invalid("defaultTtl", value)
+
+
+def check_item_ttl(doc: dict) -> None:
+    """400 for an item whose ttl is present and not -1 or 1..2^31-1 (null included, as the
+    service refuses it). Asked only in containers with TTL on, where the value means something."""
+    if "ttl" in doc and not _valid(doc["ttl"]):
+        raise _invalid("ttl", doc["ttl"])
+
+
+def item_ttl_of(body: bytes):
+    """The item's own ttl from its stored JSON, or None. Most bodies have no "ttl" anywhere, and
+    a byte search settles those without parsing."""
+    if _TTL_MEMBER not in body:
+        return None
+    value = json.loads(body).get("ttl")
+    return value if type(value) is int else None
+
+
+class Expiry:
+    """A container's TTL rule: `default_s` its defaultTtl (-1 or n > 0), `now_ms(region)` the
+    region's clock, `wake()` arms the account's sweep (a commit in the container calls it).
+    `sweeps` holds the sweep's per-partition index (PartitionSweep by ordinal)."""
+    __slots__ = ("default_s", "now_ms", "wake", "sweeps")
+
+    def __init__(self, default_s: int, now_ms, wake):
+        self.default_s = default_s
+        self.now_ms = now_ms
+        self.wake = wake
+        self.sweeps: dict = {}
+
+    def expires_ms(self, v):
+        """When version v expires, in ms on the account clock, or None if never."""
+        own = item_ttl_of(v.body)
+        ttl_s = own if own is not None else self.default_s
+        if ttl_s <= 0:
+            return None
+        return (v.ts_ms // 1000 + ttl_s) * 1000
+
+    def expired_at(self, v, now_ms: int) -> bool:
+        expires = self.expires_ms(v)
+        return expires is not None and now_ms >= expires
+
+    def expired(self, v, region: str) -> bool:
+        return self.expired_at(v, self.now_ms(region))
+
+    def live(self, versions, region: str):
+        """The versions not expired at the region's clock of now."""
+        now_ms = self.now_ms(region)
+        return [v for v in versions if not self.expired_at(v, now_ms)]
+
+
+def visible(container, v, region: str):
+    """v, or None when it is expired (a read's one check)."""
+    ttl = container.ttl
+    if v is None or ttl is None or not ttl.expired(v, region):
+        return v
+    return None
+
+
+def attach(account, container) -> None:
+    """Give the container the Expiry its definition asks for (or none), and wake the sweep.
+    Called when a container is built (created or restored) and when it is replaced."""
+    default_s = container.definition.get("defaultTtl")
+    if default_s is None:
+        container.ttl = None
+        return
+    old = container.ttl
+    if old is not None and old.default_s == default_s:
+        return
+    # A new defaultTtl changes every item's expiry: the sweep's indexes start again.
+    container.ttl = Expiry(default_s, account.region_now_ms, account.ttl_sweeper.wake)
+    account.ttl_sweeper.wake()
+
+
+class PartitionSweep:
+    """The expiry index of one partition at its write region's replica set `rs`."""
+    __slots__ = ("rs", "epoch", "cursor_lsn", "heap")
+
+    def __init__(self, rs):
+        self.rs = rs
+        self.epoch = rs.epoch
+        self.cursor_lsn = 0
+        self.heap: list = []
+
+    def current_for(self, rs) -> bool:
+        return rs is self.rs and rs.epoch == self.epoch and self.cursor_lsn <= rs.committed_lsn
+
+
+class Sweeper:
+    """The account's TTL sweep: a timer that runs while some partition of a container with TTL on
+    has work (a log not indexed yet, an expiry pending, a write region down), at least every
+    SWEEP_INTERVAL_MS, each turn bounded by SWEEP_TURN_MAX_ENTRIES (module docstring). Idle, it
+    waits for `wake`: a commit in such a container, a new defaultTtl, a forced failover's cut."""
+
+    def __init__(self, account, writer_of):
+        self.account = account
+        self.writer_of = writer_of       # (container, region, pk_json, now_ms) -> documents.Writer
+        self.armed = False
+        self.deleted = 0                 # items deleted by TTL since start (metrics, tests)
+
+    def wake(self) -> None:
+        if not self.armed:
+            self.armed = True
+            self.account.scheduler.call_at(self.account.clock.now_ms(), self._turn)
+
+    def _containers(self) -> list:
+        return [c for db in self.account.databases.values() for c in db.containers.values() if c.ttl is not None]
+
+    def _turn(self) -> None:
+        self.armed = False
+        budget, earliest_ms = SWEEP_TURN_MAX_ENTRIES, None
+        for c in self._containers():
+            for ordinal, p in enumerate(c.partitions):
+                budget, due_ms = self._sweep(c, ordinal, p, budget)
+                if due_ms is not None and (earliest_ms is None or due_ms < earliest_ms):
+                    earliest_ms = due_ms
+                if budget <= 0:
+                    break
+            if budget <= 0:
+                break
+        now_ms = self.account.clock.now_ms()
+        if budget <= 0:
+            # More work left: the next millisecond, so the loop serves everyone else in between.
+            due_ms = now_ms + 1
+        elif earliest_ms is None:
+            return                       # idle until woken
+        else:
+            due_ms = max(now_ms + 1, min(now_ms + SWEEP_INTERVAL_MS, earliest_ms))
+        self.armed = True
+        self.account.scheduler.call_at(due_ms, self._turn)
+
+    def _write_rs(self, p):
+        region = self.account.hub_region
+        if region not in p.write_regions or self.account.region_state(region) != "up":
+            return None
+        return p.replica_sets.get(region)
+
+    def _sweep(self, c, ordinal: int, p, budget: int):
+        """(budget left, when this partition needs the next turn or None)."""
+        rs = self._write_rs(p)
+        if rs is None:
+            return budget, self.account.clock.now_ms() + SWEEP_INTERVAL_MS     # try again
+        sweep = c.ttl.sweeps.get(ordinal)
+        if sweep is None or not sweep.current_for(rs):
+            sweep = c.ttl.sweeps[ordinal] = PartitionSweep(rs)
+        budget = self._index(c.ttl, sweep, budget)
+        budget = self._expire(c, sweep, budget)
+        if sweep.cursor_lsn < rs.committed_lsn:
+            return budget, self.account.clock.now_ms()
+        return budget, (sweep.heap[0][0] if sweep.heap else None)
+
+    def _index(self, ttl: Expiry, sweep: PartitionSweep, budget: int) -> int:
+        """Read the write region's change log past the cursor into the heap; stop only between
+        commits, so the cursor never splits one."""
+        rs = sweep.rs
+        upto = rs.committed_lsn
+        for v in rs.store.changes_after(sweep.cursor_lsn, upto):
+            if budget <= 0 and v.lsn != sweep.cursor_lsn:
+                return budget
+            expires = ttl.expires_ms(v)
+            if expires is not None:
+                heapq.heappush(sweep.heap, (expires, v.key, v.lsn))
+            sweep.cursor_lsn = v.lsn
+            budget -= 1
+        sweep.cursor_lsn = upto
+        return budget
+
+    def _expire(self, c, sweep: PartitionSweep, budget: int) -> int:
+        rs, heap = sweep.rs, sweep.heap
+        now_ms = self.account.region_now_ms(rs.region)
+        while heap and heap[0][0] <= now_ms and budget > 0:
+            _, key, lsn = heap[0]
+            v = rs.store.latest(key)
+            if v is not None and not v.deleted and v.lsn == lsn and c.ttl.expired_at(v, now_ms):
+                try:
+                    writer = self.writer_of(c, rs.region, key[0], now_ms)
+                    writer.expire(v)
+                    writer.commit()
+                except CosmosError:
+                    return budget        # not writable now (no quorum, throttled): the next turn
+                self.deleted += 1
+            heapq.heappop(heap)
+            budget -= 1
+        return budget
