@@ -162,7 +162,7 @@ class Sweeper:
         return [c for db in self.account.databases.values() for c in db.containers.values() if c.ttl is not None]
 
     def _turn(self) -> None:
-        self.armed = False
+        # armed stays True while the turn runs: its own commits' wake() adds no second timer.
         budget, earliest_ms = SWEEP_TURN_MAX_ENTRIES, None
         for c in self._containers():
             for ordinal, p in enumerate(c.partitions):
@@ -178,10 +178,10 @@ class Sweeper:
             # More work left: the next millisecond, so the loop serves everyone else in between.
             due_ms = now_ms + 1
         elif earliest_ms is None:
-            return                       # idle until woken
+            self.armed = False           # idle until woken
+            return
         else:
             due_ms = max(now_ms + 1, min(now_ms + SWEEP_INTERVAL_MS, earliest_ms))
-        self.armed = True
         self.account.scheduler.call_at(due_ms, self._turn)
 
     def _write_rs(self, p):
