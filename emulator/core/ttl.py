@@ -16,7 +16,7 @@ Theory of operation, as the service defines TTL:
   expiry index (a heap of (expiry ms, key, LSN)) fed from the write region's change log from a
   cursor LSN; an entry is acted on only if the item's newest version is still that LSN (a
   replace, upsert or patch gave it a new `_ts`, and a new entry). Its work is bounded per timer
-  turn (SWEEP_TURN_MAX_ENTRIES log entries read or items deleted), then it yields to the loop.
+  turn (TTL_SWEEP_TURN_MAX_ENTRIES log entries read or items deleted), then it yields to the loop.
   After a failover (another write region, or its log cut), a restart or a change of
   `defaultTtl`, a partition's index is rebuilt from LSN 0 in the same bounded turns.
 * A TTL delete that a forced failover cuts is not a lost write of any client: the new write
@@ -29,11 +29,10 @@ import heapq
 import json
 
 from .errors import CosmosError, bad_request
+from .limits import TTL_MAX_S, TTL_SWEEP_TURN_MAX_ENTRIES
 
-TTL_MAX_S = 2_147_483_647            # the service's largest ttl / defaultTtl (an int32)
 NEVER = -1
 SWEEP_INTERVAL_MS = 1000             # how often the sweep looks for newly expired items
-SWEEP_TURN_MAX_ENTRIES = 512         # log entries indexed plus items deleted per timer turn
 EXPIRE_OP = "expire"                 # Version.op of a delete by TTL
 _TTL_MEMBER = b'"ttl"'
 
@@ -144,7 +143,7 @@ class PartitionSweep:
 class Sweeper:
     """The account's TTL sweep: a timer that runs while some partition of a container with TTL on
     has work (a log not indexed yet, an expiry pending, a write region down), at least every
-    SWEEP_INTERVAL_MS, each turn bounded by SWEEP_TURN_MAX_ENTRIES (module docstring). Idle, it
+    SWEEP_INTERVAL_MS, each turn bounded by TTL_SWEEP_TURN_MAX_ENTRIES (module docstring). Idle, it
     waits for `wake`: a commit in such a container, a new defaultTtl, a forced failover's cut."""
 
     def __init__(self, account, writer_of):
@@ -163,7 +162,7 @@ class Sweeper:
 
     def _turn(self) -> None:
         # armed stays True while the turn runs: its own commits' wake() adds no second timer.
-        budget, earliest_ms = SWEEP_TURN_MAX_ENTRIES, None
+        budget, earliest_ms = TTL_SWEEP_TURN_MAX_ENTRIES, None
         for c in self._containers():
             for ordinal, p in enumerate(c.partitions):
                 budget, due_ms = self._sweep(c, ordinal, p, budget)

@@ -9,7 +9,7 @@ import pytest
 from regionlab.emulator.core.changefeed import all_versions, avad_entry
 from regionlab.emulator.core.errors import CosmosError
 from regionlab.emulator.core.link import CUT
-from regionlab.emulator.core import ttl
+from regionlab.emulator.core.limits import TTL_SWEEP_TURN_MAX_ENTRIES
 
 from core_world import PK_DEF, World
 
@@ -93,7 +93,7 @@ def test_the_sweep_deletes_in_every_region_with_a_replicated_expire_tombstone():
 
 def test_each_turn_is_bounded_and_the_sweep_finishes():
     w, c = world(10)
-    n = 3 * ttl.SWEEP_TURN_MAX_ENTRIES + 7
+    n = 3 * TTL_SWEEP_TURN_MAX_ENTRIES + 7
     for i in range(n):
         w.write(c, f"p{i % 5}", "create", {"id": str(i), "pk": f"p{i % 5}"})
     sweeper = w.account.ttl_sweeper
@@ -108,7 +108,7 @@ def test_each_turn_is_bounded_and_the_sweep_finishes():
     sweeper.armed = False
     sweeper.wake()
     w.advance(10_000 + 100)
-    assert sum(turns) == n and max(turns) <= ttl.SWEEP_TURN_MAX_ENTRIES
+    assert sum(turns) == n and max(turns) <= TTL_SWEEP_TURN_MAX_ENTRIES
     assert live(c, EAST) == set() and live(c, WEST) == set()
 
 
