@@ -123,7 +123,7 @@ def cut_history(account, container, p, keep_lsn: int, reason: str, now_ms: int) 
             link.purge(p.replica_sets[dst], keep_lsn)
     p.fail_global_waiters_above(keep_lsn)
     if container.ttl is not None:
-        container.ttl.wake()            # a cut delete by TTL is done again at the new write region
+        account.ttl_sweeper.hurry()     # a cut delete by TTL is done again at the new write region
     lost.sort(key=_lost_order)
     for v, region in lost:
         account.lost_writes.append({

@@ -123,7 +123,7 @@ def attach(account, container) -> None:
         return
     # A new defaultTtl changes every item's expiry: the sweep's indexes start again.
     container.ttl = Expiry(default_s, account.region_now_ms, account.ttl_sweeper.wake)
-    account.ttl_sweeper.wake()
+    account.ttl_sweeper.hurry()
 
 
 class PartitionSweep:
@@ -144,24 +144,41 @@ class Sweeper:
     """The account's TTL sweep: a timer that runs while some partition of a container with TTL on
     has work (a log not indexed yet, an expiry pending, a write region down), at least every
     SWEEP_INTERVAL_MS, each turn bounded by TTL_SWEEP_TURN_MAX_ENTRIES (module docstring). Idle, it
-    waits for `wake`: a commit in such a container, a new defaultTtl, a forced failover's cut."""
+    waits for `wake` (a commit in such a container) or `hurry`."""
 
     def __init__(self, account, writer_of):
         self.account = account
         self.writer_of = writer_of       # (container, region, pk_json, now_ms) -> documents.Writer
-        self.armed = False
+        self.armed = False               # a turn is scheduled (or running)
+        self._due_ms = 0                 # when the scheduled turn is due
+        self._token = 0                  # the scheduled turn's; an older timer finds it moved on
         self.deleted = 0                 # items deleted by TTL since start (metrics, tests)
 
     def wake(self) -> None:
+        """A commit in a container with TTL on: a turn now if idle (else the next turn sees it)."""
         if not self.armed:
-            self.armed = True
-            self.account.scheduler.call_at(self.account.clock.now_ms(), self._turn)
+            self._arm(self.account.clock.now_ms())
+
+    def hurry(self) -> None:
+        """Expiries may have moved (a clock_skew, a new defaultTtl, a forced failover's cut): a turn
+        now, even if one is due later."""
+        now_ms = self.account.clock.now_ms()
+        if not self.armed or self._due_ms > now_ms:
+            self._arm(now_ms)
+
+    def _arm(self, due_ms: int) -> None:
+        self._token += 1
+        self.armed, self._due_ms = True, due_ms
+        self.account.scheduler.call_at(due_ms, self._turn, self._token)
 
     def _containers(self) -> list:
         return [c for db in self.account.databases.values() for c in db.containers.values() if c.ttl is not None]
 
-    def _turn(self) -> None:
-        # armed stays True while the turn runs: its own commits' wake() adds no second timer.
+    def _turn(self, token: int) -> None:
+        if token != self._token:
+            return                       # hurry() scheduled another turn in this one's place
+        # armed stays True (and due now) while the turn runs: its own commits' wake() and a
+        # hurry() add no second timer.
         budget, earliest_ms = TTL_SWEEP_TURN_MAX_ENTRIES, None
         for c in self._containers():
             for ordinal, p in enumerate(c.partitions):
@@ -181,7 +198,7 @@ class Sweeper:
             return
         else:
             due_ms = max(now_ms + 1, min(now_ms + SWEEP_INTERVAL_MS, earliest_ms))
-        self.account.scheduler.call_at(due_ms, self._turn)
+        self._arm(due_ms)
 
     def _write_rs(self, p):
         region = self.account.hub_region
@@ -199,9 +216,13 @@ class Sweeper:
             sweep = c.ttl.sweeps[ordinal] = PartitionSweep(rs)
         budget = self._index(c.ttl, sweep, budget)
         budget = self._expire(c, sweep, budget)
+        now_ms = self.account.clock.now_ms()
         if sweep.cursor_lsn < rs.committed_lsn:
-            return budget, self.account.clock.now_ms()
-        return budget, (sweep.heap[0][0] if sweep.heap else None)
+            return budget, now_ms
+        if not sweep.heap:
+            return budget, None
+        # The heap holds expiries on the write region's clock; the scheduler runs on the account's.
+        return budget, sweep.heap[0][0] - (self.account.region_now_ms(rs.region) - now_ms)
 
     def _index(self, ttl: Expiry, sweep: PartitionSweep, budget: int) -> int:
         """Read the write region's change log past the cursor into the heap; stop only between

@@ -100,13 +100,12 @@ def test_each_turn_is_bounded_and_the_sweep_finishes():
     turns = []
     real_turn = sweeper._turn
 
-    def counted():
+    def counted(token):
         before = sweeper.deleted
-        real_turn()
+        real_turn(token)
         turns.append(sweeper.deleted - before)
     sweeper._turn = counted
-    sweeper.armed = False
-    sweeper.wake()
+    sweeper.hurry()                                # the turn the writes armed gives way to a counted one
     w.advance(10_000 + 100)
     assert sum(turns) == n and max(turns) <= TTL_SWEEP_TURN_MAX_ENTRIES
     assert live(c, EAST) == set() and live(c, WEST) == set()
@@ -139,11 +138,16 @@ def test_a_forced_failover_does_not_list_a_ttl_delete_and_the_new_region_expires
         assert live(c, region) == {"b"}
 
 
-def test_a_region_clock_skew_moves_expiry_for_its_readers():
+def test_a_region_clock_skew_moves_expiry_for_its_readers_and_hurries_the_sweep():
     w, c = world(100)
     create(w, c, "a")
     w.account.faults.inject({"type": "clock_skew", "region": WEST, "offset_ms": 200_000})
     assert visible(w, c, WEST) == set() and visible(w, c, EAST) == {"a"}
+    w.advance(5_000)
+    assert live(c, EAST) == {"a"}                  # the write region's clock says not yet
+    w.account.faults.inject({"type": "clock_skew", "region": EAST, "offset_ms": 200_000})
+    w.advance(0)                                   # the sweep's turn comes at once, not in a second
+    assert live(c, EAST) == set() and live(c, WEST) == set()
 
 
 def test_a_new_default_ttl_reindexes_existing_items():

@@ -11,7 +11,7 @@ polling the stores with a deadline (the sweep looks at least once a second)."""
 import time
 
 import pytest
-from azure.cosmos import CosmosClient, PartitionKey, exceptions
+from azure.cosmos import PartitionKey, exceptions
 
 from regionlab.emulator.testing import running_emulator
 from sdk_harness import make_client
@@ -178,41 +178,24 @@ def test_an_invalid_item_ttl_is_400_and_writes_nothing(emu, db, value):
     assert visible(c) == {"x"} and point_read(c, "x")["v"] == 1
 
 
-# ---- --data-dir: expiry across restarts (real emulator processes) -------------------------------
+# ---- --data-dir: expiry across restarts --------------------------------------------------------
 def test_an_item_that_expired_while_down_is_gone_after_restart_and_its_delete_is_kept(tmp_path):
-    from test_cli import spawn
-    from test_durability import ARGS, _control
-
     data = str(tmp_path / "data")
-
-    def sdk(info, **kw):
-        client = CosmosClient(info["account_endpoint"], info["key"], retry_total=0, connection_timeout=5, **kw)
-        return client.get_database_client("d").get_container_client("c")
-
-    with spawn(tmp_path, *ARGS, "--data-dir", data) as cli:
-        db = CosmosClient(cli.info["account_endpoint"], cli.info["key"]).create_database("d")
-        c = db.create_container("c", PartitionKey(path="/pk"), default_ttl=60)
+    with running_emulator(data_dir=data) as first, make_client(first) as client:
+        c = client.create_database("d").create_container("c", PartitionKey(path="/pk"), default_ttl=60)
         c.create_item({"id": "short", "pk": "p"})
         c.create_item({"id": "never", "pk": "p", "ttl": -1})
-        assert cli.terminate()[0] == 0
-    with spawn(tmp_path, *ARGS, "--data-dir", data) as cli:
-        c = sdk(cli.info)
+    with running_emulator(data_dir=data) as second, make_client(second) as client:
+        c = client.get_database_client("d").get_container_client("c")
         assert c.read()["defaultTtl"] == 60
         assert list(c.query_items_change_feed(mode="AllVersionsAndDeletes", partition_key="p")) == []
         token = c.client_connection.last_response_headers["etag"]
-        for region in REGIONS:       # the minute passes while the emulator is down
-            _control(cli.info, "POST", "/faults", {"type": "clock_skew", "region": region, "offset_ms": 61_000})
+        advance(second, 61)          # the minute passed while the emulator was down
         assert visible(c) == {"never"}
-        deadline = time.monotonic() + SWEEP_DEADLINE_S
-        while True:                  # wait for the sweep's delete (it looks once a second)
-            deletes = list(c.query_items_change_feed(mode="AllVersionsAndDeletes", partition_key="p",
-                                                     continuation=token))
-            if deletes:
-                break
-            assert time.monotonic() < deadline, "the sweep did not delete the expired item"
-            time.sleep(0.05)
+        wait_swept(second, "d", "c", {"short"})
+        deletes = list(c.query_items_change_feed(mode="AllVersionsAndDeletes", partition_key="p",
+                                                 continuation=token))
         assert [(e["metadata"]["id"], e["metadata"]["timeToLiveExpired"]) for e in deletes] == [("short", True)]
-        assert cli.terminate()[0] == 0
-    with spawn(tmp_path, *ARGS, "--data-dir", data) as cli:   # no skew: the delete itself was kept
-        c = sdk(cli.info)
+    with running_emulator(data_dir=data) as third, make_client(third) as client:   # no skew: the delete was kept
+        c = client.get_database_client("d").get_container_client("c")
         assert visible(c) == {"never"} and point_read(c, "short") is None
