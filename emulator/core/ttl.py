@@ -33,6 +33,7 @@ from .limits import TTL_MAX_S, TTL_SWEEP_TURN_MAX_ENTRIES
 
 NEVER = -1
 SWEEP_INTERVAL_MS = 1000             # how often the sweep looks for newly expired items
+HEAP_SLACK_ENTRIES = 1024            # stale expiry-heap entries tolerated beyond the live ones
 EXPIRE_OP = "expire"                 # Version.op of a delete by TTL
 _TTL_MEMBER = b'"ttl"'
 
@@ -97,11 +98,6 @@ class Expiry:
     def expired(self, v, region: str) -> bool:
         return self.expired_at(v, self.now_ms(region))
 
-    def live(self, versions, region: str):
-        """The versions not expired at the region's clock of now."""
-        now_ms = self.now_ms(region)
-        return [v for v in versions if not self.expired_at(v, now_ms)]
-
 
 def visible(container, v, region: str):
     """v, or None when it is expired (a read's one check)."""
@@ -127,17 +123,47 @@ def attach(account, container) -> None:
 
 
 class PartitionSweep:
-    """The expiry index of one partition at its write region's replica set `rs`."""
-    __slots__ = ("rs", "epoch", "cursor_lsn", "heap")
+    """The expiry index of one partition at its write region's replica set `rs`: `due` maps each
+    key to (expiry ms, LSN) of its newest indexed version with an expiry, and `heap` orders them.
+    A newer version leaves its key's older heap entry stale; once stale entries outnumber live ones
+    (HEAP_SLACK_ENTRIES of slack) the heap is rebuilt from `due`, so its size stays within about
+    twice the number of items that can expire, however often they are rewritten."""
+    __slots__ = ("rs", "epoch", "cursor_lsn", "heap", "due")
 
     def __init__(self, rs):
         self.rs = rs
         self.epoch = rs.epoch
         self.cursor_lsn = 0
         self.heap: list = []
+        self.due: dict = {}
 
     def current_for(self, rs) -> bool:
         return rs is self.rs and rs.epoch == self.epoch and self.cursor_lsn <= rs.committed_lsn
+
+    def note(self, v, expires_ms) -> None:
+        """v is its key's newest version: index its expiry (None: it has none any more)."""
+        if expires_ms is None:
+            self.due.pop(v.key, None)
+            return
+        self.due[v.key] = (expires_ms, v.lsn)
+        heapq.heappush(self.heap, (expires_ms, v.key, v.lsn))
+
+    def compact(self) -> None:
+        if len(self.heap) > 2 * len(self.due) + HEAP_SLACK_ENTRIES:
+            self.heap = [(e, k, lsn) for k, (e, lsn) in self.due.items()]
+            heapq.heapify(self.heap)
+
+    def pop_due(self, now_ms: int):
+        """(key, LSN) of the earliest entry if it is due at now_ms; (None, None) for a stale one
+        (its key was rewritten since); None when nothing is due."""
+        heap = self.heap
+        if not heap or heap[0][0] > now_ms:
+            return None
+        expires_ms, key, lsn = heapq.heappop(heap)
+        if self.due.get(key) != (expires_ms, lsn):
+            return None, None
+        del self.due[key]
+        return key, lsn
 
 
 class Sweeper:
@@ -231,29 +257,33 @@ class Sweeper:
         upto = rs.committed_lsn
         for v in rs.store.changes_after(sweep.cursor_lsn, upto):
             if budget <= 0 and v.lsn != sweep.cursor_lsn:
-                return budget
-            expires = ttl.expires_ms(v)
-            if expires is not None:
-                heapq.heappush(sweep.heap, (expires, v.key, v.lsn))
+                break
+            sweep.note(v, ttl.expires_ms(v))
             sweep.cursor_lsn = v.lsn
             budget -= 1
-        sweep.cursor_lsn = upto
+        else:
+            sweep.cursor_lsn = upto
+        sweep.compact()
         return budget
 
     def _expire(self, c, sweep: PartitionSweep, budget: int) -> int:
-        rs, heap = sweep.rs, sweep.heap
+        rs = sweep.rs
         now_ms = self.account.region_now_ms(rs.region)
-        while heap and heap[0][0] <= now_ms and budget > 0:
-            _, key, lsn = heap[0]
-            v = rs.store.latest(key)
-            if v is not None and not v.deleted and v.lsn == lsn and c.ttl.expired_at(v, now_ms):
-                try:
-                    writer = self.writer_of(c, rs.region, key[0], now_ms)
-                    writer.expire(v)
-                    writer.commit()
-                except CosmosError:
-                    return budget        # not writable now (no quorum, throttled): the next turn
-                self.deleted += 1
-            heapq.heappop(heap)
+        while budget > 0:
+            entry = sweep.pop_due(now_ms)
+            if entry is None:
+                break
+            key, lsn = entry
             budget -= 1
+            v = None if key is None else rs.store.latest(key)
+            if v is None or v.deleted or v.lsn != lsn or not c.ttl.expired_at(v, now_ms):
+                continue                 # stale, deleted or rewritten since (a newer entry stands for it)
+            try:
+                writer = self.writer_of(c, rs.region, key[0], now_ms)
+                writer.expire(v)
+                writer.commit()
+            except CosmosError:
+                sweep.note(v, now_ms)    # not writable now (no quorum, throttled): the next turn
+                return budget
+            self.deleted += 1
         return budget

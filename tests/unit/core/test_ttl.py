@@ -9,6 +9,7 @@ import pytest
 from regionlab.emulator.core.changefeed import all_versions, avad_entry
 from regionlab.emulator.core.errors import CosmosError
 from regionlab.emulator.core.link import CUT
+from regionlab.emulator.core import ttl
 from regionlab.emulator.core.limits import TTL_SWEEP_TURN_MAX_ENTRIES
 
 from core_world import PK_DEF, World
@@ -174,3 +175,16 @@ def test_invalid_values_are_400_with_the_service_message(value):
         create(w, c, "a", ttl=value)
     assert e.value.status == 400 and "The input ttl" in e.value.message
     assert live(c, EAST) == set()
+
+
+def test_rewriting_an_item_keeps_the_expiry_index_bounded():
+    w, c = world(3600)
+    create(w, c, "a")
+    for i in range(3 * ttl.HEAP_SLACK_ENTRIES):     # a rewrite a second: each sweep turn indexes one
+        w.write(c, "p", "upsert", {"id": "a", "pk": "p", "v": i})
+        w.advance(ttl.SWEEP_INTERVAL_MS)
+    sweep = c.ttl.sweeps[0]
+    assert sweep.cursor_lsn == c.partitions[0].replica_sets[EAST].committed_lsn
+    assert len(sweep.due) == 1 and len(sweep.heap) <= 2 + ttl.HEAP_SLACK_ENTRIES
+    w.advance(3_600_000)
+    assert live(c, EAST) == set() and sweep.due == {}
