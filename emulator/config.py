@@ -14,6 +14,7 @@ Adding a setting: one Option below, and where its value goes in `_build`.
 """
 import base64
 import binascii
+import ipaddress
 from dataclasses import dataclass
 from typing import Callable
 
@@ -396,6 +397,10 @@ OPTIONS = (
     Option("read_only_endpoints", boolean, False, "--read-only-endpoints", "READ_ONLY_ENDPOINTS",
            "one more endpoint per region that reads from secondaries only (listed in the ready line)",
            switch=True),
+    Option("regional_hostnames", boolean, False, "--regional-hostnames", "REGIONAL_HOSTNAMES",
+           "serve every region on the account's port (instead of ports of their own), chosen by the "
+           "Host header, advertised as <host>-<region> (localhost-eastus2), the names the SDKs compute; "
+           "they must resolve to this machine (docs/regional-hostnames.md)", switch=True),
     Option("read_weights", optional(read_weights), None, "--read-weights", "READ_WEIGHTS",
            "replica read weights by index 0-3, 0-100 each, e.g. 0,1,2,3 (default 1 each; "
            "`regionlab routing weights`)", metavar="W0,W1,W2,W3"),
@@ -494,6 +499,9 @@ def _cross_check(v: dict) -> None:
                           "(the service does not offer it either); pick another consistency level.")
     if v["reset_data"] and v["data_dir"] is None:
         raise ConfigError("--reset-data needs --data-dir: without a data dir there is nothing to reset")
+    if v["regional_hostnames"] and v["profile"] != "default":
+        raise ConfigError(f"--regional-hostnames cannot be combined with --profile {v['profile']}: that "
+                          "profile serves its one region on the account's own URL")
     n = len(v["regions"])
     port, control = v["port"], v["control_port"]
     if port and port + n > PORT_MAX:
@@ -565,6 +573,8 @@ def _build(v: dict):
                             range_layout=prof.range_layout)
     host = v["host"]
     advertise = v["advertise_host"] or ("127.0.0.1" if host in ("0.0.0.0", "::") else host)
+    if v["regional_hostnames"] and not v["advertise_host"] and _is_ip(advertise):
+        advertise = "localhost"     # the SDKs derive regional names from a host name, not an address
     return ServerConfig(account=account, host=host, advertise_host=advertise, global_port=v["port"],
                         control_port=v["control_port"], key=v["key"] if v["auth"] else None, seed=v["seed"],
                         header_timeout_s=v["header_timeout_s"], write_ack_timeout_s=v["write_ack_timeout_s"],
@@ -575,7 +585,16 @@ def _build(v: dict):
                         query_mode=v["query_mode"], direct_tls_cert=v["direct_tls_cert"],
                         direct_tls_key=v["direct_tls_key"], data_dir=v["data_dir"], durability=v["durability"],
                         reset_data=v["reset_data"], seed_data=v["seed_data"], instance_id=v["instance_id"],
-                        region_on_account_port=prof.region_on_account_port, **_tls(v))
+                        region_on_account_port=prof.region_on_account_port,
+                        regional_hostnames=v["regional_hostnames"], **_tls(v))
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
 
 
 def environment_help() -> str:

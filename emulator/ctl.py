@@ -3,6 +3,7 @@
     regionlab topology | health | faults [list] | failovers | lost-writes
     regionlab fault inject '{"type": "region_outage", "region": "East US", "duration_ms": 30000}'
     regionlab fault region-outage "East US" --mode blackhole --duration-ms 30000
+    regionlab fault global-endpoint-outage --mode reset --duration-ms 30000
     regionlab fault latency "East US" --delay-ms 1000 [--jitter-ms 50] [--op read]   (and error,
         timeout-after-apply, tcp-reset, clock-skew: docs/control-api.md)
     regionlab fault heal 3
@@ -32,7 +33,8 @@ from .core.faults import OUTAGE_MODE_DEFAULT, OUTAGE_MODES
 COMMANDS = ("topology", "health", "faults", "fault", "failover", "failovers", "lost-writes", "region", "sim",
             "throttle", "routing", "drill")
 # CLI fault name -> (fault type, its positional region arguments)
-FAULT_FLAGS = {"region-outage": ("region_outage", ("region",)), "link-cut": ("link_cut", ("from", "to")),
+FAULT_FLAGS = {"region-outage": ("region_outage", ("region",)), "global-endpoint-outage": ("global_endpoint_outage", ()),
+               "link-cut": ("link_cut", ("from", "to")),
                "link-lag": ("link_lag", ("from", "to")), "primary-crash": ("primary_crash", ("region",)),
                "replica-crash": ("replica_crash", ("region",)), "replica-slow": ("replica_slow", ("region",))}
 # The request faults (core/request_faults.py): what a region going bad does to each request.
@@ -110,7 +112,7 @@ def _fault_flags(p, name: str, positionals: tuple) -> None:
         p.add_argument("--node", type=int, required=True, help="the node's index in its region (see topology)")
     if name == "direct-ports-blocked":
         p.add_argument("--region", help="only this region's ports (default: every region's)")
-    if name == "region-outage":
+    if name in ("region-outage", "global-endpoint-outage"):
         p.add_argument("--mode", choices=OUTAGE_MODES,
                        help=f"how the endpoint fails (default {OUTAGE_MODE_DEFAULT}; see docs/control-api.md)")
     if name in REQUEST_FAULT_FLAGS:

@@ -106,6 +106,11 @@ class Faults:
         service-managed failover after `detection_delay_ms` unless healed first."""
         return self._typed("region_outage", region=region, mode=mode, duration_ms=duration_ms)
 
+    def global_endpoint_outage(self, mode: str = OUTAGE_MODE_DEFAULT, *, duration_ms: int | None = None) -> Fault:
+        """The account's own endpoint fails in `mode`; the regions' endpoints serve on (the SDKs
+        then discover the account through their preferred regions' endpoints)."""
+        return self._typed("global_endpoint_outage", mode=mode, duration_ms=duration_ms)
+
     def link_cut(self, from_region: str, to_region: str, *, one_way: bool = False,
                  duration_ms: int | None = None) -> Fault:
         """Replication between the two regions stops (both ways unless one_way); the backlog

@@ -27,8 +27,10 @@ from regionlab.client.protocol.auth import CLOCK_SKEW_MAX_S
 from . import defaults, interpreter
 from .core.account import Account, AccountConfig
 from .core.errors import CosmosError
-from .core.faults import OUTAGE_BLACKHOLE, OUTAGE_MODE_DEFAULT, OUTAGE_REFUSE, OUTAGE_RESET
+from .core.faults import OUTAGE_BLACKHOLE, OUTAGE_MODE_DEFAULT, OUTAGE_REFUSE, OUTAGE_RESET, OUTAGE_UNAVAILABLE
+from .service import responses
 from .core.scheduler import Scheduler
+from .gateway.hosts import HostRouter, regional_host
 from .gateway.http import HttpServer
 from .gateway.refusal import Refusals
 from .gateway.server import Gateway
@@ -64,6 +66,9 @@ class ServerConfig:
     # The first region is served on global_port itself, its endpoint the account's URL (the
     # official emulator's one-region shape); the others follow on the next ports.
     region_on_account_port: bool = False
+    # Every region on the account's port (no ports of their own), told apart by the Host header, advertised under the
+    # names the SDKs compute (`localhost-eastus2`; gateway/hosts.py, docs/regional-hostnames.md).
+    regional_hostnames: bool = False
     control_port: int = defaults.CONTROL_PORT
     key: str | None = defaults.EMULATOR_KEY   # None turns auth off
     seed: int = 0
@@ -141,6 +146,7 @@ class Topology:
         self.read_only_ports: dict[str, int] = {}
         self.control_port = 0
         self.direct_ports: dict = {}      # (region, node index) -> its direct TCP port
+        self.regional_hostnames = False   # regions served on global_port, named by Host (gateway/hosts.py)
 
     def url(self, port: int) -> str:
         return f"{self.scheme}://{self.host}:{port}/"
@@ -150,6 +156,8 @@ class Topology:
         return self.url(self.global_port)
 
     def region_endpoint(self, name: str) -> str:
+        if self.regional_hostnames:
+            return f"{self.scheme}://{regional_host(self.host, name)}:{self.region_ports[name]}/"
         return self.url(self.region_ports[name])
 
     def read_only_endpoints(self) -> dict:
@@ -169,6 +177,10 @@ class Emulator:
                              f"got {str(instance)[:80]!r}")
         self.topology = Topology(self.config.advertise_host or self.config.host,
                                  "https" if self.config.https else "http", instance or new_instance_id())
+        self.topology.regional_hostnames = self.config.regional_hostnames
+        self.router: HostRouter | None = None    # with regional_hostnames: the account port's requests by Host
+        self._front: HttpServer | None = None    # ... and the HttpServer its new connections start in
+        self._global_handle = None               # the global endpoint's gateway (an outage may stand in)
         self.certificate: certificate.Certificate | None = None
         self._tls = None                         # the gateway ports' ssl.SSLContext, with --https
         self.services: dict = {}                 # endpoint name (None = global) -> its Service
@@ -228,10 +240,14 @@ class Emulator:
                 self.topology.global_port = port
             if name is not None:
                 self.topology.region_ports[name] = port
+        if cfg.regional_hostnames:
+            self.topology.region_ports = {r.name: self.topology.global_port for r in self.account.regions}
         self.topology.control_port = control_sock.getsockname()[1]
         self.direct = DirectPlane(self, listen=bind, hold=PortHold, **cfg.direct_limits)
         self.direct.bind_all()
-        for name, sock in socks:
+        if cfg.regional_hostnames:
+            await self._serve_by_host(socks[0][1])
+        for name, sock in socks if self.router is None else ():
             http = self._endpoint(name)
             server = await self._serve(http, sock)
             self._listeners[name] = (http, server)
@@ -240,6 +256,8 @@ class Emulator:
                 if self.account.region_state(name) is not None:     # not removed (a data dir's)
                     await self.add_read_only_endpoint(name, port)
         self.account.region_listeners.append(self._on_region_state)
+        if None in self._listeners:            # an account with a global endpoint of its own
+            self.account.global_endpoint_listeners.append(self._on_global_endpoint)
         await self.direct.start()
         app = control_app(self)
         self._control_runner = web.AppRunner(app, access_log=None, logger=CONTROL_HTTP_LOG,
@@ -269,6 +287,8 @@ class Emulator:
         data dir's account no longer has that region)."""
         cfg = self.config
         names = [r.name for r in self.account.regions]     # a data dir's regions added at runtime too
+        if cfg.regional_hostnames:
+            return [(None, bind(cfg.host, cfg.global_port))]     # the one port (_serve_by_host)
         shared = cfg.region_on_account_port and cfg.account.regions[0] in names
         socks = [] if shared else [(None, bind(cfg.host, cfg.global_port))]
         ports = dict(zip(cfg.account.regions, cfg.ports()))
@@ -278,11 +298,36 @@ class Emulator:
             socks.append((name, bind(cfg.host, port)))
         return socks
 
+    async def _serve_by_host(self, sock: socket.socket) -> None:
+        """The account's port, for the global endpoint and every region, by Host (gateway/hosts.py):
+        a front HttpServer takes new connections, and each request's Host moves its connection
+        to that endpoint's HttpServer. They share the front's slots: one listener, one cap."""
+        cfg = self.config
+        self.router = HostRouter(self.topology.host, None)
+        front = HttpServer(self.router.handle, header_timeout_s=cfg.header_timeout_s,
+                           connections_max=cfg.connections_max)
+        self._http_servers.append(front)
+        for name in [None] + [r.name for r in self.account.regions]:
+            self._hosted_endpoint(name, front)
+        self._front = front
+        await self._serve(front, sock)
+
+    def _hosted_endpoint(self, name: str | None, front: HttpServer) -> None:
+        http = self._endpoint(name)
+        http.slots, http.refusals = front.slots, front.refusals
+        self._listeners[name] = (http, None)
+        if name is None:
+            self.router.default = (http, http.handler)
+        else:
+            self.router.add(name, http, http.handler)
+
     def _prepare_tls(self) -> None:
         """The certificate and TLS context of the gateway ports (CertificateError if unusable)."""
         cfg = self.config
         if cfg.cert_dir is not None:
             names = certificate.host_names(cfg.host, cfg.advertise_host)
+            if cfg.regional_hostnames:
+                names += [regional_host(self.topology.host, r) for r in cfg.account.regions]
             self.certificate = certificate.ensure(cfg.cert_dir, names)
         else:
             self.certificate = certificate.Certificate(cfg.tls_cert_file, cfg.tls_key_file, cfg.tls_trust_file)
@@ -316,21 +361,48 @@ class Emulator:
             self.services.pop(name, None)
             http, _server = self._listeners.pop(name)       # nothing of the region is kept
             self._http_servers.remove(http)
+            if self.router is not None:
+                self.router.remove(name)
         elif state == "down":
             mode = self.account.region(name).outage_mode or OUTAGE_MODE_DEFAULT
             self._begin_outage(name, mode)  # at once: the next request must already meet it
         else:
             self._settling.add(loop.create_task(self._recover(name)))
 
-    def _begin_outage(self, name: str, mode: str) -> None:
+    def _begin_outage(self, name: str | None, mode: str) -> None:
+        if mode == OUTAGE_REFUSE and self.router is not None:
+            mode = OUTAGE_RESET         # one port for every name: it cannot refuse for one of them
         if mode == OUTAGE_REFUSE:
             self._stop_listening(name)
             # Nobody else may take the port meanwhile: the region listens on it again.
-            self._port_holds[name] = PortHold(self.config.host, self.topology.region_ports[name])
+            self._port_holds[name] = PortHold(self.config.host, self._port_of(name))
         elif mode in (OUTAGE_RESET, OUTAGE_BLACKHOLE):
             http = self._listeners[name][0]
             reset = http.begin_outage(mode)
             self._settling.add(asyncio.get_running_loop().create_task(http.wait_closed(reset)))
+
+    def _on_global_endpoint(self, state: str) -> None:
+        """A global_endpoint_outage (core/faults.py): the global endpoint fails in its mode, as a
+        region's endpoint does in a region outage (`unavailable`: 503 to everything, GET / too);
+        the regions' endpoints serve on."""
+        mode = self.account.global_outage_mode
+        if state == "down" and mode == OUTAGE_UNAVAILABLE:
+            self._set_global_handler(_global_unavailable)
+        elif state == "down":
+            self._begin_outage(None, mode)
+        else:
+            self._set_global_handler(self._global_handle)
+            self._settling.add(asyncio.get_running_loop().create_task(self._recover(None)))
+
+    def _set_global_handler(self, handler) -> None:
+        http = self._listeners[None][0]
+        if self.router is not None:
+            self.router.default = (http, handler)
+        else:
+            http.handler = handler
+
+    def _port_of(self, name: str | None) -> int:
+        return self.topology.global_port if name is None else self.topology.region_ports[name]
 
     async def _recover(self, name: str) -> None:
         http = self._listeners[name][0]
@@ -373,6 +445,8 @@ class Emulator:
         gw = Gateway(svc, self.certificate.trust_pem() if self.certificate is not None else None)
         http = HttpServer(gw.handle, header_timeout_s=cfg.header_timeout_s, connections_max=cfg.connections_max)
         self._http_servers.append(http)
+        if name is None:
+            self._global_handle = gw.handle
         return http
 
     def reserve_port(self, name: str, port: int) -> None:
@@ -380,6 +454,9 @@ class Emulator:
         a port that cannot be had refuses the whole add (409 or 400) and nothing is half-added.
         The region's "added" event then serves on this socket (release_port if the add fails)."""
         t = self.topology
+        if self.router is not None:
+            self.pending_sockets[name] = None   # served on the account's port, by its host name
+            return
         owners = {t.global_port: "the global endpoint", t.control_port: "the control port",
                   **{p: f"region '{n}'" for n, p in t.region_ports.items()}}
         if port in owners:
@@ -413,7 +490,11 @@ class Emulator:
         self.topology.read_only_ports[name] = sock.getsockname()[1]
         return self.topology.url(self.topology.read_only_ports[name])
 
-    def _add_endpoint(self, name: str, sock: socket.socket) -> None:
+    def _add_endpoint(self, name: str, sock: socket.socket | None) -> None:
+        if self.router is not None:
+            self.topology.region_ports[name] = self.topology.global_port
+            self._hosted_endpoint(name, self._front)
+            return
         self.topology.region_ports[name] = sock.getsockname()[1]
         http = self._endpoint(name)
         self._listeners[name] = (http, None)
@@ -424,9 +505,9 @@ class Emulator:
 
     async def _listen_again(self, name: str) -> None:
         http, server = self._listeners[name]
-        if server is not None and server.is_serving():
-            return
-        port = self.topology.region_ports[name]
+        if server is not None and server.is_serving() or self.router is not None:
+            return                      # (by host name: the account's port never closed)
+        port = self._port_of(name)
         sock = bind(self.config.host, port)
         hold = self._port_holds.pop(name, None)
         if hold is not None:
@@ -481,3 +562,10 @@ class Emulator:
                 "read_only_endpoints": t.read_only_endpoints(),
                 "data_dir": self.config.data_dir, "restored_items": self.restored_items,
                 "seeded_items": self.seeded_items}
+
+
+async def _global_unavailable(req) -> responses.Reply:
+    """What the global endpoint answers in a global_endpoint_outage of mode `unavailable`."""
+    return responses.error(CosmosError(503, 0, "The account's global endpoint is unavailable (a "
+                                                "global_endpoint_outage fault); the regions' endpoints "
+                                                "still serve."), responses.activity_id())

@@ -98,6 +98,8 @@ class Account:
         self.failover_waiting = None            # (region, outage): a service-managed failover that
                                                 # waits for a region that can take over (Strong)
         self.region_listeners: list = []        # fn(region_name, state): shells open/close endpoints
+        self.global_outage_mode = None          # while a global_endpoint_outage is on: its mode
+        self.global_endpoint_listeners: list = []   # fn(state): the shell fails its global endpoint
         # Durability (core/account_image.py, runtime/persistence.py): fn(container, partition, rs,
         # old, new) for each write-region commit, and fn() after any metadata change. None (the
         # default, memory only) costs nothing.
@@ -163,6 +165,15 @@ class Account:
                     yield c, p
 
     # ---- regions and failover ------------------------------------------------------------
+    def set_global_endpoint(self, mode: str | None) -> None:
+        """The global endpoint fails in mode (None: serves again). Only the shell's endpoint is
+        involved: the account document, the regions and their data are untouched."""
+        if (mode is None) == (self.global_outage_mode is None):
+            return                      # a second outage keeps the first one's mode
+        self.global_outage_mode = mode
+        for fn in self.global_endpoint_listeners:
+            fn("up" if mode is None else "down")
+
     def set_region_state(self, name: str, state: str) -> None:
         region = self.region(name)
         if region.state == state:

@@ -2,6 +2,7 @@
 id, the same in the live control API, the CLI and scenario files.
 
     {"type": "region_outage", "region": "East US", "mode": "unavailable", "duration_ms": 30000}
+    {"type": "global_endpoint_outage", "mode": "reset"}      the account's own URL only
     {"type": "link_cut", "from": "East US", "to": "West US", "one_way": false}
     {"type": "link_lag", "from": "East US", "to": "West US", "lag_ms": 500, "jitter_ms": 50}
     {"type": "primary_crash", "region": "East US", "database": "db", "container": "c", "partition": "0"}
@@ -28,7 +29,7 @@ from . import request_faults
 
 FAULT_MS_MAX = 7 * 24 * 3600 * 1000      # a week: every duration, lag and delay field
 REGION_FIELDS = ("region", "from", "to")
-FAULT_TYPES = ("region_outage", "link_cut", "link_lag", "primary_crash", "replica_crash", "replica_slow",
+FAULT_TYPES = ("region_outage", "global_endpoint_outage", "link_cut", "link_lag", "primary_crash", "replica_crash", "replica_slow",
                "throttle_storm") + request_faults.REQUEST_FAULT_TYPES
 # How a region's endpoint fails during a region_outage (the runtime carries it out; the core and
 # the simulator see one state, "down"): refuse = the port is closed; reset = connections are
@@ -48,6 +49,7 @@ FAULT_TYPES += DIRECT_FAULT_TYPES              # replica_move, node_crash, direc
 _SELECTORS = ("database", "container", "partition")
 FAULT_FIELDS = {
     "region_outage": ("region", "mode"),
+    "global_endpoint_outage": ("mode",),
     "link_cut": ("from", "to", "one_way"),
     "link_lag": ("from", "to", "one_way", "lag_ms", "jitter_ms"),
     "primary_crash": ("region",) + _SELECTORS,
@@ -87,7 +89,7 @@ class FaultRegistry(DirectFaults):
             raise bad_request(f"duration_ms must be an integer 0-{FAULT_MS_MAX}.")
         if not isinstance(spec.get("one_way", False), bool):
             raise bad_request("one_way must be true or false.")
-        if spec["type"] == "region_outage":
+        if spec["type"] in ("region_outage", "global_endpoint_outage"):
             spec = dict(spec, mode=spec.get("mode", OUTAGE_MODE_DEFAULT))    # listed with its mode
         # A fault is checked whole before any of it applies: a refused fault changes nothing.
         spec = dict(spec)        # its handler may fill in what it drew (a request fault's seed)
@@ -164,6 +166,19 @@ class FaultRegistry(DirectFaults):
             r.outage_mode = mode
         self.account.set_region_state(region, "down")
         return [lambda: self.account.set_region_state(region, "up")]
+
+    def _global_endpoint_outage(self, spec) -> list:
+        mode = spec["mode"]
+        if mode not in OUTAGE_MODES:
+            raise bad_request(f"Unknown global_endpoint_outage mode {mode!r}; use one of: {', '.join(OUTAGE_MODES)}.")
+        if not self.account.global_endpoint_listeners:
+            raise bad_request("This account has no global endpoint of its own (its first region is served on "
+                              "the account's URL, as in --profile official-emulator); use region_outage.")
+        if self.account.global_outage_mode is not None:
+            raise bad_request("The global endpoint is already out (another global_endpoint_outage); "
+                              "heal that one first.")
+        self.account.set_global_endpoint(mode)
+        return [lambda: self.account.set_global_endpoint(None)]
 
     def _links(self, spec) -> list:
         a, b = self._region(spec, "from"), self._region(spec, "to")

@@ -33,14 +33,15 @@ class Gateway:
     def _handle(self, req):
         """The coroutine that answers req (gateway/http.py runs it)."""
         path = req.raw_path
-        if path.startswith("/_explorer") and path.split("?", 1)[0].strip("/") == explorer.PATH:
+        if path.startswith("/_explorer") and path.split("?", 1)[0].strip("/") in explorer.PATHS:
             return self._explorer(req)        # public, like the emulator's: no auth, any region state
         return self.service.handle(Call(self.service, req.method, req.raw_path, req.headers, req.body, req))
 
     async def _explorer(self, req) -> responses.Reply:
         activity_id = req.headers.get(H.ACTIVITY_ID) or responses.activity_id()
         try:
-            return explorer.handle(req.method, activity_id, self.trust_pem)
+            return explorer.handle(req.method, req.raw_path.split("?", 1)[0].strip("/"), activity_id, self.trust_pem,
+                                   self.service.topology.control_url)
         except CosmosError as e:
             return responses.error(e, activity_id)
 

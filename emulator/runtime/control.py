@@ -16,7 +16,8 @@ from ..core.consistency import BOUNDED
 from .chaos_api import add_chaos_routes
 from .control_access import ControlAccess
 from .control_json import json_reply as _json
-from .dashboard_page import dashboard_response
+from .dashboard_page import dashboard_response, explorer_response
+from .explorer_api import add_explorer_routes
 from .routing_api import add_routing_routes
 from .throughput_api import add_throughput_routes, describe as describe_throttling
 from ..core.limits import CONTROL_BODY_MAX_BYTES
@@ -43,6 +44,9 @@ ROUTES = (
     ("GET", "/metrics", "Prometheus text metrics"),
     ("GET", "/requests", "what the endpoints served, per 100 ms window, region, operation and status"),
     ("GET", "/debug/gc", "garbage collector pauses, freezes and event-loop lag"),
+    ("GET", "/explorer", "the data explorer (a page): databases, containers, items and queries per region"),
+    ("GET", "/explorer/api/{endpoint}/{path}", "a REST read of a region's service (or `global`), as the explorer sends it"),
+    ("POST", "/explorer/api/{endpoint}/{path}", "a REST create or query (PUT, DELETE: replace, delete) through the explorer"),
 )
 DOCS = "docs/control-api.md"
 
@@ -209,4 +213,5 @@ def control_app(emu) -> web.Application:
     add_chaos_routes(app, emu)
     add_throughput_routes(app, emu)
     add_routing_routes(app, emu)
+    add_explorer_routes(app, emu, explorer_response)
     return app

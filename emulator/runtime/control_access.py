@@ -24,7 +24,7 @@ import hmac
 import ipaddress
 
 JSON_ONLY_METHODS = frozenset({"POST"})      # the one mutating method a page can send unpreflighted
-OPEN_PATHS = frozenset({"/health", "/"})        # answer GET without the token
+OPEN_PATHS = frozenset({"/health", "/", "/explorer"})    # answer GET without the token (pages hold no data)
 LOCAL_NAMES = frozenset({"localhost", "localhost."})
 WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
 JSON_TYPE = "application/json"

@@ -26,14 +26,15 @@ from aiohttp import web
 from ..core.faults import FAULT_TYPES, OUTAGE_MODE_DEFAULT, OUTAGE_MODES
 
 PAGE_FILE = "dashboard.html"
+EXPLORER_FILE = "explorer.html"        # the data explorer (runtime/explorer_api.py), built the same way
 BOOT_MARK = "__REGIONLAB_BOOT__"
 _INLINE = re.compile(r"<(script|style)>(.*?)</\1>", re.S)     # the executable blocks (not the JSON one)
 
 
-@functools.lru_cache(maxsize=1)
-def _template() -> tuple[str, str]:
+@functools.lru_cache(maxsize=2)
+def _template(name: str = PAGE_FILE) -> tuple[str, str]:
     """(page text, its Content-Security-Policy), read once from the package."""
-    page = resources.files(__package__).joinpath(PAGE_FILE).read_text(encoding="utf-8")
+    page = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
     hashes = {"script": [], "style": []}
     for kind, body in _INLINE.findall(page):
         digest = base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()
@@ -52,7 +53,15 @@ def boot_json(routes: list, docs: str) -> str:
 
 
 def dashboard_response(routes: list, docs: str) -> web.Response:
-    page, csp = _template()
-    return web.Response(text=page.replace(BOOT_MARK, boot_json(routes, docs), 1), content_type="text/html",
+    return _page(PAGE_FILE, boot_json(routes, docs))
+
+
+def explorer_response() -> web.Response:
+    return _page(EXPLORER_FILE, "{}")
+
+
+def _page(name: str, boot: str) -> web.Response:
+    page, csp = _template(name)
+    return web.Response(text=page.replace(BOOT_MARK, boot, 1), content_type="text/html",
                         headers={"Content-Security-Policy": csp, "X-Frame-Options": "DENY",
                                  "Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})

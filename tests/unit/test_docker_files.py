@@ -317,3 +317,17 @@ def test_compose_seeds_from_the_repositorys_seed_directory(compose_service):
     [(source, options)] = [(name, rest) for name, target, *rest in mounts if target == seed]
     assert options == ["ro"] and (REPO / source).is_dir()
     assert seed_data.read(str(REPO / source)) == []
+
+
+def test_the_regional_hostnames_overlay_aliases_the_names_the_sdk_derives_from_its_host():
+    from regionlab.emulator.config import BY_NAME
+    from regionlab.emulator.gateway.hosts import regional_host
+    overlay = yaml.safe_load((REPO / "docker" / "compose.regional-hostnames.yml").read_text())
+    svc = overlay["services"]["regionlab"]
+    env = svc["environment"]
+    assert env["REGIONLAB_REGIONAL_HOSTNAMES"] == "true"
+    assert BY_NAME["regional_hostnames"].variable == "REGIONLAB_REGIONAL_HOSTNAMES"
+    host = env["REGIONLAB_ADVERTISE_HOST"]
+    base = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    assert host in base["services"]                  # the name the compose network resolves
+    assert svc["networks"]["default"]["aliases"] == [regional_host(host, r) for r in defaults.REGIONS]

@@ -100,3 +100,24 @@ def test_a_second_outage_of_a_region_already_down_keeps_the_first_mode():
     assert account.region("West US").outage_mode == "refuse"
     account.faults.heal(first)
     assert account.region_state("West US") == "up"
+
+
+def test_a_global_endpoint_outage_tells_the_shell_and_touches_no_region():
+    account, _c, clock, scheduler = _setup()
+    told = []
+    account.global_endpoint_listeners.append(lambda state: told.append((state, account.global_outage_mode)))
+    fid = account.faults.inject({"type": "global_endpoint_outage", "mode": "reset", "duration_ms": 1000})
+    assert told == [("down", "reset")] and account.faults.active[fid]["mode"] == "reset"
+    assert all(account.region_state(r.name) == "up" for r in account.regions)
+    with pytest.raises(CosmosError) as e:          # one at a time: a second one would outlive the first's heal
+        account.faults.inject({"type": "global_endpoint_outage"})
+    assert e.value.status == 400 and "already out" in e.value.message
+    run_until_idle(clock, scheduler)              # past duration_ms: healed by itself
+    assert told[-1] == ("up", None) and account.faults.active == {}
+
+
+def test_a_global_endpoint_outage_of_an_account_without_one_is_400():
+    account, *_ = _setup()                         # no shell listens: e.g. the official emulator's shape
+    with pytest.raises(CosmosError) as e:
+        account.faults.inject({"type": "global_endpoint_outage", "mode": "refuse"})
+    assert e.value.status == 400 and "region_outage" in e.value.message and account.faults.active == {}

@@ -15,41 +15,10 @@ import json
 from regionlab.emulator.service import responses
 from regionlab.emulator.gateway.http import HttpServer
 from regionlab.emulator.gateway.refusal import TurnedAway
+from recording_transport import RecordingTransport
 
 SCANS_PER_BYTE_MAX = 2
 HEADER_TIMEOUT_S = 10.0
-
-
-class _Transport:
-    """The transport side of a connection: records what the server writes and whether it closed."""
-
-    def __init__(self):
-        self.written = b""
-        self.closed = False
-        self.eof = False
-
-    def write(self, data: bytes) -> None:
-        self.written += data
-
-    def close(self) -> None:
-        self.closed = True
-
-    abort = close
-
-    def can_write_eof(self) -> bool:
-        return True
-
-    def write_eof(self) -> None:
-        self.eof = True
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def get_extra_info(self, name, default=None):
-        return default
 
 
 def _server(**kwargs) -> tuple[HttpServer, list]:
@@ -63,7 +32,7 @@ def _server(**kwargs) -> tuple[HttpServer, list]:
 
 def _connect(server):
     conn = server()
-    transport = _Transport()
+    transport = RecordingTransport()
     conn.connection_made(transport)
     return conn, transport
 
@@ -162,7 +131,7 @@ def test_a_listener_whose_every_slot_is_busy_turns_the_next_connection_away_with
         _busy(a)
         _busy(b)
         refused = server()
-        refused_transport = _Transport()
+        refused_transport = RecordingTransport()
         refused.connection_made(refused_transport)
         a.connection_lost(None)
         after = server()
@@ -210,7 +179,7 @@ def test_with_only_idle_and_busy_connections_the_longest_idle_is_shed():
             conn.data_received(b"GET /dbs HTTP/1.1\r\nHost: x\r\n\r\n")
         _busy(c)
         new = server()
-        new.connection_made(_Transport())
+        new.connection_made(RecordingTransport())
         return ta.closed, tb.closed, tc.closed, isinstance(new, TurnedAway), server.slots.counts()
     a_closed, b_closed, c_closed, refused, counts = _run(run)
     assert (a_closed, b_closed, c_closed, refused) == (False, True, False, False)

@@ -22,6 +22,7 @@ from hypothesis import given, settings, strategies as st
 from regionlab.emulator.service import responses
 from regionlab.emulator.gateway.http import HttpServer
 from regionlab.emulator.core.limits import REQUEST_HEAD_MAX_BYTES
+from recording_transport import RecordingTransport
 
 REFUSED = "refused"
 
@@ -269,35 +270,6 @@ def pipelines(draw) -> list:
 
 
 # ---- the two parsers -------------------------------------------------------------------------------
-class _Transport:
-    def __init__(self):
-        self.written = b""
-        self.closed = False
-
-    def write(self, data: bytes) -> None:
-        self.written += data
-
-    def close(self) -> None:
-        self.closed = True
-
-    abort = close
-
-    def can_write_eof(self) -> bool:
-        return True
-
-    def write_eof(self) -> None:
-        self.closed = True          # a refusal's lingering close: nothing more is parsed
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def get_extra_info(self, name, default=None):
-        return default
-
-
 def gateway(pieces: list) -> list:
     """What the gateway made of the bytes: each request its handler saw, then REFUSED if it
     answered a 4xx."""
@@ -309,10 +281,10 @@ def gateway(pieces: list) -> list:
 
     async def feed():
         conn = HttpServer(handler)()
-        transport = _Transport()
+        transport = RecordingTransport()
         conn.connection_made(transport)
         for piece in pieces:
-            if transport.closed:
+            if transport.closed or transport.eof:     # a refusal's lingering close: nothing more is parsed
                 break
             conn.data_received(piece)
         return transport.written
