@@ -206,7 +206,8 @@ class Sweeper:
         # armed stays True (and due now) while the turn runs: its own commits' wake() and a
         # hurry() add no second timer.
         budget, earliest_ms = TTL_SWEEP_TURN_MAX_ENTRIES, None
-        for c in self._containers():
+        containers = self._containers()
+        for c in containers:
             for ordinal, p in enumerate(c.partitions):
                 budget, due_ms = self._sweep(c, ordinal, p, budget)
                 if due_ms is not None and (earliest_ms is None or due_ms < earliest_ms):
@@ -219,9 +220,13 @@ class Sweeper:
         if budget <= 0:
             # More work left: the next millisecond, so the loop serves everyone else in between.
             due_ms = now_ms + 1
-        elif earliest_ms is None:
-            self.armed = False           # idle until woken
+        elif earliest_ms is None and not (containers and self.account.config.multi_write):
+            self.armed = False           # idle until a commit wakes it
             return
+        elif earliest_ms is None:
+            # Multi-write: another region's writes reach the write region's log by replication,
+            # which wakes nobody; look again while any container has TTL on.
+            due_ms = now_ms + SWEEP_INTERVAL_MS
         else:
             due_ms = max(now_ms + 1, min(now_ms + SWEEP_INTERVAL_MS, earliest_ms))
         self._arm(due_ms)
@@ -245,6 +250,8 @@ class Sweeper:
         now_ms = self.account.clock.now_ms()
         if sweep.cursor_lsn < rs.committed_lsn:
             return budget, now_ms
+        if rs.lsn > rs.committed_lsn:    # writes not committed yet (a replica delay): index them later
+            return budget, now_ms + SWEEP_INTERVAL_MS
         if not sweep.heap:
             return budget, None
         # The heap holds expiries on the write region's clock; the scheduler runs on the account's.

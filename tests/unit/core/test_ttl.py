@@ -188,3 +188,24 @@ def test_rewriting_an_item_keeps_the_expiry_index_bounded():
     assert len(sweep.due) == 1 and len(sweep.heap) <= 2 + ttl.HEAP_SLACK_ENTRIES
     w.advance(3_600_000)
     assert live(c, EAST) == set() and sweep.due == {}
+
+
+def test_multi_write_expires_once_at_the_hub_and_every_region_converges():
+    w, c = world(10, multi_write=True)
+    w.write(c, "p", "create", {"id": "a", "pk": "p"}, region=WEST)
+    w.write(c, "p", "create", {"id": "b", "pk": "p", "ttl": -1}, region=EAST2)
+    w.advance(10_000)
+    w.advance(100)
+    for region in (EAST, EAST2, WEST):
+        assert live(c, region) == {"b"}
+    assert w.account.ttl_sweeper.deleted == 1 and c.conflicts.entries == []
+    w.account.delete_container(c)
+    w.advance(2 * 1000)
+    assert not w.account.ttl_sweeper.armed           # no container with TTL on: the sweep stops
+
+
+def test_a_write_committed_after_a_replica_delay_is_still_indexed():
+    w, c = world(10, intra_region_delay_ms=50)
+    create(w, c, "a")                              # the sweep's turn runs before the quorum has it
+    w.advance(10_000 + ttl.SWEEP_INTERVAL_MS)
+    assert live(c, EAST) == set()
