@@ -39,7 +39,7 @@ ID_MAX_CHARS = 255                           # characters of a database's or con
 ITEM_NESTING_MAX_LEVELS = 128                # objects and arrays inside one another
 PARTITION_KEY_MAX_PATHS = 3                  # a hierarchical (MultiHash) key's paths; more is 400
 TTL_MAX_S = 2_147_483_647                    # an item's ttl, a container's defaultTtl (an int32); more is 400
-TTL_SWEEP_TURN_MAX_ENTRIES = 512             # change-log entries indexed plus items deleted per sweep turn (core/ttl.py)
+TTL_SWEEP_TURN_MAX_ENTRIES = 512             # log entries indexed + items deleted per sweep turn (core/ttl.py)
 
 # ---- operations per request --------------------------------------------------------------------
 BATCH_MAX_OPERATIONS = 100                   # the service's cap; more is 400 (bulk cuts batches this size)

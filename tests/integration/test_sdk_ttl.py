@@ -1,8 +1,9 @@
 """Proves time to live end to end through the official azure-cosmos SDK against a real emulator:
 defaultTtl and item ttl as the service defines them (absent, -1, n), expired items gone from
 point reads, queries, read feed and the latest-version change feed in every region at once, the
-sweep's deletes replicated to every region and shown in the all-versions-and-deletes feed as TTL
-expiries, replace and patch moving an item's expiry, and the service's 400s for invalid values.
+sweep's deletes replicated to every region, charged to no client and shown in the
+all-versions-and-deletes feed as TTL expiries, replace and patch moving an item's expiry, the
+service's 400s for invalid values, and expiry across restarts with a data dir.
 
 Time moves without sleeping: the emulator's clock is the account's injected clock plus each
 region's clock_skew faults, so `advance` adds a skew of +n seconds to every region (the control
@@ -70,6 +71,14 @@ def stored(emu, db_id: str, coll: str) -> dict:
     return emu.call(get)
 
 
+def charged_ru(emu, db_id: str, coll: str) -> float:
+    """Request units charged to the container's partitions so far, in every region."""
+    def get(account):
+        rid = account.databases[db_id].containers[coll].rid
+        return sum(b.charged_ru for key, b in account.throttle.buckets.items() if key[1] == rid)
+    return emu.call(get)
+
+
 def wait_swept(emu, db_id: str, coll: str, ids: set) -> dict:
     deadline = time.monotonic() + SWEEP_DEADLINE_S
     while True:
@@ -116,9 +125,11 @@ def test_sweep_deletes_show_in_the_all_versions_feed_as_expiries(emu, db):
     token = c.client_connection.last_response_headers["etag"]
     c.create_item({"id": "a", "pk": "p"})
     c.create_item({"id": "b", "pk": "p", "ttl": -1})
+    charged = charged_ru(emu, db.id, "c")
     advance(emu, 11)
-    assert {d["id"] for d in c.query_items_change_feed(start_time="Beginning")} == {"b"}
     wait_swept(emu, db.id, "c", {"a"})
+    assert charged_ru(emu, db.id, "c") == charged       # the sweep's delete charged no client
+    assert {d["id"] for d in c.query_items_change_feed(start_time="Beginning")} == {"b"}
     entries = list(c.query_items_change_feed(mode="AllVersionsAndDeletes", partition_key="p",
                                              continuation=token))
     assert [(e["metadata"]["operationType"], (e["current"] or e["previous"])["id"],

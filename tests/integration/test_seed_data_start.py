@@ -45,7 +45,8 @@ def test_an_account_file_loads_before_the_emulator_serves(tmp_path):
 def test_a_directory_of_container_files(tmp_path):
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "people.json").write_text(json.dumps([{"id": "a", "n": 1}, {"id": "b", "n": 2}]))
-    (tmp_path / "app" / "things.json").write_text(json.dumps({"partitionKey": "/cat", "items": [{"id": "x", "cat": "k"}]}))
+    things = {"partitionKey": "/cat", "items": [{"id": "x", "cat": "k"}]}
+    (tmp_path / "app" / "things.json").write_text(json.dumps(things))
     (tmp_path / "notes.txt").write_text("not a seed file")
     with running_emulator(seed_data=str(tmp_path)) as emu, make_client(emu) as client:
         db = client.get_database_client("app")
