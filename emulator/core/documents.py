@@ -71,7 +71,10 @@ class Writer:
                 return None
         v = self.rs.store.latest(key)
         if v is not None and self.container.ttl is not None and self.container.ttl.expired_at(v, self.now_ms):
-            return None                 # expired: gone for every operation, even before the sweep
+            # Expired: gone for every operation, even before the sweep. A write of its id that
+            # commits drops its _rid too (the new item gets its own).
+            self.dropped_rids.append((v.rid, v.key))
+            return None
         return v
 
     def _check_pk(self, doc: dict) -> None:

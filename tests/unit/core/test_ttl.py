@@ -73,7 +73,9 @@ def test_reads_hide_an_expired_item_before_the_sweep_deletes_it():
     with pytest.raises(CosmosError) as e:          # ... but gone for writes (and reads)
         w.write(c, "p", "replace", "a", {"id": "a", "pk": "p"})
     assert e.value.status == 404
-    assert w.write(c, "p", "create", {"id": "a", "pk": "p", "v": 2})[0] == 201   # the id is free again
+    old_rid = next(v.rid for v in c.partitions[0].replica_sets[EAST].store.scan(10 ** 9))
+    _, new, _, _ = w.write(c, "p", "create", {"id": "a", "pk": "p", "v": 2})       # the id is free again
+    assert new.rid != old_rid and old_rid not in c.rid_index and c.rid_index[new.rid].key == ("[\"p\"]", "a")
 
 
 def test_the_sweep_deletes_in_every_region_with_a_replicated_expire_tombstone():
