@@ -16,7 +16,8 @@ Theory of operation, as the service defines TTL:
   expiry index (a heap of (expiry ms, key, LSN)) fed from the write region's change log from a
   cursor LSN; an entry is acted on only if the item's newest version is still that LSN (a
   replace, upsert or patch gave it a new `_ts`, and a new entry). Its work is bounded per timer
-  turn (TTL_SWEEP_TURN_MAX_ENTRIES log entries read or items deleted), then it yields to the loop.
+  turn (TTL_SWEEP_TURN_MAX_ENTRIES log entries read or items deleted), then it yields to the loop;
+  turns take the partitions round robin, so one partition's backlog does not hold up the others.
   After a failover (another write region, or its log cut), a restart or a change of
   `defaultTtl`, a partition's index is rebuilt from LSN 0 in the same bounded turns.
 * A TTL delete that a forced failover cuts is not a lost write of any client: the new write
@@ -178,6 +179,7 @@ class Sweeper:
         self.armed = False               # a turn is scheduled (or running)
         self._due_ms = 0                 # when the scheduled turn is due
         self._token = 0                  # the scheduled turn's; an older timer finds it moved on
+        self._resume = 0                 # where the next turn starts in the list of partitions
         self.deleted = 0                 # items deleted by TTL since start (metrics, tests)
 
     def wake(self) -> None:
@@ -207,14 +209,17 @@ class Sweeper:
         # hurry() add no second timer.
         budget, earliest_ms = TTL_SWEEP_TURN_MAX_ENTRIES, None
         containers = self._containers()
-        for c in containers:
-            for ordinal, p in enumerate(c.partitions):
-                budget, due_ms = self._sweep(c, ordinal, p, budget)
-                if due_ms is not None and (earliest_ms is None or due_ms < earliest_ms):
-                    earliest_ms = due_ms
-                if budget <= 0:
-                    break
+        work = [(c, ordinal, p) for c in containers for ordinal, p in enumerate(c.partitions)]
+        # Round robin: a turn starts after the partition where the last one ran out of budget,
+        # so a partition with a long backlog does not hold up the others.
+        first = self._resume % len(work) if work else 0
+        for k in range(len(work)):
+            c, ordinal, p = work[(first + k) % len(work)]
+            budget, due_ms = self._sweep(c, ordinal, p, budget)
+            if due_ms is not None and (earliest_ms is None or due_ms < earliest_ms):
+                earliest_ms = due_ms
             if budget <= 0:
+                self._resume = first + k + 1
                 break
         now_ms = self.account.clock.now_ms()
         if budget <= 0:

@@ -211,3 +211,17 @@ def test_a_write_committed_after_a_replica_delay_is_still_indexed():
     create(w, c, "a")                              # the sweep's turn runs before the quorum has it
     w.advance(10_000 + ttl.SWEEP_INTERVAL_MS)
     assert live(c, EAST) == set()
+
+
+def test_a_long_backlog_in_one_container_does_not_hold_up_another():
+    w, big = world(10)
+    small = w.account.create_container(w.account.database("db"), {"id": "small", "partitionKey": PK_DEF,
+                                                                  "defaultTtl": 10})
+    for i in range(3 * TTL_SWEEP_TURN_MAX_ENTRIES):
+        w.write(big, f"p{i % 7}", "create", {"id": str(i), "pk": f"p{i % 7}"})
+    create(w, small, "a")
+    w.advance(10_000)                              # the first turn with anything due: big's budget
+    w.advance(1)                                   # the next starts with small
+    assert live(small, EAST) == set() and len(live(big, EAST)) > TTL_SWEEP_TURN_MAX_ENTRIES
+    w.advance(100)
+    assert live(big, EAST) == set()
