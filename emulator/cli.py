@@ -136,11 +136,15 @@ def main(argv=None) -> int:
     logs.configure(level)
     from .runtime.certificate import CertificateError
     from .runtime.persistence import PersistenceError
+    from .runtime.seed_data import SeedError
     try:
         event_loop.run(serve(server_config))
     except (CertificateError, PersistenceError) as e:
         print(f"regionlab: error: {e}", file=sys.stderr)
         return 1
+    except SeedError as e:
+        print(f"regionlab: error: {e}", file=sys.stderr)
+        return 2
     except OSError as e:
         hint = ""
         if e.errno == errno.EADDRINUSE and "--direct-ports" not in str(e.strerror):

@@ -379,6 +379,10 @@ OPTIONS = (
            group=DURABILITY, metavar="MODE"),
     Option("reset_data", boolean, False, "--reset-data", "RESET_DATA",
            "with --data-dir: discard what DIR holds and start empty", switch=True, group=DURABILITY),
+    Option("seed_data", optional(path), None, "--seed-data", "SEED_DATA",
+           "load databases, containers and items from PATH (a JSON file, or a directory of them) before the "
+           "ready line; idempotent, so with --data-dir each start upserts only what changed (docs/seed-data.md)",
+           group=DURABILITY, metavar="PATH"),
     # Options of running_emulator() and the marker only.
     Option("direct_limits", limits, {}),
     Option("instance_id", optional(instance_id), None),        # None: random per process (tests fix it)
@@ -583,7 +587,7 @@ def _build(v: dict):
                         read_only_endpoints=v["read_only_endpoints"], max_clock_skew_s=v["max_clock_skew_s"],
                         query_mode=v["query_mode"], direct_tls_cert=v["direct_tls_cert"],
                         direct_tls_key=v["direct_tls_key"], data_dir=v["data_dir"], durability=v["durability"],
-                        reset_data=v["reset_data"], instance_id=v["instance_id"],
+                        reset_data=v["reset_data"], seed_data=v["seed_data"], instance_id=v["instance_id"],
                         region_on_account_port=prof.region_on_account_port,
                         regional_hostnames=v["regional_hostnames"], **_tls(v))
 

@@ -101,6 +101,7 @@ class ServerConfig:
     data_dir: str | None = None
     durability: str = "strict"                # strict: fsync per group; relaxed: survives a crash, not power loss
     reset_data: bool = False                  # start empty, discarding what data_dir holds
+    seed_data: str | None = None              # a seed file or directory (runtime/seed_data.py)
     # The emulator instance id its direct addresses name and its nodes check (docs/direct-protocol.md,
     # "Instances"): None makes a random one per process; a fixed one is for deterministic tests.
     instance_id: str | None = None
@@ -203,6 +204,7 @@ class Emulator:
         self.direct: DirectPlane | None = None   # the backend nodes' TCP listeners (direct mode)
         self.persistence: Persistence | None = None   # with a data dir
         self.restored_items = 0
+        self.seeded_items = 0                    # items --seed-data wrote at this start
         self.collector = None                    # runtime/collector.py, in a serving process (cli.serve)
         self.request_log = RequestLog()          # every endpoint's replies: GET /requests
         self.started = asyncio.Event()
@@ -226,6 +228,15 @@ class Emulator:
             self.restored_items = persistence.open(self.account)
             persistence.start(loop)
             self.persistence = persistence
+        if cfg.seed_data is not None:
+            # Before anything listens: a bad seed ends start-up (SeedError, exit 2).
+            from .runtime import seed_data
+            try:
+                self.seeded_items = seed_data.load(self.service(None), cfg.seed_data)
+            except seed_data.SeedError:
+                if self.persistence is not None:
+                    await self.persistence.close()      # what was seeded before the bad file is kept
+                raise
         socks = self._bind_endpoints()
         control_sock = bind(cfg.host, cfg.control_port)
         for name, sock in socks:
@@ -556,7 +567,8 @@ class Emulator:
                 "direct_port_range": list(self.config.direct_port_range),
                 "direct": self.direct.ready_info(),
                 "read_only_endpoints": t.read_only_endpoints(),
-                "data_dir": self.config.data_dir, "restored_items": self.restored_items}
+                "data_dir": self.config.data_dir, "restored_items": self.restored_items,
+                "seeded_items": self.seeded_items}
 
 
 async def _global_unavailable(req) -> responses.Reply:

@@ -148,7 +148,8 @@ def make_config(**options):
     `certificate` is the file to trust); query_mode="service" answers cross-partition queries
     that need client-side work 400/1004 as the service does (docs/queries.md). data_dir=... keeps
     the account on disk and restores it on the next start there (durability="strict"|"relaxed",
-    reset_data=True to start empty; docs/durability.md). instance_id="..." fixes the emulator instance
+    reset_data=True to start empty; docs/durability.md). seed_data="file.json" or a directory
+    loads databases, containers and items before the emulator serves (docs/seed-data.md). instance_id="..." fixes the emulator instance
     its direct addresses name (random per process by default; docs/direct-protocol.md, "Instances")."""
     return options_config.from_keywords(options)
 

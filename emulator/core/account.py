@@ -9,8 +9,9 @@ container.py for why).
 """
 from dataclasses import dataclass, field
 
-from . import rid as rids
+from . import rid as rids, ttl
 from .conflicts import ConflictLog, resolver_for
+from .documents import writer_for_key
 from .container import RU_PER_PARTITION, Container, Database, container_definition, partition_count_for
 from .epk import PartitionKeyDef, ranges_for
 from .errors import CosmosError, bad_request, conflict, not_found
@@ -110,6 +111,7 @@ class Account:
         from .faults import FaultRegistry
         self.faults = FaultRegistry(self)
         self.throttle = Throttle(self, config.throttle)
+        self.ttl_sweeper = ttl.Sweeper(self, writer_for_key)
         self.placement = Placement(config.nodes_per_region, config.placement_seed)
         for a in config.regions:
             for b in config.regions:
@@ -416,6 +418,10 @@ class Account:
     def now_s(self) -> int:
         return self.clock.now_ms() // 1000
 
+    def region_now_ms(self, region: str) -> int:
+        """The region's clock: the account's, plus any clock_skew fault on the region."""
+        return self.clock.now_ms() + self.faults.requests.skew_ms(region)
+
     # ---- databases ---------------------------------------------------------------------
     def create_database(self, body: dict, throughput: int | None = None,
                         autoscale_max: int | None = None, auto_upgrade: dict | None = None) -> Database:
@@ -491,6 +497,7 @@ class Account:
             partitions.append(p)
         c = Container(db, definition, rid, ts, etag, partitions)
         c.conflicts = conflict_log
+        ttl.attach(self, c)
         if self.conflict_hook is not None:
             conflict_log.on_record = lambda ident, entry, c=c, hook=self.conflict_hook: hook(c, ident, entry)
         if self.commit_hook is not None:
@@ -521,6 +528,7 @@ class Account:
         if PartitionKeyDef.from_json(definition["partitionKey"]) != c.pk_def:
             raise bad_request("The partition key of a container cannot be changed.")
         c.definition = definition
+        ttl.attach(self, c)
         c.etag = self._etag()
         c.ts = self.now_s()
         self.metadata_changed()

@@ -14,6 +14,7 @@ import json
 
 from .errors import CosmosError
 from .limits import PAGE_MAX_BYTES
+from .ttl import EXPIRE_OP
 
 
 def in_epk_range(epk_of, lo: str, hi: str):
@@ -31,16 +32,17 @@ def _body_size(v) -> int:
 
 
 def latest_versions(store, after_lsn: int, upto_lsn: int, max_items: int, accept=None,
-                    size_of=_body_size, bytes_max: int = PAGE_MAX_BYTES):
+                    size_of=_body_size, bytes_max: int = PAGE_MAX_BYTES, expired=None):
     """(versions, position after them): at most max_items versions and about bytes_max bytes
-    (at least one version). `accept(key)` narrows the feed (None: every key)."""
+    (at least one version). `accept(key)` narrows the feed (None: every key); `expired(v)`
+    leaves out an item past its time to live (None: none is)."""
     out = []
     last = after_lsn
     nbytes = 0
     for v in store.changes_after(after_lsn, upto_lsn):
         if v.lsn != last and out and (len(out) >= max_items or nbytes >= bytes_max):
             return out, last
-        if accept is None or accept(v.key):
+        if (accept is None or accept(v.key)) and (expired is None or not expired(v)):
             size = size_of(v)
             if v.lsn != last and out and nbytes + size > bytes_max:
                 return out, last
@@ -86,15 +88,15 @@ def avad_entry(v, pk_names) -> dict:
     """One all-versions-and-deletes entry in the service's wire shape. `crts` is the time the
     change was committed (the version's `_ts`), not the time of the read. A delete carries the
     deleted item's id and partition key ({property name: value}, one member per level of a
-    hierarchical key, `pk_names` naming them) and the deleted document as `previous`; this
-    emulator has no TTL, so no delete is ever a TTL expiry."""
-    meta = {"operationType": v.op, "lsn": v.lsn, "crts": v.ts}
+    hierarchical key, `pk_names` naming them) and the deleted document as `previous`; a delete
+    by the TTL sweep is a delete with `timeToLiveExpired` true."""
+    meta = {"operationType": "delete" if v.op == EXPIRE_OP else v.op, "lsn": v.lsn, "crts": v.ts}
     if v.prev_lsn:
         meta["previousImageLSN"] = v.prev_lsn
     if v.deleted:
         values = json.loads(v.key[0])
         meta["id"] = v.key[1]
         meta["partitionKey"] = {k: x for k, x in zip(pk_names, values) if x != {}}
-        meta["timeToLiveExpired"] = False
+        meta["timeToLiveExpired"] = v.op == EXPIRE_OP
         return {"current": {}, "previous": v.doc, "metadata": meta}
     return {"current": v.doc, "metadata": meta}

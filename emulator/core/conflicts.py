@@ -11,6 +11,7 @@ the order is total. Losers are recorded once each in the container's conflicts f
 import json
 
 from .limits import CONFLICTS_KEPT_MAX
+from .ttl import EXPIRE_OP
 
 _MISSING = float("-inf")
 
@@ -51,7 +52,7 @@ class ConflictLog:
         n = self.recorded
         self.entries.append({
             "id": str(n), "_rid": f"{self.container_rid}conflict{n}", "resourceType": "document",
-            "operationType": loser.op, "resourceId": loser.rid,
+            "operationType": "delete" if loser.op == EXPIRE_OP else loser.op, "resourceId": loser.rid,
             "content": json.dumps(loser.doc if not loser.deleted else {"id": loser.key[1]}),
             "conflict_lsn": loser.lsn, "_ts": loser.ts,
             "regionlab": {"loserRegion": loser.origin, "winnerRegion": winner.origin,

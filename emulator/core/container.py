@@ -17,6 +17,7 @@ from .cache import Cache, text_bytes
 from .errors import bad_request
 from .scripts import Scripts
 from .store import TrackedDict
+from .ttl import check_default_ttl
 from .limits import EPK_CACHE_MAX_BYTES
 
 RU_PER_PARTITION = 10_000
@@ -46,7 +47,7 @@ class Database:
 class Container:
     __slots__ = ("id", "rid", "db", "definition", "pk_def", "partitions", "_bounds", "ts", "etag",
                  "offer_rid", "doc_seq", "rid_index", "_epk_cache", "pkranges_etag", "conflicts",
-                 "docs_link", "scripts")
+                 "docs_link", "scripts", "ttl")
 
     def __init__(self, db: Database, definition: dict, rid: str, ts: int, etag: str,
                  partitions: list):
@@ -72,6 +73,7 @@ class Container:
         self.conflicts = None                       # ConflictLog (multi-write losers)
         self.docs_link = f"{self.self_link}docs/"    # a document's _self is this + its rid + "/"
         self.scripts = Scripts()                     # stored procedures, triggers, UDFs (core/scripts.py)
+        self.ttl = None                             # ttl.Expiry while defaultTtl is set (ttl.attach)
 
     @property
     def self_link(self) -> str:
@@ -182,4 +184,7 @@ def container_definition(body: dict) -> dict:
                           {"mode": "LastWriterWins", "conflictResolutionPath": "/_ts",
                            "conflictResolutionProcedure": ""})
     definition.setdefault("geospatialConfig", {"type": "Geography"})
+    check_default_ttl(definition)
+    if definition.get("defaultTtl", 0) is None:
+        del definition["defaultTtl"]            # null is TTL off, as absent: the service lists neither
     return definition

@@ -12,7 +12,7 @@ Theory of operation:
 """
 import json
 
-from . import epk as epks, memory
+from . import epk as epks, memory, ttl
 from .consistency import SESSION, STRONG, BOUNDED
 from .container import canonical_pk_json
 from .errors import (CosmosError, bad_request, conflict, not_found, precondition_failed,
@@ -69,7 +69,13 @@ class Writer:
                 return None if v.deleted else v
             if key in pending:
                 return None
-        return self.rs.store.latest(key)
+        v = self.rs.store.latest(key)
+        if v is not None and self.container.ttl is not None and self.container.ttl.expired_at(v, self.now_ms):
+            # Expired: gone for every operation, even before the sweep. A write of its id that
+            # commits drops its _rid too (the new item gets its own).
+            self.dropped_rids.append((v.rid, v.key))
+            return None
+        return v
 
     def _check_pk(self, doc: dict) -> None:
         pk_def = self.container.pk_def
@@ -102,6 +108,8 @@ class Writer:
         it, and no system property in the document, the body is raw with the system properties
         spliced in before its closing brace: the bytes encoding the document again would give."""
         c = self.container
+        if c.ttl is not None:
+            ttl.check_item_ttl(user_doc)
         if rid is None:
             c.doc_seq = seq = c.doc_seq + 1
             rid = document_rid(c.rid, seq)
@@ -139,10 +147,10 @@ class Writer:
         self.pending[key] = v
         return v
 
-    def _tombstone(self, old: Version) -> None:
+    def _tombstone(self, old: Version, op: str = "delete") -> None:
         self.dropped_rids.append((old.rid, old.key))
         self.pending[old.key] = Version(self.lsn, old.key, old.body, None, old.etag, self.now_ms // 1000,
-                                        old.rid, deleted=True, op="delete", prev_lsn=old.lsn,
+                                        old.rid, deleted=True, op=op, prev_lsn=old.lsn,
                                         origin=self.region, oseq=self.rs.own_seq + 1, ts_ms=self.now_ms,
                                         prev_id=(old.origin, old.oseq))
 
@@ -230,6 +238,10 @@ class Writer:
             return 304, v
         return 200, v
 
+    def expire(self, v: Version) -> None:
+        """Tombstone v, the item's newest version, as a delete by TTL (ttl.Sweeper)."""
+        self._tombstone(v, ttl.EXPIRE_OP)
+
     def delete_all(self) -> int:
         """Tombstone every item of this logical partition (delete by partition key)."""
         n = 0
@@ -255,6 +267,8 @@ class Writer:
             if not v.deleted:
                 index[v.rid] = v
             v.settle()                  # the store keeps the body only (store.Version)
+        if self.container.ttl is not None:
+            self.container.ttl.wake()   # the sweep indexes this commit's expiries
         return lsn
 
 
@@ -380,6 +394,11 @@ def locate_rid(container, doc_rid: str):
     if entry is None:
         raise not_found(f"No document with _rid '{doc_rid}' in this container.")
     return entry.key
+
+
+def writer_for_key(container, region: str, pk_json: str, now_ms: int) -> Writer:
+    """A Writer for the logical partition of a stored key's pk_json (the TTL sweep's)."""
+    return Writer(container, region, pk_json, pk_values_of(pk_json), now_ms)
 
 
 def pk_values_of(pk_json: str) -> list:

@@ -30,6 +30,7 @@ Theory of operation:
 from .errors import bad_request
 from .link import ACTIVE
 from .snapshot import catch_up, take
+from .ttl import EXPIRE_OP
 
 DRAIN_POLL_MS = 5                       # a drain is checked this often (the simulator jumps; the server wakes)
 DRAIN_TIMEOUT_MS = 60_000
@@ -108,7 +109,8 @@ def cut_history(account, container, p, keep_lsn: int, reason: str, now_ms: int) 
         # cut (and listed); they are not lost a second time.
         listed_above = _lsn_after_cuts(account, p, region, rs)
         for v in rs.store.versions_above(keep_lsn):
-            if v.lsn <= listed_above and (v.lsn, v.key) not in seen:
+            # A delete by TTL is no client's write: the new write region expires the item again.
+            if v.lsn <= listed_above and (v.lsn, v.key) not in seen and v.op != EXPIRE_OP:
                 seen.add((v.lsn, v.key))
                 lost.append((v, region))
         if account.region(region).state == "up":
@@ -120,6 +122,8 @@ def cut_history(account, container, p, keep_lsn: int, reason: str, now_ms: int) 
         if dst in p.replica_sets:
             link.purge(p.replica_sets[dst], keep_lsn)
     p.fail_global_waiters_above(keep_lsn)
+    if container.ttl is not None:
+        account.ttl_sweeper.hurry()     # a cut delete by TTL is done again at the new write region
     lost.sort(key=_lost_order)
     for v, region in lost:
         account.lost_writes.append({

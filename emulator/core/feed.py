@@ -51,6 +51,8 @@ def read_page(container, region: str, consistency: str, session: dict | None,
     out = []
     touched = []
     nbytes, last = 0, None
+    ttl = container.ttl
+    now_ms = ttl.now_ms(region) if ttl is not None else 0
     for pidx in indexes:
         if pidx < start_pidx:
             continue
@@ -59,6 +61,8 @@ def read_page(container, region: str, consistency: str, session: dict | None,
         touched.append((rs, lsn))
         after = after_key if pidx == start_pidx else None
         for v in rs.store.scan(lsn, after_key=after, prefix=pk_json):
+            if ttl is not None and ttl.expired_at(v, now_ms):
+                continue                # past its time to live (core/ttl.py)
             if out and nbytes + len(v.body) > bytes_max:
                 return out, encode_continuation(*last), touched
             out.append(v)

@@ -38,6 +38,8 @@ ID_MAX_BYTES = 1023                          # UTF-8 bytes of an item's (or reso
 ID_MAX_CHARS = 255                           # characters of a database's or container's id
 ITEM_NESTING_MAX_LEVELS = 128                # objects and arrays inside one another
 PARTITION_KEY_MAX_PATHS = 3                  # a hierarchical (MultiHash) key's paths; more is 400
+TTL_MAX_S = 2_147_483_647                    # an item's ttl, a container's defaultTtl (an int32); more is 400
+TTL_SWEEP_TURN_MAX_ENTRIES = 512             # log entries indexed + items deleted per sweep turn (core/ttl.py)
 
 # ---- operations per request --------------------------------------------------------------------
 BATCH_MAX_OPERATIONS = 100                   # the service's cap; more is 400 (bulk cuts batches this size)

@@ -226,4 +226,6 @@ def inject(registry, spec: dict) -> list:
         fault.on_spent = lambda: account.scheduler.call_at(account.clock.now_ms(), registry._expire, fid)
     table = registry.requests
     table.add(fault)
+    if kind == "clock_skew":
+        account.ttl_sweeper.hurry()           # a clock moved on may have made items due now
     return [lambda: table.remove(fault)]

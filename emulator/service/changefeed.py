@@ -118,7 +118,11 @@ async def change_feed(call, container):
     elif full:
         versions, nxt = cf.all_versions(rs, after, upto, max_items, accept, size_of)
     else:
-        versions, nxt = cf.latest_versions(rs.store, after, upto, max_items, accept, size_of)
+        expired = None
+        if container.ttl is not None:
+            now_ms = container.ttl.now_ms(call.region)
+            expired = lambda v: container.ttl.expired_at(v, now_ms)     # noqa: E731
+        versions, nxt = cf.latest_versions(rs.store, after, upto, max_items, accept, size_of, expired=expired)
     hdrs = session_headers(call, container, rs, upto)
     hdrs[H.ETAG] = f'"{nxt}"'
     if not versions:

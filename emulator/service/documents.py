@@ -11,6 +11,7 @@ from ..core import charge
 from ..core import documents as docs
 from ..core import feed as feeds
 from ..core import throttle as th
+from ..core import ttl
 from ..core.consistency import effective
 from ..core.errors import CosmosError, bad_request, not_found
 from ..core.validation import ValidationError, check_id, parse_item_body
@@ -216,6 +217,8 @@ def read_point(call, container, rs, pk_json: str, id: str, consistency: str, ses
         replica, lsn = docs.choose_replica(rs, consistency, session, call.svc.primary_ok, call.pins())
         version = rs.store.get((pk_json, id), lsn)
         _serving(call, replica)
+    if container.ttl is not None:
+        version = ttl.visible(container, version, call.region)
     ru = charge.read(len(version.body) if version is not None else 0)
     admission.read(call, container, rs, ru)
     return version, lsn, ru

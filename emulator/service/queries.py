@@ -192,6 +192,7 @@ class _Inputs:
         self.container, self.query = container, query
         self.consistency, self.session = consistency, session
         self.primary_ok = call.svc.primary_ok       # a read-only endpoint never reads the primary
+        self.region = call.region
         self.soon = call.svc.waits.soon             # where a store's new indexes are built meanwhile
         self.reads, self.pk_json, self.accept, self.range_mins = _reads(call, container, consistency, session)
         self.policy = container.definition.get("indexingPolicy")
@@ -217,7 +218,16 @@ class _Inputs:
 
     def _documents(self, at=None, cap=None, planned=True):
         """From position `at` (None: the first document). With `planned`, each partition's
-        planner may narrow its documents to index candidates (`cap` results wanted)."""
+        planner may narrow its documents to index candidates (`cap` results wanted). An item
+        past its time to live is not among them (core/ttl.py)."""
+        found = self._documents(at, cap, planned)
+        ttl = self.container.ttl
+        if ttl is None:
+            return found
+        now_ms = ttl.now_ms(self.region)
+        return ((part, v) for part, v in found if not ttl.expired_at(v, now_ms))
+
+    def _documents(self, at, cap, planned):
         merged = None
         query, reads = self.query, self.reads
         if planned and at is None and len(reads) > 1 and query.leading_order is not None:

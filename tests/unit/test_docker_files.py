@@ -308,6 +308,17 @@ def test_compose_keeps_the_account_in_a_named_volume(compose_service):
     assert "regionlab-data" in compose["volumes"]
 
 
+def test_compose_seeds_from_the_repositorys_seed_directory(compose_service):
+    """--seed-data (docs/seed-data.md): the seed path the environment names is the repository's
+    docker/seed, mounted read-only, and what it holds reads as a seed (nothing, as shipped)."""
+    from regionlab.emulator.runtime import seed_data
+    seed = compose_service["environment"]["REGIONLAB_SEED_DATA"]
+    mounts = [m.split(":") for m in compose_service["volumes"]]
+    [(source, options)] = [(name, rest) for name, target, *rest in mounts if target == seed]
+    assert options == ["ro"] and (REPO / source).is_dir()
+    assert seed_data.read(str(REPO / source)) == []
+
+
 def test_the_regional_hostnames_overlay_aliases_the_names_the_sdk_derives_from_its_host():
     from regionlab.emulator.config import BY_NAME
     from regionlab.emulator.gateway.hosts import regional_host
