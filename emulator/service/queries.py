@@ -206,7 +206,7 @@ class _Inputs:
         self.read = None            # [documents, bytes] the page read, counted when metrics are asked for
 
     def documents(self, at=None, cap=None, planned=True):
-        docs = self._documents(at, cap, planned)
+        docs = self._live(at, cap, planned)
         return docs if self.read is None else self._counted(docs)
 
     def _counted(self, docs):
@@ -216,7 +216,7 @@ class _Inputs:
             read[1] += len(v.body or b"")
             yield part, v
 
-    def _documents(self, at=None, cap=None, planned=True):
+    def _live(self, at, cap, planned):
         """From position `at` (None: the first document). With `planned`, each partition's
         planner may narrow its documents to index candidates (`cap` results wanted). An item
         past its time to live is not among them (core/ttl.py)."""
