@@ -472,9 +472,19 @@ class ThrottleMachine(RuleBasedStateMachine):
             spent[(region, r)] += ru
             # Burst only lends what earlier windows of this bucket left unused: over its life a
             # bucket never spends more than the highest budget times the windows it has lived.
-            lived = w - self.first_window[(region, r)] + 1
+            # A shared offer's partitions draw on one pool, whose reserve accrues from the first
+            # window any of them spent in (a partition may burst on what the pool left unused
+            # before it first spent: 401.02 RU of a 400 RU offer in its first window).
+            lived = w - self._born(region, r) + 1
             highest = max(b for (rg, rr, _), b in self.budget_log.items() if (rg, rr) == (region, r))
             assert spent[(region, r)] <= highest * lived + EPS
+
+    def _born(self, region, r) -> int:
+        """The first window the bucket's burst reserve could accrue from: its own first, or with a
+        shared offer the pool's (its partitions' earliest)."""
+        if self.c.offer_rid is not None:
+            return self.first_window[(region, r)]
+        return min(w for (rg, _), w in self.first_window.items() if rg == region)
 
     @invariant()
     def a_shared_pool_stays_within_the_whole_offer(self):
