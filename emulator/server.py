@@ -136,7 +136,8 @@ class Topology:
         self.scheme = scheme
         self.instance = instance
         self.global_port = 0
-        self.region_ports: dict[str, int] = {}
+        self.region_ports: dict[str, int] = {}   # listen_region and forget_region keep it
+        self._region_urls: dict[str, str] = {}   # region -> its endpoint's URL, made when it listens
         self.read_only_ports: dict[str, int] = {}
         self.control_port = 0
         self.direct_ports: dict = {}      # (region, node index) -> its direct TCP port
@@ -149,7 +150,17 @@ class Topology:
         return self.url(self.global_port)
 
     def region_endpoint(self, name: str) -> str:
-        return self.url(self.region_ports[name])
+        return self._region_urls[name]
+
+    def listen_region(self, name: str, port: int) -> None:
+        """The region's endpoint is served on port (its URL is made once, here: every point
+        read's Content-Location starts with it)."""
+        self.region_ports[name] = port
+        self._region_urls[name] = self.url(port)
+
+    def forget_region(self, name: str) -> None:
+        self.region_ports.pop(name, None)
+        self._region_urls.pop(name, None)
 
     def read_only_endpoints(self) -> dict:
         return {name: self.url(port) for name, port in self.read_only_ports.items()}
@@ -216,7 +227,7 @@ class Emulator:
             if name is None or self._on_account_port(name):
                 self.topology.global_port = port
             if name is not None:
-                self.topology.region_ports[name] = port
+                self.topology.listen_region(name, port)
         self.topology.control_port = control_sock.getsockname()[1]
         self.direct = DirectPlane(self, listen=bind, hold=PortHold, **cfg.direct_limits)
         self.direct.bind_all()
@@ -301,7 +312,7 @@ class Emulator:
             hold = self._port_holds.pop(name, None)
             if hold is not None:
                 hold.release()
-            self.topology.region_ports.pop(name, None)
+            self.topology.forget_region(name)
             self.services.pop(name, None)
             http, _server = self._listeners.pop(name)       # nothing of the region is kept
             self._http_servers.remove(http)
@@ -403,7 +414,7 @@ class Emulator:
         return self.topology.url(self.topology.read_only_ports[name])
 
     def _add_endpoint(self, name: str, sock: socket.socket) -> None:
-        self.topology.region_ports[name] = sock.getsockname()[1]
+        self.topology.listen_region(name, sock.getsockname()[1])
         http = self._endpoint(name)
         self._listeners[name] = (http, None)
 

@@ -25,8 +25,8 @@ class Call:
     makes its calls with `addressed`, and may say what the service runs for the call (`route`,
     instead of dispatching on the path) and what its reply is counted as (`counted_as`, instead
     of the method and the resource kind)."""
-    __slots__ = ("svc", "source", "method", "path", "segs", "headers", "activity_id", "region", "raw", "replica",
-                 "serving", "route", "counted_as")
+    __slots__ = ("svc", "source", "method", "path", "link", "segs", "headers", "activity_id", "region", "raw",
+                 "replica", "serving", "route", "counted_as")
 
     def __init__(self, svc, method: str, path: str, headers: dict, body: bytes, source=None):
         self.svc = svc
@@ -35,7 +35,7 @@ class Call:
         self.path = path                 # as sent: percent-encoded, with its query string
         if "?" in path:
             path = path.split("?", 1)[0]
-        path = path.strip("/")
+        path = self.link = path.strip("/")    # the resource's link: no query, no outer slashes
         segs = path.split("/") if path else []
         if "%" in path:
             segs = [unquote(s) for s in segs]
@@ -62,6 +62,7 @@ class Call:
         call.source = source
         call.method = method
         call.path = path
+        call.link = path.split("?", 1)[0].strip("/")
         call.segs = segs
         call.headers = headers
         call.activity_id = activity_id
