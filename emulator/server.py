@@ -145,7 +145,8 @@ class Topology:
         self.scheme = scheme
         self.instance = instance
         self.global_port = 0
-        self.region_ports: dict[str, int] = {}
+        self.region_ports: dict[str, int] = {}   # listen_region and forget_region keep it
+        self._region_urls: dict[str, str] = {}   # region -> its endpoint's URL, made when it listens
         self.read_only_ports: dict[str, int] = {}
         self.control_port = 0
         self.direct_ports: dict = {}      # (region, node index) -> its direct TCP port
@@ -159,9 +160,18 @@ class Topology:
         return self.url(self.global_port)
 
     def region_endpoint(self, name: str) -> str:
-        if self.regional_hostnames:
-            return f"{self.scheme}://{regional_host(self.host, name)}:{self.region_ports[name]}/"
-        return self.url(self.region_ports[name])
+        return self._region_urls[name]
+
+    def listen_region(self, name: str, port: int) -> None:
+        """The region's endpoint is served on port (its URL is made once, here: every point
+        read's Content-Location starts with it); with regional host names, under its own name."""
+        self.region_ports[name] = port
+        host = regional_host(self.host, name) if self.regional_hostnames else self.host
+        self._region_urls[name] = f"{self.scheme}://{host}:{port}/"
+
+    def forget_region(self, name: str) -> None:
+        self.region_ports.pop(name, None)
+        self._region_urls.pop(name, None)
 
     def read_only_endpoints(self) -> dict:
         return {name: self.url(port) for name, port in self.read_only_ports.items()}
@@ -244,9 +254,10 @@ class Emulator:
             if name is None or self._on_account_port(name):
                 self.topology.global_port = port
             if name is not None:
-                self.topology.region_ports[name] = port
+                self.topology.listen_region(name, port)
         if cfg.regional_hostnames:
-            self.topology.region_ports = {r.name: self.topology.global_port for r in self.account.regions}
+            for r in self.account.regions:
+                self.topology.listen_region(r.name, self.topology.global_port)
         self.topology.control_port = control_sock.getsockname()[1]
         self.direct = DirectPlane(self, listen=bind, hold=PortHold, **cfg.direct_limits)
         self.direct.bind_all()
@@ -362,7 +373,7 @@ class Emulator:
             hold = self._port_holds.pop(name, None)
             if hold is not None:
                 hold.release()
-            self.topology.region_ports.pop(name, None)
+            self.topology.forget_region(name)
             self.services.pop(name, None)
             http, _server = self._listeners.pop(name)       # nothing of the region is kept
             self._http_servers.remove(http)
@@ -499,10 +510,10 @@ class Emulator:
 
     def _add_endpoint(self, name: str, sock: socket.socket | None) -> None:
         if self.router is not None:
-            self.topology.region_ports[name] = self.topology.global_port
+            self.topology.listen_region(name, self.topology.global_port)
             self._hosted_endpoint(name, self._front)
             return
-        self.topology.region_ports[name] = sock.getsockname()[1]
+        self.topology.listen_region(name, sock.getsockname()[1])
         http = self._endpoint(name)
         self._listeners[name] = (http, None)
 

@@ -418,9 +418,10 @@ class Account:
     def now_s(self) -> int:
         return self.clock.now_ms() // 1000
 
-    def region_now_ms(self, region: str) -> int:
-        """The region's clock: the account's, plus any clock_skew fault on the region."""
-        return self.clock.now_ms() + self.faults.requests.skew_ms(region)
+    def region_now_ms(self, region: str, account_ms: int | None = None) -> int:
+        """The region's clock: the account's (account_ms if the caller read it already), plus any
+        clock_skew fault on the region."""
+        return (self.clock.now_ms() if account_ms is None else account_ms) + self.faults.requests.skew_ms(region)
 
     # ---- databases ---------------------------------------------------------------------
     def create_database(self, body: dict, throughput: int | None = None,

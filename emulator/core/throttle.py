@@ -184,33 +184,39 @@ class Throttle:
     def partition_budget(self, container) -> float | None:
         """RU per window one of the container's physical partitions may spend; None = unmetered.
         For a container sharing its database's offer, the whole offer (its pool's budget)."""
-        cfg = self.config
-        if cfg.serverless:
-            return float(cfg.serverless_ru_per_s)
-        if not cfg.ru:
-            return None
-        offers = self.account.offers
-        if container.offer_rid is not None:
-            o = offers.get(container.offer_rid)
-            if o is not None:
-                return (o.autoscale_max or o.throughput) / len(container.partitions)
-        db = container.db
-        if db.offer_rid is None:
-            return None
-        o = offers.get(db.offer_rid)
-        if o is None:
-            return None
-        return float(o.autoscale_max or o.throughput)
+        return self._budget_and_pool(None, container)[0]
 
     def shared_pool(self, region: str, container) -> Bucket | None:
         """The pool bucket a container sharing its database's offer spends from (a new one is
         only kept, by _keep_pool, once a request was accepted into it); None for a container
         with its own offer, or none to share."""
+        return self._budget_and_pool(region, container)[1]
+
+    def _budget_and_pool(self, region: str | None, container) -> tuple:
+        """(partition_budget, shared_pool in region; None without a region): admit needs both,
+        for every request, and one call costs less than two."""
+        cfg = self.config
         db = container.db
-        if container.offer_rid is not None or db.offer_rid is None or self.config.serverless:
-            return None
-        pool = self.pools.get((region, db.offer_rid))
-        return Bucket() if pool is None else pool
+        pool = None
+        if region is not None and container.offer_rid is None and db.offer_rid is not None and not cfg.serverless:
+            pool = self.pools.get((region, db.offer_rid))
+            if pool is None:
+                pool = Bucket()
+        if cfg.serverless:
+            return float(cfg.serverless_ru_per_s), pool
+        if not cfg.ru:
+            return None, pool
+        offers = self.account.offers
+        if container.offer_rid is not None:
+            o = offers.get(container.offer_rid)
+            if o is not None:
+                return (o.autoscale_max or o.throughput) / len(container.partitions), pool
+        if db.offer_rid is None:
+            return None, pool
+        o = offers.get(db.offer_rid)
+        if o is None:
+            return None, pool
+        return float(o.autoscale_max or o.throughput), pool
 
     def _keep_pool(self, region: str, container, pool: Bucket) -> None:
         self.pools.setdefault((region, container.db.offer_rid), pool)
@@ -248,13 +254,13 @@ class Throttle:
             self._storm(region, op, container.rid, range_id)
         cfg = self.config
         # (partition_budget is None without RU budgets: known without the call)
-        budget = self.partition_budget(container) if cfg.ru or cfg.serverless else None
+        budget, pool = self._budget_and_pool(region, container) if cfg.ru or cfg.serverless else (None, None)
         key = (region, container.rid, range_id)
         b = self.buckets.get(key)
         if b is None:
             b = Bucket()                # kept only once a request was accepted into it
         if budget is not None:
-            meter = self.shared_pool(region, container) or b
+            meter = pool or b
             if (cfg.credits_per_s is None and meter.window == self.clock.now_ms() // WINDOW_MS
                     and meter.used_ru + ru <= capacity(budget, meter.reserve_ru, cfg.burst) + 1e-9):
                 # The common case: the bucket's window is current and it fits. What _admit_ru

@@ -25,8 +25,8 @@ class Call:
     makes its calls with `addressed`, and may say what the service runs for the call (`route`,
     instead of dispatching on the path) and what its reply is counted as (`counted_as`, instead
     of the method and the resource kind)."""
-    __slots__ = ("svc", "source", "method", "path", "segs", "headers", "activity_id", "region", "raw", "replica",
-                 "serving", "route", "counted_as")
+    __slots__ = ("svc", "source", "method", "path", "link", "segs", "headers", "header", "activity_id", "region",
+                 "raw", "replica", "serving", "route", "counted_as")
 
     def __init__(self, svc, method: str, path: str, headers: dict, body: bytes, source=None):
         self.svc = svc
@@ -35,12 +35,15 @@ class Call:
         self.path = path                 # as sent: percent-encoded, with its query string
         if "?" in path:
             path = path.split("?", 1)[0]
-        path = path.strip("/")
+        path = self.link = path.strip("/")    # the resource's link: no query, no outer slashes
         segs = path.split("/") if path else []
         if "%" in path:
             segs = [unquote(s) for s in segs]
         self.segs = segs
         self.headers = headers
+        # header(name, default=None): the headers' own get, not a method wrapping it; a request
+        # asks for a header 7-10 times, and a Python call costs more than the lookup it wraps.
+        self.header = headers.get
         self.activity_id = headers.get(H.ACTIVITY_ID) or next(ACTIVITY_IDS)
         self.region = svc.region or svc.account.hub_region
         self.raw = body
@@ -62,8 +65,10 @@ class Call:
         call.source = source
         call.method = method
         call.path = path
+        call.link = path.split("?", 1)[0].strip("/")
         call.segs = segs
         call.headers = headers
+        call.header = headers.get
         call.activity_id = activity_id
         call.region = svc.region or svc.account.hub_region
         call.raw = body
@@ -90,9 +95,6 @@ class Call:
         if pins is None:
             pins = conn.pins = ConnectionPins()
         return pins
-
-    def header(self, name: str, default=None):
-        return self.headers.get(name, default)
 
     def flag(self, name: str) -> bool:
         v = self.headers.get(name)

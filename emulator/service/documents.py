@@ -248,7 +248,7 @@ async def read(call, container, id_seg: str, by_rid: bool):
     if topology is not None:         # the simulator has no URLs
         # The serving region's URL of the item, as the service sends it: the SDKs' own tests
         # read it to see which region served a read.
-        hdrs[H.CONTENT_LOCATION] = topology.region_endpoint(call.region) + call.path.split("?", 1)[0].strip("/")
+        hdrs[H.CONTENT_LOCATION] = topology.region_endpoint(call.region) + call.link
     inm = call.header(H.IF_NONE_MATCH)
     if inm is not None and inm in (version.etag, "*"):
         return responses.reply(304, None, call.activity_id, ru, hdrs)

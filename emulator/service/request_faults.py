@@ -14,25 +14,23 @@ from ..core.errors import CosmosError
 from . import partition_keys
 from .paths import rid_based as _rid_based
 
-_DOC_WRITES = frozenset(("PUT", "PATCH", "DELETE"))
-
-
 def op_of(call) -> str:
+    """read, write, query or metadata. Every reply is logged under its op (request_log.py), so
+    the common answers come first: a document read or write is told by its method, and only a
+    POST to a documents feed (a create, or a query) reads headers."""
     segs = call.segs
     n = len(segs)
-    if n < 5 or segs[4] == "pkranges" or segs[4] == "conflicts" or segs[2] == "users":
+    if n < 5 or segs[2] == "users":
         return "metadata"
-    if segs[4] == "operations":
-        return "write"
-    if call.method == "GET":
-        return "read"
-    if call.method in _DOC_WRITES:
-        return "write"
-    if n == 5 and call.method == "POST":
-        ctype = (call.header(H.CONTENT_TYPE) or "").lower()
-        if (call.header(H.IS_QUERY_PLAN) is not None or call.flag(H.IS_QUERY)
-                or ctype.startswith("application/query+json")):
-            return "query"
+    sub = segs[4]
+    if sub == "pkranges" or sub == "conflicts":
+        return "metadata"
+    method = call.method
+    if sub == "operations" or n != 5 or method != "POST":
+        return "read" if method == "GET" and sub != "operations" else "write"
+    if (call.header(H.IS_QUERY_PLAN) is not None or call.flag(H.IS_QUERY)
+            or (call.header(H.CONTENT_TYPE) or "").lower().startswith("application/query+json")):
+        return "query"
     return "write"
 
 

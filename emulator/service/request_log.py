@@ -37,24 +37,28 @@ def latency_class_ms(ms: int) -> int:
     return LATENCY_CLASSES_MS[min(i, len(LATENCY_CLASSES_MS) - 1)]
 
 
+# latency_class_ms of each latency under a second (nearly every reply's), looked up by `add`.
+_CLASS_TABLE_MS = 1000
+_CLASS_OF_MS = tuple(latency_class_ms(ms) for ms in range(_CLASS_TABLE_MS))
+
+
 class RequestLog:
-    __slots__ = ("windows", "entries", "dropped_before_ms", "_last_start", "_last")
+    __slots__ = ("windows", "entries", "dropped_before_ms", "_next_start", "_last")
 
     def __init__(self):
         self.windows: deque = deque()      # (window start ms, {(region, op, status, sub, latency class): n})
         self.entries = 0
         self.dropped_before_ms = None      # windows before this were dropped for room
-        self._last_start = None
-        self._last = None
+        self._next_start = -1              # where the newest window ends (-1: there is none yet)
+        self._last = None                  # the newest window's counts
 
     def add(self, started_ms: int, answered_ms: int, region: str | None, op: str, status: int, sub) -> None:
-        start = answered_ms - answered_ms % WINDOW_MS
-        if start != self._last_start:
-            self._last_start, self._last = start, {}
-            self.windows.append((start, self._last))
-            if len(self.windows) > WINDOWS_MAX:
-                self._drop_oldest(windows_max=WINDOWS_MAX)
-        key = (region, op, status, sub, latency_class_ms(answered_ms - started_ms))
+        # Every reply passes here: one comparison for the window, one tuple index for the class
+        # (a bisect of the classes costs more than the rest of the step), one dict update.
+        if answered_ms >= self._next_start:
+            self._open(answered_ms)
+        ms = answered_ms - started_ms
+        key = (region, op, status, sub, _CLASS_OF_MS[ms] if 0 <= ms < _CLASS_TABLE_MS else latency_class_ms(ms))
         counts = self._last
         n = counts.get(key)
         if n is None:
@@ -64,6 +68,15 @@ class RequestLog:
                 self._drop_oldest()
         else:
             counts[key] = n + 1
+
+    def _open(self, answered_ms: int) -> None:
+        """Begin the window answered_ms falls in (the clock only moves forward: after the last)."""
+        start = answered_ms - answered_ms % WINDOW_MS
+        self._next_start = start + WINDOW_MS
+        self._last = {}
+        self.windows.append((start, self._last))
+        if len(self.windows) > WINDOWS_MAX:
+            self._drop_oldest(windows_max=WINDOWS_MAX)
 
     def _drop_oldest(self, windows_max: int | None = None) -> None:
         while len(self.windows) > 1 and (self.entries > ENTRIES_MAX or

@@ -74,13 +74,12 @@ class Service:
 
     async def handle(self, call) -> responses.Reply:
         effect = None
-        log_ = self.request_log
-        started_ms = self.clock.now_ms() if log_ is not None else 0
+        started_ms = self.clock.now_ms()        # its date's judge, and where its latency starts
         try:
             if (call.segs or self.region is not None) and self.account.region_state(call.region) != "up":
                 raise CosmosError(503, 0, f"Region {call.region} is unavailable (a region outage, "
                                           "or it was removed from the account).")
-            self._authenticate(call)
+            self._authenticate(call, started_ms)
             if self.read_only and call.method not in ("GET", "HEAD") and call.segs \
                     and request_faults.op_of(call) != "query":
                 raise CosmosError(403, SUB_WRITE_FORBIDDEN, f"This is {call.region}'s read-only endpoint: it "
@@ -113,6 +112,7 @@ class Service:
         if counted is None:
             counted = (call.method, resource_kind(call.segs))
         self.requests_served[(*counted, resp.status, resp.fault or resp.substatus)] += 1
+        log_ = self.request_log
         if log_ is not None:
             log_.add(started_ms, self.clock.now_ms(), call.region, request_faults.op_of(call) if call.segs else "account",
                      resp.status, resp.fault or resp.substatus)
@@ -129,13 +129,16 @@ class Service:
         resp.fault = effect.drop
         return resp
 
-    def now_ms(self, region: str) -> int:
-        """The region's clock: the account's, plus any clock_skew fault on the region."""
+    def now_ms(self, region: str, account_ms: int | None = None) -> int:
+        """The region's clock: the account's (account_ms if the caller read it already), plus
+        any clock_skew fault on the region."""
+        if account_ms is None:
+            account_ms = self.clock.now_ms()
         if self._skews:                      # nearly always empty: no call to ask the faults
-            return self.account.region_now_ms(region)
-        return self.clock.now_ms()
+            return self.account.region_now_ms(region, account_ms)
+        return account_ms
 
-    def _authenticate(self, call) -> None:
+    def _authenticate(self, call, account_ms: int) -> None:
         if self.verifier is None:
             return
         authorization = call.header(H.AUTHORIZATION)
@@ -152,7 +155,7 @@ class Service:
         window = self.verifier.verify(call.method, call.path.split("?", 1)[0], authorization, date)
         # After the signature: a request signed with another key is told that, not its date.
         # The region's clock judges the date: a clock_skew fault moves it (core/request_faults.py).
-        now_s = self.now_ms(call.region) / 1000
+        now_s = self.now_ms(call.region, account_ms) / 1000
         check_clock_skew(date, date_s, now_s, self.max_clock_skew_s)
         if window is not None:
             check_token_window(window, now_s, self.max_clock_skew_s)

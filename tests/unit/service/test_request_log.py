@@ -58,3 +58,12 @@ def test_the_log_keeps_at_most_windows_max_windows(monkeypatch):
     for w in range(10):
         log.add(w * WINDOW_MS, w * WINDOW_MS, "East US", "read", 200, 0)
     assert [w["start_ms"] for w in log.since(0)["windows"]] == [600, 700, 800, 900] and log.entries == 4
+
+
+def test_add_classes_every_latency_as_latency_class_ms_does():
+    # add looks the classes of latencies under a second up in a table made from latency_class_ms.
+    log = RequestLog()
+    for ms in range(-1, 1500):
+        log.add(10_000, 10_000 + ms, "East US", "read", 200, ms)
+    got = {r["substatus"]: r["latency_ms_max"] for w in log.since(0)["windows"] for r in w["requests"]}
+    assert got == {ms: latency_class_ms(ms) for ms in range(-1, 1500)}
