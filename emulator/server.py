@@ -17,6 +17,7 @@ import logging
 import os
 import random
 import socket
+import weakref
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -217,6 +218,10 @@ class Emulator:
         self.seeded_items = 0                    # items --seed-data wrote at this start
         self.collector = None                    # runtime/collector.py, in a serving process (cli.serve)
         self.request_log = RequestLog()          # every endpoint's replies: GET /requests
+        # Recording begins with the first GET /requests (record_requests): until somebody asks,
+        # no request pays for its log entry. Every Service made is kept here to be told.
+        self.recording_requests = False
+        self._services_made = weakref.WeakSet()
         self.started = asyncio.Event()
 
     async def start(self) -> None:
@@ -451,10 +456,21 @@ class Emulator:
         svc.script_timeout_ms = round(cfg.script_timeout_s * 1000)
         svc.max_clock_skew_s = cfg.max_clock_skew_s
         svc.query_mode = cfg.query_mode
-        svc.request_log = self.request_log
+        svc.request_log = self.request_log if self.recording_requests else None
+        self._services_made.add(svc)
         if self.persistence is not None:
             svc.make_durable(self.persistence)
         return svc
+
+    def record_requests(self) -> None:
+        """From now on every endpoint's service logs its replies (service/request_log.py): the
+        control port's GET /requests calls this before it answers, so what an observer reads
+        starts with its first look (a drill without a workload looks before its first step)."""
+        if not self.recording_requests:
+            self.recording_requests = True
+            self.request_log.recording_since_ms = self.account.clock.now_ms()
+            for svc in self._services_made:
+                svc.request_log = self.request_log
 
     def _endpoint(self, name: str | None) -> HttpServer:
         """The service of one endpoint (None = global) and the HTTP server that feeds it."""

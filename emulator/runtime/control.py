@@ -207,7 +207,9 @@ def control_app(emu) -> web.Application:
             since_ms = int(text)
         except ValueError:
             return _json({"error": f"since_ms must be epoch milliseconds (an integer), not {text!r}"}, 400)
-        return _json(dict(emu.request_log.since(since_ms), now_ms=emu.account.clock.now_ms()))
+        emu.record_requests()
+        return _json(dict(emu.request_log.since(since_ms), now_ms=emu.account.clock.now_ms(),
+                          recording_since_ms=emu.request_log.recording_since_ms))
 
     app.router.add_get("/", index)
     app.router.add_get("/requests", requests)

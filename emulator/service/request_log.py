@@ -43,12 +43,13 @@ _CLASS_OF_MS = tuple(latency_class_ms(ms) for ms in range(_CLASS_TABLE_MS))
 
 
 class RequestLog:
-    __slots__ = ("windows", "entries", "dropped_before_ms", "_next_start", "_last")
+    __slots__ = ("windows", "entries", "dropped_before_ms", "recording_since_ms", "_next_start", "_last")
 
     def __init__(self):
         self.windows: deque = deque()      # (window start ms, {(region, op, status, sub, latency class): n})
         self.entries = 0
         self.dropped_before_ms = None      # windows before this were dropped for room
+        self.recording_since_ms = None     # when the services began adding to it (None: not yet)
         self._next_start = -1              # where the newest window ends (-1: there is none yet)
         self._last = None                  # the newest window's counts
 
