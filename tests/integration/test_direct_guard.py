@@ -41,7 +41,8 @@ PRE_READY_LIMIT = D.PRE_READY_FRAME_MAX_BYTES
 
 
 async def frames_until_closed(reader, timeout_s: float = REPLY_TIMEOUT_S) -> list:
-    """Every frame the node sends until it closes (a reset ends it too)."""
+    """Every frame the node sends until it closes (a reset ends it too, and so does a broken pipe:
+    the node closed while our giant frame was still being written)."""
     decoder = D.FrameDecoder()
     frames = []
     loop = asyncio.get_running_loop()
@@ -49,7 +50,7 @@ async def frames_until_closed(reader, timeout_s: float = REPLY_TIMEOUT_S) -> lis
     while True:
         try:
             data = await asyncio.wait_for(reader.read(65536), max(0.01, deadline - loop.time()))
-        except ConnectionResetError:
+        except (ConnectionResetError, BrokenPipeError):
             return frames
         if not data:
             return frames
