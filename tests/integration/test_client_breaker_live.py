@@ -22,6 +22,7 @@ from regionlab.client import partition_key as pkmod
 from regionlab.client.policies import breaker as cb
 from sdk_harness import direct_client, doc_hits
 from test_client_direct_faults import node_hits
+from test_client_faults import MovableClock, path
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
@@ -29,23 +30,6 @@ NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
 KEYS = 15                                # different keys of the failing range, each used once
 SWEEP_MS = 100                           # the background sweep's period in the sweep test
 SWEEP_WAIT_S = 10.0                      # generous: a loaded 2-core machine
-
-
-class MovableClock:
-    """perf_counter plus an offset the test moves on: the breaker's 30 s pass without waiting."""
-
-    def __init__(self):
-        self.offset_s = 0.0
-
-    def __call__(self) -> float:
-        return time.perf_counter() + self.offset_s
-
-    def advance(self, seconds: float) -> None:
-        self.offset_s += seconds
-
-
-def path(d) -> list:
-    return [(a.region, a.status) for a in d.attempts]
 
 
 def breaker_events(d) -> list[str]:
