@@ -426,7 +426,7 @@ class Account:
     # ---- databases ---------------------------------------------------------------------
     def create_database(self, body: dict, throughput: int | None = None,
                         autoscale_max: int | None = None, auto_upgrade: dict | None = None) -> Database:
-        id = _checked_id(body)
+        id = checked_id(body)
         if id in self.databases:
             raise conflict(f"A database with id '{id}' already exists.")
         self._check_provisionable(throughput, autoscale_max)
@@ -458,7 +458,7 @@ class Account:
     # ---- containers --------------------------------------------------------------------
     def create_container(self, db: Database, body: dict, throughput: int | None = None,
                          autoscale_max: int | None = None, auto_upgrade: dict | None = None) -> Container:
-        id = _checked_id(body)
+        id = checked_id(body)
         definition = container_definition(body)        # a bad definition is 400 before a 409, as in the service
         if id in db.containers:
             raise conflict(f"A container with id '{id}' already exists in database '{db.id}'.")
@@ -603,7 +603,8 @@ class Account:
         check_throughput(throughput, autoscale_max)     # before partitions are derived from it
 
 
-def _checked_id(body) -> str:
+def checked_id(body) -> str:
+    """A resource body's id, checked as the service checks ids (databases, containers, users)."""
     if not isinstance(body, dict):
         raise bad_request("The request body must be a JSON object.")
     try:

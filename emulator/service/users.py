@@ -12,11 +12,11 @@ import json
 from regionlab.client.protocol import headers as H
 
 from ..core import charge
-from ..core.errors import CosmosError, bad_request, not_found
+from ..core.errors import bad_request, not_found
 from ..core.limits import (RESOURCE_LINK_MAX_CHARS, RESOURCE_TOKEN_EXPIRY_DEFAULT_S, RESOURCE_TOKEN_EXPIRY_MAX_S,
                            RESOURCE_TOKEN_EXPIRY_MIN_S)
+from ..core.account import checked_id
 from ..core.users import MODES, Grant
-from ..core.validation import ValidationError, check_container_id
 from . import partition_keys, responses
 from .metadata import created, feed, is_query, not_allowed, ok, query_feed
 from .paths import rid_based, unknown
@@ -49,7 +49,7 @@ async def users_feed(call, db):
         not_allowed(call, "the users feed")
     if is_query(call):
         return await query_feed(call, db.rid, "Users", [u.properties() for u in users.of(db)])
-    id = _id_of(call.json_body())
+    id = checked_id(call.json_body())
     existing = users.by_db.get(db.rid, {}).get(id)
     if existing is not None and call.flag(H.IS_UPSERT):
         return ok(call, users.replace_user(existing, id).properties())
@@ -61,7 +61,7 @@ async def user(call, u):
     if call.method == "GET":
         return ok(call, u.properties())
     if call.method == "PUT":
-        return ok(call, users.replace_user(u, _id_of(call.json_body())).properties())
+        return ok(call, users.replace_user(u, checked_id(call.json_body())).properties())
     if call.method == "DELETE":
         users.delete_user(u)
         return responses.reply(204, None, call.activity_id, charge.METADATA_WRITE_RU)
@@ -122,20 +122,10 @@ def _lifetime_s(call) -> int:
 
 
 # ---- a permission's definition --------------------------------------------------------------------
-def _id_of(body) -> str:
-    if not isinstance(body, dict):
-        raise bad_request("The request body must be a JSON object.")
-    try:
-        check_container_id(body.get("id"))
-    except ValidationError as e:
-        raise CosmosError(e.status, e.substatus, e.message) from None
-    return body["id"]
-
-
 def _definition(call, db) -> tuple:
     """(id, resource, resourcePartitionKey, Grant) of a permission body; 400 for a bad one."""
     body = call.json_body()
-    id = _id_of(body)
+    id = checked_id(body)
     mode = body.get("permissionMode")
     if not isinstance(mode, str) or mode.lower() not in MODES:
         raise bad_request(f"The permission's permissionMode must be 'All' or 'Read', got {_shown(mode)}.")
