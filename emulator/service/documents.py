@@ -61,6 +61,12 @@ async def commit(call, writer) -> tuple[int, float]:
 
 async def _write_reply(call, container, writer, status: int, version) -> "responses.Reply":
     lsn, ru = await commit(call, writer)
+    return written_reply(call, container, writer, lsn, ru, status, version)
+
+
+def written_reply(call, container, writer, lsn: int, ru: float, status: int, version) -> "responses.Reply":
+    """The reply to a committed write (LSN lsn, 0 if nothing changed): its headers, and its body
+    unless it deleted or the client prefers a minimal reply."""
     hdrs = _doc_headers(call, container, writer.rs, lsn or writer.rs.committed_lsn, version)
     if version is None or status == 204:
         return responses.reply(204, None, call.activity_id, ru, hdrs)

@@ -20,8 +20,8 @@ from regionlab.client.protocol import headers as H
 from ..core import charge
 from ..core.errors import CosmosError, bad_request
 from ..core.limits import SCRIPT_RERUNS_MAX
-from . import admission, partition_keys, responses, script_api
-from .documents import _check_item, _doc_headers, _item_key
+from . import admission, partition_keys, script_api
+from .documents import _check_item, _item_key, written_reply
 from .script_engine import no_engine
 from .script_txn import Transaction
 from .sproc import run
@@ -123,9 +123,4 @@ async def _commit(call, container, txn, status: int, version):
     lsn = writer.commit()
     if lsn:
         await call.svc.write_acknowledged(call, writer, lsn)
-    hdrs = _doc_headers(call, container, writer.rs, lsn or writer.rs.committed_lsn, version)
-    if version is None or status == 204:
-        return responses.reply(204, None, call.activity_id, ru, hdrs)
-    if (call.header(H.PREFER) or "").lower() == H.PREFER_RETURN_MINIMAL:
-        return responses.reply(status, None, call.activity_id, ru, hdrs)
-    return responses.reply(status, version.body, call.activity_id, ru, hdrs)
+    return written_reply(call, container, writer, lsn, ru, status, version)
