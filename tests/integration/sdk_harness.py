@@ -110,6 +110,11 @@ def client_kwargs(**kwargs) -> dict:
     return out
 
 
+def no_lag(regions) -> dict:
+    """A lag_ms matrix with no replication lag between any two of regions."""
+    return {(a, b): 0 for a in regions for b in regions if a != b}
+
+
 def make_client(emu, key=None, **kwargs) -> CosmosClient:
     return CosmosClient(emu.endpoint, key or emu.key, **client_kwargs(**kwargs))
 

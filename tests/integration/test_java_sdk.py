@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from sdk_harness import no_lag
 from tiers import require
 from regionlab.emulator.testing import running_emulator
 
@@ -63,7 +64,9 @@ def seen(tmp_path_factory) -> dict:
                                         "the Java SDK tests need Java 17 and Maven")
     target = build(mvn, javac)
     certs = tmp_path_factory.mktemp("certs")
-    with running_emulator(https=True, cert_dir=str(certs), regions=REGIONS, multi_write=True) as emu:
+    # No replication lag: the scenarios read in other regions right after their writes.
+    with running_emulator(https=True, cert_dir=str(certs), regions=REGIONS, multi_write=True,
+                          lag_ms=no_lag(REGIONS)) as emu:
         store = certs / "trust.jks"
         subprocess.run([keytool, "-importcert", "-noprompt", "-alias", "regionlab", "-file",
                         emu.certificate, "-keystore", str(store), "-storepass", "changeit"],

@@ -17,6 +17,7 @@ import pytest
 
 from regionlab.emulator.gateway.hosts import regional_host
 from regionlab.emulator.testing import running_emulator
+from sdk_harness import no_lag
 
 REGIONS = ["East US", "East US 2", "West US"]
 CHILD_TIMEOUT_S = 120
@@ -42,8 +43,13 @@ def host(u):
 
 @pytest.fixture(scope="module")
 def emu():
-    with running_emulator(regions=REGIONS, regional_hostnames=True) as e:
+    # No replication lag: a read in any region right after a write finds it (no polling).
+    with running_emulator(regions=REGIONS, regional_hostnames=True, lag_ms=no_lag(REGIONS)) as e:
         yield e
+
+
+def port_of(emu) -> str:
+    return emu.endpoint.rstrip("/").rsplit(":", 1)[1]
 
 
 def _hosts_file(tmp_path) -> str:
@@ -73,7 +79,7 @@ def run_sdk(emu, tmp_path, body: str) -> dict:
 
 
 def test_the_account_advertises_the_names_the_sdk_computes_all_on_its_one_port(emu):
-    port = emu.endpoint.rstrip("/").rsplit(":", 1)[1]
+    port = port_of(emu)
     assert emu.endpoint == f"http://localhost:{port}/"
     assert emu.region_endpoints == {"East US": f"http://localhost-eastus:{port}/",
                                     "East US 2": f"http://localhost-eastus2:{port}/",
@@ -85,20 +91,13 @@ def test_the_sdk_routes_to_each_preferred_region_by_its_name(emu, tmp_path):
 client = CosmosClient(URL, KEY, preferred_locations=["West US", "East US 2"])
 c = client.create_database_if_not_exists("hn").create_container_if_not_exists("c", PartitionKey("/pk"))
 c.upsert_item({"id": "a", "pk": "a"})
-for _ in range(30):
-    try:
-        c.read_item("a", "a")       # until West US has the write (replication lag)
-        break
-    except CosmosHttpResponseError:
-        time.sleep(0.1)
-urls.clear()
 got = c.read_item("a", "a", raw_response_hook=hook)
 where = c.client_connection.last_response_headers.get("Content-Location", "")
 urls_read = list(urls); urls.clear()
 c.read_item("a", "a", raw_response_hook=hook, excluded_locations=["West US"])
 print(json.dumps({"read": urls_read, "where": host(where), "excluded": urls}))
 """)
-    port = emu.endpoint.rstrip("/").rsplit(":", 1)[1]
+    port = port_of(emu)
     assert seen["read"] == [f"localhost-westus:{port}"]
     assert seen["where"] == "localhost-westus"                 # served by West US, as it says
     assert seen["excluded"] == [f"localhost-eastus2:{port}"]   # West US excluded: the next preferred
@@ -130,7 +129,7 @@ finally:
     control("DELETE", "/faults/%d" % fault["id"])
 print(json.dumps(out))
 """)
-    port = emu.endpoint.rstrip("/").rsplit(":", 1)[1]
+    port = port_of(emu)
     assert "reset" in str(seen["global"]).lower(), seen      # the account's own name is out
     assert seen["created"] is True, seen
     assert seen["write"] == [f"localhost-eastus:{port}"]      # the write region, by its name
@@ -148,7 +147,7 @@ finally:
     control("DELETE", "/faults/%d" % fault["id"])
 print(json.dumps({"urls": urls, "id": got["id"]}))
 """)
-    port = emu.endpoint.rstrip("/").rsplit(":", 1)[1]
+    port = port_of(emu)
     assert seen["id"] == "b"
     assert seen["urls"][-1] == f"localhost-westus:{port}"
 
@@ -159,12 +158,6 @@ client = CosmosClient(URL, KEY, preferred_locations=["East US 2", "West US"],
                       availability_strategy={"threshold_ms": 300, "threshold_steps_ms": 100})
 c = client.create_database_if_not_exists("hn").create_container_if_not_exists("c", PartitionKey("/pk"))
 c.upsert_item({"id": "h", "pk": "h"})
-for _ in range(30):
-    try:
-        c.read_item("h", "h", excluded_locations=["East US 2"])    # West US has it (replication lag)
-        break
-    except CosmosHttpResponseError:
-        time.sleep(0.1)
 fault = control("POST", "/faults", {"type": "latency", "region": "East US 2", "delay_ms": 3000, "op": "read"})
 try:
     t = time.monotonic()
@@ -175,7 +168,7 @@ finally:
 where = c.client_connection.last_response_headers.get("Content-Location", "")
 print(json.dumps({"urls": urls, "took": took, "where": host(where)}))
 """)
-    port = emu.endpoint.rstrip("/").rsplit(":", 1)[1]
+    port = port_of(emu)
     assert f"localhost-westus:{port}" in seen["urls"], seen
     # Answered by the hedge, long before East US 2's 3 s (a loaded 2-core machine's bound).
     assert seen["took"] < 2.5, seen
