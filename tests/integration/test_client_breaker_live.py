@@ -20,13 +20,13 @@ import pytest
 from regionlab.client import CosmosClient, PartitionKey
 from regionlab.client import partition_key as pkmod
 from regionlab.client.policies import breaker as cb
-from sdk_harness import direct_client, doc_hits
+from sdk_harness import direct_client, doc_hits, no_lag
 from test_client_direct_faults import node_hits
 from test_client_faults import MovableClock, path
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
-NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
+NO_LAG = no_lag(REGIONS)
 KEYS = 15                                # different keys of the failing range, each used once
 SWEEP_MS = 100                           # the background sweep's period in the sweep test
 SWEEP_WAIT_S = 10.0                      # generous: a loaded 2-core machine

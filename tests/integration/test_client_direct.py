@@ -12,7 +12,7 @@ import pytest
 from regionlab.client import CosmosClient, PartitionKey
 from regionlab.client.protocol import direct as D
 from direct_client import feed, target
-from sdk_harness import control, direct_client, inject
+from sdk_harness import control, direct_client, inject, no_lag
 
 EAST, WEST, NORTH = "East US", "West US", "North Europe"
 
@@ -197,7 +197,7 @@ def test_heartbeats_keep_idle_connections_open_past_the_nodes_idle_timeout(regio
 
 
 REGIONS3 = ("East US", "East US 2", "West US")
-NO_LAG = {(a, b): 0 for a in REGIONS3 for b in REGIONS3 if a != b}
+NO_LAG = no_lag(REGIONS3)
 
 
 @pytest.mark.parametrize("mode", ["unavailable", "refuse"])

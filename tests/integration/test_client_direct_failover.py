@@ -10,11 +10,11 @@ import urllib.parse
 import pytest
 
 from regionlab.client import CosmosResourceNotFoundError, PartitionKey
-from sdk_harness import attempts, direct_client
+from sdk_harness import attempts, direct_client, no_lag
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
-NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
+NO_LAG = no_lag(REGIONS)
 NEVER_MS = 3_600_000
 CREATES_MAX = 2_000
 

@@ -15,12 +15,12 @@ from regionlab.client import (CosmosClientTimeoutError, CosmosHttpResponseError,
                     PartitionKey)
 from regionlab.client.policies import breaker as cb
 
-from sdk_harness import direct_client
+from sdk_harness import direct_client, no_lag
 from test_client_faults import keys_in_two_partitions, path
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
-NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
+NO_LAG = no_lag(REGIONS)
 HEDGE = {"threshold_ms": 500, "threshold_steps_ms": 100}
 E2E_TIMEOUT_S = 0.3
 LOOP_TICK_MS = 2                         # uvloop's timers tick in whole ms; diagnostics use perf_counter

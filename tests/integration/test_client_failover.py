@@ -19,11 +19,11 @@ import pytest
 
 from regionlab.client import CosmosClient, CosmosResourceNotFoundError, PartitionKey
 from regionlab.client.aio import CosmosClient as AioCosmosClient
-from sdk_harness import attempts, control, doc_hits, served
+from sdk_harness import attempts, control, doc_hits, no_lag, served
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
-NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
+NO_LAG = no_lag(REGIONS)
 NEVER_MS = 3_600_000
 POLL_DEADLINE_S = 10.0
 CREATES_MAX = 2_000

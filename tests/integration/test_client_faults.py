@@ -23,11 +23,11 @@ from regionlab.client import (CosmosClient, CosmosClientTimeoutError, CosmosHttp
                     PartitionKey)
 from regionlab.client import partition_key as pkmod
 from regionlab.client.policies import breaker as cb
-from sdk_harness import doc_hits
+from sdk_harness import doc_hits, no_lag
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
-NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
+NO_LAG = no_lag(REGIONS)
 HEDGE = {"threshold_ms": 500, "threshold_steps_ms": 100}
 OUTAGE_REQUEST_TIMEOUT_S = 0.5           # a blackholed region's attempt gives up after this
 

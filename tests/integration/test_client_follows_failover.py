@@ -19,11 +19,11 @@ import pytest
 
 from regionlab.client import CosmosClient, CosmosHttpResponseError, PartitionKey
 from regionlab.client.policies.regions import FAILOVER_REFRESH_MS
-from sdk_harness import attempts, wait_replicated
+from sdk_harness import attempts, no_lag, wait_replicated
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
-NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
+NO_LAG = no_lag(REGIONS)
 NEVER_MS = 3_600_000
 MODES = ("unavailable", "reset", "blackhole", "refuse")
 DETECTION_MS = 1_000             # the emulator's service-managed failover, after the outage began

@@ -18,11 +18,11 @@ from azure.cosmos.aio import CosmosClient as SdkAioClient
 from regionlab.client import (CosmosAccessConditionFailedError, CosmosClient, CosmosHttpResponseError,
                               CosmosResourceExistsError, CosmosResourceNotFoundError, PartitionKey)
 from regionlab.client.aio import CosmosClient as AioClient
-from sdk_harness import doc_hits
+from sdk_harness import doc_hits, no_lag
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
-NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
+NO_LAG = no_lag(REGIONS)
 
 
 @pytest.fixture

@@ -27,12 +27,12 @@ from regionlab.client import CosmosClient, CosmosHttpResponseError, CosmosResour
 from regionlab.client.policies import retry
 from regionlab.client.policies.regions import ACCOUNT_REFRESH_MS, UNAVAILABLE_MS
 from regionlab.emulator.testing import running_emulator
-from sdk_harness import attempts, doc_hits, wait_replicated
+from sdk_harness import attempts, doc_hits, no_lag, wait_replicated
 from test_client_faults import MovableClock, path
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
-NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
+NO_LAG = no_lag(REGIONS)
 HEDGE = {"threshold_ms": 500, "threshold_steps_ms": 100}
 # Generous slack for a timer or a reply on a loaded 2-core machine; only upper bounds use it.
 LOADED_SLACK_MS = 900

@@ -9,13 +9,13 @@ import pytest
 
 from regionlab.client import CosmosClient, PartitionKey
 from regionlab.client.policies.regions import ACCOUNT_REFRESH_MS, UNAVAILABLE_MS
-from sdk_harness import doc_hits
+from sdk_harness import doc_hits, no_lag
 from test_client_faults import MovableClock, path
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
 NORTH = "North Europe"
-NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
+NO_LAG = no_lag(REGIONS)
 READS_MAX = 200                     # reads while the background refresh lands
 
 

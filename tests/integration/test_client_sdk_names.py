@@ -11,12 +11,12 @@ from azure.cosmos import PartitionKey as SdkPartitionKey
 
 from regionlab.client import ConsistencyLevel, CosmosClient, PartitionKey
 from regionlab.client import exceptions
-from sdk_harness import heal_fault, inject, make_client
+from sdk_harness import heal_fault, inject, make_client, no_lag
 from test_sdk_multi_region import wait_converged
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
-NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
+NO_LAG = no_lag(REGIONS)
 
 
 @pytest.mark.regionlab_config(multi_write=True, lag_ms=NO_LAG)

@@ -18,10 +18,10 @@ import pytest
 
 from regionlab.client import (CosmosBatchOperationError, CosmosClient, CosmosHttpResponseError, CosmosResourceNotFoundError,
                     PartitionKey)
-from sdk_harness import doc_totals, served
+from sdk_harness import doc_totals, no_lag, served
 
 REGIONS = ("East US", "East US 2", "West US")
-NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
+NO_LAG = no_lag(REGIONS)
 
 
 @pytest.fixture

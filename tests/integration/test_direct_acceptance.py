@@ -22,7 +22,7 @@ from azure.cosmos import CosmosClient, PartitionKey
 
 from regionlab.client.protocol import direct as D
 from regionlab.client.protocol.auth import authorization_header
-from sdk_harness import client_kwargs
+from sdk_harness import client_kwargs, no_lag
 from test_cli import EXIT_TIMEOUT_S, _clean_env, spawn
 
 EAST, WEST = "East US", "West US"
@@ -30,7 +30,7 @@ PK = '["p"]'
 REPLY_TIMEOUT_S = 10.0                   # a guard against hanging, never a wait for something
 NODES = 4                                # --nodes-per-region's default
 REGIONS = ("East US", "East US 2", "West US")
-NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}     # reads in West US see East's writes
+NO_LAG = no_lag(REGIONS)     # reads in West US see East's writes
 
 
 # ---- the black-box client -------------------------------------------------------------------

@@ -8,11 +8,11 @@ sleeps; the retained log is made short so a test outruns it with few writes."""
 import pytest
 from azure.cosmos import PartitionKey
 
-from sdk_harness import control, make_client, wait_replicated
+from sdk_harness import control, make_client, no_lag, wait_replicated
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
-NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
+NO_LAG = no_lag(REGIONS)
 RETAINED = 20                          # commits each replica set's log keeps in these tests
 
 

@@ -10,11 +10,11 @@ from azure.cosmos import CosmosClient, PartitionKey, exceptions
 
 from regionlab.emulator.core.faults import FAULT_TYPES
 from regionlab.emulator.testing import ControlError, Fault, Faults
-from sdk_harness import make_client, wait_replicated
+from sdk_harness import make_client, no_lag, wait_replicated
 
 EAST, EAST2, WEST = "East US", "East US 2", "West US"
 REGIONS = (EAST, EAST2, WEST)
-NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
+NO_LAG = no_lag(REGIONS)
 NO_AUTO_FAILOVER = 600_000          # detection_delay_ms: no service-managed failover mid-test
 TIMEOUT_S = 1
 

@@ -31,12 +31,12 @@ from cryptography.x509.oid import NameOID
 from regionlab.emulator.config import ConfigError
 from regionlab.emulator.runtime import certificate
 from regionlab.emulator.testing import running_emulator
-from sdk_harness import CLIENT_DEFAULTS, heal_fault, host_port, inject_fault, read_until_eof
+from sdk_harness import CLIENT_DEFAULTS, heal_fault, host_port, inject_fault, no_lag, read_until_eof
 from test_cli import _clean_env, spawn
 
 HOST = "127.0.0.2"          # not one of the names the SDK exempts from certificate checks
 EAST, EAST2, WEST = "East US", "East US 2", "West US"
-NO_LAG = {(a, b): 0 for a in (EAST, EAST2, WEST) for b in (EAST, EAST2, WEST) if a != b}
+NO_LAG = no_lag((EAST, EAST2, WEST))
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ import pytest
 
 from regionlab.emulator.testing import running_emulator
 from tiers import require
+from sdk_harness import no_lag
 
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
 NODE_PACKAGES = ("nodejs", "npm")       # Debian's: what CI installs when Node or npm is missing
@@ -22,7 +23,7 @@ NPM_TIMEOUT_S = 300
 SCRIPT_TIMEOUT_S = 120
 EAST, EAST2, WEST = "East US", "East US 2", "West US"
 REGIONS = (EAST, EAST2, WEST)
-NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
+NO_LAG = no_lag(REGIONS)
 
 pytestmark = pytest.mark.slow           # each test runs Node; the first installs the SDK with npm
 

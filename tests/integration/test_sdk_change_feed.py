@@ -17,14 +17,14 @@ import datetime
 import pytest
 from azure.cosmos import PartitionKey
 
-from sdk_harness import WireLog, make_aio_client, make_client, wait_replicated
+from sdk_harness import WireLog, make_aio_client, make_client, no_lag, wait_replicated
 
 PARTITIONS = 4
 KEYS = ["k0", "k1", "k2", "ünï", 7, "k5", "日本", "k7"]
 FIRST = [{"id": f"a{i:02d}", "pk": KEYS[i % len(KEYS)], "v": 0} for i in range(40)]
 POLL_READS_MAX = 500          # bound on feed reads while waiting for replication
 TICK_WRITES_MAX = 2000        # bound on writes while waiting for the server clock's next second
-NO_LAG = {(a, b): 0 for a in ("East US", "East US 2", "West US") for b in ("East US", "East US 2", "West US") if a != b}
+NO_LAG = no_lag(("East US", "East US 2", "West US"))
 
 
 def setup(client, docs=FIRST):

@@ -22,10 +22,11 @@ from azure.core.exceptions import ServiceRequestError
 from azure.cosmos import PartitionKey, exceptions
 
 from sdk_harness import control, doc_hits, heal_fault, host_port, inject, make_aio_client, make_client, served, wait_replicated
+from sdk_harness import no_lag
 
 REGIONS = ("East US", "East US 2", "West US")
 EAST, EAST2, WEST = REGIONS
-NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
+NO_LAG = no_lag(REGIONS)
 NEVER_MS = 3_600_000                 # a replication lag no test outlives
 POLL_DEADLINE_S = 10.0
 REFRESH_TIMEOUT_S = 10.0

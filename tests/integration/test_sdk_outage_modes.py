@@ -7,11 +7,11 @@ import pytest
 from azure.core.exceptions import ServiceRequestError, ServiceResponseError, ServiceResponseTimeoutError
 from azure.cosmos import CosmosClient, PartitionKey, exceptions
 
-from sdk_harness import doc_hits, heal_fault, inject_fault, served
+from sdk_harness import doc_hits, heal_fault, inject_fault, no_lag, served
 
 EAST, EAST2, WEST = "East US", "East US 2", "West US"
 REGIONS = (EAST, EAST2, WEST)
-NO_LAG = {(a, b): 0 for a in REGIONS for b in REGIONS if a != b}
+NO_LAG = no_lag(REGIONS)
 MODES = ("refuse", "reset", "unavailable", "blackhole")
 TIMEOUT_S = 1          # the SDK's read timeout is 65 s by default; a blackhole costs one per try
 
