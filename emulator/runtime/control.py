@@ -16,7 +16,7 @@ from ..core.consistency import BOUNDED
 from .chaos_api import add_chaos_routes
 from .control_access import ControlAccess
 from .control_json import json_reply as _json
-from .dashboard_page import dashboard_response, explorer_response
+from .dashboard_page import dashboard_response
 from .drill_api import add_drill_routes
 from .explorer_api import add_explorer_routes
 from .routing_api import add_routing_routes
@@ -220,5 +220,5 @@ def control_app(emu) -> web.Application:
     add_throughput_routes(app, emu)
     add_routing_routes(app, emu)
     add_drill_routes(app, emu)
-    add_explorer_routes(app, emu, explorer_response)
+    add_explorer_routes(app, emu)
     return app

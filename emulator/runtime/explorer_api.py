@@ -23,6 +23,7 @@ from regionlab.client.protocol import headers as H
 from ..core.limits import REQUEST_BODY_MAX_BYTES
 from ..service.call import Call
 from .control_json import json_reply
+from .dashboard_page import explorer_response
 
 GLOBAL = "global"
 EXPLORER_PATH_MAX_CHARS = 2048
@@ -36,7 +37,7 @@ REPLY_HEADERS = (H.REQUEST_CHARGE, H.CONTINUATION, "x-ms-documentdb-query-metric
 METHODS = ("GET", "POST", "PUT", "DELETE")
 
 
-def add_explorer_routes(app: web.Application, emu, page) -> None:
+def add_explorer_routes(app: web.Application, emu) -> None:
     services: dict = {}               # endpoint name -> its Service for the explorer (made once)
 
     def service(name: str):
@@ -44,13 +45,13 @@ def add_explorer_routes(app: web.Application, emu, page) -> None:
         if region is not None and emu.account.region_state(region) is None:
             raise web.HTTPNotFound(text=f"No region {region!r} in the account (see GET /topology).")
         svc = services.get(name)
-        if svc is None or svc.region != region:
+        if svc is None:
             svc = services[name] = emu.service(region, key=None)
             svc.query_mode = "whole"
         return svc
 
     async def explorer_page(request):
-        return page()
+        return explorer_response()
 
     async def api(request):
         path = request.match_info["path"]
