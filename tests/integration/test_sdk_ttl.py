@@ -7,8 +7,9 @@ service's 400s for invalid values, and expiry across restarts with a data dir.
 
 Time moves without sleeping: the emulator's clock is the account's injected clock plus each
 region's clock_skew faults, so `advance` adds a skew of +n seconds to every region (the control
-port's fault API) and each test heals its skews. Only the sweep's deletes are waited for, by
-polling the stores with a deadline (the sweep looks at least once a second)."""
+port's fault API) and each test heals its skews. Only the sweep's deletes are waited for: after
+a commit in each region's store, with a deadline (the sweep looks at least once a second)."""
+import threading
 import time
 
 import pytest
@@ -57,18 +58,20 @@ def point_read(c, id: str):
         return None
 
 
-def stored(emu, db_id: str, coll: str) -> dict:
+def _stored(account, db_id: str, coll: str) -> dict:
     """Region -> {id: deleted-by-TTL?} of the newest version of each key in its store."""
-    def get(account):
-        c = account.databases[db_id].containers[coll]
-        out = {}
-        for region, rs in c.partitions[0].replica_sets.items():
-            newest = {}
-            for v in rs.store.versions_above(0):
-                newest[v.key[1]] = v
-            out[region] = {k: (v.op if v.deleted else "live") for k, v in newest.items()}
-        return out
-    return emu.call(get)
+    c = account.databases[db_id].containers[coll]
+    out = {}
+    for region, rs in c.partitions[0].replica_sets.items():
+        newest = {}
+        for v in rs.store.versions_above(0):
+            newest[v.key[1]] = v
+        out[region] = {k: (v.op if v.deleted else "live") for k, v in newest.items()}
+    return out
+
+
+def stored(emu, db_id: str, coll: str) -> dict:
+    return emu.call(_stored, db_id, coll)
 
 
 def charged_ru(emu, db_id: str, coll: str) -> float:
@@ -80,13 +83,27 @@ def charged_ru(emu, db_id: str, coll: str) -> float:
 
 
 def wait_swept(emu, db_id: str, coll: str, ids: set) -> dict:
-    deadline = time.monotonic() + SWEEP_DEADLINE_S
-    while True:
-        state = stored(emu, db_id, coll)
-        if all(state[r].get(i) == "expire" for r in REGIONS for i in ids):
-            return state
-        assert time.monotonic() < deadline, f"the sweep did not delete {sorted(ids)} everywhere: {state}"
-        time.sleep(0.05)
+    """Until every region's store holds ids as TTL deletes: checked on the emulator's loop after
+    each commit in a region still short of it (an event the server sets, not a poll)."""
+    done, last = threading.Event(), {}
+    armed: set = set()
+
+    def swept(state: dict, region: str) -> bool:
+        return all(state[region].get(i) == "expire" for i in ids)
+
+    def check(account, region=None):
+        armed.discard(region)
+        last["state"] = state = _stored(account, db_id, coll)
+        if all(swept(state, r) for r in REGIONS):
+            done.set()
+            return
+        for r, rs in account.databases[db_id].containers[coll].partitions[0].replica_sets.items():
+            if r not in armed and not swept(state, r):
+                armed.add(r)
+                rs.when_committed(rs.committed_lsn + 1, lambda _ok, r=r: check(account, r))
+    emu.call(check)
+    assert done.wait(SWEEP_DEADLINE_S), f"the sweep did not delete {sorted(ids)} everywhere: {last['state']}"
+    return last["state"]
 
 
 def test_container_and_item_ttl_as_the_service_defines_them(emu, db):
